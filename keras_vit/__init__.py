@@ -1,0 +1,8 @@
+"""keras_vit: the Vision Transformer (Dosovitskiy et al., 2020) for Keras 3."""
+
+__version__ = "0.1.0"
+
+from keras_vit.checkpoints import CheckpointError, LoadReport, load_checkpoint, read_checkpoint, resize_position_embedding
+from keras_vit.configs import count_params, decode_variant
+from keras_vit.layers import PatchEncoder, Patches, StochasticDepth, TokenPooling, TransformerBlock
+from keras_vit.models import ViT, ViTB16, ViTB32, ViTH14, ViTL16, ViTL32, ViTS16, ViTS32, ViTTi16

@@ -1,0 +1,42 @@
+"""The ``keras-vit`` command line.
+
+Each subcommand lives in the module that owns its feature; this file only
+maps names to modules, imported when the command runs. A command module has
+``add_arguments(parser)`` and ``run(args) -> int``, and its docstring's first
+line is the command's help.
+"""
+
+import argparse
+import importlib
+import sys
+
+COMMANDS = {
+    "info": "keras_vit.cli_info",
+}
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="keras-vit", description="Vision Transformer for Keras 3.")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    modules = {}
+    for name, module_name in COMMANDS.items():
+        module = importlib.import_module(module_name)
+        help_text = (module.__doc__ or "").strip().splitlines()[0] if module.__doc__ else None
+        sub = subparsers.add_parser(name, help=help_text, description=module.__doc__)
+        module.add_arguments(sub)
+        modules[name] = module
+    return parser, modules
+
+
+def main(argv=None):
+    parser, modules = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return modules[args.command].run(args) or 0
+    except (ValueError, FileNotFoundError, OSError) as error:
+        print(f"keras-vit {args.command}: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

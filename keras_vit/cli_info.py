@@ -1,0 +1,17 @@
+"""Print the model variants with their sizes and parameter counts."""
+
+from keras_vit import configs
+
+
+def add_arguments(parser):
+    parser.add_argument("--num-classes", type=int, default=1000)
+    parser.add_argument("--image-size", type=int, default=224)
+
+
+def run(args):
+    print(f"{'variant':8} {'width':>6} {'depth':>6} {'mlp':>6} {'heads':>6} {'params':>14}")
+    for name in ("Ti/16", "S/16", "S/32", "B/16", "B/32", "L/16", "L/32", "H/14"):
+        c = configs.decode_variant(name)
+        n = configs.count_params(**c, num_classes=args.num_classes, image_size=args.image_size)
+        print(f"{name:8} {c['hidden_size']:>6} {c['num_layers']:>6} {c['mlp_dim']:>6} {c['num_heads']:>6} {n:>14,}")
+    return 0

@@ -1,0 +1,5 @@
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")

@@ -1,0 +1,115 @@
+import numpy as np
+import pytest
+
+import keras_vit
+import reference
+from helpers import TINY, images, original_names, save_npz, tiny_vit, vit_checkpoint
+from keras_vit.checkpoints import CheckpointError, POSEMB_KEY, resize_position_embedding
+
+
+@pytest.mark.parametrize("naming", ["original", "flax"])
+@pytest.mark.parametrize("representation_size", [None, 24])
+def test_parity_with_numpy_reference(tmp_path, naming, representation_size):
+    arrays = vit_checkpoint(naming=naming, representation_size=representation_size)
+    path = save_npz(tmp_path / "ViT-T.npz", arrays)
+    model = tiny_vit(weights=path, classifier_activation=None)
+    if representation_size:  # detected from the keys
+        assert model.get_layer("pre_logits").units == representation_size
+    x = images(3)
+    expected = reference.vit_logits(x, original_names(arrays))
+    np.testing.assert_allclose(np.asarray(model(x)), expected, atol=1e-5, rtol=0)
+    assert len(model.load_report.loaded) == len(arrays)
+    assert not model.load_report.unused and not model.load_report.skipped
+
+
+def test_parity_gap_model(tmp_path):
+    arrays = vit_checkpoint(class_token=False)
+    model = tiny_vit(weights=save_npz(tmp_path / "gap.npz", arrays), pooling="gap", classifier_activation=None)
+    x = images(2)
+    expected = reference.vit_logits(x, arrays, pooling="gap")
+    np.testing.assert_allclose(np.asarray(model(x)), expected, atol=1e-5)
+
+
+def test_new_head_is_skipped_and_zero(tmp_path):
+    path = save_npz(tmp_path / "c.npz", vit_checkpoint(num_classes=5))
+    model = tiny_vit(weights=path, num_classes=3, classifier_activation=None)
+    assert set(model.load_report.skipped) == {"head/kernel", "head/bias"}
+    assert np.all(np.asarray(model.get_layer("head").kernel) == 0)
+    np.testing.assert_array_equal(np.asarray(model(images(2))), 0.0)
+
+
+def test_headless_model_reports_unused_head(tmp_path):
+    path = save_npz(tmp_path / "c.npz", vit_checkpoint())
+    model = tiny_vit(weights=path, include_top=False)
+    assert model.load_report.unused == ["head/bias", "head/kernel"]
+
+
+def test_resolution_change_interpolates_position_embeddings(tmp_path):
+    arrays = vit_checkpoint(grid=(4, 4))
+    path = save_npz(tmp_path / "c.npz", arrays)
+    for size, grid in ((48, (6, 6)), ((32, 64), (4, 8))):
+        model = tiny_vit(weights=path, image_size=size)
+        posemb = np.asarray(model.get_layer("patch_encoder").position_embedding)
+        assert posemb.shape == (1, grid[0] * grid[1] + 1, TINY["hidden_size"])
+        np.testing.assert_array_equal(posemb[0, 0], arrays[POSEMB_KEY][0, 0])  # CLS untouched
+        # corners of the grid are kept (aligned-corner interpolation)
+        old = arrays[POSEMB_KEY][0, 1:].reshape(4, 4, -1)
+        new = posemb[0, 1:].reshape(grid[0], grid[1], -1)
+        np.testing.assert_allclose(new[0, 0], old[0, 0], atol=1e-6)
+        np.testing.assert_allclose(new[-1, -1], old[-1, -1], atol=1e-6)
+        assert POSEMB_KEY in model.load_report.resized
+        assert np.all(np.isfinite(np.asarray(model(images(1, size)))))
+
+
+def test_resize_same_grid_is_identity_and_matches_scipy_zoom():
+    posemb = np.random.default_rng(0).normal(size=(1, 17, 6)).astype("float32")
+    np.testing.assert_array_equal(resize_position_embedding(posemb, (4, 4)), posemb)
+    scipy_ndimage = pytest.importorskip("scipy.ndimage")
+    out = resize_position_embedding(posemb, (6, 3))
+    grid = posemb[0, 1:].reshape(4, 4, 6)
+    expected = scipy_ndimage.zoom(grid, (6 / 4, 3 / 4, 1), order=1)
+    np.testing.assert_allclose(out[0, 1:].reshape(6, 3, 6), expected, atol=1e-5)
+
+
+def test_missing_key_names_it(tmp_path):
+    arrays = vit_checkpoint()
+    del arrays["Transformer/encoderblock_1/MlpBlock_3/Dense_0/kernel"]
+    model = tiny_vit()
+    before = [np.asarray(w).copy() for w in model.weights]
+    with pytest.raises(CheckpointError, match=r"encoderblock_1/MlpBlock_3/Dense_0/kernel \(model expects \(32, 64\)\)"):
+        keras_vit.load_checkpoint(model, save_npz(tmp_path / "c.npz", arrays))
+    for old, new in zip(before, model.weights):  # nothing half-written
+        np.testing.assert_array_equal(old, np.asarray(new))
+
+
+def test_wrong_shape_names_key_and_both_shapes(tmp_path):
+    arrays = vit_checkpoint()
+    arrays["Transformer/encoderblock_0/LayerNorm_0/scale"] = np.ones(31, "float32")
+    model = tiny_vit()
+    with pytest.raises(CheckpointError, match=r"encoderblock_0/LayerNorm_0/scale.*\(31,\).*\(32,\)"):
+        keras_vit.load_checkpoint(model, save_npz(tmp_path / "c.npz", arrays))
+
+
+def test_deeper_checkpoint_is_rejected(tmp_path):
+    path = save_npz(tmp_path / "c.npz", vit_checkpoint(num_layers=3))
+    with pytest.raises(CheckpointError, match="encoderblock_2"):
+        tiny_vit(weights=path)
+
+
+@pytest.mark.parametrize("content", [b"", b"not a zip file at all", None])
+def test_corrupt_or_truncated_file(tmp_path, content):
+    path = tmp_path / "bad.npz"
+    if content is None:  # a real checkpoint cut in half
+        good = save_npz(tmp_path / "good.npz", vit_checkpoint())
+        data = open(good, "rb").read()
+        content = data[: len(data) // 2]
+    path.write_bytes(content)
+    with pytest.raises(CheckpointError, match="bad.npz"):
+        keras_vit.read_checkpoint(path)
+
+
+def test_pickled_arrays_are_refused(tmp_path):
+    path = tmp_path / "pickle.npz"
+    np.savez(path, cls=np.array([object()], dtype=object))
+    with pytest.raises(CheckpointError, match="pickle"):
+        keras_vit.read_checkpoint(path)

@@ -1,0 +1,85 @@
+import numpy as np
+import pytest
+
+import keras
+import keras_vit
+from helpers import run_layer_test
+from keras_vit.layers import StochasticDepth, TokenPooling
+
+
+def test_patches_order_matches_conv_kernel_layout():
+    x = np.random.default_rng(0).normal(size=(2, 8, 12, 3)).astype("float32")
+    out = np.asarray(keras_vit.Patches(4)(x))
+    assert out.shape == (2, 6, 48)
+    # patch (row 1, col 2) is the 5th+1 in row-major order, flattened as (row, col, channel)
+    np.testing.assert_array_equal(out[1, 1 * 3 + 2], x[1, 4:8, 8:12, :].reshape(-1))
+    run_layer_test(keras_vit.Patches((4, 4)), x)
+
+
+def test_patches_rejects_indivisible_size():
+    with pytest.raises(ValueError, match=r"divisible.*image_size=\(10, 12\), patch_size=\(4, 4\)"):
+        keras_vit.Patches(4)(np.zeros((1, 10, 12, 3), "float32"))
+
+
+def test_patch_encoder_is_eq1():
+    layer = keras_vit.PatchEncoder(num_patches=6, hidden_size=8)
+    x = np.random.default_rng(1).normal(size=(2, 6, 12)).astype("float32")
+    out = np.asarray(run_layer_test(layer, x))
+    assert out.shape == (2, 7, 8)
+    kernel, bias = np.asarray(layer.projection.kernel), np.asarray(layer.projection.bias)
+    pos, cls = np.asarray(layer.position_embedding)[0], np.asarray(layer.cls)[0, 0]
+    np.testing.assert_allclose(out[:, 0], np.broadcast_to(cls + pos[0], (2, 8)), atol=1e-6)
+    np.testing.assert_allclose(out[:, 1:], x @ kernel + bias + pos[1:], atol=1e-5)
+
+
+def test_patch_encoder_without_class_token():
+    layer = keras_vit.PatchEncoder(num_patches=6, hidden_size=8, class_token=False, dropout=0.1)
+    assert run_layer_test(layer, np.zeros((1, 6, 12), "float32")).shape == (1, 6, 8)
+
+
+def test_transformer_block_config_and_attention_scores():
+    layer = keras_vit.TransformerBlock(num_heads=2, mlp_dim=16, dropout=0.1, attention_dropout=0.1, drop_path=0.1)
+    x = np.random.default_rng(2).normal(size=(2, 5, 8)).astype("float32")
+    run_layer_test(layer, x)
+    out, scores = layer(x, return_attention_scores=True)
+    assert scores.shape == (2, 2, 5, 5)
+    np.testing.assert_allclose(np.asarray(scores).sum(-1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(out), np.asarray(layer(x)), atol=1e-6)
+    assert layer.norm1.epsilon == 1e-6
+
+
+def test_transformer_block_validates_heads():
+    with pytest.raises(ValueError, match="width=10, num_heads=4"):
+        keras_vit.TransformerBlock(num_heads=4, mlp_dim=8)(np.zeros((1, 3, 10), "float32"))
+    with pytest.raises(ValueError, match="dropout"):
+        keras_vit.TransformerBlock(num_heads=4, mlp_dim=8, dropout=1.5)
+
+
+def test_stochastic_depth_drops_whole_samples_and_is_identity_at_inference():
+    layer = StochasticDepth(0.5, seed=1)
+    x = np.ones((64, 3, 4), "float32")
+    np.testing.assert_array_equal(np.asarray(layer(x)), x)
+    out = np.asarray(layer(x, training=True))
+    per_sample = out.reshape(64, -1)
+    assert set(np.unique(per_sample)) <= {0.0, 2.0}
+    assert np.all(per_sample.min(1) == per_sample.max(1))
+    assert 0 < (per_sample[:, 0] == 0).sum() < 64
+    run_layer_test(StochasticDepth(0.2, seed=3), x)
+
+
+def test_token_pooling():
+    x = np.random.default_rng(3).normal(size=(2, 5, 4)).astype("float32")
+    np.testing.assert_array_equal(np.asarray(run_layer_test(TokenPooling("token"), x)), x[:, 0])
+    np.testing.assert_allclose(np.asarray(run_layer_test(TokenPooling("gap"), x)), x.mean(1), atol=1e-6)
+    with pytest.raises(ValueError, match="mode='max'"):
+        TokenPooling("max")
+
+
+def test_no_lambda_layers_and_all_registered():
+    from helpers import tiny_vit
+
+    model = tiny_vit()
+    for layer in model.layers:
+        assert not isinstance(layer, keras.layers.Lambda)
+        name = keras.saving.get_registered_name(type(layer))
+        assert name.startswith(("keras_vit>",)) or type(layer).__module__.startswith("keras.")

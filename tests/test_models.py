@@ -1,0 +1,121 @@
+import numpy as np
+import pytest
+
+import keras
+import keras_vit
+from helpers import TINY, images, run_fit_step_test, run_saving_test, tiny_vit
+from keras_vit import configs, models
+
+# the paper's counts with 1000 classes (DEVELOPERS.md)
+PAPER_COUNTS = {
+    "Ti/16": 5_717_416,
+    "S/16": 22_050_664,
+    "B/16": 86_567_656,
+    "B/32": 88_224_232,
+    "L/16": 304_326_632,
+    "L/32": 306_535_400,
+    "H/14": 632_045_800,
+}
+
+
+@pytest.mark.parametrize("variant", ["Ti/16", "S/16", "S/32", "B/16", "B/32"])
+def test_builder_parameter_count_and_shape(variant):
+    model = models.BUILDERS[variant]()
+    expected = configs.count_params(**configs.decode_variant(variant))
+    assert model.count_params() == expected
+    if variant in PAPER_COUNTS:
+        assert model.count_params() == PAPER_COUNTS[variant]
+    assert model.output_shape == (None, 1000)
+    assert model.input_shape == (None, 224, 224, 3)
+
+
+@pytest.mark.parametrize("variant", ["L/16", "L/32", "H/14"])
+def test_large_counts_without_allocating(variant):
+    assert configs.count_params(**configs.decode_variant(variant)) == PAPER_COUNTS[variant]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", ["L/16", "L/32", "H/14"])
+def test_large_builders_for_real(variant):
+    assert models.BUILDERS[variant]().count_params() == PAPER_COUNTS[variant]
+
+
+@pytest.mark.parametrize("variant", list(models.BUILDERS))
+def test_every_builder_runs_small(variant):
+    """Each builder's own architecture at a small image size (patch grid 2x2)."""
+    patch = configs.decode_variant(variant)["patch_size"]
+    if variant[0] in "LH":
+        pytest.skip("large widths are covered by the count test; built for real in test-slow")
+    model = models.BUILDERS[variant](num_classes=7, image_size=2 * patch)
+    out = np.asarray(model(images(2, 2 * patch)))
+    assert out.shape == (2, 7) and np.all(np.isfinite(out))
+    np.testing.assert_allclose(out.sum(-1), 1.0, atol=1e-5)
+
+
+def test_tiny_fit_step_every_weight_gets_gradient():
+    model = tiny_vit(classifier_activation="softmax", representation_size=16, dropout=0.1, drop_path_rate=0.1)
+    run_fit_step_test(model, images(4), 5)
+
+
+def test_gap_model_has_no_class_token_and_trains():
+    model = tiny_vit(pooling="gap")
+    assert not model.get_layer("patch_encoder").class_token
+    run_fit_step_test(model, images(4), 5)
+
+
+def test_saving_round_trip_safe_mode(tmp_path):
+    model = tiny_vit(representation_size=16)
+    for v in model.weights:  # a non-trivial head so the comparison means something
+        v.assign(np.random.default_rng(0).normal(0, 0.2, v.shape))
+    loaded = run_saving_test(model, images(2), tmp_path)
+    assert [l.name for l in loaded.layers] == [l.name for l in model.layers]
+
+
+def test_non_square_images_and_features():
+    model = tiny_vit(image_size=(32, 48), include_top=False, pooling=None)
+    assert model.output_shape == (None, 4 * 6 + 1, TINY["hidden_size"])
+    pooled = tiny_vit(image_size=(32, 48), include_top=False)
+    assert pooled.output_shape == (None, TINY["hidden_size"])
+    assert np.asarray(pooled(images(1, (32, 48)))).shape == (1, TINY["hidden_size"])
+
+
+def test_stable_layer_names():
+    model = tiny_vit()
+    names = [layer.name for layer in model.layers]
+    assert names == [
+        "images", "preprocessing", "patches", "patch_encoder",
+        "transformer_block_0", "transformer_block_1", "encoder_norm", "pool", "head", "predictions",
+    ]
+
+
+def test_preprocessing_scales_to_minus_one_one():
+    with_pre = tiny_vit(classifier_activation=None)
+    without = tiny_vit(classifier_activation=None, include_preprocessing=False)
+    without.set_weights(with_pre.get_weights())
+    x = images(2)
+    np.testing.assert_allclose(np.asarray(with_pre(x)), np.asarray(without(x / 127.5 - 1)), atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(image_size=225), r"Received: image_size=225, patch_size=16"),
+        (dict(image_size=(224, 200)), r"image_size=\(224, 200\), patch_size=16"),
+        (dict(pooling="max"), r"pooling='max'"),
+        (dict(num_classes=0), r"num_classes=0"),
+        (dict(weights="no/such/file.npz"), r"no such file"),
+        (dict(classifier_activation="nope"), r"nope"),
+    ],
+)
+def test_bad_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        keras_vit.ViTB16(**kwargs)
+
+
+def test_decode_variant():
+    assert keras_vit.decode_variant("L/32") == dict(
+        hidden_size=1024, num_layers=24, mlp_dim=4096, num_heads=16, patch_size=32
+    )
+    assert keras_vit.decode_variant("B/16", num_layers=6)["num_layers"] == 6
+    with pytest.raises(ValueError, match="variant='X/16'"):
+        keras_vit.decode_variant("X/16")
