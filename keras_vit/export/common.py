@@ -1,0 +1,116 @@
+"""Shared pieces of the exporters: loading the model, its input shape, labels, errors."""
+
+import os
+
+import numpy as np
+
+FORMATS = ("saved_model", "tflite", "onnx")
+QUANTIZE_MODES = ("float32", "float16", "dynamic", "int8")
+
+
+class ExportError(RuntimeError):
+    """An export could not be produced or did not load in its target runtime."""
+
+
+class ExportVerificationError(ExportError):
+    """The exported model disagrees with the Keras model beyond the tolerance.
+
+    Attributes:
+        report: the :class:`~keras_vit.export.verify.VerificationReport`.
+    """
+
+    def __init__(self, report):
+        self.report = report
+        super().__init__(f"Export failed verification:\n{report.summary()}")
+
+
+def check_format(fmt):
+    if fmt not in FORMATS:
+        raise ValueError(f"Unknown export format: expected one of {FORMATS}. Received: format={fmt!r}")
+    return fmt
+
+
+def check_quantize(quantize, fmt="tflite"):
+    if quantize not in QUANTIZE_MODES:
+        raise ValueError(f"Unknown quantization mode: expected one of {QUANTIZE_MODES}. Received: quantize={quantize!r}")
+    if fmt != "tflite" and quantize != "float32":
+        raise ValueError(
+            f"Quantization is a TFLite option; format={fmt!r} exports float32 only. Received: quantize={quantize!r}"
+        )
+    return quantize
+
+
+def load_model(model):
+    """A ``keras.Model`` from a model or a ``.keras`` path (safe mode), with a clear error."""
+    import keras
+
+    if isinstance(model, keras.Model):
+        return model
+    path = os.fspath(model)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"Model file not found: {path!r}")
+    import keras_vit  # noqa: F401  registers the custom layers
+
+    try:
+        return keras.saving.load_model(path, safe_mode=True)
+    except Exception as error:  # keras raises many types for a corrupt file
+        raise ValueError(f"Cannot read the model file {path!r} ({type(error).__name__}: {error})") from error
+
+
+def image_shape(model):
+    """``(height, width, channels)`` of a single-input image model, all static."""
+    shape = tuple(model.input_shape)
+    if len(model.inputs) != 1 or len(shape) != 4 or None in shape[1:]:
+        raise ValueError(
+            f"Export needs one image input of static shape (batch, H, W, C). Received: input_shape={model.input_shape}"
+        )
+    return shape[1:]
+
+
+def num_outputs(model):
+    shape = tuple(model.output_shape)
+    if len(shape) != 2 or shape[1] is None:
+        raise ValueError(f"Export needs a classifier output (batch, classes). Received: output_shape={model.output_shape}")
+    return shape[1]
+
+
+def outputs_are_probabilities(model):
+    """True when the model ends in a softmax (the ViT default), False for logits."""
+    import keras
+
+    last = model.layers[-1]
+    if isinstance(last, keras.layers.Activation):
+        return getattr(last.activation, "__name__", "") == "softmax"
+    activation = getattr(last, "activation", None)
+    return getattr(activation, "__name__", "") == "softmax"
+
+
+def resolve_labels(model, labels=None, model_path=None):
+    """Class names: explicit ``labels``, names stored with the model, else ``class_0..N-1``."""
+    n = num_outputs(model)
+    try:
+        from keras_vit import labels as labels_lib
+    except ImportError:  # pragma: no cover - labels module absent
+        labels_lib = None
+    if labels_lib is not None:
+        return labels_lib.class_names(n, labels=labels, model_path=model_path, loaded=model)
+    if labels is None:
+        names = getattr(model, "class_names", None) or [f"class_{i}" for i in range(n)]
+    else:
+        names = [str(v) for v in labels]
+    if len(names) != n:
+        raise ValueError(f"The model has {n} classes but {len(names)} labels were given. Received: labels={names!r}")
+    return list(names)
+
+
+def file_size(path):
+    """Bytes of a file, or of every file under a directory."""
+    if os.path.isdir(path):
+        return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(path) for f in files)
+    return os.path.getsize(path)
+
+
+def softmax(x):
+    x = np.asarray(x, dtype="float64")
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return (e / e.sum(axis=-1, keepdims=True)).astype("float32")

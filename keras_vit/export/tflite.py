@@ -1,0 +1,197 @@
+"""TFLite for Android: builtin ops only, four quantization modes, labels attached.
+
+Conversion goes through ``tf.lite.TFLiteConverter`` on the model frozen at a
+fixed batch (1 by default) with ``supported_ops=[TFLITE_BUILTINS]`` (plus
+``TFLITE_BUILTINS_INT8`` for full int8), never ``model.export(format=
+"litert")``, which lets Flex (select TF) ops in silently. The op list is read
+back from the flatbuffer and any custom op (``Flex*`` included) fails the
+export, so the standard LiteRT runtime on Android runs the file.
+
+Modes: ``float32``; ``float16`` (float16 weights); ``dynamic`` (int8 weights,
+float activations); ``int8`` (weights and activations calibrated on a
+representative dataset of real images; float32 input/output). In ``int8``,
+``float_ops="auto"`` first converts everything to int8 and, if the top-1
+agreement bar is missed, converts again keeping :data:`FRAGILE_OPS` (softmax,
+GELU and LayerNorm's mean/variance/rsqrt) in float via
+``tf.lite.experimental.QuantizationDebugger``'s denylist.
+
+Labels: the class names are zipped onto the flatbuffer as ``labels.txt``
+(the TFLite-metadata "associated file" layout that LiteRT ignores and
+Android's metadata extractor reads), and also written beside the model.
+"""
+
+import os
+import zipfile
+
+import numpy as np
+
+from keras_vit.export import common
+
+FRAGILE_OPS = ("SOFTMAX", "GELU", "MEAN", "SQUARED_DIFFERENCE", "RSQRT")
+
+
+def _frozen_function(model, batch_size):
+    import tensorflow as tf
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+    h, w, c = common.image_shape(model)
+    spec = tf.TensorSpec((batch_size, h, w, c), tf.float32, name="images")
+    fn = tf.function(lambda images: tf.cast(model(images, training=False), tf.float32), input_signature=[spec])
+    return convert_variables_to_constants_v2(fn.get_concrete_function())
+
+
+def _representative(images):
+    def generate():
+        for image in images:
+            yield [image[None].astype("float32")]
+
+    return generate
+
+
+def convert(model, quantize="float32", representative_images=None, batch_size=1, float_ops=()):
+    """Convert a Keras model to a TFLite flatbuffer (bytes), builtin ops only.
+
+    Args:
+        model: a ``keras.Model`` image classifier.
+        quantize: ``"float32"``, ``"float16"``, ``"dynamic"`` or ``"int8"``.
+        representative_images: float32 ``(N, H, W, 3)`` real images, required
+            for ``"int8"`` (already shape-checked, see ``data.as_images``).
+        batch_size: the fixed batch of the input.
+        float_ops: ``int8`` only: TFLite op names (e.g. ``"SOFTMAX"``) kept in float.
+
+    Returns:
+        The flatbuffer bytes.
+    """
+    import tensorflow as tf
+
+    common.check_quantize(quantize)
+    if int(batch_size) < 1:
+        raise ValueError(f"`batch_size` must be positive. Received: batch_size={batch_size!r}")
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([_frozen_function(model, int(batch_size))])
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    if quantize == "float16":
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        converter.target_spec.supported_types = [tf.float16]
+    elif quantize == "dynamic":
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    elif quantize == "int8":
+        if representative_images is None or len(representative_images) == 0:
+            raise ValueError("quantize='int8' needs a representative dataset of real images. Received: none")
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        converter.representative_dataset = _representative(representative_images)
+        if float_ops:
+            converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8, tf.lite.OpsSet.TFLITE_BUILTINS]
+            options = tf.lite.experimental.QuantizationDebugOptions(denylisted_ops=list(float_ops))
+            debugger = tf.lite.experimental.QuantizationDebugger(
+                converter=converter,
+                debug_dataset=_representative(representative_images),
+                debug_options=options,
+            )
+            return bytes(debugger.get_nondebug_quantized_model())
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    try:
+        return bytes(converter.convert())
+    except Exception as error:
+        raise common.ExportError(f"TFLite conversion ({quantize}) with builtin ops only failed: {error}") from error
+
+
+def flatbuffer_ops(content):
+    """Sorted op names of a TFLite flatbuffer: builtin names, or the custom code (``Flex...``)."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+    model = schema.Model.GetRootAs(content, 0)
+    ops = set()
+    for i in range(model.OperatorCodesLength()):
+        code = model.OperatorCodes(i)
+        builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+        if builtin == schema.BuiltinOperator.CUSTOM:
+            ops.add(code.CustomCode().decode("utf-8"))
+        else:
+            ops.add(names.get(builtin, f"BUILTIN_{builtin}"))
+    return sorted(ops)
+
+
+def check_builtin_only(ops):
+    """Raise if any op is not a TFLite builtin (Flex ops or other custom ops)."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    builtin = {k for k in vars(schema.BuiltinOperator) if not k.startswith("_")}
+    bad = [op for op in ops if op.startswith("Flex") or op not in builtin]
+    if bad:
+        raise common.ExportError(
+            f"The TFLite model needs non-builtin ops {bad}; the standard Android runtime cannot run it."
+        )
+
+
+def attach_labels(path, labels):
+    """Zip ``labels.txt`` onto the flatbuffer (TFLite metadata associated-file layout)."""
+    with zipfile.ZipFile(path, "a") as archive:
+        archive.writestr("labels.txt", "".join(f"{label}\n" for label in labels))
+
+
+def read_labels(path):
+    """The labels zipped onto a ``.tflite`` by :func:`attach_labels`, or None."""
+    if not zipfile.is_zipfile(path):
+        return None
+    with zipfile.ZipFile(path) as archive:
+        if "labels.txt" not in archive.namelist():
+            return None
+        return [line for line in archive.read("labels.txt").decode("utf-8").splitlines() if line]
+
+
+def interpreter(path_or_content, num_threads=None):
+    """An ``ai_edge_litert`` interpreter with tensors allocated."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    if isinstance(path_or_content, (bytes, bytearray)):
+        it = Interpreter(model_content=bytes(path_or_content), num_threads=num_threads)
+    else:
+        it = Interpreter(model_path=os.fspath(path_or_content), num_threads=num_threads)
+    it.allocate_tensors()
+    return it
+
+
+def run(path_or_content, images, num_threads=None):
+    """Outputs of a TFLite model on ``images`` (float32 NHWC), through ai_edge_litert."""
+    it = interpreter(path_or_content, num_threads)
+    inp = it.get_input_details()[0]
+    out = it.get_output_details()[0]
+    batch = int(inp["shape"][0])
+    results = []
+    for i in range(0, len(images), batch):
+        chunk = np.asarray(images[i : i + batch], dtype="float32")
+        n = len(chunk)
+        if n < batch:
+            chunk = np.concatenate([chunk, np.repeat(chunk[-1:], batch - n, axis=0)])
+        it.set_tensor(inp["index"], _to_input(chunk, inp))
+        it.invoke()
+        results.append(_from_output(it.get_tensor(out["index"]), out)[:n])
+    return np.concatenate(results)
+
+
+def _to_input(x, detail):
+    if detail["dtype"] == np.float32:
+        return x
+    scale, zero = detail["quantization"]
+    info = np.iinfo(detail["dtype"])
+    return np.clip(np.round(x / scale + zero), info.min, info.max).astype(detail["dtype"])
+
+
+def _from_output(y, detail):
+    if detail["dtype"] == np.float32:
+        return y
+    scale, zero = detail["quantization"]
+    return (y.astype("float32") - zero) * scale
+
+
+def write(content, path, labels):
+    """Write the flatbuffer to ``path`` with the labels zipped on."""
+    with open(path, "wb") as f:
+        f.write(content)
+    attach_labels(path, labels)
+
+
+def label_file_path(path):
+    """``model.tflite -> model.labels.txt`` (found by ``keras_vit.labels``)."""
+    return os.path.splitext(os.fspath(path))[0] + ".labels.txt"

@@ -1,0 +1,127 @@
+"""The verification report every export ends with.
+
+An exported model is run in its target runtime on real images and compared
+with the Keras model: the largest absolute difference of the outputs and the
+share of images whose top-1 class agrees. Float exports are held to an
+absolute tolerance, quantized ones to a top-1 agreement floor
+(:data:`TOLERANCES`); an export outside its tolerance raises
+:class:`~keras_vit.export.common.ExportVerificationError` carrying the report.
+"""
+
+import dataclasses
+import json
+
+import numpy as np
+
+# (format, quantize) -> bars; both keys may be present
+TOLERANCES = {
+    ("saved_model", "float32"): {"max_abs_diff": 1e-5},
+    ("onnx", "float32"): {"max_abs_diff": 1e-4},
+    ("tflite", "float32"): {"max_abs_diff": 1e-4},
+    ("tflite", "float16"): {"max_abs_diff": 1e-2},
+    ("tflite", "dynamic"): {"top1_agreement": 0.95},
+    ("tflite", "int8"): {"top1_agreement": 0.90},
+}
+
+
+def tolerance_for(fmt, quantize, max_abs_diff=None, min_top1_agreement=None):
+    """The default bars for an export, with optional overrides."""
+    bars = dict(TOLERANCES[(fmt, quantize)])
+    if max_abs_diff is not None:
+        bars["max_abs_diff"] = float(max_abs_diff)
+    if min_top1_agreement is not None:
+        bars["top1_agreement"] = float(min_top1_agreement)
+    return bars
+
+
+@dataclasses.dataclass
+class VerificationReport:
+    """What an export produced and how closely it matches the Keras model.
+
+    Attributes:
+        format: ``"saved_model"``, ``"tflite"`` or ``"onnx"``.
+        quantize: the TFLite mode (``"float32"`` for the other formats).
+        path: the exported file or version folder.
+        size_bytes: its size on disk (every file of a SavedModel).
+        max_abs_diff: largest absolute output difference vs Keras.
+        top1_agreement: share of images with the same top-1 class as Keras.
+        ops: sorted op names of the exported graph.
+        num_images: how many real images were compared.
+        tolerance: the bars applied (``max_abs_diff`` and/or ``top1_agreement``).
+        passed: whether every bar was met.
+        runtime: what ran the export (``tensorflow``, ``ai_edge_litert``, ``onnxruntime``).
+        details: format-specific facts (signatures, float ops kept, labels...).
+    """
+
+    format: str
+    quantize: str
+    path: str
+    size_bytes: int
+    max_abs_diff: float
+    top1_agreement: float
+    ops: list
+    num_images: int
+    tolerance: dict
+    passed: bool
+    runtime: str
+    details: dict = dataclasses.field(default_factory=dict)
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    def write_json(self, path):
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(self.to_dict(), f, indent=2, sort_keys=True, default=str)
+            f.write("\n")
+
+    def summary(self):
+        bars = ", ".join(
+            f"{k} {'<=' if k == 'max_abs_diff' else '>='} {v:g}" for k, v in sorted(self.tolerance.items())
+        )
+        lines = [
+            f"{self.format} ({self.quantize}) -> {self.path}",
+            f"  runtime        {self.runtime}",
+            f"  size           {self.size_bytes:,} bytes",
+            f"  images         {self.num_images}",
+            f"  max abs diff   {self.max_abs_diff:.3g}",
+            f"  top-1 agree    {self.top1_agreement:.2%}",
+            f"  tolerance      {bars}: {'PASSED' if self.passed else 'FAILED'}",
+            f"  ops ({len(self.ops)})       {', '.join(self.ops)}",
+        ]
+        for key, value in sorted(self.details.items()):
+            if key != "labels":
+                lines.append(f"  {key:14} {value}")
+        return "\n".join(lines)
+
+
+def compare(expected, actual):
+    """``(max_abs_diff, top1_agreement)`` of two ``(N, classes)`` output arrays."""
+    expected = np.asarray(expected, dtype="float64")
+    actual = np.asarray(actual, dtype="float64")
+    if expected.shape != actual.shape:
+        raise ValueError(f"Output shapes differ: Keras {expected.shape}, export {actual.shape}")
+    if not np.all(np.isfinite(actual)):
+        return float("inf"), float(np.mean(expected.argmax(-1) == np.nan_to_num(actual).argmax(-1)))
+    return float(np.max(np.abs(expected - actual))), float(np.mean(expected.argmax(-1) == actual.argmax(-1)))
+
+
+def make_report(fmt, quantize, path, size_bytes, ops, expected, actual, tolerance, runtime, details=None):
+    """Compare outputs, apply the bars, and return a :class:`VerificationReport`."""
+    max_abs_diff, agreement = compare(expected, actual)
+    passed = max_abs_diff <= tolerance.get("max_abs_diff", float("inf")) and agreement >= tolerance.get(
+        "top1_agreement", 0.0
+    )
+    return VerificationReport(
+        format=fmt,
+        quantize=quantize,
+        path=str(path),
+        size_bytes=int(size_bytes),
+        max_abs_diff=max_abs_diff,
+        top1_agreement=agreement,
+        ops=sorted(set(ops)),
+        num_images=len(expected),
+        tolerance=dict(tolerance),
+        passed=bool(passed),
+        runtime=runtime,
+        details=dict(details or {}),
+    )
