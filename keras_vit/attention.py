@@ -1,0 +1,277 @@
+"""Where a ViT looks: attention weights, attention rollout, mean attention distance.
+
+The attention model re-runs a trained model's own layers: everything up to
+``patch_encoder`` is taken from the functional graph as it is (so a hybrid's
+CNN backbone comes along), then every ``TransformerBlock`` is called with
+``return_attention_scores=True``, which computes the softmax weights
+explicitly whatever kernel the ordinary forward pass uses. Any image size and
+patch size work: the grid is read from the model.
+"""
+
+import weakref
+
+import numpy as np
+
+from keras_vit.layers import PatchEncoder, Patches, TransformerBlock
+
+HEAD_FUSIONS = ("mean", "max", "min")
+_ATTENTION_MODELS = weakref.WeakKeyDictionary()  # model -> its attention model, built once
+
+
+def _patch_encoder(model):
+    encoders = [layer for layer in model.layers if isinstance(layer, PatchEncoder)]
+    if len(encoders) != 1:
+        raise ValueError(f"Expected a ViT with one PatchEncoder. Received: model {model.name!r} with {len(encoders)}")
+    return encoders[0]
+
+
+def transformer_blocks(model):
+    """The model's ``TransformerBlock`` layers in depth order."""
+    blocks = [layer for layer in model.layers if isinstance(layer, TransformerBlock)]
+    if not blocks:
+        raise ValueError(f"Expected a ViT with TransformerBlock layers. Received: model {model.name!r} with none")
+    return blocks
+
+
+def patch_grid(model):
+    """``(rows, cols)`` of the token grid, from the ``Patches`` layer (or the token count and input shape)."""
+    encoder = _patch_encoder(model)
+    patches = [layer for layer in model.layers if isinstance(layer, Patches)]
+    if len(patches) == 1:
+        grid = patches[0].grid_size(patches[0].input.shape)
+        if grid[0] * grid[1] == encoder.num_patches:
+            return grid
+    # fall back on the factorisation of N closest to the input's aspect ratio
+    n = encoder.num_patches
+    h, w = input_size(model)
+    pairs = [(r, n // r) for r in range(1, n + 1) if n % r == 0]
+    return min(pairs, key=lambda p: abs(np.log((p[0] / p[1]) / (h / w))))
+
+
+def input_size(model):
+    """``(h, w)`` of the model's image input."""
+    shape = model.input_shape
+    if isinstance(shape, list) or len(shape) != 4 or shape[1] is None or shape[2] is None:
+        raise ValueError(f"Expected a model with one (batch, H, W, C) image input of fixed size. Received: input_shape={shape}")
+    return int(shape[1]), int(shape[2])
+
+
+def attention_model(model):
+    """A Keras model, sharing ``model``'s weights, returning every block's attention weights.
+
+    Args:
+        model: a functional keras_vit model (ViT or hybrid), with or without a top.
+
+    Returns:
+        A ``keras.Model`` from the same inputs to a list with one
+        ``(batch, heads, tokens, tokens)`` tensor per block, in depth order.
+    """
+    import keras
+
+    encoder = _patch_encoder(model)
+    x = encoder.output
+    scores = []
+    for block in transformer_blocks(model):
+        x, weights = _attention_probe(block)(x)
+        scores.append(weights)
+    attention = keras.Model(model.inputs, scores, name=f"{model.name}_attention")
+    attention.is_attention_model = True
+    return attention
+
+
+def _attention_probe(block):
+    """Wrap ``block`` so that a symbolic call returns ``(outputs, attention_weights)``.
+
+    The wrapper owns no weights of its own: it calls the trained block.
+    """
+    import keras
+
+    class AttentionProbe(keras.layers.Layer):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.block = block
+
+        def call(self, x):
+            return self.block(x, training=False, return_attention_scores=True)
+
+        def compute_output_spec(self, x):
+            tokens = x.shape[1]
+            dtype = self.block.compute_dtype
+            return (
+                keras.KerasTensor(x.shape, dtype=x.dtype),
+                keras.KerasTensor((x.shape[0], block.num_heads, tokens, tokens), dtype=dtype),
+            )
+
+    return AttentionProbe(name=f"{block.name}_attention")
+
+
+def attention_weights(model, images, batch_size=8):
+    """Attention weights of every block for a batch of images.
+
+    Args:
+        model: a keras_vit model (or an :func:`attention_model`).
+        images: ``(batch, H, W, 3)`` as the model takes them (RGB in [0, 255]
+            for the default ``include_preprocessing=True``), or one image
+            ``(H, W, 3)``.
+
+    Returns:
+        float32 ``(batch, layers, heads, tokens, tokens)`` (no batch axis for
+        one image); each row sums to 1. Tokens are the class token (if any)
+        followed by the patches in row-major order.
+    """
+    images = np.asarray(images, dtype="float32")
+    single = images.ndim == 3
+    if single:
+        images = images[None]
+    if images.ndim != 4:
+        raise ValueError(f"Expected images of shape (batch, H, W, 3) or (H, W, 3). Received: shape={images.shape}")
+    if not getattr(model, "is_attention_model", False):
+        if model not in _ATTENTION_MODELS:
+            _ATTENTION_MODELS[model] = attention_model(model)
+        model = _ATTENTION_MODELS[model]
+    outputs = model.predict(images, batch_size=batch_size, verbose=0)
+    if not isinstance(outputs, (list, tuple)):
+        outputs = [outputs]
+    weights = np.stack([np.asarray(o, dtype="float32") for o in outputs], axis=1)
+    return weights[0] if single else weights
+
+
+def attention_rollout(weights, head_fusion="mean", discard_ratio=0.0):
+    """Attention rollout (Abnar & Zuidema, 2020) of one image's attention weights.
+
+    Each layer's heads are fused (mean by default), the identity is added for
+    the residual connection and rows are renormalised; the layers are then
+    multiplied through: ``R = A_L ... A_2 A_1``.
+
+    Args:
+        weights: ``(layers, heads, tokens, tokens)`` from :func:`attention_weights`.
+        head_fusion: ``"mean"``, ``"max"`` or ``"min"`` over heads.
+        discard_ratio: fraction of the lowest fused weights per row (never
+            the diagonal) set to zero before adding the identity.
+
+    Returns:
+        ``(tokens, tokens)`` float64; row i says how much of token i's output
+        comes from each input token. Rows sum to 1.
+    """
+    weights = np.asarray(weights, dtype="float64")
+    if weights.ndim != 4 or weights.shape[-1] != weights.shape[-2]:
+        raise ValueError(f"Expected weights of shape (layers, heads, tokens, tokens). Received: shape={weights.shape}")
+    if head_fusion not in HEAD_FUSIONS:
+        raise ValueError(f"Unknown head_fusion: expected one of {HEAD_FUSIONS}. Received: head_fusion={head_fusion!r}")
+    if not 0.0 <= discard_ratio < 1.0:
+        raise ValueError(f"`discard_ratio` must be in [0, 1). Received: discard_ratio={discard_ratio!r}")
+    tokens = weights.shape[-1]
+    eye = np.eye(tokens)
+    rollout = eye
+    for layer in weights:
+        fused = getattr(np, head_fusion)(layer, axis=0)
+        if discard_ratio > 0:
+            k = int(tokens * discard_ratio)
+            threshold = np.sort(fused, axis=-1)[:, k - 1 : k] if k else -np.inf
+            fused = np.where((fused <= threshold) & (eye == 0), 0.0, fused)
+        a = fused + eye
+        a = a / a.sum(-1, keepdims=True)
+        rollout = a @ rollout
+    return rollout
+
+
+def rollout_map(model, image, head_fusion="mean", discard_ratio=0.0, weights=None):
+    """Attention rollout as a heatmap at the input image's resolution.
+
+    The class token's row of the rollout (for GAP models without one, the mean
+    of all rows) is reshaped to the patch grid and resized bilinearly to the
+    model's input size.
+
+    Args:
+        model: a keras_vit model.
+        image: one image ``(H, W, 3)`` at the model's input size, as the model
+            takes it.
+        head_fusion, discard_ratio: see :func:`attention_rollout`.
+        weights: precomputed ``(layers, heads, tokens, tokens)`` for ``image``.
+
+    Returns:
+        float32 ``(H, W)``: the share of the class token's information that
+        comes from each pixel's patch (on the patch grid, before resizing,
+        the values sum to 1 minus the share the class token keeps).
+    """
+    if weights is None:
+        weights = attention_weights(model, image)
+    rollout = attention_rollout(weights, head_fusion, discard_ratio)
+    grid = patch_grid(model)
+    n = grid[0] * grid[1]
+    if _patch_encoder(model).class_token:
+        relevance = rollout[0, 1:]
+    else:
+        relevance = rollout.mean(0)
+    if relevance.shape[0] != n:
+        raise ValueError(f"Token count does not match the patch grid {grid}. Received: {relevance.shape[0]} patch tokens")
+    return resize_map(relevance.reshape(grid), input_size(model))
+
+
+def resize_map(grid_map, size):
+    """Bilinear resize of a 2-D map to ``(h, w)`` (half-pixel centres, edges clamped)."""
+    grid_map = np.asarray(grid_map, dtype="float64")
+    h, w = size
+
+    def axis_weights(n_in, n_out):
+        pos = (np.arange(n_out) + 0.5) * n_in / n_out - 0.5
+        pos = np.clip(pos, 0, n_in - 1)
+        lo = np.floor(pos).astype(int)
+        hi = np.minimum(lo + 1, n_in - 1)
+        frac = pos - lo
+        m = np.zeros((n_out, n_in))
+        m[np.arange(n_out), lo] += 1 - frac
+        m[np.arange(n_out), hi] += frac
+        return m
+
+    rows = axis_weights(grid_map.shape[0], h)
+    cols = axis_weights(grid_map.shape[1], w)
+    return (rows @ grid_map @ cols.T).astype("float32")
+
+
+def mean_attention_distance(model, images, weights=None):
+    """Mean attention distance per block and head, in input pixels (Figure 7, right).
+
+    For every query patch, the distance to every key patch (between patch
+    centres, in pixels of the input image) weighted by the attention weight,
+    with the weights renormalised over the patches (the class token has no
+    position); averaged over query patches and images.
+
+    Args:
+        model: a keras_vit model.
+        images: ``(batch, H, W, 3)`` as the model takes them.
+        weights: precomputed ``(batch, layers, heads, tokens, tokens)``.
+
+    Returns:
+        float64 ``(layers, heads)``.
+    """
+    if weights is None:
+        weights = attention_weights(model, np.asarray(images)[None] if np.ndim(images) == 3 else images)
+    weights = np.asarray(weights, dtype="float64")
+    if weights.ndim == 4:
+        weights = weights[None]
+    gh, gw = patch_grid(model)
+    h, w = input_size(model)
+    n = gh * gw
+    patch_weights = weights[..., -n:, -n:]
+    patch_weights = patch_weights / patch_weights.sum(-1, keepdims=True)
+    rows, cols = np.meshgrid(np.arange(gh), np.arange(gw), indexing="ij")
+    centres = np.stack([(rows.ravel() + 0.5) * h / gh, (cols.ravel() + 0.5) * w / gw], axis=-1)
+    distance = np.linalg.norm(centres[:, None] - centres[None], axis=-1)  # (n, n) pixels
+    per_query = (patch_weights * distance).sum(-1)  # (batch, layers, heads, n)
+    return per_query.mean(axis=(0, 3))
+
+
+def position_embedding_similarity(model):
+    """Cosine similarity between the learned position embeddings of the patches (Figure 7, centre).
+
+    Returns:
+        ``(rows, cols, rows, cols)``: entry ``[i, j]`` is the similarity map of
+        patch ``(i, j)``'s embedding with every patch's.
+    """
+    encoder = _patch_encoder(model)
+    gh, gw = patch_grid(model)
+    posemb = np.asarray(encoder.position_embedding, dtype="float64")[0]
+    posemb = posemb[-gh * gw :]  # drop the class token's position
+    unit = posemb / np.maximum(np.linalg.norm(posemb, axis=-1, keepdims=True), 1e-12)
+    return (unit @ unit.T).reshape(gh, gw, gh, gw)

@@ -1,0 +1,51 @@
+"""Save an image with its attention-rollout heatmap overlaid (a .keras model).
+
+Attention rollout (Abnar & Zuidema, 2020) of the class token, upsampled to the
+image's own size. Optionally also writes the mean attention distance per head
+and depth and the position-embedding similarity (Figure 7 of the ViT paper).
+"""
+
+from keras_vit.attention import HEAD_FUSIONS
+
+INPUT_RANGES = {"auto": None, "0-255": True, "-1-1": False}
+
+
+def add_arguments(parser):
+    parser.add_argument("model", help="a .keras model file (the layers are needed)")
+    parser.add_argument("image", help="an image file (JPEG, PNG, ...)")
+    parser.add_argument("--out", required=True, help="PNG to write: the image with the heatmap, at the image's size")
+    parser.add_argument("--head-fusion", choices=HEAD_FUSIONS, default="mean", help="how heads are combined (default mean)")
+    parser.add_argument("--discard-ratio", type=float, default=0.0, help="share of the weakest attention dropped per row")
+    parser.add_argument("--alpha", type=float, default=0.5, help="heatmap opacity (default 0.5)")
+    parser.add_argument("--distance-out", help="also write the mean attention distance plot (PNG)")
+    parser.add_argument("--position-out", help="also write the position-embedding similarity plot (PNG)")
+    parser.add_argument("--input-range", choices=sorted(INPUT_RANGES), default="auto")
+
+
+def run(args):
+    import keras
+
+    import keras_vit  # noqa: F401  (registers the layers for loading)
+    from keras_vit import attention, visualize
+    from keras_vit.inference import load_image, model_format, model_takes_pixels, preprocess_input
+
+    kind = model_format(args.model)
+    if kind != "keras":
+        raise ValueError(f"Attention maps need the model's layers: pass a .keras file. Received: {args.model!r} ({kind})")
+    model = keras.saving.load_model(args.model)
+    size = attention.input_size(model)
+    original = load_image(args.image)
+    include_preprocessing = INPUT_RANGES[args.input_range]
+    if include_preprocessing is None:
+        include_preprocessing = model_takes_pixels(model)
+    x = preprocess_input(load_image(args.image, size), include_preprocessing=include_preprocessing)
+    weights = attention.attention_weights(model, x)
+    heatmap = attention.rollout_map(model, x, args.head_fusion, args.discard_ratio, weights=weights)
+    print(visualize.save_heatmap_overlay(original, heatmap, args.out, alpha=args.alpha))
+    if args.distance_out:
+        distances = attention.mean_attention_distance(model, x, weights=weights)
+        print(visualize.plot_attention_distance(distances, args.distance_out))
+    if args.position_out:
+        similarity = attention.position_embedding_similarity(model)
+        print(visualize.plot_position_similarity(similarity, args.position_out))
+    return 0

@@ -1,0 +1,52 @@
+"""Classify image files (or folders of them) with a .keras, SavedModel or .tflite model.
+
+Prints the top-k classes of each image with their probabilities, or JSON with
+--json. A file that cannot be read is reported on stderr and the others are
+still classified; the exit status is 1 if any file failed.
+"""
+
+import json
+import sys
+
+INPUT_RANGES = {"auto": None, "0-255": True, "-1-1": False}
+
+
+def add_arguments(parser):
+    parser.add_argument("model", help="a .keras file, a SavedModel folder or a .tflite file")
+    parser.add_argument("images", nargs="+", help="image files (JPEG, PNG, ...) or folders of them")
+    parser.add_argument("--top-k", type=int, default=5, help="classes per image (default 5)")
+    parser.add_argument("--json", action="store_true", help="print one JSON document for scripts")
+    parser.add_argument("--labels", help="text file of class names, one per line (default: stored with the model)")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument(
+        "--input-range",
+        choices=sorted(INPUT_RANGES),
+        default="auto",
+        help="pixels the model takes: 0-255 (keras_vit default) or -1-1; auto asks a Keras model",
+    )
+
+
+def run(args):
+    from keras_vit.inference import predict
+
+    results = predict(
+        args.model,
+        args.images,
+        top_k=args.top_k,
+        labels=args.labels,
+        batch_size=args.batch_size,
+        include_preprocessing=INPUT_RANGES[args.input_range],
+    )
+    failed = [r for r in results if "error" in r]
+    for result in failed:
+        print(f"keras-vit predict: {result['path']}: {result['error']}", file=sys.stderr)
+    if args.json:
+        print(json.dumps({"model": str(args.model), "results": results}, indent=2))
+    else:
+        for result in results:
+            if "error" in result:
+                continue
+            print(result["path"])
+            for p in result["predictions"]:
+                print(f"  {p['probability']:.4f}  {p['label']}")
+    return 1 if failed else 0

