@@ -6,3 +6,14 @@ from keras_vit.checkpoints import CheckpointError, LoadReport, load_checkpoint, 
 from keras_vit.configs import count_params, decode_variant
 from keras_vit.layers import PatchEncoder, Patches, StochasticDepth, TokenPooling, TransformerBlock
 from keras_vit.models import ViT, ViTB16, ViTB32, ViTH14, ViTL16, ViTL32, ViTS16, ViTS32, ViTTi16
+from keras_vit.attention import (
+    attention_model,
+    attention_rollout,
+    attention_weights,
+    mean_attention_distance,
+    position_embedding_similarity,
+    rollout_map,
+)
+from keras_vit.features import feature_model, forward_features
+from keras_vit.inference import decode_predictions, load_image, load_predictor, predict, preprocess_input
+from keras_vit.labels import imagenet_labels

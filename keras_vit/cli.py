@@ -12,6 +12,8 @@ import sys
 
 COMMANDS = {
     "info": "keras_vit.cli_info",
+    "predict": "keras_vit.cli_predict",
+    "attention": "keras_vit.cli_attention",
 }
 
 
