@@ -112,6 +112,10 @@ class Target:
     variable: object
     shape: tuple  # shape expected in the checkpoint
 
+    def accepts(self, shape):
+        """Whether a checkpoint tensor of this shape fits (subclasses accept other layouts)."""
+        return tuple(shape) == tuple(self.shape)
+
     def convert(self, array):
         return np.reshape(array, tuple(self.variable.shape))
 
@@ -272,7 +276,7 @@ def load_checkpoint(model, checkpoint, strict=True):
             )
             values[key] = np.zeros(target.shape, dtype=np.float32)
             continue
-        elif array.shape != target.shape:
+        elif not target.accepts(array.shape):
             raise CheckpointError(
                 f"Shape mismatch for checkpoint key {key!r}: checkpoint has {array.shape}, "
                 f"model {model.name!r} expects {target.shape}."
