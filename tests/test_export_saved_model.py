@@ -1,0 +1,220 @@
+"""SavedModel for TF Serving: signatures, fresh-process loading, REST b64 requests, atomic versions."""
+
+import base64
+import importlib.util
+import io
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from export_helpers import LABELS, NUM_CLASSES, real_images, trained_model
+from keras_vit.export import ExportVerificationError, export_model, rest, saved_model
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _rest_client():
+    spec = importlib.util.spec_from_file_location("rest_client", os.path.join(ROOT, "export", "rest_client.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def model():
+    return trained_model()
+
+
+@pytest.fixture(scope="module")
+def exported(model, tmp_path_factory):
+    base = tmp_path_factory.mktemp("serving")
+    x, _ = real_images()
+    report = export_model(model, "saved_model", str(base), labels=LABELS, eval_data=x, num_images=64)
+    return base, report
+
+
+def test_version_layout_and_report(exported):
+    base, report = exported
+    assert report.path == os.path.join(str(base), "tiny_digits", "1")
+    assert sorted(os.listdir(base / "tiny_digits")) == ["1"]  # no temporary folder left
+    assert report.passed and report.max_abs_diff <= 1e-5 and report.top1_agreement == 1.0
+    assert report.num_images == 64 and report.size_bytes > 0
+    assert {"DecodeImage", "ResizeBilinear", "TopKV2", "Softmax"} <= set(report.ops)
+    assert open(os.path.join(report.path, "assets", "labels.txt")).read().split() == LABELS
+
+
+def test_signatures_pinned(exported):
+    _, report = exported
+    loaded = tf.saved_model.load(report.path)
+    assert set(loaded.signatures) == {"serving_default", "serving_bytes"}
+    pixels = loaded.signatures["serving_default"]
+    (spec,) = pixels.structured_input_signature[1].values()
+    assert list(pixels.structured_input_signature[1]) == ["images"]
+    assert (spec.dtype, spec.shape.as_list()) == (tf.float32, [None, 32, 32, 3])
+    data = loaded.signatures["serving_bytes"]
+    assert list(data.structured_input_signature[1]) == ["image_bytes"]
+    (bspec,) = data.structured_input_signature[1].values()
+    assert (bspec.dtype, bspec.shape.as_list()) == (tf.string, [None])
+    expected = {
+        "probabilities": (tf.float32, [None, NUM_CLASSES]),
+        "top_k_ids": (tf.int32, [None, 5]),
+        "top_k_labels": (tf.string, [None, 5]),
+        "top_k_scores": (tf.float32, [None, 5]),
+    }
+    for fn in (pixels, data):
+        got = {k: (v.dtype, v.shape.as_list()) for k, v in fn.structured_outputs.items()}
+        assert got == expected
+
+
+def test_outputs_match_keras_and_labels(model, exported):
+    _, report = exported
+    x, _ = real_images()
+    x = x[:8]
+    out = tf.saved_model.load(report.path).signatures["serving_default"](images=tf.constant(x))
+    keras_probs = np.asarray(model(x))
+    np.testing.assert_allclose(out["probabilities"].numpy(), keras_probs, atol=1e-5)
+    ids = out["top_k_ids"].numpy()
+    np.testing.assert_array_equal(ids[:, 0], keras_probs.argmax(-1))
+    labels = out["top_k_labels"].numpy().astype(str)
+    np.testing.assert_array_equal(labels, np.array(LABELS)[ids])
+    np.testing.assert_allclose(out["top_k_scores"].numpy(), np.take_along_axis(keras_probs, ids, -1), atol=1e-5)
+
+
+def test_loads_in_fresh_process_without_keras_vit(model, exported, tmp_path):
+    _, report = exported
+    x, _ = real_images()
+    np.save(tmp_path / "x.npy", x[:4])
+    png = tf.io.encode_png(tf.cast(tf.round(x[0]), tf.uint8)).numpy()
+    (tmp_path / "digit.png").write_bytes(png)
+    script = textwrap.dedent(
+        f"""
+        import json, sys
+        sys.modules["keras_vit"] = None  # any import of keras_vit (or keras) now fails
+        sys.modules["keras"] = None
+        sys.path = [p for p in sys.path if p not in ("", {ROOT!r})]
+        import numpy as np, tensorflow as tf
+        loaded = tf.saved_model.load({report.path!r})
+        x = np.load({str(tmp_path / 'x.npy')!r})
+        pixels = loaded.signatures["serving_default"](images=tf.constant(x))
+        data = loaded.signatures["serving_bytes"](image_bytes=tf.constant([open({str(tmp_path / 'digit.png')!r}, "rb").read()]))
+        assert "keras_vit" not in [m for m in sys.modules if sys.modules[m] is not None]
+        print(json.dumps({{"probabilities": pixels["probabilities"].numpy().tolist(),
+                          "bytes_labels": data["top_k_labels"].numpy().astype(str).tolist()}}))
+        """
+    )
+    env = dict(os.environ, PYTHONPATH="", TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=str(tmp_path), env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    answer = json.loads(result.stdout.strip().splitlines()[-1])
+    keras_probs = np.asarray(model(x[:4]))
+    np.testing.assert_allclose(np.array(answer["probabilities"]), keras_probs, atol=1e-5)
+    # x[0] is already 32x32 RGB; rounding to uint8 for the PNG rarely moves the top class
+    assert answer["bytes_labels"][0][0] == LABELS[int(np.asarray(model(np.round(x[:1]))).argmax())]
+
+
+def _encode(image, fmt):
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(np.asarray(image, dtype="uint8")).save(buffer, format=fmt)
+    return buffer.getvalue()
+
+
+def test_rest_b64_instances_request(model, exported, tmp_path):
+    _, report = exported
+    x, _ = real_images()
+    png = tmp_path / "a.png"
+    png.write_bytes(_encode(np.round(x[1]), "PNG"))
+    big = tf.image.resize(x[2:3], (64, 48)).numpy()[0]  # another size: resized in the graph
+    jpeg = tmp_path / "b.jpg"
+    jpeg.write_bytes(_encode(np.round(np.clip(big, 0, 255)), "JPEG"))
+    body = _rest_client().build_request([str(png), str(jpeg)])
+    assert body["signature_name"] == "serving_bytes"
+    assert set(body["instances"][0]["image_bytes"]) == {"b64"}
+    body = json.loads(json.dumps(body))  # exactly what goes over the wire
+    status, answer = rest.predict(tf.saved_model.load(report.path), body)
+    assert status == 200, answer
+    predictions = answer["predictions"]
+    assert len(predictions) == 2
+    # the reference: decode and resize the same way, then the Keras model
+    decoded = [tf.io.decode_image(base64.b64decode(i["image_bytes"]["b64"]), channels=3) for i in body["instances"]]
+    pixels = np.stack([tf.image.resize(tf.cast(d, tf.float32), (32, 32)).numpy() for d in decoded])
+    keras_probs = np.asarray(model(np.clip(pixels, 0, 255)))
+    np.testing.assert_allclose([p["probabilities"] for p in predictions], keras_probs, atol=1e-5)
+    assert [p["top_k_labels"][0] for p in predictions] == [LABELS[i] for i in keras_probs.argmax(-1)]
+
+
+def test_undecodable_bytes_is_an_error_response_not_a_crash(exported):
+    _, report = exported
+    loaded = tf.saved_model.load(report.path)
+    fn = loaded.signatures["serving_bytes"]
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        fn(image_bytes=tf.constant([b"this is not an image"]))
+    bad = {"signature_name": "serving_bytes", "instances": [{"b64": base64.b64encode(b"\x89PNG garbage").decode()}]}
+    status, answer = rest.predict(loaded, bad)
+    assert status == 400 and "error" in answer and answer["error"]
+    # the same loaded model keeps answering good requests
+    good = tf.io.encode_png(tf.zeros((32, 32, 3), tf.uint8)).numpy()
+    status, answer = rest.predict(loaded, {"signature_name": "serving_bytes", "instances": [{"b64": base64.b64encode(good).decode()}]})
+    assert status == 200 and len(answer["predictions"]) == 1
+    assert fn(image_bytes=tf.constant([good]))["probabilities"].shape == (1, NUM_CLASSES)
+
+
+def test_existing_version_is_never_overwritten(model, exported):
+    base, report = exported
+    stamp = os.path.getmtime(os.path.join(report.path, "saved_model.pb"))
+    with pytest.raises(FileExistsError, match=r"tiny_digits/1'.*never overwritten"):
+        export_model(model, "saved_model", str(base), version=1, labels=LABELS, num_images=8)
+    assert os.path.getmtime(os.path.join(report.path, "saved_model.pb")) == stamp
+    assert sorted(os.listdir(base / "tiny_digits")) == ["1"]
+
+
+def test_next_version_and_warmup(model, tmp_path):
+    pytest.importorskip("tensorflow_serving.apis.prediction_log_pb2")
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    x, _ = real_images()
+    (tmp_path / "m" / "3").mkdir(parents=True)  # an older version already served
+    report = export_model(model, "saved_model", str(tmp_path), name="m", eval_data=x, num_images=16)
+    assert report.path == str(tmp_path / "m" / "4")
+    records = list(tf.data.TFRecordDataset(os.path.join(report.path, "assets.extra", "tf_serving_warmup_requests")))
+    logs = [prediction_log_pb2.PredictionLog.FromString(r.numpy()) for r in records]
+    assert [log.predict_log.request.model_spec.signature_name for log in logs] == ["serving_default", "serving_bytes"]
+    assert set(logs[1].predict_log.request.inputs) == {"image_bytes"}
+
+
+def test_failure_mid_export_leaves_no_version(model, tmp_path, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(saved_model, "write_warmup", broken)
+    with pytest.raises(RuntimeError, match="disk full"):
+        export_model(model, "saved_model", str(tmp_path), name="m", num_images=8)
+    assert os.listdir(tmp_path / "m") == []  # neither the version nor the temporary folder
+
+
+def test_failed_verification_leaves_no_version(model, tmp_path):
+    report_path = tmp_path / "report.json"
+    with pytest.raises(ExportVerificationError) as info:
+        export_model(model, "saved_model", str(tmp_path), name="m", num_images=8, max_abs_diff=-1.0, report=str(report_path))
+    assert not info.value.report.passed
+    assert os.listdir(tmp_path / "m") == []
+    assert json.loads(report_path.read_text())["passed"] is False
+
+
+def test_saved_model_cli_lists_signatures(exported):
+    _, report = exported
+    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+    if not os.path.exists(cli):
+        pytest.skip("saved_model_cli is not installed beside this Python")
+    result = subprocess.run([cli, "show", "--dir", report.path, "--all"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    for needle in ("signature_def['serving_default']", "signature_def['serving_bytes']", "inputs['images']",
+                   "inputs['image_bytes']", "DT_STRING", "outputs['top_k_labels']", "shape: (-1, 32, 32, 3)"):
+        assert needle in result.stdout
