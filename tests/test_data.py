@@ -1,0 +1,175 @@
+"""Datasets and tf.data pipelines: sources, splits, shapes, ranges, determinism, errors."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_vit import data
+
+
+def _arrays(ds):
+    images, labels = [], []
+    for x, y in ds:
+        images.append(np.asarray(x))
+        labels.append(np.asarray(y))
+    return np.concatenate(images), np.concatenate(labels)
+
+
+@pytest.fixture(scope="module")
+def mnist():
+    return data.load_mnist(validation_fraction=0.1)
+
+
+def test_mnist_fixed_split(mnist):
+    train, test = data.mnist_split()
+    assert len(test) == 1000 and len(train) == 4000
+    assert not set(train) & set(test)
+    assert (mnist.num_train, mnist.num_validation, mnist.num_test) == (3600, 400, 1000)
+    assert mnist.class_names == [str(i) for i in range(10)]
+    x, y = next(iter(mnist.test.batch(1000)))
+    assert x.shape == (1000, 28, 28, 3) and x.dtype == tf.uint8 and y.dtype == tf.int32
+    assert np.bincount(y.numpy(), minlength=10).tolist() == [100] * 10
+    x = x.numpy()
+    assert np.array_equal(x[..., 0], x[..., 2]) and x.max() > 200  # grayscale copied, [0, 255]
+    # the same split every time, and the test images are not among the training ones
+    again = data.load_mnist(validation_fraction=0.1)
+    assert np.array_equal(_arrays(again.validation.batch(400))[1], _arrays(mnist.validation.batch(400))[1])
+    train_x = _arrays(mnist.train.batch(4000))[0].reshape(3600, -1)
+    test_x = x.reshape(1000, -1)
+    train_rows = {row.tobytes() for row in train_x}
+    assert sum(row.tobytes() in train_rows for row in test_x) <= 2  # MNIST has a few exact duplicates at most
+
+
+def test_training_pipeline_shapes_ranges_and_determinism(mnist):
+    def first(seed):
+        ds = data.make_pipeline(mnist.train, 32, 16, training=True, augment="digits", num_classes=10, seed=seed)
+        return [tuple(np.asarray(t) for t in batch) for batch in ds.take(2)]
+
+    a, b, c = first(1), first(1), first(2)
+    x, y = a[0]
+    assert x.shape == (16, 32, 32, 3) and x.dtype == np.float32
+    assert y.shape == (16, 10) and np.allclose(y.sum(-1), 1)
+    assert 0.0 <= x.min() and x.max() <= 255.0 and x.max() > 100
+    for (xa, ya), (xb, yb) in zip(a, b):
+        np.testing.assert_array_equal(xa, xb)
+        np.testing.assert_array_equal(ya, yb)
+    assert not np.array_equal(a[0][0], c[0][0])
+
+
+def test_training_batches_change_between_epochs(mnist):
+    ds = data.make_pipeline(mnist.train.take(32), 28, 32, training=True, augment="digits", seed=0)
+    first, second = [np.asarray(next(iter(ds))[0]) for _ in range(2)]
+    assert not np.array_equal(first, second)
+
+
+def test_evaluation_is_not_shuffled_or_augmented(mnist):
+    source_x, source_y = _arrays(mnist.test.batch(1000))
+    out_x, out_y = _arrays(data.make_pipeline(mnist.test, 28, 300))
+    assert out_x.shape == (1000, 28, 28, 3) and out_x.dtype == np.float32
+    np.testing.assert_array_equal(out_y, source_y)
+    np.testing.assert_array_equal(out_x, source_x.astype("float32"))
+    again, _ = _arrays(data.make_pipeline(mnist.test, 28, 300, seed=5))
+    np.testing.assert_array_equal(again, out_x)
+
+
+def test_augmentations_keep_digits_upright(mnist):
+    """'digits' moves pixels a little (no flip); 'inception' crops and may flip."""
+    x = np.asarray(next(iter(mnist.train.batch(64)))[0], "float32")
+    ds = tf.data.Dataset.from_tensor_slices((x.astype("uint8"), np.zeros(64, "int32")))
+    aug = np.asarray(next(iter(data.make_pipeline(ds, 28, 64, training=True, augment="digits", seed=3, shuffle_buffer=1)))[0])
+    flipped = x[:, :, ::-1]
+    assert np.mean(np.abs(aug - x)) < np.mean(np.abs(aug - flipped))
+    inc = next(iter(data.make_pipeline(ds, 32, 64, training=True, augment="inception", seed=3)))[0]
+    assert inc.shape == (64, 32, 32, 3)
+    none = np.asarray(next(iter(data.make_pipeline(ds, 28, 64, training=True, augment="none", seed=3, shuffle_buffer=1)))[0])
+    np.testing.assert_array_equal(none, x)
+
+
+def test_randaugment_mixup_cutmix_batches(mnist):
+    ds = data.make_pipeline(
+        mnist.train, 28, 8, training=True, augment="digits", num_classes=10, seed=0, randaugment=True, mixup=0.5, cutmix=0.5
+    )
+    x, y = next(iter(ds))
+    assert x.shape == (8, 28, 28, 3) and y.shape == (8, 10)
+    np.testing.assert_allclose(np.sum(y, -1), 1.0, atol=1e-5)
+    with pytest.raises(ValueError, match="num_classes"):
+        data.make_pipeline(mnist.train, 28, 8, training=True, mixup=0.5)
+
+
+def test_center_crop_of_non_square_image():
+    image = np.zeros((40, 60, 3), "uint8")
+    image[:, 10:50] = 255  # the central 40x40 square is white
+    ds = tf.data.Dataset.from_tensors((image, np.int32(0)))
+    out = np.asarray(next(iter(data.make_pipeline(ds, 20, 1)))[0])
+    assert out.shape == (1, 20, 20, 3) and out.min() > 250
+
+
+def test_tfds_source_with_mock_data(tmp_path):
+    tfds = pytest.importorskip("tensorflow_datasets")
+    with tfds.testing.mock_data(num_examples=12):
+        ds = data.load_tfds("mnist", data_dir=str(tmp_path))
+        x, y = next(iter(ds.train))
+        assert x.shape == (28, 28, 3) and x.dtype == tf.uint8 and y.dtype == tf.int32
+        assert ds.class_names == [str(i) for i in range(10)] and ds.num_train == 12 and ds.num_test == 12
+        batch = next(iter(data.make_pipeline(ds.train, 32, 4, training=True, augment="digits", num_classes=10)))
+        assert batch[0].shape == (4, 32, 32, 3)
+        assert data.load_dataset("tfds:mnist", data_dir=str(tmp_path)).name == "tfds:mnist"
+
+
+def test_unknown_dataset_names():
+    with pytest.raises(ValueError, match="no_such_dataset_xyz"):
+        data.load_tfds("no_such_dataset_xyz")
+    with pytest.raises(ValueError, match="Unknown dataset.*'imagenet-offline'"):
+        data.load_dataset("imagenet-offline")
+
+
+def _write_folder(root, classes=("cat", "dog"), per_class=5, size=(12, 10)):
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for c in classes:
+        (root / c).mkdir(parents=True)
+        for i in range(per_class):
+            pixels = rng.integers(0, 255, size + (3,), dtype=np.uint8)
+            Image.fromarray(pixels).save(root / c / f"{i:03d}.png")
+    return root
+
+
+def test_image_folder_source(tmp_path):
+    root = _write_folder(tmp_path / "pets")
+    ds = data.load_image_folder(root)
+    assert ds.class_names == ["cat", "dog"]
+    assert (ds.num_train, ds.num_test) == (8, 2)  # image 4 of each class is held out
+    _, test_labels = _arrays(ds.test.map(lambda x, y: (tf.zeros(()), y)).batch(8))
+    assert test_labels.tolist() == [0, 1]
+    x, y = next(iter(data.make_pipeline(ds.train, 16, 8, training=True, augment="inception", num_classes=2, seed=0)))
+    assert x.shape == (8, 16, 16, 3) and y.shape == (8, 2)
+
+
+def test_image_folder_with_train_and_test_subfolders(tmp_path):
+    _write_folder(tmp_path / "d" / "train", per_class=3)
+    _write_folder(tmp_path / "d" / "test", per_class=2)
+    ds = data.load_dataset(str(tmp_path / "d"))
+    assert (ds.num_train, ds.num_test, ds.class_names) == (6, 4, ["cat", "dog"])
+
+
+def test_image_folder_errors(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="no class subfolders"):
+        data.load_image_folder(tmp_path / "empty")
+    (tmp_path / "noimg" / "a").mkdir(parents=True)
+    with pytest.raises(ValueError, match="no images"):
+        data.load_image_folder(tmp_path / "noimg")
+    root = _write_folder(tmp_path / "bad")
+    (root / "dog" / "002.png").write_bytes(b"this is not a png")
+    with pytest.raises(ValueError, match=r"Corrupt.*dog/002\.png"):
+        data.load_image_folder(root)
+    with pytest.raises(FileNotFoundError):
+        data.load_image_folder(tmp_path / "missing")
+
+
+def test_pipeline_argument_errors(mnist):
+    with pytest.raises(ValueError, match="augment='flip'"):
+        data.make_pipeline(mnist.train, 28, 8, augment="flip")
+    with pytest.raises(ValueError, match="batch_size=0"):
+        data.make_pipeline(mnist.train, 28, 0)
