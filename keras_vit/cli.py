@@ -14,6 +14,7 @@ COMMANDS = {
     "info": "keras_vit.cli_info",
     "predict": "keras_vit.cli_predict",
     "attention": "keras_vit.cli_attention",
+    "train": "keras_vit.cli_train",
 }
 
 
