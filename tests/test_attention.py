@@ -1,0 +1,280 @@
+"""Attention weights, rollout, attention distance, position-embedding similarity, PNGs, CLI."""
+
+import math
+import os
+
+import numpy as np
+import pytest
+
+import keras
+import reference
+from helpers import TINY, images, save_npz, tiny_vit, vit_checkpoint
+
+import keras_vit
+from keras_vit import attention, cli, visualize
+
+
+def is_png(path, size=None):
+    """The file is a valid PNG (and of ``size`` = (w, h) if given)."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        image.verify()
+    with Image.open(path) as image:
+        assert image.format == "PNG"
+        if size is not None:
+            assert image.size == tuple(size)
+    return True
+
+
+@pytest.mark.parametrize(
+    "overrides, tokens",
+    [
+        ({}, 17),  # 32x32, patch 8: 4x4 patches + class token
+        ({"image_size": (32, 48), "patch_size": 4}, 97),  # 8x12 patches + class token
+        ({"image_size": (24, 40), "patch_size": (8, 4), "pooling": "gap"}, 30),  # 3x10 patches, no class token
+    ],
+)
+def test_attention_weights_shape_and_rows(overrides, tokens):
+    model = tiny_vit(**overrides)
+    h, w = model.input_shape[1:3]
+    weights = keras_vit.attention_weights(model, images(2, (h, w)))
+    assert weights.shape == (2, TINY["num_layers"], TINY["num_heads"], tokens, tokens)
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+    assert np.all(weights >= 0)
+    single = keras_vit.attention_weights(model, images(2, (h, w))[1])
+    assert single.shape == (TINY["num_layers"], TINY["num_heads"], tokens, tokens)
+    np.testing.assert_allclose(single, weights[1], atol=1e-6)
+    heatmap = keras_vit.rollout_map(model, images(1, (h, w))[0])
+    assert heatmap.shape == (h, w) and np.all(np.isfinite(heatmap))
+
+
+def test_attention_weights_match_numpy_reference(tmp_path):
+    """The weights are softmax(q k^T / sqrt(d)) of each block's input, per an independent NumPy ViT."""
+    arrays = vit_checkpoint(seed=3)
+    model = keras_vit.ViT(weights=save_npz(tmp_path / "vit.npz", arrays), num_classes=5, **TINY)
+    x = images(2, seed=4)
+    got = keras_vit.attention_weights(model, x)
+    for b, image in enumerate(x.astype("float64")):
+        z = reference.embed_patches(image / 127.5 - 1.0, arrays)
+        z = np.concatenate([arrays["cls"][0], z]) + arrays["Transformer/posembed_input/pos_embedding"][0]
+        for layer in range(TINY["num_layers"]):
+            p = reference.sub(arrays, f"Transformer/encoderblock_{layer}")
+            y = reference.layer_norm(z, p["LayerNorm_0/scale"], p["LayerNorm_0/bias"])
+            att = reference.sub(p, "MultiHeadDotProductAttention_1")
+            for head in range(TINY["num_heads"]):
+                q = y @ att["query/kernel"][:, head] + att["query/bias"][head]
+                k = y @ att["key/kernel"][:, head] + att["key/bias"][head]
+                want = reference.softmax(q @ k.T / math.sqrt(q.shape[-1]))
+                np.testing.assert_allclose(got[b, layer, head], want, atol=2e-5)
+            z = reference.msa(y, att) + z
+            y = reference.layer_norm(z, p["LayerNorm_2/scale"], p["LayerNorm_2/bias"])
+            y = reference.gelu(y @ p["MlpBlock_3/Dense_0/kernel"] + p["MlpBlock_3/Dense_0/bias"])
+            z = y @ p["MlpBlock_3/Dense_1/kernel"] + p["MlpBlock_3/Dense_1/bias"] + z
+
+
+def test_attention_rollout_math():
+    rng = np.random.default_rng(0)
+    raw = rng.uniform(size=(3, 2, 5, 5))
+    weights = raw / raw.sum(-1, keepdims=True)
+    rollout = keras_vit.attention_rollout(weights)
+    assert rollout.shape == (5, 5)
+    np.testing.assert_allclose(rollout.sum(-1), 1.0, atol=1e-12)
+    # by hand: A_l = (mean_heads W_l + I) / 2 (rows of W sum to 1), R = A_3 A_2 A_1
+    a = [(w.mean(0) + np.eye(5)) / 2 for w in weights]
+    np.testing.assert_allclose(rollout, a[2] @ a[1] @ a[0], atol=1e-12)
+    np.testing.assert_allclose(keras_vit.attention_rollout(weights, "max").sum(-1), 1.0, atol=1e-12)
+    dropped = keras_vit.attention_rollout(weights, discard_ratio=0.4)
+    np.testing.assert_allclose(dropped.sum(-1), 1.0, atol=1e-12)
+    assert not np.allclose(dropped, rollout)
+    # identity attention leaves every token with itself
+    np.testing.assert_array_equal(keras_vit.attention_rollout(np.broadcast_to(np.eye(5), (3, 2, 5, 5))), np.eye(5))
+    with pytest.raises(ValueError, match="head_fusion"):
+        keras_vit.attention_rollout(weights, head_fusion="median")
+    with pytest.raises(ValueError, match="shape"):
+        keras_vit.attention_rollout(weights[0])
+
+
+def identity_attention_checkpoint(scale=30.0, seed=0):
+    """Weights in the original layout whose attention is exactly the identity, in every block.
+
+    Patch embeddings are zero, so token i is its position embedding; each
+    position embedding is zero-mean with unit variance in every head's slice
+    of the width, so the LayerNorm leaves it as it is, and the query and key
+    kernels both copy (times ``scale``) the head's slice. Within a head all
+    queries then have the same norm, the diagonal logit q_i.q_i is the largest
+    of its row by more than 100 and the softmax underflows to an exact one-hot.
+    The attention output, value and MLP projections are zero, so each block is
+    the identity map and the next block sees the same tokens.
+    """
+    d, heads, hd = TINY["hidden_size"], TINY["num_heads"], TINY["hidden_size"] // TINY["num_heads"]
+    arrays = {k: np.zeros_like(v) for k, v in vit_checkpoint(**{k: TINY[k] for k in ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim")}).items()}
+    rng = np.random.default_rng(seed)
+    posemb = rng.standard_normal((17, heads, hd))
+    posemb -= posemb.mean(-1, keepdims=True)
+    posemb *= math.sqrt(hd) / np.linalg.norm(posemb, axis=-1, keepdims=True)
+    arrays["Transformer/posembed_input/pos_embedding"] = posemb.reshape(1, 17, d).astype("float32")
+    copy = np.zeros((d, heads, hd), "float32")
+    for h in range(heads):
+        copy[h * hd : (h + 1) * hd, h, :] = scale * np.eye(hd)
+    for key in arrays:
+        if key.endswith("scale"):
+            arrays[key] = np.ones_like(arrays[key])
+        if key.endswith(("query/kernel", "key/kernel")):
+            arrays[key] = copy
+    return arrays
+
+
+def test_identity_attention_gives_a_uniform_map(tmp_path):
+    model = keras_vit.ViT(weights=save_npz(tmp_path / "identity.npz", identity_attention_checkpoint()), num_classes=5, **TINY)
+    x = images(2, seed=1)
+    weights = keras_vit.attention_weights(model, x)
+    np.testing.assert_array_equal(weights, np.broadcast_to(np.eye(17), weights.shape))
+    for image, w in zip(x, weights):
+        heatmap = keras_vit.rollout_map(model, image, weights=w)
+        assert heatmap.shape == (32, 32)
+        assert np.ptp(heatmap) == 0.0  # nothing flows from any patch to the class token: uniform
+    # a token attends only to itself: zero distance
+    np.testing.assert_array_equal(keras_vit.mean_attention_distance(model, x, weights=weights), 0.0)
+
+
+def test_uniform_attention_gives_a_uniform_map(tmp_path):
+    """Zero query/key weights: every token attends to all tokens equally."""
+    arrays = vit_checkpoint(seed=2)
+    for key in arrays:
+        if "query/" in key or "key/" in key:
+            arrays[key] = np.zeros_like(arrays[key])
+    model = keras_vit.ViT(weights=save_npz(tmp_path / "uniform.npz", arrays), num_classes=5, **TINY)
+    x = images(1, seed=5)
+    weights = keras_vit.attention_weights(model, x)
+    np.testing.assert_allclose(weights, 1.0 / 17, atol=1e-7)
+    heatmap = keras_vit.rollout_map(model, x[0], weights=weights[0])
+    assert heatmap.min() > 0 and np.ptp(heatmap) <= 1e-6 * heatmap.max()
+    # every query patch averages its distance to all 16 patches of the 4x4 grid (8 px apart)
+    centres = np.array([(8 * r + 4, 8 * c + 4) for r in range(4) for c in range(4)], "float64")
+    expected = np.linalg.norm(centres[:, None] - centres[None], axis=-1).mean()
+    distances = keras_vit.mean_attention_distance(model, x, weights=weights)
+    assert distances.shape == (TINY["num_layers"], TINY["num_heads"])
+    np.testing.assert_allclose(distances, expected, rtol=1e-5)
+
+
+def quadrant_squares(n, rng, size=16, patch=4):
+    """A red square (the object) in one quadrant and a green one (a distractor) in another.
+
+    The label is the red square's quadrant (0 top-left, 1 top-right, 2
+    bottom-left, 3 bottom-right); squares cover one patch.
+    """
+    x = rng.uniform(0, 40, (n, size, size, 3)).astype("float32")
+    y = rng.integers(0, 4, n)
+    half = size // 2
+    for i in range(n):
+        other = (y[i] + rng.integers(1, 4)) % 4
+        for quadrant, colour in ((y[i], (255, 0, 0)), (other, (0, 255, 0))):
+            qr, qc = divmod(int(quadrant), 2)
+            r = qr * half + patch * rng.integers(0, half // patch)
+            c = qc * half + patch * rng.integers(0, half // patch)
+            x[i, r : r + patch, c : c + patch] = colour
+    return x, y
+
+
+class StopAtAccuracy(keras.callbacks.Callback):
+    def __init__(self, target):
+        super().__init__()
+        self.target = target
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs and logs.get("accuracy", 0) >= self.target:
+            self.model.stop_training = True
+
+
+def test_rollout_finds_the_object_of_a_toy_localisation_task():
+    keras.utils.set_random_seed(0)
+    x, y = quadrant_squares(1024, np.random.default_rng(0))
+    test_x, test_y = quadrant_squares(32, np.random.default_rng(100))
+    model = keras_vit.ViT(image_size=16, patch_size=4, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64, num_classes=4)
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    model.fit(x, y, epochs=30, batch_size=64, verbose=0, callbacks=[StopAtAccuracy(0.98)])
+    accuracy = np.mean(model.predict(test_x, verbose=0).argmax(-1) == test_y)
+    assert accuracy >= 0.9, f"the toy model did not learn the task (test accuracy {accuracy})"
+    weights = keras_vit.attention_weights(model, test_x)
+    found = []
+    for image, w in zip(test_x, weights):
+        heatmap = keras_vit.rollout_map(model, image, weights=w)
+        r, c = np.unravel_index(np.argmax(heatmap), heatmap.shape)
+        found.append(2 * int(r >= 8) + int(c >= 8))
+    hits = np.mean(np.array(found) == test_y)
+    assert hits >= 0.9, f"rollout maximum in the object's quadrant for {hits:.0%} of test images"
+
+
+def test_position_embedding_similarity():
+    model = tiny_vit(image_size=(32, 48), patch_size=8)
+    similarity = keras_vit.position_embedding_similarity(model)
+    assert similarity.shape == (4, 6, 4, 6)
+    for i in range(4):
+        for j in range(6):
+            assert similarity[i, j, i, j] == pytest.approx(1.0, abs=1e-6)
+    np.testing.assert_allclose(similarity, similarity.transpose(2, 3, 0, 1), atol=1e-12)
+    assert np.all(np.abs(similarity) <= 1.0 + 1e-9)
+
+
+def test_pngs_are_written_valid_and_sized(tmp_path):
+    model = tiny_vit(image_size=(32, 48), patch_size=8)
+    rgb = images(1, (60, 90), seed=2)[0]  # an image larger than the model input, non-square
+    heatmap = keras_vit.rollout_map(model, images(1, (32, 48))[0])
+    overlay = visualize.save_heatmap_overlay(rgb, heatmap, tmp_path / "sub" / "overlay.png")
+    assert is_png(overlay, size=(90, 60))
+    from PIL import Image
+
+    pixels = np.asarray(Image.open(overlay))[..., :3]
+    assert pixels.shape == (60, 90, 3) and not np.array_equal(pixels, rgb.round().astype("uint8"))
+    same = visualize.overlay_heatmap(rgb, np.zeros((60, 90)), alpha=0.0)
+    np.testing.assert_array_equal(same, rgb.round().astype("uint8"))
+    distances = keras_vit.mean_attention_distance(model, images(2, (32, 48)))
+    assert is_png(visualize.plot_attention_distance(distances, tmp_path / "distance.png"))
+    similarity = keras_vit.position_embedding_similarity(model)
+    assert is_png(visualize.plot_position_similarity(similarity, tmp_path / "posemb.png"))
+    with pytest.raises(ValueError, match="alpha"):
+        visualize.overlay_heatmap(rgb, heatmap, alpha=2)
+
+
+def test_attention_cli(tmp_path, capsys):
+    import matplotlib
+    from PIL import Image
+
+    model = tiny_vit(image_size=(32, 48), patch_size=8)
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    photo = os.path.join(matplotlib.get_data_path(), "sample_data", "grace_hopper.jpg")  # 512 x 600 RGB
+    out = tmp_path / "map.png"
+    code = cli.main(
+        ["attention", path, photo, "--out", str(out), "--distance-out", str(tmp_path / "d.png"), "--position-out", str(tmp_path / "p.png")]
+    )
+    assert code == 0
+    assert is_png(out, size=Image.open(photo).size)
+    assert is_png(tmp_path / "d.png") and is_png(tmp_path / "p.png")
+    Image.new("LA", (20, 30), (128, 200)).save(tmp_path / "gray_alpha.png")  # converted, not rejected
+    assert cli.main(["attention", path, str(tmp_path / "gray_alpha.png"), "--out", str(tmp_path / "g.png")]) == 0
+    assert is_png(tmp_path / "g.png", size=(20, 30))
+    capsys.readouterr()
+    (tmp_path / "notes.txt").write_text("hello")
+    assert cli.main(["attention", path, str(tmp_path / "notes.txt"), "--out", str(tmp_path / "x.png")]) == 2
+    assert "notes.txt" in capsys.readouterr().err
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_hybrid_attention():
+    hybrid = pytest.importorskip("keras_vit.hybrid")
+    model = hybrid.HybridViT(
+        block_units=(1, 1), width=0.5, patch_size=1, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64,
+        image_size=(32, 64), num_classes=3,
+    )
+    h, w = 32, 64
+    grid = attention.patch_grid(model)
+    tokens = grid[0] * grid[1] + 1
+    weights = keras_vit.attention_weights(model, images(2, (h, w)))
+    assert weights.shape == (2, 2, 4, tokens, tokens)
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+    assert keras_vit.rollout_map(model, images(1, (h, w))[0], weights=weights[0]).shape == (h, w)
+    assert keras_vit.mean_attention_distance(model, None, weights=weights).shape == (2, 4)
+    features = keras_vit.forward_features(model, images(2, (h, w)), blocks=[-1])
+    assert features["block_1"].shape == (2, tokens, 32)
