@@ -1,0 +1,70 @@
+"""`keras-vit export` and `keras-vit quantization-report` on a trained .keras file; bad input."""
+
+import json
+import os
+
+import pytest
+
+from export_helpers import trained_model_path
+from keras_vit import cli
+
+
+@pytest.fixture(scope="module")
+def model_path():
+    return trained_model_path()
+
+
+def test_export_tflite_writes_json_report(model_path, tmp_path, capsys):
+    out, report = tmp_path / "m.tflite", tmp_path / "report.json"
+    code = cli.main(["export", model_path, "--format", "tflite", "--quantize", "dynamic", "--output", str(out),
+                     "--report", str(report), "--num-images", "40"])
+    assert code == 0
+    saved = json.loads(report.read_text())
+    assert {"format", "quantize", "path", "size_bytes", "max_abs_diff", "top1_agreement", "ops"} <= set(saved)
+    assert (saved["format"], saved["quantize"], saved["path"]) == ("tflite", "dynamic", str(out))
+    assert saved["size_bytes"] == os.path.getsize(out) and saved["num_images"] == 40
+    assert "FULLY_CONNECTED" in saved["ops"] and not any(op.startswith("Flex") for op in saved["ops"])
+    assert "PASSED" in capsys.readouterr().out
+
+
+def test_export_saved_model_twice_refuses_the_version(model_path, tmp_path, capsys):
+    args = ["export", model_path, "--format", "saved_model", "--output", str(tmp_path), "--name", "vit",
+            "--version", "7", "--num-images", "8", "--no-warmup"]
+    assert cli.main(args) == 0
+    assert cli.main(args) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert sorted(os.listdir(tmp_path / "vit")) == ["7"]
+
+
+def test_unreadable_model_file(tmp_path, capsys):
+    bad = tmp_path / "broken.keras"
+    bad.write_bytes(b"not a zip archive")
+    assert cli.main(["export", str(bad), "--format", "onnx", "--output", str(tmp_path / "m.onnx")]) == 2
+    err = capsys.readouterr().err
+    assert "Cannot read the model file" in err and "broken.keras" in err
+    assert cli.main(["export", str(tmp_path / "missing.keras"), "--format", "onnx", "--output", "x.onnx"]) == 2
+    assert "Model file not found" in capsys.readouterr().err
+
+
+def test_unsupported_quantize_mode_is_rejected(model_path, tmp_path, capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.main(["export", model_path, "--format", "tflite", "--quantize", "int4", "--output", "m.tflite"])
+    assert info.value.code == 2
+    assert "invalid choice: 'int4'" in capsys.readouterr().err
+
+
+def test_quantization_report_table(model_path, tmp_path, capsys):
+    out = tmp_path / "rows.json"
+    code = cli.main(["quantization-report", model_path, "--num-images", "30", "--runs", "3", "--json", str(out)])
+    assert code == 0
+    table = capsys.readouterr().out
+    rows = json.loads(out.read_text())
+    assert [(r["format"], r["quantize"]) for r in rows] == [
+        ("keras", "float32"), ("tflite", "float32"), ("tflite", "float16"), ("tflite", "dynamic"),
+        ("tflite", "int8"), ("onnx", "float32")]
+    for row in rows:
+        assert row["latency_ms"] > 0 and row["size_bytes"] > 0 and 0 <= row["accuracy"] <= 1
+        assert f"{row['format']:8} {row['quantize']:9}" in table
+    sizes = {r["quantize"]: r["size_bytes"] for r in rows if r["format"] == "tflite"}
+    assert sizes["dynamic"] < sizes["float16"] < sizes["float32"]
+    assert rows[1]["max_abs_diff"] <= 1e-4 and rows[-1]["max_abs_diff"] <= 1e-4
