@@ -18,3 +18,4 @@ from keras_vit.features import feature_model, forward_features
 from keras_vit.inference import decode_predictions, load_image, load_predictor, predict, preprocess_input
 from keras_vit.labels import imagenet_labels
 from keras_vit.hybrid import HybridViT, R26ViTS32, R50ViTB16, R50ViTL32, ResidualUnit, StdConv2D
+from keras_vit.export import ExportError, ExportVerificationError, VerificationReport, export_model

@@ -12,6 +12,8 @@ import sys
 
 COMMANDS = {
     "info": "keras_vit.cli_info",
+    "export": "keras_vit.cli_export",
+    "quantization-report": "keras_vit.cli_quantization_report",
     "predict": "keras_vit.cli_predict",
     "attention": "keras_vit.cli_attention",
     "train": "keras_vit.cli_train",
