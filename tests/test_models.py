@@ -52,6 +52,17 @@ def test_every_builder_runs_small(variant):
     np.testing.assert_allclose(out.sum(-1), 1.0, atol=1e-5)
 
 
+@pytest.mark.parametrize(
+    "variant",
+    ["Ti/16", "S/32"] + [pytest.param(v, marks=pytest.mark.slow) for v in ("S/16", "B/16", "B/32", "L/32")],
+)
+def test_every_builder_fit_step(variant):
+    """One fit step of each builder's real width and depth (small image), every weight gets a gradient."""
+    patch = configs.decode_variant(variant)["patch_size"]
+    model = models.BUILDERS[variant](num_classes=7, image_size=2 * patch)
+    run_fit_step_test(model, images(2, 2 * patch), 7)
+
+
 def test_tiny_fit_step_every_weight_gets_gradient():
     model = tiny_vit(classifier_activation="softmax", representation_size=16, dropout=0.1, drop_path_rate=0.1)
     run_fit_step_test(model, images(4), 5)
