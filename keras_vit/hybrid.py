@@ -82,7 +82,7 @@ class StdConv2D(keras.layers.Layer):
         kernel_initializer: initializer of the raw kernel ``(kh, kw, in, filters)``.
 
     Example:
-    >>> StdConv2D(64, 7, strides=2)(keras.ops.zeros((1, 224, 224, 3))).shape
+    >>> tuple(StdConv2D(64, 7, strides=2)(keras.ops.zeros((1, 224, 224, 3))).shape)
     (1, 112, 112, 64)
     """
 
@@ -259,8 +259,9 @@ def _check_checkpoint_stages(checkpoint, block_units, path):
             "is it a plain ViT checkpoint? Use keras_vit.ViT for it."
         )
     if found != tuple(block_units):
-        stage = next(i for i in range(max(len(found), len(block_units))) if found[i:i + 1] != tuple(block_units)[i:i + 1])
-        want = block_units[stage] if stage < len(block_units) else 0
+        wanted = tuple(block_units)
+        stage = next(i for i in range(max(len(found), len(wanted))) if found[i:i + 1] != wanted[i:i + 1])
+        want = wanted[stage] if stage < len(wanted) else 0
         have = found[stage] if stage < len(found) else 0
         key = f"block{stage + 1}/unit{min(have, want) + 1}/conv1/kernel"
         what = "missing" if want > have else "unexpected"
@@ -289,11 +290,13 @@ def _validate(block_units, width, image_size, patch_size, hidden_size, num_heads
     if h % (stride * ph) or w % (stride * pw):
         raise ValueError(
             f"The image size must be divisible by the backbone stride times the patch size "
-            f"({stride} x {(ph, pw)} for block_units={units}). Received: image_size={image_size}, patch_size={patch_size}"
+            f"({stride} x {(ph, pw)} for block_units={units}). "
+            f"Received: image_size={image_size}, patch_size={patch_size}"
         )
     if hidden_size % num_heads:
         raise ValueError(
-            f"`hidden_size` must be divisible by `num_heads`. Received: hidden_size={hidden_size}, num_heads={num_heads}"
+            "`hidden_size` must be divisible by `num_heads`. "
+            f"Received: hidden_size={hidden_size}, num_heads={num_heads}"
         )
     return units, (h, w)
 
@@ -430,8 +433,12 @@ def _hybrid_builder(variant, doc_name):
     compact = doc_name.replace("_", "")
     builder.__name__ = builder.__qualname__ = compact
     builder.__doc__ = _HYBRID_DOC.format(
-        variant=variant, units=units, stride=backbone_stride(units), file=variant.replace("/", "_").replace("+", "+ViT-"),
-        compact=compact, **vit,
+        variant=variant,
+        units=units,
+        stride=backbone_stride(units),
+        file=variant.replace("/", "_").replace("+", "+ViT-"),
+        compact=compact,
+        **vit,
     )
     return builder
 

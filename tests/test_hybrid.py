@@ -199,7 +199,8 @@ def test_residual_unit_matches_reference(channels, features, stride):
     for name in ("gn1", "gn2", "gn3", "gn_proj"):
         layer = getattr(unit, name)
         if layer is not None:
-            p[f"{name}/scale"], p[f"{name}/bias"] = rng.normal(1, 0.3, layer.gamma.shape), rng.normal(0, 0.3, layer.gamma.shape)
+            p[f"{name}/scale"] = rng.normal(1, 0.3, layer.gamma.shape)
+            p[f"{name}/bias"] = rng.normal(0, 0.3, layer.gamma.shape)
             layer.set_weights([p[f"{name}/scale"], p[f"{name}/bias"]])
     expected = np.stack([ref.residual_unit(xi.astype(np.float64), p, features, stride) for xi in x])
     out = np.asarray(unit(x))
@@ -294,7 +295,8 @@ def test_missing_whole_unit_and_wrong_stage_count(tmp_path):
     arrays = hybrid_checkpoint(block_units=(2, 1, 1))
     short = {k: v for k, v in arrays.items() if not k.startswith("block1/unit2/")}
     path = save_npz(tmp_path / "short.npz", short)
-    with pytest.raises(CheckpointError, match=r"\(1, 1, 1\) units, the model \(2, 1, 1\): key 'block1/unit2/conv1/kernel' is missing"):
+    message = r"\(1, 1, 1\) units, the model \(2, 1, 1\): key 'block1/unit2/conv1/kernel' is missing"
+    with pytest.raises(CheckpointError, match=message):
         tiny_hybrid(weights=path)
     with pytest.raises(CheckpointError, match=r"block1/unit2/conv1/kernel"):
         keras_vit.load_checkpoint(tiny_hybrid(), path)
@@ -332,7 +334,8 @@ def test_bad_arguments_are_named():
 def test_builders_share_the_vit_signature():
     import inspect
 
-    assert list(inspect.signature(keras_vit.R50ViTB16).parameters) == list(inspect.signature(keras_vit.ViTB16).parameters)
+    hybrid_args = list(inspect.signature(keras_vit.R50ViTB16).parameters)
+    assert hybrid_args == list(inspect.signature(keras_vit.ViTB16).parameters)
 
 
 def test_headless_and_gap_variants():
@@ -373,21 +376,25 @@ def restore_policy():
 @pytest.mark.parametrize("kind", ["hybrid", "vit"])
 def test_mixed_precision_close_to_float32(tmp_path, restore_policy, policy, tolerance, kind):
     if kind == "hybrid":
-        path = save_npz(tmp_path / "R.npz", hybrid_checkpoint())
-        build = lambda: tiny_hybrid(weights=path)  # noqa: E731
-        x = images(2, 64)
+        path, size = save_npz(tmp_path / "R.npz", hybrid_checkpoint()), 64
     else:
-        path = save_npz(tmp_path / "V.npz", vit_checkpoint())
-        build = lambda: keras_vit.ViT(image_size=32, patch_size=8, num_classes=5, classifier_activation=None,  # noqa: E731
-                                      weights=path, **TINY_VIT)
-        x = images(2, 32)
+        path, size = save_npz(tmp_path / "V.npz", vit_checkpoint()), 32
+
+    def build():
+        if kind == "hybrid":
+            return tiny_hybrid(weights=path)
+        return keras_vit.ViT(image_size=32, patch_size=8, num_classes=5, classifier_activation=None, weights=path,
+                             **TINY_VIT)
+
+    x = images(2, size)
     expected = np.asarray(build()(x))
     keras.config.set_dtype_policy(policy)
     model = build()
     out = model(x)
     assert all(w.dtype == "float32" for w in model.weights)  # master weights stay float32
-    norms = [l for l in model.layers if isinstance(l, (keras.layers.GroupNormalization, keras.layers.LayerNormalization))]
-    assert all(l.dtype_policy.name == policy for l in norms)
+    norm_types = (keras.layers.GroupNormalization, keras.layers.LayerNormalization)
+    norms = [layer for layer in model.layers if isinstance(layer, norm_types)]
+    assert norms and all(layer.dtype_policy.name == policy for layer in norms)
     out = np.asarray(keras.ops.cast(out, "float32"))
     assert np.all(np.isfinite(out))
     np.testing.assert_allclose(out, expected, atol=tolerance * np.abs(expected).max(), rtol=0)
