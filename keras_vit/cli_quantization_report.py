@@ -3,7 +3,9 @@
 Each export is verified on real images against the Keras model (top-1
 agreement, max abs difference, accuracy when the images have labels) and
 timed for one image in its runtime (LiteRT/XNNPACK and onnxruntime with
---threads threads).
+--threads threads; --throughput-batch N adds images per second on a batch).
+The int8 row is strict full int8; int8-selective keeps softmax, GELU and
+LayerNorm's ops in float.
 """
 
 import json
@@ -18,6 +20,9 @@ def add_arguments(parser):
     parser.add_argument("--runs", type=int, default=20, help="timed runs per latency, median reported")
     parser.add_argument("--workdir", help="keep the exports here (default: a temporary folder)")
     parser.add_argument("--no-onnx", action="store_true")
+    parser.add_argument("--no-selective", action="store_true", help="leave out the int8-selective row")
+    parser.add_argument("--saved-model", action="store_true", help="add a SavedModel row")
+    parser.add_argument("--throughput-batch", type=int, default=0, help="also time a batch of this many images")
     parser.add_argument("--json", help="also write the rows as JSON here")
 
 
@@ -27,7 +32,8 @@ def run(args):
     rows = quantization_report(
         args.model, eval_data=args.eval_data, representative_data=args.representative_data,
         num_images=args.num_images, include_onnx=not args.no_onnx, num_threads=args.threads,
-        runs=args.runs, workdir=args.workdir,
+        runs=args.runs, workdir=args.workdir, selective_int8=not args.no_selective,
+        include_saved_model=args.saved_model, throughput_batch=args.throughput_batch,
     )
     print(format_table(rows))
     if args.json:

@@ -55,16 +55,33 @@ def test_unsupported_quantize_mode_is_rejected(model_path, tmp_path, capsys):
 
 def test_quantization_report_table(model_path, tmp_path, capsys):
     out = tmp_path / "rows.json"
-    code = cli.main(["quantization-report", model_path, "--num-images", "30", "--runs", "3", "--json", str(out)])
+    code = cli.main(["quantization-report", model_path, "--num-images", "30", "--runs", "3", "--json", str(out),
+                     "--saved-model", "--throughput-batch", "4"])
     assert code == 0
     table = capsys.readouterr().out
     rows = json.loads(out.read_text())
     assert [(r["format"], r["quantize"]) for r in rows] == [
         ("keras", "float32"), ("tflite", "float32"), ("tflite", "float16"), ("tflite", "dynamic"),
-        ("tflite", "int8"), ("onnx", "float32")]
+        ("tflite", "int8"), ("tflite", "int8-selective"), ("onnx", "float32"), ("saved_model", "float32")]
     for row in rows:
-        assert row["latency_ms"] > 0 and row["size_bytes"] > 0 and 0 <= row["accuracy"] <= 1
-        assert f"{row['format']:8} {row['quantize']:9}" in table
+        assert row["latency_ms"] > 0 and row["throughput_ips"] > 0 and row["size_bytes"] > 0
+        assert 0 <= row["accuracy"] <= 1
+        assert f"{row['format']:11} {row['quantize']:14}" in table
     sizes = {r["quantize"]: r["size_bytes"] for r in rows if r["format"] == "tflite"}
     assert sizes["dynamic"] < sizes["float16"] < sizes["float32"]
-    assert rows[1]["max_abs_diff"] <= 1e-4 and rows[-1]["max_abs_diff"] <= 1e-4
+    assert rows[1]["max_abs_diff"] <= 1e-4 and rows[-2]["max_abs_diff"] <= 1e-4 and rows[-1]["max_abs_diff"] <= 1e-5
+
+
+def test_class_names_saved_by_training_travel_with_the_export(tmp_path):
+    """A model saved by keras_vit.training.save_model (as `keras-vit train` does) keeps its class names."""
+    training = pytest.importorskip("keras_vit.training")
+    from export_helpers import trained_model
+    from keras_vit.export import tflite
+
+    names = [f"digit {i}" for i in range(10)]
+    path = str(tmp_path / "model.keras")
+    training.save_model(trained_model(), path, metadata={"class_names": names})
+    out = tmp_path / "m.tflite"
+    assert cli.main(["export", path, "--format", "tflite", "--output", str(out), "--num-images", "10"]) == 0
+    assert tflite.read_labels(str(out)) == names
+    assert (tmp_path / "m.labels.txt").read_text().splitlines() == names

@@ -78,13 +78,16 @@ def quantization_report(
     representative_data=None,
     num_images=100,
     modes=("float32", "float16", "dynamic", "int8"),
+    selective_int8=True,
     include_onnx=True,
+    include_saved_model=False,
     num_threads=2,
     runs=20,
+    throughput_batch=0,
     workdir=None,
     labels=None,
 ):
-    """One row per export: size, single-image latency, agreement with Keras, accuracy.
+    """One row per export: size, latency, throughput, agreement with Keras, accuracy.
 
     Args:
         model: a ``keras.Model`` or a ``.keras`` path (a trained classifier).
@@ -93,20 +96,28 @@ def quantization_report(
         eval_labels: true classes of ``eval_data`` for an accuracy column.
         representative_data: int8 calibration images (default disjoint MNIST).
         num_images: images to verify and calibrate on.
-        modes: TFLite modes to include.
+        modes: TFLite modes to include (``int8`` is strict full int8).
+        selective_int8: add an ``int8-selective`` row (int8 with
+            :data:`~keras_vit.export.tflite.FRAGILE_OPS` kept in float).
         include_onnx: add an ONNX row.
-        num_threads: threads for LiteRT and onnxruntime.
+        include_saved_model: add a SavedModel row (``serving_default``).
+        num_threads: threads for LiteRT and onnxruntime (TensorFlow's are
+            fixed when the process starts).
         runs: timed runs per latency (median reported).
+        throughput_batch: if > 0, also time a batch of this many images
+            (Keras, SavedModel, ONNX; TFLite runs batch 1, so its throughput
+            is ``1000 / latency_ms``) and report images per second.
         workdir: where the exports go (default a temporary folder).
         labels: class names.
 
     Returns:
         A list of dicts with ``format, quantize, path, size_bytes, latency_ms,
-        max_abs_diff, top1_agreement, accuracy, passed`` (``passed`` against
-        the default bars of :data:`~keras_vit.export.TOLERANCES`; exports
-        are kept even when they miss them, so they can be timed).
+        throughput_ips, max_abs_diff, top1_agreement, accuracy, passed``
+        (``passed`` against the default bars of
+        :data:`~keras_vit.export.TOLERANCES`; exports are kept even when they
+        miss them, so they can be timed).
     """
-    from keras_vit.export import export_model
+    from keras_vit.export import export_model, saved_model, tflite
 
     model = common.load_model(model)
     shape = common.image_shape(model)
@@ -119,32 +130,49 @@ def quantization_report(
     workdir = workdir or tempfile.mkdtemp(prefix="keras_vit_quant_")
     os.makedirs(workdir, exist_ok=True)
     expected = model.predict(images, batch_size=32, verbose=0)
+    batch = np.resize(images, (throughput_batch,) + images.shape[1:]) if throughput_batch else None
 
     def accuracy(outputs):
         return None if eval_labels is None else float(np.mean(np.asarray(outputs).argmax(-1) == eval_labels))
 
+    def throughput(latency_fn):
+        return None if batch is None else len(batch) * 1e3 / latency_fn(batch)
+
     rows = [{
         "format": "keras", "quantize": "float32", "path": None,
         "size_bytes": int(sum(int(np.prod(w.shape)) * np.dtype(w.dtype).itemsize for w in model.weights)),
-        "latency_ms": keras_latency(model, images[:1], runs), "max_abs_diff": 0.0, "top1_agreement": 1.0,
-        "accuracy": accuracy(expected), "passed": True,
+        "latency_ms": keras_latency(model, images[:1], runs),
+        "throughput_ips": throughput(lambda x: keras_latency(model, x, max(3, runs // 4))),
+        "max_abs_diff": 0.0, "top1_agreement": 1.0, "accuracy": accuracy(expected), "passed": True,
     }]
-    jobs = [("tflite", mode) for mode in modes] + ([("onnx", "float32")] if include_onnx else [])
-    for fmt, mode in jobs:
-        path = os.path.join(workdir, f"{model.name}_{mode}.{fmt}")
+    jobs = [("tflite", mode, ()) for mode in modes]
+    if selective_int8:
+        jobs.append(("tflite", "int8-selective", tflite.FRAGILE_OPS))
+    if include_onnx:
+        jobs.append(("onnx", "float32", ()))
+    if include_saved_model:
+        jobs.append(("saved_model", "float32", ()))
+    for fmt, label, float_ops in jobs:
+        mode = "int8" if label == "int8-selective" else label
+        path = os.path.join(workdir, f"{model.name}_{label}.{fmt}") if fmt != "saved_model" else workdir
         report = export_model(
             model, fmt, path, quantize=mode, labels=labels, eval_data=images,
-            representative_data=representative_data, num_images=num_images,
-            max_abs_diff=float("inf"), min_top1_agreement=0.0, float_ops=(),
+            representative_data=representative_data, num_images=num_images, name=f"{model.name}_saved_model",
+            max_abs_diff=float("inf"), min_top1_agreement=0.0, float_ops=float_ops, warmup=False,
         )
         bars = verify.TOLERANCES[(fmt, mode)]
         if fmt == "tflite":
-            latency = tflite_latency(path, images[0], num_threads, runs)
+            latency = tflite_latency(report.path, images[0], num_threads, runs)
+            ips = None if batch is None else 1e3 / latency
+        elif fmt == "onnx":
+            latency = onnx_latency(report.path, images[:1], num_threads, runs)
+            ips = throughput(lambda x: onnx_latency(report.path, x, num_threads, max(3, runs // 4)))
         else:
-            latency = onnx_latency(path, images[:1], num_threads, runs)
+            latency = saved_model_latency(report.path, images[:1], runs)
+            ips = throughput(lambda x: saved_model_latency(report.path, x, max(3, runs // 4)))
         rows.append({
-            "format": fmt, "quantize": mode, "path": path, "size_bytes": report.size_bytes,
-            "latency_ms": latency, "max_abs_diff": report.max_abs_diff,
+            "format": fmt, "quantize": label, "path": report.path, "size_bytes": report.size_bytes,
+            "latency_ms": latency, "throughput_ips": ips, "max_abs_diff": report.max_abs_diff,
             "top1_agreement": report.top1_agreement, "accuracy": accuracy(report.outputs),
             "passed": report.max_abs_diff <= bars.get("max_abs_diff", float("inf"))
             and report.top1_agreement >= bars.get("top1_agreement", 0.0),
@@ -154,12 +182,14 @@ def quantization_report(
 
 def format_table(rows):
     """The rows of :func:`quantization_report` as a fixed-width text table."""
-    header = f"{'format':8} {'quantize':9} {'size':>10} {'latency ms':>11} {'max|diff|':>10} {'top-1 agree':>12} {'accuracy':>9}  bar"
+    header = (f"{'format':11} {'quantize':14} {'size MB':>9} {'latency ms':>11} {'img/s':>8} {'max|diff|':>10} "
+              f"{'top-1 agree':>12} {'accuracy':>9}  bar")
     lines = [header, "-" * len(header)]
     for r in rows:
         acc = "-" if r["accuracy"] is None else f"{r['accuracy']:.2%}"
+        ips = "-" if r.get("throughput_ips") is None else f"{r['throughput_ips']:.1f}"
         lines.append(
-            f"{r['format']:8} {r['quantize']:9} {r['size_bytes'] / 1e6:>8.2f}MB {r['latency_ms']:>11.3f} "
+            f"{r['format']:11} {r['quantize']:14} {r['size_bytes'] / 1e6:>9.3f} {r['latency_ms']:>11.3f} {ips:>8} "
             f"{r['max_abs_diff']:>10.3g} {r['top1_agreement']:>12.2%} {acc:>9}  {'ok' if r['passed'] else 'MISSED'}"
         )
     return "\n".join(lines)
