@@ -230,7 +230,8 @@ def _saved_model_predictor(path, labels, include_preprocessing):
     }
     if not outputs:
         raise ValueError(f"SavedModel signature has no (batch, classes) output: {sorted(signature.structured_outputs)}")
-    output_name = sorted(outputs, key=lambda n: (-(outputs[n].shape[-1] or 0), n))[0]
+    # the class scores: "probabilities" if named so, else the widest float output that is not a top-k
+    output_name = sorted(outputs, key=lambda n: (n != "probabilities", "top_k" in n, -(outputs[n].shape[-1] or 0), n))[0]
     fixed_batch = spec.shape[0]
     scale = include_preprocessing is False
 

@@ -110,8 +110,10 @@ def plot_position_similarity(similarity, path, title="Position embedding similar
         raise ValueError(f"Expected similarity of shape (rows, cols, rows, cols). Received: shape={similarity.shape}")
     rows, cols = similarity.shape[:2]
     size = min(12.0, max(3.0, 0.6 * max(rows, cols)))
-    figure = _figure((size * cols / max(rows, cols) + 0.8, size * rows / max(rows, cols) + 0.4))
-    grid = figure.add_gridspec(rows, cols, wspace=0.05, hspace=0.05, left=0.02, right=0.86, bottom=0.02, top=0.92)
+    width, height = size * cols / max(rows, cols), size * rows / max(rows, cols)
+    figure = _figure((width + 1.6, height + 0.6))
+    right = width / (width + 1.6)
+    grid = figure.add_gridspec(rows, cols, wspace=0.05, hspace=0.05, left=0.02, right=right, bottom=0.02, top=0.9)
     image = None
     for i in range(rows):
         for j in range(cols):
@@ -119,7 +121,7 @@ def plot_position_similarity(similarity, path, title="Position embedding similar
             image = axes.imshow(similarity[i, j], vmin=-1, vmax=1, cmap="viridis", interpolation="nearest")
             axes.set_xticks([])
             axes.set_yticks([])
-    colorbar_axes = figure.add_axes([0.89, 0.1, 0.03, 0.75])
+    colorbar_axes = figure.add_axes([right + 0.2 / (width + 1.6), 0.1, 0.2 / (width + 1.6), 0.75])
     figure.colorbar(image, cax=colorbar_axes, label="Cosine similarity")
     figure.suptitle(title)
     return _save(figure, path)

@@ -257,3 +257,20 @@ def test_feature_model_errors():
         features.feature_model(model, blocks=[5])
     with pytest.raises(ValueError, match="'logits'"):
         features.feature_model(model, outputs=["logits"])
+
+
+def test_predict_on_the_project_exports_reads_their_labels(tmp_path):
+    """The SavedModel and TFLite files of ``keras_vit.export`` carry the class names; predict uses them."""
+    export = pytest.importorskip("keras_vit.export")
+    model = classifier(num_classes=5, seed=2)
+    names = ["ant", "bee", "cat", "dog", "eel"]
+    folder = sample_image_dir(tmp_path)
+    saved = export.export_model(model, "saved_model", str(tmp_path / "serving"), labels=names, warmup=False, num_images=8, top_k=5)
+    tflite = export.export_model(model, "tflite", str(tmp_path / "vit.tflite"), labels=names, num_images=8)
+    reference = keras_vit.predict(model, [str(folder)], top_k=3, labels=names)
+    for path in (saved.path, tflite.path):
+        assert inference.load_predictor(path).class_names == names
+        result = keras_vit.predict(path, [str(folder)], top_k=3)
+        assert [[p["label"] for p in r["predictions"]] for r in result] == [
+            [p["label"] for p in r["predictions"]] for r in reference
+        ]
