@@ -260,6 +260,10 @@ def test_attention_cli(tmp_path, capsys):
     assert cli.main(["attention", path, str(tmp_path / "notes.txt"), "--out", str(tmp_path / "x.png")]) == 2
     assert "notes.txt" in capsys.readouterr().err
     assert not (tmp_path / "x.png").exists()
+    (tmp_path / "served").mkdir()
+    (tmp_path / "served" / "saved_model.pb").write_bytes(b"")
+    assert cli.main(["attention", str(tmp_path / "served"), photo, "--out", str(tmp_path / "y.png")]) == 2
+    assert ".keras" in capsys.readouterr().err
 
 
 def test_hybrid_attention():

@@ -86,14 +86,13 @@ def test_label_sources(tmp_path):
     with pytest.raises(FileNotFoundError, match="nope.txt"):
         labels.class_names(3, labels=str(tmp_path / "nope.txt"))
     # a .keras saved by `keras-vit train` carries its class names in keras_vit.json
-    import zipfile
+    from keras_vit import training
 
     model = classifier(num_classes=3)
     path = tmp_path / "model.keras"
-    model.save(path)
-    with zipfile.ZipFile(path, "a") as archive:
-        archive.writestr("keras_vit.json", json.dumps({"class_names": ["red", "green", "blue"]}))
+    training.save_model(model, str(path), metadata={"class_names": ["red", "green", "blue"]})
     assert inference.load_predictor(str(path)).class_names == ["red", "green", "blue"]
+    assert inference.load_predictor(str(path), labels=["a", "b", "c"]).class_names == ["a", "b", "c"]
     # a reader plugged in by another format wins over the built-in ones
     reader = labels.register_label_reader(lambda path, loaded: ["x", "y", "z"] if path and "special" in str(path) else None)
     try:
