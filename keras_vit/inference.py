@@ -153,10 +153,10 @@ def model_format(path):
     )
 
 
-def _to_probabilities(outputs):
-    """Probabilities as they are; logits (anything else) through a softmax."""
+def _to_probabilities(outputs, atol=1e-3):
+    """Probabilities as they are (rows in [0, 1] summing to 1 within ``atol``); logits through a softmax."""
     outputs = np.asarray(outputs, dtype="float64")
-    if np.all(outputs >= 0) and np.allclose(outputs.sum(-1), 1.0, atol=1e-3):
+    if np.all(outputs >= 0) and np.allclose(outputs.sum(-1), 1.0, atol=atol):
         return outputs
     exp = np.exp(outputs - outputs.max(-1, keepdims=True))
     return exp / exp.sum(-1, keepdims=True)
@@ -170,8 +170,9 @@ class Predictor:
     loaded object).
     """
 
-    def __init__(self, run, model_format, path, image_size, num_classes, model, labels=None):
+    def __init__(self, run, model_format, path, image_size, num_classes, model, labels=None, atol=1e-3):
         self._run = run
+        self._atol = atol  # how far from 1 a row of probabilities may sum (quantised outputs)
         self.format = model_format
         self.path = path
         self.image_size = tuple(int(v) for v in image_size)
@@ -184,7 +185,7 @@ class Predictor:
         images = np.asarray(images, dtype="float32")
         if images.shape[1:3] != self.image_size:
             raise ValueError(f"Expected images of size {self.image_size}. Received: shape={images.shape}")
-        return _to_probabilities(self._run(images))
+        return _to_probabilities(self._run(images), self._atol)
 
 
 def model_takes_pixels(model):
@@ -278,7 +279,10 @@ def _tflite_predictor(path, labels, include_preprocessing):
             out.append(y[0])
         return np.stack(out)
 
-    return Predictor(run, "tflite", path, (h, w), output_detail["shape"][-1], None, labels)
+    num_classes = int(output_detail["shape"][-1])
+    out_scale = output_detail["quantization"][0] if np.issubdtype(output_detail["dtype"], np.integer) else 0.0
+    atol = max(1e-3, num_classes * out_scale)  # each dequantised score is off by up to one step
+    return Predictor(run, "tflite", path, (h, w), num_classes, None, labels, atol=atol)
 
 
 def load_predictor(model, labels=None, include_preprocessing=None):

@@ -273,3 +273,30 @@ def test_predict_on_the_project_exports_reads_their_labels(tmp_path):
         assert [[p["label"] for p in r["predictions"]] for r in result] == [
             [p["label"] for p in r["predictions"]] for r in reference
         ]
+
+
+def test_predict_with_an_integer_tflite(tmp_path):
+    """A .tflite with uint8 input and output: pixels are quantised and scores dequantised."""
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((16, 16, 3))
+    x = keras.layers.Rescaling(1 / 255.0)(inputs)
+    x = keras.layers.GlobalAveragePooling2D()(x)
+    outputs = keras.layers.Dense(4, activation="softmax", kernel_initializer=keras.initializers.RandomNormal(0, 3.0))(x)
+    model = keras.Model(inputs, outputs)
+    saved = str(tmp_path / "small")
+    model.export(saved, format="tf_saved_model", verbose=False)
+    calibration = images(16, 16, seed=3)
+    converter = tf.lite.TFLiteConverter.from_saved_model(saved)
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = lambda: ([image[None]] for image in calibration)
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    converter.inference_input_type = tf.uint8
+    converter.inference_output_type = tf.uint8
+    path = str(tmp_path / "small.tflite")
+    with open(path, "wb") as f:
+        f.write(converter.convert())
+    predictor = inference.load_predictor(path)
+    x = images(6, 16, seed=4).round()
+    np.testing.assert_allclose(predictor(x), model.predict(x, verbose=0), atol=0.03)
