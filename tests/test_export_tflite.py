@@ -25,8 +25,8 @@ def model():
 
 @pytest.fixture(scope="module")
 def data():
-    x, _ = real_images(200, offset=3000)  # evaluation digits
-    calibration, _ = real_images(100, offset=2000)  # disjoint calibration digits
+    x, _ = real_images(200)  # held-out evaluation digits
+    calibration, _ = real_images(100, offset=2000, split="train")  # calibration digits, not used in training
     return x, calibration
 
 

