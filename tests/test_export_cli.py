@@ -85,3 +85,22 @@ def test_class_names_saved_by_training_travel_with_the_export(tmp_path):
     assert cli.main(["export", path, "--format", "tflite", "--output", str(out), "--num-images", "10"]) == 0
     assert tflite.read_labels(str(out)) == names
     assert (tmp_path / "m.labels.txt").read_text().splitlines() == names
+
+
+def test_export_verifies_on_an_image_folder(model_path, tmp_path, capsys):
+    """--eval-data takes a folder of image files (here 28x28 grayscale PNGs, decoded to RGB and resized)."""
+    import tensorflow as tf
+
+    from export_helpers import real_images
+
+    x, _ = real_images(12)
+    folder = tmp_path / "images"
+    folder.mkdir()
+    for i, image in enumerate(tf.image.resize(x[..., :1], (28, 28)).numpy()):
+        (folder / f"{i:02d}.png").write_bytes(tf.io.encode_png(tf.cast(tf.round(image), tf.uint8)).numpy())
+    report = tmp_path / "r.json"
+    code = cli.main(["export", model_path, "--format", "onnx", "--output", str(tmp_path / "m.onnx"),
+                     "--eval-data", str(folder), "--report", str(report)])
+    assert code == 0
+    saved = json.loads(report.read_text())
+    assert saved["num_images"] == 12 and saved["max_abs_diff"] <= 1e-4
