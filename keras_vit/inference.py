@@ -356,6 +356,9 @@ def predict(model, images, top_k=5, labels=None, batch_size=16, include_preproce
     for path in collect_images(images):
         result = {"path": path}
         results.append(result)
+        if os.path.isdir(path):
+            result["error"] = f"No image files ({', '.join(IMAGE_EXTENSIONS)}) in folder: {path!r}"
+            continue
         try:
             image = load_image(path, predictor.image_size)
         except (OSError, ValueError) as error:

@@ -181,11 +181,13 @@ def test_predict_bad_input_is_reported_per_file(tmp_path, capsys):
     (tmp_path / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 truncated")
     Image.new("L", (40, 30), 77).save(tmp_path / "gray.png")
     Image.new("RGBA", (20, 50), (10, 200, 30, 128)).save(tmp_path / "rgba.png")
-    inputs = [str(tmp_path / n) for n in ("notes.txt", "gray.png", "missing.png", "broken.jpg", "rgba.png")]
+    (tmp_path / "empty").mkdir()
+    inputs = [str(tmp_path / n) for n in ("notes.txt", "gray.png", "missing.png", "broken.jpg", "rgba.png", "empty")]
 
     results = keras_vit.predict(path, inputs, top_k=2)
     assert [r["path"] for r in results] == inputs
-    assert [("error" in r) for r in results] == [True, False, True, True, False]
+    assert [("error" in r) for r in results] == [True, False, True, True, False, True]
+    assert "No image files" in results[5]["error"]
     assert "notes.txt" in results[0]["error"] and "image" in results[0]["error"]
     assert "No such file" in results[2]["error"] and "missing.png" in results[2]["error"]
     assert len(results[1]["predictions"]) == 2 and len(results[4]["predictions"]) == 2
