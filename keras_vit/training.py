@@ -349,6 +349,7 @@ def make_callbacks(output_dir, save_freq="epoch", tensorboard="auto", checkpoint
     installed, which ``tf.summary`` needs) and ``log.csv`` (``CSVLogger``,
     appending across resumes).
     """
+    os.makedirs(output_dir, exist_ok=True)
     callbacks = [Backup(os.path.join(output_dir, "backup"), save_freq=save_freq), keras.callbacks.TerminateOnNaN()]
     if checkpoint:
         callbacks.append(

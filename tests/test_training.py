@@ -1,0 +1,215 @@
+"""The training recipe, resumable fit, fine-tuning from a checkpoint, and `keras-vit train`."""
+
+import csv
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import keras_vit
+from keras_vit import data, recipes, training
+from tests.helpers import TINY, images, save_npz, tiny_vit, vit_checkpoint
+
+
+def _dataset(n=32, num_classes=5, size=32, seed=0):
+    x = images(n, size, seed=seed).astype("uint8")
+    y = (np.arange(n) % num_classes).astype("int32")
+    return tf.data.Dataset.from_tensor_slices((x, y))
+
+
+def test_warmup_cosine_schedule():
+    schedule = training.warmup_cosine(1e-3, total_steps=100, warmup_steps=10)
+    lr = [float(schedule(s)) for s in (0, 5, 10, 55, 100)]
+    assert lr[0] == 0.0 and lr[1] == pytest.approx(5e-4) and lr[2] == pytest.approx(1e-3)
+    assert lr[3] == pytest.approx(5e-4, rel=1e-3) and lr[4] == pytest.approx(0.0, abs=1e-9)
+    with pytest.raises(ValueError, match="warmup_steps=100, total_steps=100"):
+        training.warmup_cosine(1e-3, 100, 100)
+
+
+def test_weight_decay_skips_biases_norms_and_embeddings():
+    model = tiny_vit()
+    optimizer = training.build_optimizer(1e-3, 100, 10, weight_decay=0.1)
+    assert optimizer.global_clipnorm == 1.0
+    decayed = {v.path: optimizer._use_weight_decay(v) for v in model.trainable_variables}
+    assert decayed["transformer_block_0/mlp_dense_1/kernel"] and decayed["head/kernel"]
+    assert decayed["patch_encoder/projection/kernel"]
+    for path, used in decayed.items():
+        leaf = path.split("/")[-1]
+        if leaf in ("bias", "gamma", "beta", "class_token", "position_embedding"):
+            assert not used, path
+    # and it is really skipped when applied: a zero gradient leaves a bias alone but shrinks a kernel
+    optimizer = training.build_optimizer(0.1, 100, 0, name="sgd", weight_decay=0.5, momentum=0.0)
+    head = model.get_layer("head")
+    head.kernel.assign(np.ones(head.kernel.shape))
+    head.bias.assign(np.ones(head.bias.shape))
+    optimizer.apply_gradients([(tf.zeros(head.kernel.shape), head.kernel), (tf.zeros(head.bias.shape), head.bias)])
+    assert np.all(np.asarray(head.kernel) < 1.0) and np.all(np.asarray(head.bias) == 1.0)
+
+
+def test_layer_decay_scales_each_layers_step():
+    model = tiny_vit()
+    multipliers = training.layer_decay_multipliers(model, 0.5)
+    assert multipliers["head"] == 1.0 and multipliers["encoder_norm"] == 1.0
+    assert multipliers["transformer_block_1"] == 0.5 and multipliers["transformer_block_0"] == 0.25
+    assert multipliers["patch_encoder"] == 0.125
+    optimizer = training.build_optimizer(0.1, 100, 0, name="sgd", weight_decay=0.0, momentum=0.0, layer_decay=0.5, model=model, clipnorm=None)
+    assert isinstance(optimizer, training.LayerDecaySGD)
+    variables = [model.get_layer(n).weights[0] for n in ("head", "transformer_block_1", "patch_encoder")]
+    before = [np.asarray(v).copy() for v in variables]
+    optimizer.apply_gradients([(tf.ones(v.shape), v) for v in variables])
+    steps = [float(np.mean(b - np.asarray(v))) for b, v in zip(before, variables)]
+    np.testing.assert_allclose(steps, [0.1, 0.05, 0.0125], rtol=1e-4)
+    config = optimizer.get_config()
+    assert keras.optimizers.deserialize(keras.optimizers.serialize(optimizer)).lr_multipliers == config["lr_multipliers"]
+    with pytest.raises(ValueError, match="layer_decay=1.5"):
+        training.layer_decay_multipliers(model, 1.5)
+
+
+def test_freeze_embedding_and_first_blocks():
+    model = tiny_vit()
+    frozen = training.freeze(model, 1)
+    assert frozen == ["patch_encoder", "transformer_block_0"]
+    paths = {v.path.split("/")[0] for v in model.trainable_variables}
+    assert paths == {"transformer_block_1", "encoder_norm", "head"}
+    with pytest.raises(ValueError, match="num_blocks=3"):
+        training.freeze(tiny_vit(), 3)
+
+
+def test_set_precision():
+    try:
+        assert training.set_precision("mixed") == "mixed_bfloat16"  # CPU
+        model = tiny_vit()
+        assert model.get_layer("transformer_block_0").compute_dtype == "bfloat16"
+        assert model(images(1), training=False).dtype == "float32"
+        with pytest.raises(ValueError, match="fp8"):
+            training.set_precision("fp8")
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+
+
+def _run(output, epochs, steps, interrupt_at=None, seed=0):
+    keras.utils.set_random_seed(seed)
+    model = tiny_vit()
+    optimizer = training.build_optimizer(1e-3, epochs * steps, 2)
+    training.compile_model(model, optimizer, 0.1)
+    train = data.make_pipeline(_dataset(), 32, 8, training=True, num_classes=5, seed=seed, repeat=True)
+    callbacks = training.make_callbacks(str(output), save_freq=2, tensorboard=False)
+
+    class Interrupt(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            if int(self.model.optimizer.iterations.numpy()) == interrupt_at:
+                raise KeyboardInterrupt("simulated kill")
+
+    if interrupt_at:
+        callbacks.append(Interrupt())
+    history = training.fit_resumable(model, train, epochs, steps, callbacks=callbacks, verbose=0)
+    return model, history
+
+
+def test_interrupted_run_resumes_mid_epoch_with_the_same_step_count(tmp_path):
+    epochs, steps = 3, 4
+    reference, _ = _run(tmp_path / "straight", epochs, steps)
+    assert int(reference.optimizer.iterations.numpy()) == epochs * steps
+
+    out = tmp_path / "killed"
+    with pytest.raises(KeyboardInterrupt):
+        _run(out, epochs, steps, interrupt_at=7)  # in epoch 1, after step 3 of 4
+    with open(out / "backup" / "training_metadata.json") as f:
+        assert json.load(f) == {"epoch": 1, "iterations": 6}  # last backup: every 2 steps
+    log_before = (out / "log.csv").read_text()
+    assert log_before.count("\n") == 2  # header + epoch 0
+    assert not [p for p in os.listdir(out / "backup") if p.startswith(".tmp")]
+
+    model, history = _run(out, epochs, steps)
+    assert history["resumed_from_step"] == 6
+    assert int(model.optimizer.iterations.numpy()) == epochs * steps
+    assert len(history["loss"]) == 2  # the rest of epoch 1, then epoch 2
+    rows = list(csv.DictReader(open(out / "log.csv")))
+    assert [r["epoch"] for r in rows] == ["0", "1", "2"]
+    assert (out / "log.csv").read_text().startswith(log_before)  # nothing written before is lost
+    assert (out / "checkpoint.weights.h5").exists() and not (out / "backup").exists()
+
+
+def test_save_model_keeps_class_names_and_writes_atomically(tmp_path):
+    model = tiny_vit()
+    path = tmp_path / "run" / "model.keras"
+    training.save_model(model, path, metadata={"class_names": ["a", "b", "c", "d", "e"]})
+    loaded, metadata = training.load_model(path)
+    assert metadata["class_names"] == ["a", "b", "c", "d", "e"]
+    x = images(2)
+    np.testing.assert_allclose(loaded(x), model(x), atol=1e-6)
+    assert os.listdir(path.parent) == ["model.keras"]
+    training.write_json(tmp_path / "run" / "metrics.json", {"test_accuracy": 0.5})
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text()) == {"test_accuracy": 0.5}
+
+
+def test_fine_tune_from_checkpoint_at_higher_resolution(tmp_path):
+    """Sec. 3.2: new zero head, 2-D interpolated position embeddings."""
+    path = save_npz(tmp_path / "ckpt.npz", vit_checkpoint(patch_size=7, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64, num_classes=5, grid=(2, 2)))
+    model = recipes.build_model("micro", num_classes=10, image_size=28, weights=path)
+    report = model.load_report
+    assert "Transformer/posembed_input/pos_embedding" in report.resized
+    assert report.resized["Transformer/posembed_input/pos_embedding"][1] == (1, 17, 32)
+    assert set(report.skipped) == {"head/kernel", "head/bias"}
+    assert not np.any(np.asarray(model.get_layer("head").kernel))
+    block = model.get_layer("transformer_block_1").mlp_dense_2.kernel
+    np.testing.assert_allclose(np.asarray(block), vit_checkpoint(patch_size=7, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64, num_classes=5, grid=(2, 2))["Transformer/encoderblock_1/MlpBlock_3/Dense_1/kernel"])
+    with pytest.raises(ValueError, match="conv stem"):
+        recipes.build_model("mnist", 10, weights=path)
+
+
+def test_build_model_names():
+    assert recipes.build_model("micro", 10).output_shape == (None, 10)
+    model = recipes.build_model("mnist", 3)
+    assert model.get_layer("stem_conv_1").strides == (2, 2) and model.output_shape == (None, 3)
+    assert training.layer_decay_multipliers(model, 0.5)["stem_conv_0"] == 0.5 ** 5
+    with pytest.raises(ValueError, match="Unknown model.*'X/99'"):
+        recipes.build_model("X/99", 10)
+
+
+def _train_cli(tmp_path, *extra):
+    from keras_vit import cli
+
+    out = tmp_path / "run"
+    code = cli.main(["train", "--model", "micro", "--epochs", "2", "--steps-per-epoch", "3", "--batch-size", "32",
+                     "--output", str(out), "--verbose", "0", "--no-tensorboard", *extra])
+    return code, out
+
+
+def test_train_command_writes_metrics_and_model(tmp_path, capsys):
+    path = save_npz(tmp_path / "ckpt.npz", vit_checkpoint(patch_size=7, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64, num_classes=5, grid=(2, 2)))
+    code, out = _train_cli(tmp_path, "--weights", path, "--layer-decay", "0.75", "--freeze-blocks", "1")
+    assert code == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    for key in ("test_accuracy", "test_loss", "epochs", "train_seconds", "dataset", "num_test_examples"):
+        assert key in metrics
+    assert metrics["num_test_examples"] == 1000 and metrics["dataset"] == "mnist" and metrics["steps"] == 6
+    assert metrics["optimizer"] == "sgd"  # the paper's fine-tuning optimizer by default with --weights
+    model, metadata = training.load_model(out / "model.keras")
+    assert metadata["class_names"] == [str(i) for i in range(10)] and model.output_shape == (None, 10)
+    assert "test accuracy" in capsys.readouterr().out
+
+
+def test_train_command_errors(tmp_path, capsys):
+    from keras_vit import cli
+
+    assert cli.main(["train", "--dataset", "nowhere-dataset", "--output", str(tmp_path)]) == 2
+    assert "nowhere-dataset" in capsys.readouterr().err
+    assert cli.main(["train", "--model", "Q/3", "--output", str(tmp_path), "--epochs", "1"]) == 2
+    assert "Q/3" in capsys.readouterr().err
+
+
+def test_short_real_run_on_offline_mnist_learns(tmp_path):
+    """A few hundred steps of the micro ViT on the offline MNIST subset: far above 10 % chance."""
+    keras.utils.set_random_seed(0)
+    dataset = data.load_mnist()
+    model = recipes.build_model("micro", 10)
+    steps = 300
+    training.compile_model(model, training.build_optimizer(3e-3, steps, 30), label_smoothing=0.0)
+    train = data.make_pipeline(dataset.train, 28, 64, training=True, augment="none", num_classes=10, seed=0, repeat=True)
+    model.fit(train, steps_per_epoch=steps, epochs=1, verbose=0)
+    result = model.evaluate(data.make_pipeline(dataset.test, 28, 500, num_classes=10), verbose=0, return_dict=True)
+    assert result["accuracy"] > 0.6, result
