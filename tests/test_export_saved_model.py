@@ -203,7 +203,7 @@ def test_failed_verification_leaves_no_version(model, tmp_path):
     report_path = tmp_path / "report.json"
     with pytest.raises(ExportVerificationError) as info:
         export_model(model, "saved_model", str(tmp_path), name="m", num_images=8, max_abs_diff=-1.0, report=str(report_path))
-    assert not info.value.report.passed
+    assert not info.value.report.passed and info.value.report.path == str(tmp_path / "m" / "1")
     assert os.listdir(tmp_path / "m") == []
     assert json.loads(report_path.read_text())["passed"] is False
 

@@ -160,12 +160,15 @@ def _export_saved_model(model, base, name, version, labels, top_k, images, expec
         if not holder["report"].passed:
             raise ExportVerificationError(holder["report"])
 
+    name = name or model.name
+    target, version = saved_model.version_path(base, name, version)
     try:
         path, details = saved_model.export_saved_model(
             model, base, name=name, version=version, labels=labels, top_k=top_k,
             warmup_images=images if warmup else None, check=check,
         )
     except ExportVerificationError as error:
+        error.report.path = target
         error.report.details["aborted"] = "verification failed; no version folder was written"
         return error.report
     result = holder["report"]
