@@ -52,7 +52,9 @@ def input_size(model):
     """``(h, w)`` of the model's image input."""
     shape = model.input_shape
     if isinstance(shape, list) or len(shape) != 4 or shape[1] is None or shape[2] is None:
-        raise ValueError(f"Expected a model with one (batch, H, W, C) image input of fixed size. Received: input_shape={shape}")
+        raise ValueError(
+            f"Expected a model with one (batch, H, W, C) image input of fixed size. Received: input_shape={shape}"
+        )
     return int(shape[1]), int(shape[2])
 
 

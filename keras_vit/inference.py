@@ -40,7 +40,9 @@ def preprocess_input(x, data_format=None, include_preprocessing=True):
     array([-1.,  1.], dtype=float32)
     """
     if data_format not in (None, "channels_last", "channels_first"):
-        raise ValueError(f"Unknown data_format: expected 'channels_last' or 'channels_first'. Received: data_format={data_format!r}")
+        raise ValueError(
+            f"Unknown data_format: expected 'channels_last' or 'channels_first'. Received: data_format={data_format!r}"
+        )
     x = np.asarray(x, dtype="float32")
     if include_preprocessing:
         return x
@@ -238,8 +240,9 @@ def _saved_model_predictor(path, labels, include_preprocessing):
 
     def run(images):
         images = preprocess_input(images, include_preprocessing=not scale)
-        chunks = [images] if fixed_batch is None else [images[i : i + fixed_batch] for i in range(0, len(images), fixed_batch)]
-        result = [signature(**{input_name: tf.constant(chunk, dtype=spec.dtype)})[output_name].numpy() for chunk in chunks]
+        step = fixed_batch or len(images)
+        chunks = [images[i : i + step] for i in range(0, len(images), step)]
+        result = [signature(**{input_name: tf.constant(c, dtype=spec.dtype)})[output_name].numpy() for c in chunks]
         return np.concatenate(result)
 
     return Predictor(run, "saved_model", path, spec.shape[1:3], outputs[output_name].shape[-1], loaded, labels)

@@ -108,7 +108,8 @@ def identity_attention_checkpoint(scale=30.0, seed=0):
     the identity map and the next block sees the same tokens.
     """
     d, heads, hd = TINY["hidden_size"], TINY["num_heads"], TINY["hidden_size"] // TINY["num_heads"]
-    arrays = {k: np.zeros_like(v) for k, v in vit_checkpoint(**{k: TINY[k] for k in ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim")}).items()}
+    shape = {k: TINY[k] for k in ("patch_size", "hidden_size", "num_layers", "num_heads", "mlp_dim")}
+    arrays = {k: np.zeros_like(v) for k, v in vit_checkpoint(**shape).items()}
     rng = np.random.default_rng(seed)
     posemb = rng.standard_normal((17, heads, hd))
     posemb -= posemb.mean(-1, keepdims=True)
@@ -247,7 +248,8 @@ def test_attention_cli(tmp_path, capsys):
     photo = os.path.join(matplotlib.get_data_path(), "sample_data", "grace_hopper.jpg")  # 512 x 600 RGB
     out = tmp_path / "map.png"
     code = cli.main(
-        ["attention", path, photo, "--out", str(out), "--distance-out", str(tmp_path / "d.png"), "--position-out", str(tmp_path / "p.png")]
+        ["attention", path, photo, "--out", str(out)]
+        + ["--distance-out", str(tmp_path / "d.png"), "--position-out", str(tmp_path / "p.png")]
     )
     assert code == 0
     assert is_png(out, size=Image.open(photo).size)

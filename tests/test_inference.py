@@ -266,7 +266,9 @@ def test_predict_on_the_project_exports_reads_their_labels(tmp_path):
     model = classifier(num_classes=5, seed=2)
     names = ["ant", "bee", "cat", "dog", "eel"]
     folder = sample_image_dir(tmp_path)
-    saved = export.export_model(model, "saved_model", str(tmp_path / "serving"), labels=names, warmup=False, num_images=8, top_k=5)
+    saved = export.export_model(
+        model, "saved_model", str(tmp_path / "serving"), labels=names, warmup=False, num_images=8, top_k=5
+    )
     tflite = export.export_model(model, "tflite", str(tmp_path / "vit.tflite"), labels=names, num_images=8)
     reference = keras_vit.predict(model, [str(folder)], top_k=3, labels=names)
     for path in (saved.path, tflite.path):
