@@ -187,6 +187,30 @@ def test_next_version_and_warmup(model, tmp_path):
     logs = [prediction_log_pb2.PredictionLog.FromString(r.numpy()) for r in records]
     assert [log.predict_log.request.model_spec.signature_name for log in logs] == ["serving_default", "serving_bytes"]
     assert set(logs[1].predict_log.request.inputs) == {"image_bytes"}
+    loaded = tf.saved_model.load(report.path)  # replay them as TF Serving's warmup does
+    for log in logs:
+        request = log.predict_log.request
+        inputs = {k: tf.constant(tf.make_ndarray(v)) for k, v in request.inputs.items()}
+        out = loaded.signatures[request.model_spec.signature_name](**inputs)
+        assert out["probabilities"].shape == (1, NUM_CLASSES)
+
+
+def test_grpc_client_request_is_served(model, exported, tmp_path):
+    pytest.importorskip("tensorflow_serving.apis.predict_pb2")
+    spec = importlib.util.spec_from_file_location("grpc_client", os.path.join(ROOT, "export", "grpc_client.py"))
+    grpc_client = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(grpc_client)
+    _, report = exported
+    x, _ = real_images()
+    path = tmp_path / "a.png"
+    path.write_bytes(_encode(np.round(x[3]), "PNG"))
+    request = grpc_client.build_request([str(path)], "tiny_digits", version=1)
+    assert (request.model_spec.name, request.model_spec.signature_name) == ("tiny_digits", "serving_bytes")
+    assert request.model_spec.version.value == 1
+    # what TF Serving does with it: the TensorProto becomes the signature's input
+    tensor = tf.make_ndarray(request.inputs["image_bytes"])
+    out = tf.saved_model.load(report.path).signatures["serving_bytes"](image_bytes=tf.constant(tensor))
+    np.testing.assert_allclose(out["probabilities"].numpy(), np.asarray(model(np.round(x[3:4]))), atol=1e-5)
 
 
 def test_failure_mid_export_leaves_no_version(model, tmp_path, monkeypatch):
