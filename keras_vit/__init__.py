@@ -2,6 +2,12 @@
 
 __version__ = "0.1.0"
 
+import os as _os
+
+# TensorFlow's C++ start-up chatter (CUDA probing, oneDNN notices) drowns the
+# command line's output; users can still set their own level.
+_os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
 from keras_vit.checkpoints import CheckpointError, LoadReport, load_checkpoint, read_checkpoint, resize_position_embedding
 from keras_vit.configs import count_params, decode_variant
 from keras_vit.layers import PatchEncoder, Patches, StochasticDepth, TokenPooling, TransformerBlock

@@ -1,7 +1,7 @@
 """Class names: the ImageNet lists of the original checkpoints, label files, and
 the lookup that finds the names stored with a model.
 
-The ImageNet-1k and ImageNet-21k lists under ``keras_vit/data/`` come from
+The ImageNet-1k and ImageNet-21k lists under ``keras_vit/assets/`` come from
 timm 1.0.31 (``timm/data/_info/``, Apache-2.0): the WordNet ids in the order of
 the original ViT heads (``imagenet21k_goog_synsets.txt`` for the 21,843-class
 imagenet21k checkpoints) joined with their lemmas.
@@ -27,7 +27,7 @@ import zipfile
 IMAGENET1K = "imagenet1k"
 IMAGENET21K = "imagenet21k"
 DATASETS = {IMAGENET1K: ("imagenet1k_labels.txt", 1000), IMAGENET21K: ("imagenet21k_labels.txt", 21843)}
-_DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+_DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets")
 
 # file names a model's class names may be stored under, next to it or in its assets
 LABEL_FILE_NAMES = ("labels.txt", "class_names.txt", "classes.txt")
