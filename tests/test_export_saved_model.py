@@ -242,3 +242,17 @@ def test_saved_model_cli_lists_signatures(exported):
     for needle in ("signature_def['serving_default']", "signature_def['serving_bytes']", "inputs['images']",
                    "inputs['image_bytes']", "DT_STRING", "outputs['top_k_labels']", "shape: (-1, 32, 32, 3)"):
         assert needle in result.stdout
+
+
+def test_logits_model_serves_probabilities(tmp_path):
+    """A model without softmax (classifier_activation=None) still serves probabilities."""
+    from helpers import tiny_vit
+
+    model = tiny_vit(classifier_activation=None)
+    head = model.get_layer("head")
+    head.kernel.assign(np.random.default_rng(1).normal(0, 0.5, head.kernel.shape))
+    x, _ = real_images(16)
+    report = export_model(model, "saved_model", str(tmp_path), eval_data=x, warmup=False)
+    out = tf.saved_model.load(report.path).signatures["serving_default"](images=tf.constant(x))
+    np.testing.assert_allclose(out["probabilities"].numpy(), tf.nn.softmax(model(x)).numpy(), atol=1e-5)
+    assert out["top_k_labels"].numpy()[0, 0].decode().startswith("class_")  # default names
