@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 OUTPUT ?= runs/mnist
 
-.PHONY: install train test test-slow bench clean
+.PHONY: install train test test-slow peers bench clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,8 +23,18 @@ test: install
 test-slow: install
 	$(PY) -m pytest -m slow -q -p no:cacheprovider
 
-bench: install
-	$(PY) -m benchmarks
+# the benchmarks' peers (timm with torch + torchvision, keras-hub) live in their own venv, not in the test venv
+PEERS ?= .venv-peers
+$(PEERS)/.installed: benchmarks/requirements-peers.txt
+	$(PYTHON) -m venv $(PEERS)
+	$(PEERS)/bin/python -m pip install --quiet --upgrade pip
+	$(PEERS)/bin/python -m pip install --quiet -r benchmarks/requirements-peers.txt
+	touch $@
+
+peers: $(PEERS)/.installed
+
+bench: install peers
+	$(PY) -m benchmarks --peers-python $(PEERS)/bin/python $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) runs *.egg-info

@@ -1,0 +1,127 @@
+"""The benchmark harness works: structure of its records and JSON, never its times."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from benchmarks import cli, common, plan, report  # noqa: E402
+
+FIELDS = set(common.RECORD_FIELDS)
+
+
+def _run(tmp_path, *argv):
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--json", str(out), *argv],
+        cwd=ROOT, capture_output=True, text=True, timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(out.read_text()), proc.stdout
+
+
+def test_b16_forward_is_35_1_gflop():
+    assert common.forward_macs("B/16") / 1e9 == pytest.approx(17.56, abs=0.01)
+    assert common.forward_gflop("B/16") == pytest.approx(35.1, abs=0.05)
+    assert common.forward_gflop("S/16") == pytest.approx(9.2, abs=0.05)
+
+
+def test_plan_covers_every_section_and_peer():
+    args = cli.build_parser().parse_args([])
+    names = [t["name"] for t in plan.build(args)]
+    for expected in (
+        "limit/-/tf-xla/float32", "limit/-/tf-graph/bfloat16", "limit/-/numpy/float32", "limit/-/torch/float32",
+        "inference/B16/keras-predict/float32/b1", "inference/B16/keras-xla/bfloat16/b32",
+        "inference/S16/keras-function/float32/b8", "inference/B16/timm/float32/b8",
+        "inference/B16/keras-hub-xla/float32/b8", "export/B16/tflite-int8/int8/b1",
+        "export/B16/saved-model/float32/b8", "export/B16/onnxruntime/float32/b8",
+        "training/S16/keras-fit-xla/bfloat16/b16", "training/S16/timm/float32/b16", "training/main/keras-fit/float32/b128",
+    ):
+        assert expected in names
+    assert len(names) == len(set(names))
+    gpu = plan.build(cli.build_parser().parse_args(["--gpu"]))
+    assert {t["runtime"] for t in gpu} == {"keras-xla", "timm-compile", "keras-fit-xla"}
+
+
+def test_bad_arguments_name_the_value():
+    with pytest.raises(SystemExit, match="unknown section"):
+        cli.main(["--only", "inferense"])
+    with pytest.raises(SystemExit, match="'L/99'"):
+        cli.main(["--models", "L/99", "--list"])
+
+
+def test_gpu_mode_fails_clearly_without_a_gpu(capsys):
+    if cli.gpu_available():
+        pytest.skip("a GPU is present")
+    assert cli.main(["--gpu", "--quick"]) == 2
+    assert "no CUDA device" in capsys.readouterr().err
+
+
+def test_report_fractions_and_bars_from_records():
+    records = [
+        {"section": "limit", "name": "l", "precision": "float32", "status": "ok", "gflops_per_second": 100.0},
+        {"section": "limit", "name": "l2", "precision": "bfloat16", "status": "ok", "gflops_per_second": 200.0},
+        {"section": "inference", "model": "B/16", "runtime": "keras-xla", "precision": "float32", "batch_size": 8,
+         "status": "ok", "images_per_second": 2.0},
+        {"section": "inference", "model": "B/16", "runtime": "timm", "precision": "float32", "batch_size": 8,
+         "status": "ok", "images_per_second": 1.0},
+    ]
+    limit = report.limits(records)
+    report.add_fractions(records, limit)
+    assert records[2]["fraction_of_limit"] == pytest.approx(2.0 * 35.12 / 100, abs=0.01)
+    bars = {b["bar"]: b for b in report.bars(records, limit)}
+    assert bars["B/16 float32 b8: Keras / timm"]["value"] == 2.0
+    assert bars["B/16 float32 b8: Keras / timm"]["met"] is True
+    assert bars["S/16 training: Keras / timm images/s"]["met"] is None  # not measured: not claimed
+
+
+def test_quick_run_in_process_writes_every_record(tmp_path):
+    data, stdout = _run(tmp_path, "--in-process", "--no-peers", "--only", "limit,inference,training",
+                        "--precisions", "float32,bfloat16", "--batch-sizes", "1", "--filter", "tf-graph,keras-function,keras-fit/")
+    records = data["records"]
+    assert {r["section"] for r in records} == {"limit", "inference", "training"}
+    for r in records:
+        assert FIELDS <= set(r), r
+        assert r["status"] == "ok", r
+    inference = [r for r in records if r["section"] != "limit"]
+    assert all(r["images_per_second"] > 0 and r["latency_ms"] > 0 and r["peak_memory_mb"] > 0 for r in inference)
+    assert {r["precision"] for r in inference} == {"float32", "bfloat16"}
+    assert all(r["gflops_per_second"] > 0 for r in records if r["section"] == "limit")
+    assert set(data["limit_gflops_per_second"]) == {"float32", "bfloat16"}
+    assert all("fraction_of_limit" in r for r in records)
+    assert data["machine"]["cpus"] == os.cpu_count()
+    assert "| measurement |" in stdout and "| bar |" in stdout
+
+
+def test_quick_subprocess_measurement_and_missing_peer_is_skipped(tmp_path):
+    data, _ = _run(tmp_path, "--only", "inference", "--batch-sizes", "2", "--precisions", "float32",
+                   "--runtimes", "keras-xla", "--peers-python", str(tmp_path / "no-python"))
+    by_runtime = {r["runtime"]: r for r in data["records"]}
+    assert by_runtime["keras-xla"]["status"] == "ok" and by_runtime["keras-xla"]["batch_size"] == 2
+    assert "in_process" not in by_runtime["keras-xla"]
+    assert by_runtime["timm"]["status"] == "skipped" and "make peers" in by_runtime["timm"]["reason"]
+
+
+@pytest.mark.slow
+def test_quick_exports_run_in_their_runtimes(tmp_path):
+    data, _ = _run(tmp_path, "--only", "export", "--no-peers")
+    records = data["records"]
+    assert {r["runtime"] for r in records} == {"saved-model", "tflite-float32", "tflite-float16", "tflite-dynamic",
+                                               "tflite-int8", "onnxruntime"}
+    for r in records:
+        assert r["status"] == "ok", r
+        assert r["size_bytes"] > 0 and r["images_per_second"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists(cli.DEFAULT_PEERS), reason="no peer environment (make peers)")
+def test_quick_peers_run(tmp_path):
+    data, _ = _run(tmp_path, "--only", "inference,training", "--precisions", "float32", "--batch-sizes", "1",
+                   "--filter", "timm,keras-hub")
+    assert {r["runtime"] for r in data["records"]} == {"timm", "keras-hub-xla"}
+    assert all(r["status"] == "ok" and r["images_per_second"] > 0 for r in data["records"])
