@@ -25,3 +25,17 @@ from keras_vit.inference import decode_predictions, load_image, load_predictor, 
 from keras_vit.labels import imagenet_labels
 from keras_vit.hybrid import HybridViT, R26ViTS32, R50ViTB16, R50ViTL32, ResidualUnit, StdConv2D
 from keras_vit.export import ExportError, ExportVerificationError, VerificationReport, export_model
+from keras_vit.data import ImageDataset, load_dataset, load_image_folder, load_mnist, load_tfds, make_pipeline
+from keras_vit.training import (
+    Backup,
+    LayerDecayAdamW,
+    LayerDecaySGD,
+    build_optimizer,
+    fit_resumable,
+    freeze,
+    layer_decay_multipliers,
+    set_precision,
+    warmup_cosine,
+)
+from keras_vit.distribute import DistributedTrainer
+from keras_vit.recipes import conv_stem_vit

@@ -45,7 +45,7 @@ def add_arguments(parser):
     add("--label-smoothing", type=float, default=None)
     add("--layer-decay", type=float, default=None, help="layer-wise learning-rate decay (fine-tuning), e.g. 0.75")
     add("--freeze-blocks", type=int, default=0, help="freeze the embedding and the first N blocks (-1: all blocks)")
-    add("--drop-path", type=float, default=0.0, help="stochastic depth rate")
+    add("--drop-path", type=float, default=None, help="stochastic depth rate (default: the model's recipe)")
     add("--weights", default=None, help="original ViT .npz checkpoint to fine-tune from (new zero head)")
     add("--augment", choices=("none", "digits", "inception"), default=None, help="default: digits for MNIST, inception otherwise")
     add("--randaugment", action="store_true")
@@ -53,7 +53,8 @@ def add_arguments(parser):
     add("--cutmix", type=float, default=0.0, help="probability of CutMix per batch")
     add("--validation-fraction", type=float, default=0.0, help="hold out this fraction of the training images for validation")
     add("--mixed-precision", action="store_true", help="mixed_bfloat16 on CPU, mixed_float16 on GPU")
-    add("--jit", action="store_true", help="XLA-compile the train step (jit_compile=True)")
+    add("--jit", action=argparse.BooleanOptionalAction, default=None,
+        help="XLA-compile the train step (jit_compile); default: on for the small models, off otherwise")
     add("--strategy", choices=STRATEGIES, default="none", help="tf.distribute strategy (multi-worker reads TF_CONFIG)")
     add("--save-freq", type=int, default=None, help="back up every N steps (default: each epoch)")
     add("--seed", type=int, default=0)
@@ -67,7 +68,7 @@ def resolve(args):
     from keras_vit import recipes
 
     settings = recipes.recipe(args.model, fine_tune=args.weights is not None)
-    for key in ("epochs", "batch_size", "lr", "optimizer", "weight_decay", "warmup_epochs", "label_smoothing"):
+    for key in ("epochs", "batch_size", "lr", "optimizer", "weight_decay", "warmup_epochs", "label_smoothing", "drop_path", "jit"):
         value = getattr(args, key)
         if value is not None:
             settings[key] = value
@@ -131,7 +132,7 @@ def train(args, settings):
 
     keras_seed(args.seed)
     with strategy.scope():
-        model = recipes.build_model(args.model, dataset.num_classes, size, weights=args.weights, drop_path_rate=args.drop_path)
+        model = recipes.build_model(args.model, dataset.num_classes, size, weights=args.weights, drop_path_rate=settings["drop_path"])
         if args.weights is not None and getattr(model, "load_report", None) is not None:
             print(model.load_report)
         if args.freeze_blocks:
@@ -140,7 +141,7 @@ def train(args, settings):
             settings["lr"], total_steps, warmup_steps, name=settings["optimizer"],
             weight_decay=settings["weight_decay"], layer_decay=args.layer_decay, model=model,
         )
-        training.compile_model(model, optimizer, settings["label_smoothing"], jit_compile=args.jit)
+        training.compile_model(model, optimizer, settings["label_smoothing"], jit_compile=settings["jit"])
     print(f"model {args.model}: {model.count_params():,} parameters, input {size}x{size}; "
           f"{settings['epochs']} epochs x {steps_per_epoch} steps of {batch_size}")
 
@@ -173,7 +174,7 @@ def train(args, settings):
         "optimizer": settings["optimizer"],
         "augment": settings["augment"],
         "mixed_precision": keras.mixed_precision.global_policy().name,
-        "jit_compile": bool(args.jit),
+        "jit_compile": bool(settings["jit"]),
         "resumed_from_step": history["resumed_from_step"],
         "replicas": strategy.num_replicas_in_sync,
     }

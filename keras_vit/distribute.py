@@ -184,14 +184,14 @@ def run_multi_worker(args, settings):
 
     keras.utils.set_random_seed(args.seed)
     with strategy.scope():
-        model = recipes.build_model(args.model, dataset.num_classes, size, weights=args.weights, drop_path_rate=args.drop_path)
+        model = recipes.build_model(args.model, dataset.num_classes, size, weights=args.weights, drop_path_rate=settings["drop_path"])
         if args.freeze_blocks:
             training.freeze(model, args.freeze_blocks)
         optimizer = training.build_optimizer(
             settings["lr"], total, warmup, name=settings["optimizer"], weight_decay=settings["weight_decay"],
             layer_decay=args.layer_decay, model=model,
         )
-        trainer = DistributedTrainer(model, optimizer, strategy, batch_size, settings["label_smoothing"], jit_compile=args.jit)
+        trainer = DistributedTrainer(model, optimizer, strategy, batch_size, settings["label_smoothing"], jit_compile=settings["jit"])
     print(f"worker {index}/{num_workers}: {strategy.num_replicas_in_sync} replicas, {total} steps of {batch_size}", flush=True)
     start = time.time()
     trained = trainer.fit(train_fn, total, log_every=steps_per_epoch if index == 0 else 0)
