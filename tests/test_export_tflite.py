@@ -112,6 +112,12 @@ def test_wrong_shaped_representative_data(model, tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def test_unknown_float_op_name(model, tmp_path):
+    with pytest.raises(ValueError, match=r"Received unknown: \['SOFTMAXX'\]"):
+        export_model(model, "tflite", str(tmp_path / "m.tflite"), quantize="int8", float_ops=["SOFTMAXX"], num_images=4)
+    assert os.listdir(tmp_path) == []
+
+
 def test_representative_tf_data_with_labels(model, data, tmp_path):
     import tensorflow as tf
 

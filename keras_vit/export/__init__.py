@@ -108,6 +108,8 @@ def export_model(
     common.check_quantize(quantize, format)
     if float_ops != "auto" and isinstance(float_ops, str):
         raise ValueError(f"`float_ops` must be 'auto' or a list of TFLite op names. Received: float_ops={float_ops!r}")
+    if float_ops != "auto":
+        tflite.check_op_names(float_ops)
     model_path = None if not isinstance(model, (str, os.PathLike)) else os.fspath(model)
     model = load_model(model)
     shape = common.image_shape(model)

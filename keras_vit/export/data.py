@@ -10,6 +10,7 @@ splits it (verification on the held-out test digits, calibration on others).
 """
 
 import os
+import warnings
 
 import numpy as np
 
@@ -133,4 +134,10 @@ def as_images(data, image_shape, count=None, what="data"):
     if not out:
         raise ValueError(f"`{what}` yielded no images.")
     images = np.concatenate(out)
-    return images[:count] if count is not None else images
+    images = images[:count] if count is not None else images
+    if images.size and float(images.max()) <= 1.0:
+        warnings.warn(
+            f"`{what}` looks normalised (max {float(images.max()):g}); keras_vit models take RGB pixels in [0, 255].",
+            stacklevel=3,
+        )
+    return images

@@ -65,6 +65,7 @@ def convert(model, quantize="float32", representative_images=None, batch_size=1,
     import tensorflow as tf
 
     common.check_quantize(quantize)
+    check_op_names(float_ops)
     if int(batch_size) < 1:
         raise ValueError(f"`batch_size` must be positive. Received: batch_size={batch_size!r}")
     converter = tf.lite.TFLiteConverter.from_concrete_functions([_frozen_function(model, int(batch_size))])
@@ -95,6 +96,21 @@ def convert(model, quantize="float32", representative_images=None, batch_size=1,
         raise common.ExportError(f"TFLite conversion ({quantize}) with builtin ops only failed: {error}") from error
 
 
+def builtin_op_names():
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    return {k for k in vars(schema.BuiltinOperator) if not k.startswith("_")}
+
+
+def check_op_names(names):
+    """Every name must be a TFLite builtin op (e.g. ``"SOFTMAX"``), for ``float_ops``."""
+    unknown = [name for name in names if name not in builtin_op_names()]
+    if unknown:
+        raise ValueError(
+            f"`float_ops` takes TFLite builtin op names such as {list(FRAGILE_OPS)}. Received unknown: {unknown}"
+        )
+
+
 def flatbuffer_ops(content):
     """Sorted op names of a TFLite flatbuffer: builtin names, or the custom code (``Flex...``)."""
     from tensorflow.lite.python import schema_py_generated as schema
@@ -114,9 +130,7 @@ def flatbuffer_ops(content):
 
 def check_builtin_only(ops):
     """Raise if any op is not a TFLite builtin (Flex ops or other custom ops)."""
-    from tensorflow.lite.python import schema_py_generated as schema
-
-    builtin = {k for k in vars(schema.BuiltinOperator) if not k.startswith("_")}
+    builtin = builtin_op_names()
     bad = [op for op in ops if op.startswith("Flex") or op not in builtin]
     if bad:
         raise common.ExportError(
