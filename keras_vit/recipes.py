@@ -139,7 +139,7 @@ def build_model(model_name, num_classes, image_size=None, weights=None, drop_pat
 
 
 def mnist_job(seed=0):
-    """The main job's model (untrained) and its data: ``(model, ImageDataset, recipe)``.
+    """The main job's model (untrained, uncompiled) and its data: ``(model, ImageDataset, recipe)``.
 
     For throughput benchmarks: ``make_pipeline(data.train, 28, recipe["batch_size"],
     training=True, augment="digits", num_classes=10, seed=seed, repeat=True)``
@@ -147,6 +147,8 @@ def mnist_job(seed=0):
     """
     from keras_vit import data as data_lib
 
+    keras.utils.set_random_seed(seed)
     dataset = data_lib.load_mnist()
-    model = build_model("mnist", num_classes=dataset.num_classes)
-    return model, dataset, recipe("mnist")
+    settings = recipe("mnist")
+    model = build_model("mnist", num_classes=dataset.num_classes, drop_path_rate=settings["drop_path"])
+    return model, dataset, settings

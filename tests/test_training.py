@@ -166,6 +166,7 @@ def test_build_model_names():
     model = recipes.build_model("mnist", 3)
     assert model.get_layer("stem_conv_1").strides == (2, 2) and model.output_shape == (None, 3)
     assert training.layer_decay_multipliers(model, 0.5)["stem_conv_0"] == 0.5 ** 5
+    assert {"B/16", "Ti/16", "R50+B/16", "mnist", "tiny"} <= set(recipes.model_names())
     with pytest.raises(ValueError, match="Unknown model.*'X/99'"):
         recipes.build_model("X/99", 10)
 

@@ -1,0 +1,52 @@
+"""Train the main job with the Python API: a small conv-stem ViT on the offline MNIST subset.
+
+Run:
+    .venv/bin/python examples/train_mnist.py --output runs/example-mnist
+
+Expect (2 CPU cores, about 3-6 minutes): test accuracy of about 0.98 on the 1,000
+held-out images (the same recipe as `keras-vit train`, whose measured figure is in the
+README), then the predicted class names of the first eight test images.
+"""
+
+import argparse
+import os
+
+import numpy as np
+
+import keras_vit
+from keras_vit import data, recipes, training
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output", default="runs/example-mnist")
+    parser.add_argument("--epochs", type=int, default=None)
+    args = parser.parse_args()
+
+    model, dataset, recipe = recipes.mnist_job(seed=0)
+    epochs = args.epochs or recipe["epochs"]
+    batch = recipe["batch_size"]
+    steps = dataset.num_train // batch
+    train = data.make_pipeline(dataset.train, 28, batch, training=True, augment="digits",
+                               num_classes=10, seed=0, repeat=True)
+    test = data.make_pipeline(dataset.test, 28, 500, num_classes=10)
+
+    optimizer = keras_vit.build_optimizer(recipe["lr"], epochs * steps, recipe["warmup_epochs"] * steps,
+                                          weight_decay=recipe["weight_decay"])
+    training.compile_model(model, optimizer, recipe["label_smoothing"], jit_compile=recipe["jit"])
+    callbacks = training.make_callbacks(args.output, save_freq=10)
+    keras_vit.fit_resumable(model, train, epochs, steps, callbacks=callbacks, verbose=2)
+
+    result = model.evaluate(test, verbose=0, return_dict=True)
+    print(f"test accuracy {result['accuracy']:.4f} on {dataset.num_test} images")
+    training.save_model(model, os.path.join(args.output, "model.keras"), metadata={"class_names": dataset.class_names})
+
+    loaded, metadata = training.load_model(os.path.join(args.output, "model.keras"))
+    images, labels = next(iter(data.make_pipeline(dataset.test, 28, 8)))
+    predicted = np.argmax(loaded.predict(images, verbose=0), axis=-1)
+    print("predicted:", [metadata["class_names"][i] for i in predicted])
+    print("true:     ", [dataset.class_names[i] for i in labels.numpy()])
+
+
+if __name__ == "__main__":
+    main()
