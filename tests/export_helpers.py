@@ -1,7 +1,9 @@
 """Shared pieces of the export tests: one tiny ViT trained a little on real digits."""
 
+import atexit
 import functools
 import os
+import shutil
 import tempfile
 
 import numpy as np
@@ -34,7 +36,9 @@ def trained_model_path():
     head.kernel.assign(np.random.default_rng(0).normal(0, 0.05, head.kernel.shape))
     model.compile(optimizer=keras.optimizers.Adam(2e-3), loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     model.fit(x, y, batch_size=64, epochs=6, verbose=0)
-    path = os.path.join(tempfile.mkdtemp(prefix="keras_vit_export_"), "tiny_digits.keras")
+    folder = tempfile.mkdtemp(prefix="keras_vit_export_")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    path = os.path.join(folder, "tiny_digits.keras")
     model.save(path)
     return path
 

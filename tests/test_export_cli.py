@@ -56,7 +56,7 @@ def test_unsupported_quantize_mode_is_rejected(model_path, tmp_path, capsys):
 def test_quantization_report_table(model_path, tmp_path, capsys):
     out = tmp_path / "rows.json"
     code = cli.main(["quantization-report", model_path, "--num-images", "30", "--runs", "3", "--json", str(out),
-                     "--saved-model", "--throughput-batch", "4"])
+                     "--saved-model", "--throughput-batch", "4", "--workdir", str(tmp_path / "work")])
     assert code == 0
     table = capsys.readouterr().out
     rows = json.loads(out.read_text())
