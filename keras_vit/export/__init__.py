@@ -205,7 +205,7 @@ def _export_tflite(model, output, quantize, labels, calibration, images, expecte
             if quantize == "int8":
                 result.details["float_ops"] = list(kept)
             if failures:
-                result.details["earlier_attempts"] = failures
+                result.details["earlier_attempts"] = list(failures)
             if result.passed:
                 break
             failures.append(
