@@ -1,0 +1,67 @@
+"""The deployment kit in export/: TF Serving config files parse and agree with the compose file and exporter."""
+
+import os
+import re
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KIT = os.path.join(ROOT, "export")
+
+# fields of tensorflow_serving's BatchingParameters (session_bundle_config.proto)
+BATCHING_FIELDS = {
+    "max_batch_size", "batch_timeout_micros", "max_enqueued_batches", "num_batch_threads",
+    "thread_pool_name", "allowed_batch_sizes", "pad_variable_length_inputs",
+}
+
+
+def _read(*parts):
+    with open(os.path.join(KIT, *parts), encoding="utf-8") as f:
+        return f.read()
+
+
+def test_models_config_parses_as_model_server_config():
+    pytest.importorskip("tensorflow_serving.config.model_server_config_pb2")
+    from google.protobuf import text_format
+    from tensorflow_serving.config import model_server_config_pb2
+
+    config = text_format.Parse(_read("serving", "models.config"), model_server_config_pb2.ModelServerConfig())
+    (model,) = config.model_config_list.config
+    assert (model.name, model.base_path, model.model_platform) == ("vit", "/models/vit", "tensorflow")
+    assert model.model_version_policy.latest.num_versions == 2
+
+
+def test_batching_parameters_use_known_fields():
+    fields = []
+    for line in _read("serving", "batching_parameters.txt").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            match = re.match(r"(\w+)\s*(\{\s*value:\s*\d+\s*\}|:\s*(\d+|true|false))$", line)
+            assert match, f"unparsable line: {line!r}"
+            fields.append(match.group(1))
+    assert set(fields) <= BATCHING_FIELDS
+    assert "max_batch_size" in fields and "batch_timeout_micros" in fields
+
+
+def test_compose_serves_the_config_on_the_exported_base_path():
+    compose = _read("compose.yaml")
+    assert "image: tensorflow/serving" in compose
+    assert "${MODELS_DIR:-./models}:/models" in compose and "./serving:/config" in compose
+    for flag in ("--model_config_file=/config/models.config", "--enable_batching=true",
+                 "--batching_parameters_file=/config/batching_parameters.txt", "--enable_model_warmup=true"):
+        assert flag in compose
+    assert '"8500:8500"' in compose and '"8501:8501"' in compose
+    assert os.path.isdir(os.path.join(KIT, "models"))
+
+
+def test_android_sample_states_the_input_contract():
+    kotlin = _read("android", "app", "src", "main", "java", "org", "kerasvit", "sample", "ViTClassifier.kt")
+    assert "import org.tensorflow.lite.Interpreter" in kotlin
+    assert "[1, H, W, 3]" in kotlin and "[0, 255]" in kotlin and "RGB" in kotlin
+    # R, G, B order from ARGB ints, as raw float values (no normalisation)
+    order = [kotlin.index(s) for s in ("shr 16) and 0xFF).toFloat())  // R", "shr 8) and 0xFF).toFloat())   // G", "(argb and 0xFF).toFloat())           // B")]
+    assert order == sorted(order)
+    assert "com.google.ai.edge.litert:litert" in _read("android", "app", "build.gradle.kts")
+    readme = _read("README.md")
+    for needle in ("float32", "NHWC", "RGB", "[0, 255]", "labels.txt"):
+        assert needle in readme
