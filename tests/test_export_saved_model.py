@@ -5,6 +5,7 @@ import importlib.util
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -256,3 +257,48 @@ def test_logits_model_serves_probabilities(tmp_path):
     out = tf.saved_model.load(report.path).signatures["serving_default"](images=tf.constant(x))
     np.testing.assert_allclose(out["probabilities"].numpy(), tf.nn.softmax(model(x)).numpy(), atol=1e-5)
     assert out["top_k_labels"].numpy()[0, 0].decode().startswith("class_")  # default names
+
+
+def test_rest_client_over_http(exported, tmp_path, capsys):
+    """export/rest_client.py against an HTTP endpoint answering like TF Serving's REST API."""
+    import http.server
+    import threading
+
+    _, report = exported
+    loaded = tf.saved_model.load(report.path)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            assert self.path == "/v1/models/tiny_digits:predict"
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            status, answer = rest.predict(loaded, body)
+            data = json.dumps(answer).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        x, _ = real_images()
+        good = tmp_path / "digit.png"
+        good.write_bytes(_encode(np.round(x[5]), "PNG"))
+        bad = tmp_path / "broken.png"
+        bad.write_bytes(b"not a png")
+        client = _rest_client()
+        assert client.main([str(good), "--server", url, "--model", "tiny_digits"]) == 0
+        assert re.search(r"digit\.png: digit_\d \d\.\d{3}", capsys.readouterr().out)
+        assert client.main([str(bad), "--server", url, "--model", "tiny_digits"]) == 1
+        assert "error 400" in capsys.readouterr().err
+        assert client.main([str(good), "--pixels", "--size", "32", "32", "--server", url, "--model", "tiny_digits"]) == 0
+        assert "digit_" in capsys.readouterr().out
+    finally:
+        server.shutdown()
+        server.server_close()
