@@ -402,6 +402,8 @@ def fit_resumable(model, train, epochs, steps_per_epoch, callbacks=(), validatio
             history.setdefault(key, []).extend(values)
 
     epoch, done = divmod(start, steps_per_epoch)
+    if start and verbose:
+        print(f"Resuming from {backup.backup_dir}: step {start} of {total} (epoch {epoch + 1}, {done} steps into it)")
     if done:
         if backup is not None:
             backup._current_epoch = epoch
