@@ -10,7 +10,7 @@ _os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from keras_vit.checkpoints import CheckpointError, LoadReport, load_checkpoint, read_checkpoint, resize_position_embedding
 from keras_vit.configs import count_params, decode_variant
-from keras_vit.layers import PatchEncoder, Patches, StochasticDepth, TokenPooling, TransformerBlock
+from keras_vit.layers import PatchEncoder, Patches, SelfAttention, StochasticDepth, TokenPooling, TransformerBlock
 from keras_vit.models import ViT, ViTB16, ViTB32, ViTH14, ViTL16, ViTL32, ViTS16, ViTS32, ViTTi16
 from keras_vit.attention import (
     attention_model,
