@@ -43,6 +43,8 @@ def build_parser():
     p.add_argument("--train-models", type=_csv(), default=["S/16", "main"], help="training models (default S/16,main)")
     p.add_argument("--train-batch-size", type=int, default=16, help="training batch for ViT models (default 16)")
     p.add_argument("--main-batch-size", type=int, default=128, help="training batch of the main-job model (default 128)")
+    p.add_argument("--trained-model", default=os.path.join(ROOT, "runs", "mnist", "model.keras"),
+                   help="a trained main-job model for the agreement section (default: what `make train` writes)")
     p.add_argument("--threads", type=int, default=os.cpu_count(), help="threads of every runtime (default: all cores)")
     p.add_argument("--min-seconds", type=float, default=5.0, help="time each measurement at least this long")
     p.add_argument("--no-peers", dest="peers", action="store_false", help="skip timm and keras-hub")
@@ -78,6 +80,11 @@ def _check_args(args):
     for model in args.models + args.export_models + args.train_models:
         if model not in common.MODELS and model != "main":
             raise SystemExit(f"Unknown model {model!r}: expected one of {sorted(common.MODELS) + ['main']}")
+    from benchmarks.tf_setup import PRECISION_POLICIES
+
+    bad = [p for p in args.precisions if p not in PRECISION_POLICIES]
+    if bad:
+        raise SystemExit(f"--precisions: unknown {bad}; expected some of {tuple(PRECISION_POLICIES)}")
     bad = [r for r in args.runtimes if r not in plan.KERAS_RUNTIMES]
     if bad:
         raise SystemExit(f"--runtimes: unknown {bad}; expected some of {plan.KERAS_RUNTIMES}")
@@ -159,7 +166,29 @@ def _progress(record):
     print(f"  {record['name']}: {value} ({record.get('wall_s')} s)", file=sys.stderr, flush=True)
 
 
-def run(args):
+def write_json(args, argv, started, records, final=False):
+    """Write the JSON document (also after each measurement, so a cut-off run keeps what it measured)."""
+    if not args.json_path:
+        return
+    limit = report.limits(records)
+    report.add_fractions(records, limit)
+    out = {
+        "command": "python -m benchmarks " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "started": started,
+        "complete": final,
+        "machine": machine(),
+        "limit_gflops_per_second": limit,
+        "bars": report.bars(records, limit, model="tiny" if args.quick else "B/16", batch=2 if args.quick else 8),
+        "records": records,
+    }
+    os.makedirs(os.path.dirname(os.path.abspath(args.json_path)), exist_ok=True)
+    tmp = args.json_path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(out, f, indent=1)
+    os.replace(tmp, args.json_path)
+
+
+def run(args, on_record=lambda records: None):
     tasks = plan.build(args)
     for task in tasks:
         task.update(threads=args.threads, quick=args.quick, min_seconds=args.min_seconds)
@@ -179,6 +208,7 @@ def run(args):
             if built.get("status") != "built":
                 records.append(built)
                 _progress(built)
+                on_record(records)
                 continue
             task.update(path=built["path"], size_bytes=built["size_bytes"], build_s=built.get("build_s"))
         for record in run_task(task, args):
@@ -186,6 +216,7 @@ def run(args):
                 record["build_s"] = task["build_s"]
             records.append(record)
             _progress(record)
+        on_record(records)
     return records
 
 
@@ -213,27 +244,15 @@ def main(argv=None):
         print("benchmarks: --gpu asked for, but TensorFlow sees no CUDA device here; nothing was run.", file=sys.stderr)
         return 2
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    records = run(args)
+    records = run(args, on_record=lambda records: write_json(args, argv, started, records))
     if args.list:
         return 0
     limit = report.limits(records)
     report.add_fractions(records, limit)
-    bar_model = "tiny" if args.quick else "B/16"
-    results = report.bars(records, limit, model=bar_model, batch=2 if args.quick else 8)
+    results = report.bars(records, limit, model="tiny" if args.quick else "B/16", batch=2 if args.quick else 8)
     print(report.table(records))
     print()
     print(f"GEMM limit (best measured): {limit}")
     print(report.bars_table(results))
-    if args.json_path:
-        out = {
-            "command": "python -m benchmarks " + " ".join(argv if argv is not None else sys.argv[1:]),
-            "started": started,
-            "machine": machine(),
-            "limit_gflops_per_second": limit,
-            "bars": results,
-            "records": records,
-        }
-        os.makedirs(os.path.dirname(os.path.abspath(args.json_path)), exist_ok=True)
-        with open(args.json_path, "w") as f:
-            json.dump(out, f, indent=1)
+    write_json(args, argv, started, records, final=True)
     return 0 if records and all(r.get("status") in ("ok", "skipped") for r in records) else 1

@@ -69,6 +69,28 @@ def time_calls(fn, warmup=2, min_iters=3, min_seconds=5.0, max_iters=200):
     return statistics.median(times), len(times)
 
 
+def time_with_probe(step, probe, probe_gflop, warmup=1, min_iters=3, min_seconds=5.0, max_iters=200):
+    """Time ``step`` in rounds interleaved with a GEMM ``probe`` of ``probe_gflop`` GFLOP.
+
+    On a shared machine the load changes during a run; the probe measures the
+    GEMM rate the step could have had at that very moment. Returns the median
+    step time, the rounds, and the median GEMM GFLOP/s of the probes.
+    """
+    for _ in range(warmup):
+        step()
+        probe()
+    steps, rates = [], []
+    start = time.perf_counter()
+    while len(steps) < min_iters or (time.perf_counter() - start < min_seconds and len(steps) < max_iters):
+        t = time.perf_counter()
+        probe()
+        rates.append(probe_gflop / (time.perf_counter() - t))
+        t = time.perf_counter()
+        step()
+        steps.append(time.perf_counter() - t)
+    return statistics.median(steps), len(steps), statistics.median(rates)
+
+
 def make_record(task, seconds_per_batch=None, iters=None, **extra):
     """A result record for ``task`` from the median time of one batch."""
     batch = task.get("batch_size")

@@ -44,7 +44,7 @@ def build(task):
 
         calibration = None
         if TFLITE_MODES[runtime] == "int8":
-            calibration = data.mnist_images(model.input_shape[1:], count=4 if task.get("quick") else 16)
+            calibration = data.mnist_images(model.input_shape[1:], count=4 if task.get("quick") else 8)
         content = tflite.convert(model, TFLITE_MODES[runtime], calibration, batch_size=int(task["batch_size"]))
         path += ".tflite"
         with open(path, "wb") as f:

@@ -2,7 +2,7 @@
 
 from benchmarks import common
 
-SECTIONS = ("limit", "inference", "export", "training")
+SECTIONS = ("limit", "inference", "export", "training", "agreement")
 KERAS_RUNTIMES = ("keras-predict", "keras-function", "keras-xla")
 ONEDNN_XLA = {"XLA_FLAGS": "--xla_cpu_use_onednn=true"}
 
@@ -45,7 +45,7 @@ def inference_tasks(args):
                 if args.onednn_xla:
                     tasks.append(_task("inference", "keras_tasks", "inference", model, "keras-xla-onednn", precision,
                                        batch, env=ONEDNN_XLA, keras_runtime="keras-xla"))
-                if args.peers:
+                if args.peers and precision in ("float32", "bfloat16"):
                     tasks.append(_task("inference", "peer_timm", "inference", model, "timm", precision, batch, peer="timm"))
                     tasks.append(_task("inference", "peer_kerashub", "inference", model, "keras-hub-xla", precision,
                                        batch, peer="keras-hub"))
@@ -82,6 +82,15 @@ def training_tasks(args):
     return tasks
 
 
+def agreement_tasks(args):
+    """bfloat16 and int8 against float32 on real images (a trained main-job model)."""
+    return [
+        _task("agreement", "agreement", "agreement", "main", runtime, precision, None, trained_model=args.trained_model)
+        for runtime, precision in (("keras-predict", "bfloat16"), ("keras-predict", "bfloat16-weights"),
+                                   ("tflite-dynamic", "dynamic-int8"))
+    ]
+
+
 def gpu_tasks(args):
     """GPU mode: mixed precision + XLA against timm with AMP + ``torch.compile``, same batches."""
     tasks = []
@@ -103,7 +112,8 @@ def build(args):
     """Every task of the run, in order: the limit first, then the sections asked for."""
     if args.gpu:
         return gpu_tasks(args)
-    makers = {"limit": limit_tasks, "inference": inference_tasks, "export": export_tasks, "training": training_tasks}
+    makers = {"limit": limit_tasks, "inference": inference_tasks, "export": export_tasks, "training": training_tasks,
+              "agreement": agreement_tasks}
     tasks = []
     for section in SECTIONS:
         if section in args.only:

@@ -2,7 +2,7 @@
 
 from benchmarks import common
 
-BF16_LIKE = ("bfloat16", "float16")
+BF16_LIKE = ("bfloat16", "bfloat16-weights", "float16")
 
 
 def limits(records):
@@ -67,7 +67,11 @@ def bars(records, limit, model="B/16", batch=8):
     fraction = keras32.get("fraction_of_limit") if keras32 else None
     out.append(_bar(f"{model} float32 b{batch}: fraction of the float32 GEMM limit", 0.9, fraction,
                     f"{keras32.get('gflops_per_second') if keras32 else None} GFLOP/s vs limit {limit.get('float32')}"))
-    fast = _keras(_find(records, section="inference", model=model, batch_size=batch, precision="bfloat16"))
+    concurrent = keras32.get("fraction_of_concurrent_gemm") if keras32 else None
+    out.append(_bar(f"{model} float32 b{batch}: fraction of the float32 GEMM rate measured interleaved with it", 0.9,
+                    concurrent, f"probe {keras32.get('gemm_probe_gflops') if keras32 else None} GFLOP/s (same process, same moments)"))
+    fast = [r for r in _keras(_find(records, section="inference", model=model, batch_size=batch))
+            if r["precision"] in ("bfloat16", "bfloat16-weights")]
     fast += [r for r in _find(records, section="export", model=model, batch_size=batch)
              if r["precision"] in ("dynamic-int8", "int8")]
     best_fast = _best(fast)
@@ -84,6 +88,10 @@ def bars(records, limit, model="B/16", batch=8):
     out.append({"bar": f"{model} int8 TFLite size / float32 size (issue 5)", "target": 0.26,
                 "value": None if ratio is None else round(ratio, 3), "met": None if ratio is None else ratio <= 0.26,
                 "detail": f"{small} vs {sizes.get('float32')} bytes"})
+    for r in records:
+        if r.get("section") == "agreement" and r.get("status") == "ok":
+            out.append(_bar(f"top-1 agreement of {r['runtime']} {r['precision']} with float32 ({r['images']} real images)",
+                            0.99, r["top1_agreement"], f"accuracy {r['accuracy']} vs float32 {r['float32_accuracy']}"))
     train_model = "S/16"
     keras_train = _best(_keras(_find(records, section="training", model=train_model)))
     timm_train = _best(_find(records, section="training", model=train_model, runtime="timm"))
@@ -99,16 +107,18 @@ def _fmt(value, spec):
 def table(records):
     """The results as a Markdown table."""
     lines = [
-        "| measurement | runtime | precision | batch | img/s | latency ms | peak MB | GFLOP/s | of limit | note |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| measurement | runtime | precision | batch | img/s | latency ms | peak MB | GFLOP/s | of limit | of GEMM now | note |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in records:
+        if r.get("section") == "agreement" and r.get("status") == "ok":
+            continue  # reported with the bars
         note = "" if r.get("status") == "ok" else f"{r.get('status')}: {r.get('error') or r.get('reason') or ''}"[:70]
         lines.append(
             f"| {r.get('model') or 'GEMM'} | {r.get('runtime')} | {r.get('precision')} | {r.get('batch_size') or '-'} "
             f"| {_fmt(r.get('images_per_second'), '.2f')} | {_fmt(r.get('latency_ms'), '.1f')} "
             f"| {_fmt(r.get('peak_memory_mb'), '.0f')} | {_fmt(r.get('gflops_per_second'), '.1f')} "
-            f"| {_fmt(r.get('fraction_of_limit'), '.0%')} | {note} |"
+            f"| {_fmt(r.get('fraction_of_limit'), '.0%')} | {_fmt(r.get('fraction_of_concurrent_gemm'), '.0%')} | {note} |"
         )
     return "\n".join(lines)
 

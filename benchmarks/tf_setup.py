@@ -4,7 +4,10 @@ import numpy as np
 
 from benchmarks import common
 
-PRECISION_POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
+# "bfloat16": mixed precision (float32 weights, cast per call); "bfloat16-weights": weights stored in bfloat16
+PRECISION_POLICIES = {
+    "float32": "float32", "bfloat16": "mixed_bfloat16", "bfloat16-weights": "bfloat16", "float16": "mixed_float16",
+}
 
 
 def tensorflow(task):
