@@ -31,7 +31,7 @@ SMALL_MODELS = {
 
 # defaults of `keras-vit train` per model; flags override each field
 RECIPES = {
-    "mnist": dict(epochs=30, batch_size=128, lr=2e-3, warmup_epochs=2, weight_decay=0.05, label_smoothing=0.1,
+    "mnist": dict(epochs=30, batch_size=64, lr=2e-3, warmup_epochs=2, weight_decay=0.05, label_smoothing=0.1,
                   optimizer="adamw", drop_path=0.1, jit=True),
     "tiny": dict(epochs=30, batch_size=128, lr=2e-3, warmup_epochs=2, weight_decay=0.05, label_smoothing=0.1,
                  optimizer="adamw", drop_path=0.1, jit=True),
