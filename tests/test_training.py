@@ -214,3 +214,41 @@ def test_short_real_run_on_offline_mnist_learns(tmp_path):
     model.fit(train, steps_per_epoch=steps, epochs=1, verbose=0)
     result = model.evaluate(data.make_pipeline(dataset.test, 28, 500, num_classes=10), verbose=0, return_dict=True)
     assert result["accuracy"] > 0.6, result
+
+
+@pytest.mark.slow
+def test_killed_train_command_resumes(tmp_path):
+    """SIGKILL `keras-vit train` mid-epoch, run it again: same step count, earlier log rows kept."""
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "keras_vit.cli", "train", "--model", "micro", "--epochs", "4", "--steps-per-epoch", "40",
+               "--save-freq", "7", "--output", str(out), "--verbose", "2", "--no-tensorboard"]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root)
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    metadata = out / "backup" / "training_metadata.json"
+    deadline = time.time() + 400
+    try:
+        while process.poll() is None and time.time() < deadline:
+            try:
+                if json.loads(metadata.read_text())["iterations"] >= 91:  # 91 = 2 epochs + 11 steps
+                    break
+            except (OSError, ValueError, KeyError):
+                pass
+            time.sleep(0.1)
+    finally:
+        process.kill()
+        process.wait()
+    saved = json.loads(metadata.read_text())["iterations"]
+    assert 91 <= saved < 160 and saved % 40, saved  # mid-epoch, before the end
+    before = (out / "log.csv").read_text()
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=400)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert f"step {saved} of 160" in result.stdout
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["steps"] == 160 and metrics["resumed_from_step"] == saved
+    after = (out / "log.csv").read_text()
+    assert after.startswith(before) and [r["epoch"] for r in csv.DictReader(after.splitlines())] == ["0", "1", "2", "3"]
