@@ -397,6 +397,7 @@ def fit_resumable(model, train, epochs, steps_per_epoch, callbacks=(), validatio
             callbacks=list(callbacks),
             validation_data=validation_data,
             verbose=verbose,
+            shuffle=False,  # the pipeline shuffles (seeded); fit cannot shuffle a tf.data.Dataset anyway
         )
         for key, values in h.history.items():
             history.setdefault(key, []).extend(values)
