@@ -434,11 +434,15 @@ def make_pipeline(
                 image = random_affine(_resize(image, size), element_seed)
             else:
                 image = _resize(image, size)
+            image = tf.ensure_shape(image, size + (3,))  # static shape for the model
             return tf.clip_by_value(image, 0.0, 255.0), label
 
         ds = ds.map(train_map, num_parallel_calls=AUTOTUNE)
     else:
-        ds = ds.map(lambda image, label: (center_crop(image, size, crop_fraction), label), num_parallel_calls=AUTOTUNE)
+        ds = ds.map(
+            lambda image, label: (tf.ensure_shape(center_crop(image, size, crop_fraction), size + (3,)), label),
+            num_parallel_calls=AUTOTUNE,
+        )
         if repeat:
             ds = ds.repeat()
 

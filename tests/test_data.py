@@ -142,8 +142,11 @@ def test_image_folder_source(tmp_path):
     assert (ds.num_train, ds.num_test) == (8, 2)  # image 4 of each class is held out
     _, test_labels = _arrays(ds.test.map(lambda x, y: (tf.zeros(()), y)).batch(8))
     assert test_labels.tolist() == [0, 1]
-    x, y = next(iter(data.make_pipeline(ds.train, 16, 8, training=True, augment="inception", num_classes=2, seed=0)))
-    assert x.shape == (8, 16, 16, 3) and y.shape == (8, 2)
+    for training in (True, False):
+        pipeline = data.make_pipeline(ds.train, 16, 8, training=training, augment="inception", num_classes=2, seed=0)
+        assert tuple(pipeline.element_spec[0].shape) == (None, 16, 16, 3)  # static: models need it
+        x, y = next(iter(pipeline))
+        assert x.shape == (8, 16, 16, 3) and y.shape == (8, 2)
 
 
 def test_image_folder_with_train_and_test_subfolders(tmp_path):
