@@ -11,7 +11,7 @@ import tensorflow as tf
 
 import keras_vit
 from keras_vit import data, recipes, training
-from helpers import TINY, images, save_npz, tiny_vit, vit_checkpoint
+from helpers import images, save_npz, tiny_vit, vit_checkpoint
 
 
 def _dataset(n=32, num_classes=5, size=32, seed=0):
