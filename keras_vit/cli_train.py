@@ -153,7 +153,8 @@ def train(args, settings):
     spent = _read_json(timer_path).get("train_seconds", 0.0)
     callbacks.append(_Timer(timer_path, spent))
     history = training.fit_resumable(
-        model, train_ds, settings["epochs"], steps_per_epoch, callbacks=callbacks, validation_data=val_ds, verbose=verbose
+        model, train_ds, settings["epochs"], steps_per_epoch, callbacks=callbacks, validation_data=val_ds, verbose=verbose,
+        remove_backup=False,  # until model.keras and metrics.json are written
     )
     train_seconds = callbacks[-1].total()
     evaluation = training.evaluate(model, test_ds)
@@ -183,6 +184,7 @@ def train(args, settings):
         metadata={"class_names": dataset.class_names, "dataset": dataset.name, "image_size": size, "model": args.model},
     )
     training.write_json(os.path.join(output, "metrics.json"), metrics)
+    next(c for c in callbacks if isinstance(c, training.Backup)).remove()  # the run is complete
     if os.path.exists(timer_path):
         os.remove(timer_path)
     if not os.listdir(os.path.dirname(timer_path)):

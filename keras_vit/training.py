@@ -80,7 +80,7 @@ def layer_decay_multipliers(model, decay):
     if not 0.0 < decay <= 1.0:
         raise ValueError(f"`layer_decay` must be in (0, 1]. Received: layer_decay={decay!r}")
     names = {v.path.split("/")[0] for v in model.trainable_variables}
-    num_layers = sum(1 for n in names if _BLOCK.match(n))
+    num_layers = sum(1 for layer in model.layers if _BLOCK.match(layer.name))  # frozen blocks count too
     return {n: float(decay ** (num_layers + 1 - layer_id(n, num_layers))) for n in sorted(names)}
 
 
@@ -365,7 +365,9 @@ def make_callbacks(output_dir, save_freq="epoch", tensorboard="auto", checkpoint
     return callbacks
 
 
-def fit_resumable(model, train, epochs, steps_per_epoch, callbacks=(), validation_data=None, verbose="auto"):
+def fit_resumable(
+    model, train, epochs, steps_per_epoch, callbacks=(), validation_data=None, verbose="auto", remove_backup=True
+):
     """``model.fit`` for ``epochs`` epochs of ``steps_per_epoch`` steps, resuming from a :class:`Backup`.
 
     ``train`` must repeat (``make_pipeline(..., repeat=True)``). If the
@@ -373,7 +375,9 @@ def fit_resumable(model, train, epochs, steps_per_epoch, callbacks=(), validatio
     optimizer are restored and training goes on from the optimizer's step
     count: first the rest of the interrupted epoch, then the remaining
     epochs. The run therefore always ends after ``epochs * steps_per_epoch``
-    optimizer steps. The backup is removed once the run is complete.
+    optimizer steps. The backup is removed once the run is complete
+    (``remove_backup=False`` leaves that to the caller, e.g. after it has
+    saved its outputs).
 
     Returns:
         A dict of per-epoch logs (lists) of the epochs run in this call, and
@@ -412,7 +416,7 @@ def fit_resumable(model, train, epochs, steps_per_epoch, callbacks=(), validatio
         epoch += 1
     if epoch < epochs:
         run(epoch, epochs, steps_per_epoch)
-    if backup is not None:
+    if backup is not None and remove_backup:
         backup.remove()
     return history
 

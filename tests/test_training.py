@@ -74,6 +74,8 @@ def test_freeze_embedding_and_first_blocks():
     assert frozen == ["patch_encoder", "transformer_block_0"]
     paths = {v.path.split("/")[0] for v in model.trainable_variables}
     assert paths == {"transformer_block_1", "encoder_norm", "head"}
+    # layer decay still counts the frozen block: block 1 of 2 is one below the head
+    assert training.layer_decay_multipliers(model, 0.5) == {"transformer_block_1": 0.5, "encoder_norm": 1.0, "head": 1.0}
     with pytest.raises(ValueError, match="num_blocks=3"):
         training.freeze(tiny_vit(), 3)
 
