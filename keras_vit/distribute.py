@@ -21,11 +21,17 @@ its own ``task.index``) and run the same command::
 
 Worker 0 (the chief) writes ``metrics.json`` and ``model.keras`` to
 ``--output``; every worker writes its final weights to
-``<output>/worker-<i>/final.weights.h5``.
+``<output>/worker-<i>/final.weights.h5``. Every ``--save-freq`` steps (default:
+each epoch) each worker saves model and optimizer to
+``<output>/worker-<i>/backup`` (``tf.train.CheckpointManager``); start the same
+commands again after a failure and every worker restores its backup and goes
+on from that step, so the run still ends after ``epochs * steps_per_epoch``
+steps.
 """
 
 import json
 import os
+import shutil
 import time
 
 import keras
@@ -192,12 +198,32 @@ def run_multi_worker(args, settings):
             layer_decay=args.layer_decay, model=model,
         )
         trainer = DistributedTrainer(model, optimizer, strategy, batch_size, settings["label_smoothing"], jit_compile=settings["jit"])
-    print(f"worker {index}/{num_workers}: {strategy.num_replicas_in_sync} replicas, {total} steps of {batch_size}", flush=True)
+        optimizer.build(model.trainable_variables)  # so that a backup restores every slot
+    # each worker backs up to its own folder (same step on every worker); restored on restart
+    worker_dir = os.path.join(args.output, f"worker-{index}")
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+    manager = tf.train.CheckpointManager(checkpoint, os.path.join(worker_dir, "backup"), max_to_keep=2)
+    save_every = args.save_freq or steps_per_epoch
+    common = common_backup_step(strategy, manager, save_every, total)
+    if common:
+        path = os.path.join(manager.directory, f"ckpt-{common}")
+        checkpoint.restore(path).assert_existing_objects_matched()
+    done = int(optimizer.iterations.numpy())
+    if done > total:
+        raise ValueError(f"The backup in {worker_dir} has taken {done} steps, more than this run's {total}; use a new output folder")
+    print(f"worker {index}/{num_workers}: {strategy.num_replicas_in_sync} replicas, {total} steps of {batch_size}"
+          + (f", resuming at step {done}" if done else ""), flush=True)
+
+    def backup(step):
+        if (done + step) % save_every == 0 and done + step < total:
+            manager.save(checkpoint_number=done + step)
+
     start = time.time()
-    trained = trainer.fit(train_fn, total, log_every=steps_per_epoch if index == 0 else 0)
+    trained = {"loss": float("nan")}
+    if done < total:
+        trained = trainer.fit(train_fn, total - done, log_every=steps_per_epoch if index == 0 else 0, callback=backup)
     seconds = time.time() - start
     evaluation = trainer.evaluate(test_fn)
-    worker_dir = os.path.join(args.output, f"worker-{index}")
     os.makedirs(worker_dir, exist_ok=True)
     model.save_weights(os.path.join(worker_dir, "final.weights.h5"))
     if index == 0:
@@ -214,11 +240,33 @@ def run_multi_worker(args, settings):
             "workers": num_workers,
             "replicas": strategy.num_replicas_in_sync,
             "batch_size": batch_size,
+            "resumed_from_step": done,
         }
         training.save_model(model, os.path.join(args.output, "model.keras"), metadata={"class_names": dataset.class_names, "dataset": dataset.name, "image_size": size, "model": args.model})
         training.write_json(os.path.join(args.output, "metrics.json"), metrics)
         print(json.dumps({k: metrics[k] for k in ("test_accuracy", "test_loss", "num_test_examples", "train_seconds")}))
+    shutil.rmtree(os.path.join(worker_dir, "backup"), ignore_errors=True)  # the run is complete
     return 0
+
+
+def common_backup_step(strategy, manager, save_every, total):
+    """The newest backup step that every worker holds (0 if none).
+
+    Workers save at the same steps, but a failure can strike between one
+    worker's save and another's; each keeps its last two backups, and they
+    agree on the newest step all of them have (a sum over replicas of
+    "I have step k" flags).
+    """
+    slots = total // save_every + 1
+    have = np.zeros(slots, "float32")
+    for path in manager.checkpoints:
+        step = int(path.rsplit("-", 1)[1])
+        if step % save_every == 0 and step // save_every < slots:
+            have[step // save_every] = 1.0
+    flags = tf.constant(have)
+    counts = strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.identity(flags)), axis=None)
+    shared = np.flatnonzero(np.asarray(counts) >= strategy.num_replicas_in_sync)
+    return int(shared.max()) * save_every if len(shared) else 0
 
 
 def weights_digest(model):

@@ -117,3 +117,70 @@ def test_two_workers_on_localhost_end_with_identical_weights(tmp_path):
     keras.utils.set_random_seed(0)
     fresh = recipes.build_model("micro", 10).get_weights()
     assert max(float(np.max(np.abs(a - b))) for a, b in zip(weights[0], fresh)) > 1e-3
+
+
+def _start_workers(command, cluster, cwd):
+    return [
+        subprocess.Popen(command, env=_env(TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})),
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=str(cwd))
+        for i in range(2)
+    ]
+
+
+def _finish(workers, timeout=TIMEOUT):
+    logs = []
+    try:
+        for worker in workers:
+            logs.append(worker.communicate(timeout=timeout)[0])
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
+    return logs
+
+
+@pytest.mark.slow
+def test_killed_workers_resume_from_their_backups(tmp_path):
+    """Kill both workers mid-run; started again, they agree on a backup step and finish the same run."""
+    import time
+
+    out = tmp_path / "mw"
+    command = [sys.executable, "-m", "keras_vit.cli", "train", "--strategy", "multi-worker", "--model", "micro",
+               "--epochs", "2", "--steps-per-epoch", "60", "--batch-size", "32", "--save-freq", "10", "--output", str(out)]
+    cluster = {"worker": [f"localhost:{p}" for p in _free_ports(2)]}
+    workers = _start_workers(command, cluster, tmp_path)
+    deadline = time.time() + TIMEOUT
+
+    def saved(i):
+        folder = out / f"worker-{i}" / "backup"
+        return [int(p.name[5:-6]) for p in folder.glob("ckpt-*.index")] if folder.exists() else []
+
+    try:
+        while time.time() < deadline and all(w.poll() is None for w in workers):
+            if all(any(step >= 30 for step in saved(i)) for i in range(2)):
+                break
+            time.sleep(0.1)
+    finally:
+        for worker in workers:
+            worker.kill()
+            worker.wait()
+    steps = [max(saved(i)) for i in range(2)]
+    assert all(30 <= s < 120 for s in steps), steps
+
+    cluster = {"worker": [f"localhost:{p}" for p in _free_ports(2)]}
+    workers = _start_workers(command, cluster, tmp_path)
+    logs = _finish(workers)
+    for worker, log in zip(workers, logs):
+        assert worker.returncode == 0, log[-3000:]
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["steps"] == 120 and 30 <= metrics["resumed_from_step"] <= min(steps)
+    assert f"resuming at step {metrics['resumed_from_step']}" in logs[1]
+    weights = []
+    for i in range(2):
+        model = recipes.build_model("micro", 10)
+        model.load_weights(str(out / f"worker-{i}" / "final.weights.h5"))
+        weights.append(model.get_weights())
+        assert not (out / f"worker-{i}" / "backup").exists()
+    for a, b in zip(*weights):
+        np.testing.assert_array_equal(a, b)
