@@ -3,9 +3,10 @@
 Run:
     .venv/bin/python examples/train_mnist.py --output runs/example-mnist
 
-Expect (2 CPU cores, about 3-6 minutes): test accuracy of about 0.98 on the 1,000
-held-out images (the same recipe as `keras-vit train`, whose measured figure is in the
-README), then the predicted and true class names of ten test images, one per class.
+Expect: the same recipe, seed and step count as `make train`, which measured 0.980 test
+accuracy on the 1,000 held-out images in about 5 minutes on 2 CPU cores (README); this
+script itself was only run for one epoch. Then the predicted and true class names of ten
+test images, one per class.
 """
 
 import argparse
