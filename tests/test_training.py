@@ -173,18 +173,19 @@ def test_build_model_names():
         recipes.build_model("X/99", 10)
 
 
-def _train_cli(tmp_path, *extra):
+def _train_cli(tmp_path, *extra, tensorboard=False):
     from keras_vit import cli
 
     out = tmp_path / "run"
+    flags = [] if tensorboard else ["--no-tensorboard"]
     code = cli.main(["train", "--model", "micro", "--epochs", "2", "--steps-per-epoch", "3", "--batch-size", "32",
-                     "--output", str(out), "--verbose", "0", "--no-tensorboard", *extra])
+                     "--output", str(out), "--verbose", "0", *flags, *extra])
     return code, out
 
 
 def test_train_command_writes_metrics_and_model(tmp_path, capsys):
     path = save_npz(tmp_path / "ckpt.npz", vit_checkpoint(patch_size=7, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64, num_classes=5, grid=(2, 2)))
-    code, out = _train_cli(tmp_path, "--weights", path, "--layer-decay", "0.75", "--freeze-blocks", "1")
+    code, out = _train_cli(tmp_path, "--weights", path, "--layer-decay", "0.75", "--freeze-blocks", "1", tensorboard=True)
     assert code == 0
     metrics = json.loads((out / "metrics.json").read_text())
     for key in ("test_accuracy", "test_loss", "epochs", "train_seconds", "dataset", "num_test_examples"):
@@ -194,6 +195,8 @@ def test_train_command_writes_metrics_and_model(tmp_path, capsys):
     model, metadata = training.load_model(out / "model.keras")
     assert metadata["class_names"] == [str(i) for i in range(10)] and model.output_shape == (None, 10)
     assert "test accuracy" in capsys.readouterr().out
+    assert (out / "log.csv").read_text().count("\n") >= 2  # header + the epoch
+    assert list((out / "logs").rglob("events.out.tfevents.*")), "TensorBoard wrote no events"
 
 
 def test_train_command_errors(tmp_path, capsys):
