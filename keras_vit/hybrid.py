@@ -19,7 +19,7 @@ the ``resnet`` branch of ``models_vit.VisionTransformer``):
   ``lax.padtype_to_pads``); ``tests/reference_hybrid.py`` pads explicitly.
 
 The feature map then goes through ``Patches(patch_size)`` (1x1 for the
-paper's hybrids) and the very same :func:`keras_vit.models.transformer_from_patches`
+paper's hybrids) and the very same :func:`keras_vit.models.assemble`
 as the plain ViT. Checkpoint keys are mapped by :func:`hybrid_targets`, which is
 registered with the common loader.
 """
@@ -30,8 +30,7 @@ import keras
 from keras import ops
 
 from keras_vit import checkpoints, configs
-from keras_vit.layers import Patches
-from keras_vit.models import image_input, image_size_pair, transformer_from_patches, validate_top, validate_weights
+from keras_vit.models import assemble, image_size_pair, validate_top, validate_weights, variant_builder
 
 _PACKAGE = "keras_vit"
 STD_CONV_EPSILON = 1e-5  # models_resnet.weight_standardize(..., eps=1e-5)
@@ -351,36 +350,13 @@ def HybridViT(
     units, (h, w) = _validate(block_units, width, image_size, patch_size, hidden_size, num_heads)
     validate_top(num_classes, include_top, pooling, classifier_activation)
     validate_weights(weights)
-    checkpoint = None
-    if weights is not None:
-        checkpoint = checkpoints.read_checkpoint(weights)
-        _check_checkpoint_stages(checkpoint, units, str(weights))
-        if representation_size is None:
-            representation_size = checkpoints.representation_size_of(checkpoint)
-
-    inputs, x = image_input((h, w), include_preprocessing, input_tensor)
-    x = resnet_stem(x, units, width)
-    patches = Patches(patch_size, name="patches")(x)
-    outputs = transformer_from_patches(
-        patches,
-        hidden_size,
-        num_layers,
-        num_heads,
-        mlp_dim,
-        num_classes,
-        include_top,
-        pooling,
-        representation_size,
-        dropout,
-        attention_dropout,
-        drop_path_rate,
-        classifier_activation,
+    return assemble(
+        (h, w), patch_size, hidden_size, num_layers, num_heads, mlp_dim, num_classes, include_top, weights,
+        pooling, representation_size, dropout, attention_dropout, drop_path_rate, classifier_activation,
+        include_preprocessing, input_tensor, name,
+        stem=lambda x: resnet_stem(x, units, width),
+        check_checkpoint=lambda arrays: _check_checkpoint_stages(arrays, units, str(weights)),
     )
-    model = keras.Model(inputs, outputs, name=name)
-    if checkpoint is not None:
-        model.load_report = checkpoints.load_checkpoint(model, checkpoint)
-        model.load_report.path = str(weights)
-    return model
 
 
 # name -> (ResNet stage sizes, ViT variant whose Transformer is used); patch 1 on the feature map
@@ -395,44 +371,8 @@ def _hybrid_builder(variant, doc_name):
     units, size = HYBRID_VARIANTS[variant]
     vit = {k: v for k, v in configs.VARIANTS[size].items()}
 
-    def builder(
-        num_classes=1000,
-        image_size=224,
-        include_top=True,
-        weights=None,
-        pooling="token",
-        representation_size=None,
-        dropout=0.0,
-        attention_dropout=0.0,
-        drop_path_rate=0.0,
-        classifier_activation="softmax",
-        include_preprocessing=True,
-        input_tensor=None,
-        name=None,
-    ):
-        return HybridViT(
-            block_units=units,
-            width=1,
-            patch_size=1,
-            image_size=image_size,
-            num_classes=num_classes,
-            include_top=include_top,
-            weights=weights,
-            pooling=pooling,
-            representation_size=representation_size,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            drop_path_rate=drop_path_rate,
-            classifier_activation=classifier_activation,
-            include_preprocessing=include_preprocessing,
-            input_tensor=input_tensor,
-            name=name or doc_name.lower(),
-            **vit,
-        )
-
     compact = doc_name.replace("_", "")
-    builder.__name__ = builder.__qualname__ = compact
-    builder.__doc__ = _HYBRID_DOC.format(
+    doc = _HYBRID_DOC.format(
         variant=variant,
         units=units,
         stride=backbone_stride(units),
@@ -440,7 +380,8 @@ def _hybrid_builder(variant, doc_name):
         compact=compact,
         **vit,
     )
-    return builder
+    fixed = dict(vit, block_units=units, width=1, patch_size=1)
+    return variant_builder(HybridViT, fixed, compact, doc_name.lower(), doc)
 
 
 _HYBRID_DOC = """Build the hybrid {variant}: ResNet stages {units} (stride {stride}), 1x1 patches, \

@@ -9,7 +9,7 @@ import os
 
 import keras
 
-from keras_vit import configs
+from keras_vit import checkpoints, configs
 from keras_vit.layers import LAYER_NORM_EPSILON, PatchEncoder, Patches, TokenPooling, TransformerBlock
 
 POOLING_MODES = ("token", "gap")
@@ -199,15 +199,52 @@ def ViT(
         )
     validate_top(num_classes, include_top, pooling, classifier_activation)
     validate_weights(weights)
+    return assemble(
+        (h, w), patch_size, hidden_size, num_layers, num_heads, mlp_dim, num_classes, include_top, weights,
+        pooling, representation_size, dropout, attention_dropout, drop_path_rate, classifier_activation,
+        include_preprocessing, input_tensor, name,
+    )
+
+
+def assemble(
+    image_size,
+    patch_size,
+    hidden_size,
+    num_layers,
+    num_heads,
+    mlp_dim,
+    num_classes,
+    include_top,
+    weights,
+    pooling,
+    representation_size,
+    dropout,
+    attention_dropout,
+    drop_path_rate,
+    classifier_activation,
+    include_preprocessing,
+    input_tensor,
+    name,
+    stem=None,
+    check_checkpoint=None,
+):
+    """Input -> optional ``stem`` (the hybrid's CNN) -> patches -> Transformer -> head, then the weights.
+
+    Arguments are validated by the caller. ``check_checkpoint(arrays)`` may
+    reject a checkpoint before anything is built; a pre-logits layer in the
+    checkpoint is added when ``representation_size`` is None.
+    """
     checkpoint = None
     if weights is not None:
-        from keras_vit import checkpoints
-
         checkpoint = checkpoints.read_checkpoint(weights)
+        if check_checkpoint is not None:
+            check_checkpoint(checkpoint)
         if representation_size is None:
             representation_size = checkpoints.representation_size_of(checkpoint)
 
-    inputs, x = image_input((h, w), include_preprocessing, input_tensor)
+    inputs, x = image_input(image_size, include_preprocessing, input_tensor)
+    if stem is not None:
+        x = stem(x)
     patches = Patches(patch_size, name="patches")(x)
     outputs = transformer_from_patches(
         patches,
@@ -226,13 +263,17 @@ def ViT(
     )
     model = keras.Model(inputs, outputs, name=name)
     if checkpoint is not None:
-        from keras_vit import checkpoints
-
         model.load_report = checkpoints.load_checkpoint(model, checkpoint)
+        model.load_report.path = str(weights)
     return model
 
 
-def _variant_builder(variant):
+def variant_builder(generic, fixed, builder_name, default_name, doc):
+    """A ``keras.applications``-style builder: ``generic(**fixed, <the common arguments>)``.
+
+    Shared by the plain variants (``ViTB16``) and the hybrids (``R50ViTB16``).
+    """
+
     def builder(
         num_classes=1000,
         image_size=224,
@@ -248,7 +289,7 @@ def _variant_builder(variant):
         input_tensor=None,
         name=None,
     ):
-        return ViT(
+        return generic(
             image_size=image_size,
             num_classes=num_classes,
             include_top=include_top,
@@ -261,16 +302,20 @@ def _variant_builder(variant):
             classifier_activation=classifier_activation,
             include_preprocessing=include_preprocessing,
             input_tensor=input_tensor,
-            name=name or "vit_" + variant.replace("/", "").lower(),
-            **configs.decode_variant(variant),
+            name=name or default_name,
+            **fixed,
         )
 
-    size, patch = variant.split("/")
-    builder.__name__ = builder.__qualname__ = f"ViT{size}{patch}"
-    builder.__doc__ = _VARIANT_DOC.format(
-        variant=variant, compact=size + patch, size=size, **configs.decode_variant(variant)
-    )
+    builder.__name__ = builder.__qualname__ = builder_name
+    builder.__doc__ = doc
     return builder
+
+
+def _variant_builder(variant):
+    size, patch = variant.split("/")
+    config = configs.decode_variant(variant)
+    doc = _VARIANT_DOC.format(variant=variant, compact=size + patch, size=size, **config)
+    return variant_builder(ViT, config, f"ViT{size}{patch}", "vit_" + variant.replace("/", "").lower(), doc)
 
 
 _VARIANT_DOC = """Build ViT-{variant}: patch {patch_size}, width {hidden_size}, depth {num_layers}, \
