@@ -45,7 +45,9 @@ def build(task):
         calibration = None
         if TFLITE_MODES[runtime] == "int8":
             calibration = data.mnist_images(model.input_shape[1:], count=4 if task.get("quick") else 8)
-        content = tflite.convert(model, TFLITE_MODES[runtime], calibration, batch_size=int(task["batch_size"]))
+        # keras_vit.export calibrates full int8 with single images, so that model keeps batch 1
+        batch = 1 if TFLITE_MODES[runtime] == "int8" else int(task["batch_size"])
+        content = tflite.convert(model, TFLITE_MODES[runtime], calibration, batch_size=batch)
         path += ".tflite"
         with open(path, "wb") as f:
             f.write(content)
@@ -86,11 +88,14 @@ def inference(task):
             scale, zero = detail["quantization"]
             x = np.clip(np.round(x / scale + zero), -128, 127).astype(detail["dtype"])
         out = it.get_output_details()[0]["index"]
+        model_batch = int(detail["shape"][0])
+        chunks = [x[i : i + model_batch] for i in range(0, batch, model_batch)]  # a batch-1 model: one call per image
 
         def step():
-            it.set_tensor(detail["index"], x)
-            it.invoke()
-            it.get_tensor(out)
+            for chunk in chunks:
+                it.set_tensor(detail["index"], chunk)
+                it.invoke()
+                it.get_tensor(out)
     elif runtime == "onnxruntime":
         from keras_vit.export import onnx
 

@@ -45,6 +45,8 @@ def inference_tasks(args):
                 if args.onednn_xla:
                     tasks.append(_task("inference", "keras_tasks", "inference", model, "keras-xla-onednn", precision,
                                        batch, env=ONEDNN_XLA, keras_runtime="keras-xla"))
+                if precision != "float32" and "keras-function" in args.runtimes:
+                    tasks.append(_task("inference", "paired", "speedup", model, "keras-function-paired", precision, batch))
                 if args.peers and precision in ("float32", "bfloat16"):
                     tasks.append(_task("inference", "peer_timm", "inference", model, "timm", precision, batch, peer="timm"))
                     tasks.append(_task("inference", "peer_kerashub", "inference", model, "keras-hub-xla", precision,

@@ -53,7 +53,8 @@ def _ratio(a, b):
 
 
 def _keras(rows):
-    return [r for r in rows if r["runtime"].startswith("keras-") and not r["runtime"].startswith("keras-hub")]
+    return [r for r in rows if r["runtime"].startswith("keras-") and not r["runtime"].startswith("keras-hub")
+            and not r["runtime"].endswith("-paired")]
 
 
 def bars(records, limit, model="B/16", batch=8):
@@ -77,6 +78,12 @@ def bars(records, limit, model="B/16", batch=8):
     best_fast = _best(fast)
     out.append(_bar(f"{model} b{batch}: best bfloat16/int8 path / best float32 Keras", 2.0, _ratio(best_fast, keras32),
                     f"{name(best_fast)} vs {name(keras32)}"))
+    paired = [r for r in _find(records, section="inference", model=model, batch_size=batch, runtime="keras-function-paired")]
+    best_paired = max(paired, key=lambda r: r["speedup_over_float32"]) if paired else None
+    out.append(_bar(f"{model} b{batch}: bfloat16 / float32 Keras, calls alternated in one process", 2.0,
+                    best_paired["speedup_over_float32"] if best_paired else None,
+                    f"{best_paired['precision']}: {best_paired['images_per_second']:.2f} vs "
+                    f"{best_paired['float32_images_per_second']:.2f} img/s" if best_paired else "not measured"))
     quantized = _best([r for r in _find(records, section="export", model=model, batch_size=batch)
                        if r["precision"] in ("dynamic-int8", "int8", "float16")])
     out.append(_bar(f"{model} b{batch} (issue 5): best quantized export / Keras float32", 2.5, _ratio(quantized, keras32),

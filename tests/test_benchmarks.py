@@ -82,7 +82,8 @@ def test_report_fractions_and_bars_from_records():
 
 def test_quick_run_in_process_writes_every_record(tmp_path):
     data, stdout = _run(tmp_path, "--in-process", "--no-peers", "--only", "limit,inference,training",
-                        "--precisions", "float32,bfloat16", "--batch-sizes", "1", "--filter", "tf-graph,keras-function,keras-fit/")
+                        "--precisions", "float32,bfloat16", "--batch-sizes", "1",
+                        "--filter", "tf-graph,keras-function,keras-fit/", "--repeat", "2")
     records = data["records"]
     assert {r["section"] for r in records} == {"limit", "inference", "training"}
     for r in records:
@@ -91,6 +92,9 @@ def test_quick_run_in_process_writes_every_record(tmp_path):
     inference = [r for r in records if r["section"] != "limit"]
     assert all(r["images_per_second"] > 0 and r["latency_ms"] > 0 and r["peak_memory_mb"] > 0 for r in inference)
     assert {r["precision"] for r in inference} == {"float32", "bfloat16"}
+    paired = [r for r in inference if r["runtime"] == "keras-function-paired"]
+    assert len(paired) == 1 and paired[0]["speedup_over_float32"] > 0 and paired[0]["float32_images_per_second"] > 0
+    assert all(len(r["repeats"]) == 2 for r in inference)
     assert all(r["gflops_per_second"] > 0 for r in records if r["section"] == "limit")
     assert set(data["limit_gflops_per_second"]) == {"float32", "bfloat16"}
     assert all("fraction_of_limit" in r for r in records)
@@ -125,3 +129,14 @@ def test_quick_peers_run(tmp_path):
                    "--filter", "timm,keras-hub")
     assert {r["runtime"] for r in data["records"]} == {"timm", "keras-hub-xla"}
     assert all(r["status"] == "ok" and r["images_per_second"] > 0 for r in data["records"])
+
+
+def test_repeats_collapse_to_the_median_run():
+    rows = [{"name": "a", "status": "ok", "images_per_second": v} for v in (3.0, 1.0, 2.0)]
+    rows.append({"name": "b", "status": "ok", "images_per_second": 5.0})
+    collapsed = {r["name"]: r for r in cli.collapse_repeats(rows)}
+    assert collapsed["a"]["images_per_second"] == 2.0 and sorted(collapsed["a"]["repeats"]) == [1.0, 2.0, 3.0]
+    assert "repeats" not in collapsed["b"]
+    names = [t["name"] for t in plan.build(cli.build_parser().parse_args(["--only", "inference", "--precisions",
+                                                                          "float32,bfloat16-weights"]))]
+    assert "inference/B16/keras-function-paired/bfloat16-weights/b8" in names
