@@ -115,11 +115,9 @@ def train(args, settings):
     strategy = tf.distribute.MirroredStrategy() if args.strategy == "mirrored" else tf.distribute.get_strategy()
     batch_size = settings["batch_size"]
     distribute.check_batch_size(batch_size, strategy)
-    steps_per_epoch = args.steps_per_epoch or dataset.num_train // batch_size
-    if steps_per_epoch < 1:
-        raise ValueError(f"`--batch-size` {batch_size} is larger than the {dataset.num_train} training images")
-    total_steps = steps_per_epoch * settings["epochs"]
-    warmup_steps = min(int(settings["warmup_epochs"] * steps_per_epoch), total_steps - 1)
+    steps_per_epoch, total_steps, warmup_steps = training.plan_steps(
+        dataset.num_train, batch_size, settings["epochs"], settings["warmup_epochs"], args.steps_per_epoch
+    )
     size = settings["image_size"]
     pipe = dict(image_size=size, num_classes=dataset.num_classes)
     train_ds = data_lib.make_pipeline(

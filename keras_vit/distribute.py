@@ -169,11 +169,9 @@ def run_multi_worker(args, settings):
     dataset = data_lib.load_dataset(args.dataset, data_dir=args.data_dir, validation_fraction=args.validation_fraction)
     batch_size = settings["batch_size"]
     check_batch_size(batch_size, strategy)
-    steps_per_epoch = args.steps_per_epoch or dataset.num_train // batch_size
-    if steps_per_epoch < 1:
-        raise ValueError(f"`--batch-size` {batch_size} is larger than the {dataset.num_train} training images")
-    total = steps_per_epoch * settings["epochs"]
-    warmup = min(int(settings["warmup_epochs"] * steps_per_epoch), total - 1)
+    steps_per_epoch, total, warmup = training.plan_steps(
+        dataset.num_train, batch_size, settings["epochs"], settings["warmup_epochs"], args.steps_per_epoch
+    )
     size = settings["image_size"]
 
     def train_fn(context):

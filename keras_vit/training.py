@@ -64,6 +64,15 @@ def warmup_cosine(learning_rate, total_steps, warmup_steps=0, end_fraction=0.0):
     )
 
 
+def plan_steps(num_train, batch_size, epochs, warmup_epochs, steps_per_epoch=None):
+    """``(steps_per_epoch, total_steps, warmup_steps)`` of a run; an epoch is one pass by default."""
+    steps_per_epoch = steps_per_epoch or num_train // batch_size
+    if steps_per_epoch < 1:
+        raise ValueError(f"`--batch-size` {batch_size} is larger than the {num_train} training images")
+    total = steps_per_epoch * epochs
+    return steps_per_epoch, total, min(int(warmup_epochs * steps_per_epoch), total - 1)
+
+
 def layer_id(path, num_layers):
     """Depth of a variable for layer-wise decay: 0 embedding, i+1 block i, L+1 head."""
     top = path.split("/")[0]
