@@ -85,20 +85,8 @@ def test_two_workers_on_localhost_end_with_identical_weights(tmp_path):
     command = [sys.executable, "-m", "keras_vit.cli", "train", "--strategy", "multi-worker", "--model", "micro",
                "--epochs", "2", "--steps-per-epoch", "3", "--batch-size", "32", "--warmup-epochs", "0", "--lr", "0.01",
                "--output", str(out)]
-    workers = [
-        subprocess.Popen(command, env=_env(TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})),
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=str(tmp_path))
-        for i in range(2)
-    ]
-    logs = []
-    try:
-        for worker in workers:
-            logs.append(worker.communicate(timeout=TIMEOUT)[0])
-    finally:
-        for worker in workers:
-            if worker.poll() is None:
-                worker.kill()
-                worker.wait()
+    workers = _start_workers(command, cluster, tmp_path)
+    logs = _finish(workers)
     for worker, log in zip(workers, logs):
         assert worker.returncode == 0, log[-3000:]
     metrics = json.loads((out / "metrics.json").read_text())
