@@ -69,6 +69,15 @@ def time_calls(fn, warmup=2, min_iters=3, min_seconds=5.0, max_iters=200):
     return statistics.median(times), len(times)
 
 
+def measure(task, step, **extra):
+    """Time ``step``'s first call (trace/compile), then its median over the task's run; return the record."""
+    start = time.perf_counter()
+    step()
+    first_call = time.perf_counter() - start
+    seconds, iters = time_calls(step, warmup=1, min_iters=task.get("min_iters", 3), min_seconds=task.get("min_seconds", 5.0))
+    return make_record(task, seconds, iters, first_call_s=round(first_call, 2), **extra)
+
+
 def time_with_probe(step, probe, probe_gflop, warmup=1, min_iters=3, min_seconds=5.0, max_iters=200):
     """Time ``step`` in rounds interleaved with a GEMM ``probe`` of ``probe_gflop`` GFLOP.
 

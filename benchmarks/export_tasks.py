@@ -106,8 +106,4 @@ def inference(task):
             session.run(None, {name: x})
     else:
         raise ValueError(f"Unknown export runtime: expected one of {RUNTIMES}. Received: runtime={runtime!r}")
-    start = time.perf_counter()
-    step()
-    first_call = time.perf_counter() - start
-    seconds, iters = common.time_calls(step, warmup=1, min_iters=task.get("min_iters", 3), min_seconds=task.get("min_seconds", 5.0))
-    return common.make_record(task, seconds, iters, first_call_s=round(first_call, 2), size_bytes=task.get("size_bytes"))
+    return common.measure(task, step, size_bytes=task.get("size_bytes"))

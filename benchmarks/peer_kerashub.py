@@ -1,6 +1,5 @@
 """keras-hub's ViT (the other Keras ViT) on the same TensorFlow; run with the peer environment's Python."""
 
-import time
 
 import numpy as np
 
@@ -35,10 +34,6 @@ def inference(task):
     def step():
         np.asarray(fn(x))
 
-    start = time.perf_counter()
-    step()
-    first_call = time.perf_counter() - start
-    seconds, iters = common.time_calls(step, warmup=1, min_iters=task.get("min_iters", 3), min_seconds=task.get("min_seconds", 5.0))
-    record = common.make_record(task, seconds, iters, first_call_s=round(first_call, 2))
+    record = common.measure(task, step)
     record["versions"] = f"keras-hub {keras_hub.__version__}"
     return record

@@ -5,7 +5,6 @@ import needs torchvision); the suite runs these tasks there as subprocesses,
 with torch pinned to the same number of threads as TensorFlow.
 """
 
-import time
 
 from benchmarks import common
 
@@ -64,11 +63,7 @@ def inference(task):
             model(x)
         _sync(torch, device)
 
-    start = time.perf_counter()
-    step()
-    first_call = time.perf_counter() - start
-    seconds, iters = common.time_calls(step, warmup=1, min_iters=task.get("min_iters", 3), min_seconds=task.get("min_seconds", 5.0))
-    record = common.make_record(task, seconds, iters, first_call_s=round(first_call, 2))
+    record = common.measure(task, step)
     record["versions"] = f"torch {torch.__version__}"
     return record
 
@@ -96,8 +91,4 @@ def training(task):
         scaler.update()
         _sync(torch, device)
 
-    start = time.perf_counter()
-    step()
-    first_call = time.perf_counter() - start
-    seconds, iters = common.time_calls(step, warmup=1, min_iters=task.get("min_iters", 3), min_seconds=task.get("min_seconds", 5.0))
-    return common.make_record(task, seconds, iters, first_call_s=round(first_call, 2))
+    return common.measure(task, step)
