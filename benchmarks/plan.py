@@ -49,8 +49,9 @@ def inference_tasks(args):
                     tasks.append(_task("inference", "paired", "speedup", model, "keras-function-paired", precision, batch))
                 if args.peers and precision in ("float32", "bfloat16"):
                     tasks.append(_task("inference", "peer_timm", "inference", model, "timm", precision, batch, peer="timm"))
-                    tasks.append(_task("inference", "peer_kerashub", "inference", model, "keras-hub-xla", precision,
-                                       batch, peer="keras-hub"))
+                    for runtime in ("keras-hub", "keras-hub-xla"):  # tf.function with and without XLA: its best counts
+                        tasks.append(_task("inference", "peer_kerashub", "inference", model, runtime, precision,
+                                           batch, peer="keras-hub"))
     return tasks
 
 

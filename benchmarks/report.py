@@ -99,6 +99,12 @@ def bars(records, limit, model="B/16", batch=8):
         if r.get("section") == "agreement" and r.get("status") == "ok":
             out.append(_bar(f"top-1 agreement of {r['runtime']} {r['precision']} with float32 ({r['images']} real images)",
                             0.99, r["top1_agreement"], f"accuracy {r['accuracy']} vs float32 {r['float32_accuracy']}"))
+    for precision in ("float32", "bfloat16"):
+        ours = _best(_keras(_find(records, section="inference", model=model, batch_size=batch, precision=precision)))
+        hub = _best([r for r in _find(records, section="inference", model=model, batch_size=batch, precision=precision)
+                     if r["runtime"].startswith("keras-hub")])
+        out.append(_bar(f"{model} {precision} b{batch}: keras_vit / keras-hub (best runtime of each)", 1.0,
+                        _ratio(ours, hub), f"{name(ours)} vs {name(hub)}"))
     train_model = "S/16"
     keras_train = _best(_keras(_find(records, section="training", model=train_model)))
     timm_train = _best(_find(records, section="training", model=train_model, runtime="timm"))

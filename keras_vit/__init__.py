@@ -23,7 +23,7 @@ from keras_vit.attention import (
 from keras_vit.features import feature_model, forward_features
 from keras_vit.inference import decode_predictions, load_image, load_predictor, predict, preprocess_input
 from keras_vit.labels import imagenet_labels
-from keras_vit.hybrid import HybridViT, R26ViTS32, R50ViTB16, R50ViTL32, ResidualUnit, StdConv2D
+from keras_vit.hybrid import HybridViT, R26ViTS32, count_hybrid_params, R50ViTB16, R50ViTL32, ResidualUnit, StdConv2D
 from keras_vit.export import ExportError, ExportVerificationError, VerificationReport, export_model
 from keras_vit.data import ImageDataset, load_dataset, load_image_folder, load_mnist, load_tfds, make_pipeline
 from keras_vit.training import (

@@ -66,13 +66,24 @@ class LoadReport:
 
 
 def canonical_key(key):
-    """Map a checkpoint key of any supported naming to the original naming."""
-    if key.startswith("params/"):
-        key = key[len("params/"):]
+    """Map a checkpoint key of any supported naming to the original naming.
+
+    Handles the Flax ``params/`` prefix and the ``opt/target/`` prefix of files
+    saved with their ``flax.optim`` optimizer (``opt/state/...`` keys, the
+    optimizer's moments, are dropped by :func:`read_checkpoint`).
+    """
+    for prefix in ("opt/target/", "params/"):
+        if key.startswith(prefix):
+            key = key[len(prefix):]
     parts = key.split("/")
     if len(parts) > 2 and parts[0] == "Transformer" and parts[1].startswith("encoderblock_"):
         parts[2] = _BLOCK_RENAMES.get(parts[2], parts[2])
     return "/".join(parts)
+
+
+def _optimizer_state(key):
+    """True for the optimizer-state arrays saved beside ``opt/target/`` (not weights)."""
+    return key.startswith("opt/") and not key.startswith("opt/target/")
 
 
 def read_checkpoint(path):
@@ -82,13 +93,13 @@ def read_checkpoint(path):
     or corrupt file fails here with its name, never half-way through a load.
     """
     if isinstance(path, dict):
-        return {canonical_key(k): np.asarray(v) for k, v in path.items()}
+        return {canonical_key(k): np.asarray(v) for k, v in path.items() if not _optimizer_state(k)}
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise CheckpointError(f"Checkpoint not found: {path!r}")
     try:
         with np.load(path, allow_pickle=False) as data:
-            arrays = {canonical_key(k): np.asarray(data[k]) for k in data.files}
+            arrays = {canonical_key(k): np.asarray(data[k]) for k in data.files if not _optimizer_state(k)}
     except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError, zipfile.LargeZipFile) as error:
         raise CheckpointError(
             f"Cannot read checkpoint {path!r}: not a valid .npz file ({type(error).__name__}: {error}). "

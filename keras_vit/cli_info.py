@@ -1,6 +1,6 @@
 """Print the model variants with their sizes and parameter counts."""
 
-from keras_vit import configs
+from keras_vit import configs, hybrid
 
 
 def add_arguments(parser):
@@ -9,9 +9,16 @@ def add_arguments(parser):
 
 
 def run(args):
-    print(f"{'variant':8} {'width':>6} {'depth':>6} {'mlp':>6} {'heads':>6} {'params':>14}")
+    print(f"{'variant':9} {'width':>6} {'depth':>6} {'mlp':>6} {'heads':>6} {'params':>14}  ResNet stages")
     for name in ("Ti/16", "S/16", "S/32", "B/16", "B/32", "L/16", "L/32", "H/14"):
         c = configs.decode_variant(name)
         n = configs.count_params(**c, num_classes=args.num_classes, image_size=args.image_size)
-        print(f"{name:8} {c['hidden_size']:>6} {c['num_layers']:>6} {c['mlp_dim']:>6} {c['num_heads']:>6} {n:>14,}")
+        print(f"{name:9} {c['hidden_size']:>6} {c['num_layers']:>6} {c['mlp_dim']:>6} {c['num_heads']:>6} {n:>14,}")
+    for name, (units, size) in hybrid.HYBRID_VARIANTS.items():
+        c = dict(configs.VARIANTS[size], patch_size=1)
+        n = hybrid.count_hybrid_params(units, 1, args.image_size, num_classes=args.num_classes, **c)
+        print(
+            f"{name:9} {c['hidden_size']:>6} {c['num_layers']:>6} {c['mlp_dim']:>6} {c['num_heads']:>6} {n:>14,}"
+            f"  {units}"
+        )
     return 0

@@ -300,6 +300,37 @@ def _validate(block_units, width, image_size, patch_size, hidden_size, num_heads
     return units, (h, w)
 
 
+def count_hybrid_params(block_units=(3, 4, 9), width=1, image_size=224, **vit):
+    """Count a hybrid's parameters from its shape alone, without building it.
+
+    Args:
+        block_units, width, image_size: as in :func:`HybridViT`.
+        **vit: ``patch_size``, ``hidden_size``, ``num_layers``, ``mlp_dim``,
+            ``num_heads`` and the head arguments of :func:`keras_vit.count_params`.
+
+    Example:
+    >>> count_hybrid_params(hidden_size=768, num_layers=12, mlp_dim=3072, num_heads=12, patch_size=1)
+    98659112
+    """
+    root = int(ROOT_WIDTH * width)
+    total = 7 * 7 * 3 * root + 2 * root  # conv_root (no bias) + gn_root
+    channels = root
+    for i, units in enumerate(block_units):
+        features = root * 2**i
+        for j in range(units):
+            stride = 2 if (i > 0 and j == 0) else 1
+            total += channels * features + 2 * features  # conv1 + gn1
+            total += 9 * features * features + 2 * features  # conv2 + gn2
+            total += features * 4 * features + 2 * 4 * features  # conv3 + gn3
+            if channels != 4 * features or stride != 1:
+                total += channels * 4 * features + 2 * 4 * features  # conv_proj + gn_proj
+            channels = 4 * features
+    h, w = (image_size, image_size) if isinstance(image_size, int) else image_size
+    stride = backbone_stride(block_units)
+    grid = (-(-h // stride), -(-w // stride))
+    return total + configs.count_params(image_size=grid, channels=channels, **vit)
+
+
 def HybridViT(
     block_units=(3, 4, 9),
     width=1,

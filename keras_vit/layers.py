@@ -3,11 +3,15 @@
 Every layer is registered for safe ``.keras`` (de)serialisation, stores each
 constructor argument under its own name, returns exactly those arguments from
 ``get_config``, creates its sub-layers in ``__init__``/weights in ``build``,
-and computes with ``keras.ops`` only, so it is backend-neutral.
+and computes with ``keras.ops``, so it is backend-neutral; the dense layers,
+LayerNorms and attention products go through :mod:`keras_vit.kernels`, which
+on TensorFlow emits the subgraphs oneDNN fuses (same weights, same numerics).
 """
 
 import keras
 from keras import ops
+
+from keras_vit import kernels
 
 _PACKAGE = "keras_vit"
 LAYER_NORM_EPSILON = 1e-6  # Flax default, used by every original checkpoint
@@ -150,7 +154,7 @@ class PatchEncoder(keras.layers.Layer):
         )
 
     def call(self, patches, training=None):
-        x = self.projection(patches)
+        x = kernels.dense(patches, self.projection)
         if self.class_token:
             cls = ops.cast(self.cls, x.dtype)
             cls = ops.broadcast_to(cls, (ops.shape(x)[0], 1, self.hidden_size))
@@ -248,9 +252,10 @@ class SelfAttention(keras.layers.MultiHeadAttention):
         width = self._num_heads * self._key_dim
         denses = (self._query_dense, self._key_dense, self._value_dense)
         kernel = ops.concatenate([ops.reshape(ops.cast(d.kernel, dtype), (-1, width)) for d in denses], axis=1)
-        qkv = ops.matmul(x, kernel)
+        bias = None
         if self._use_bias:
-            qkv = qkv + ops.concatenate([ops.reshape(ops.cast(d.bias, dtype), (width,)) for d in denses], axis=0)
+            bias = ops.concatenate([ops.reshape(ops.cast(d.bias, dtype), (width,)) for d in denses], axis=0)
+        qkv = kernels.matmul_bias(x, kernel, bias)
         shape = ops.shape(x)
         return ops.reshape(qkv, (shape[0], shape[1], 3, self._num_heads, self._key_dim))
 
@@ -266,7 +271,7 @@ class SelfAttention(keras.layers.MultiHeadAttention):
         else:
             qkv = ops.transpose(qkv, (2, 0, 3, 1, 4))  # (3, B, heads, N, head_dim)
             query = qkv[0] * ops.cast(self._inverse_sqrt_key_dim, dtype)
-            scores = ops.matmul(query, ops.swapaxes(qkv[1], -1, -2))  # (B, heads, N, N)
+            scores = kernels.matmul_transposed(query, qkv[1])  # (B, heads, N, N)
             if dtype in ("bfloat16", "float16"):
                 weights = ops.cast(ops.softmax(ops.cast(scores, "float32"), axis=-1), dtype)
             else:
@@ -275,9 +280,8 @@ class SelfAttention(keras.layers.MultiHeadAttention):
             out = ops.swapaxes(ops.matmul(dropped, qkv[2]), 1, 2)  # (B, N, heads, head_dim)
         out = ops.reshape(out, (shape[0], shape[1], heads * head_dim))
         kernel = ops.reshape(ops.cast(self._output_dense.kernel, dtype), (heads * head_dim, -1))
-        out = ops.matmul(out, kernel)
-        if self._use_bias:
-            out = out + ops.cast(self._output_dense.bias, dtype)
+        bias = ops.cast(self._output_dense.bias, dtype) if self._use_bias else None
+        out = kernels.matmul_bias(out, kernel, bias)
         return (out, weights) if return_attention_scores else out
 
     def compute_output_shape(self, input_shape):
@@ -390,7 +394,7 @@ class TransformerBlock(keras.layers.Layer):
         self.mlp_dense_2.build(tuple(input_shape[:-1]) + (self.mlp_dim,))
 
     def call(self, x, training=None, return_attention_scores=False):
-        y = self.norm1(x)
+        y = kernels.layer_norm(x, self.norm1)
         attention = self.attention(y, training=training, return_attention_scores=return_attention_scores)
         if return_attention_scores:
             y, scores = attention
@@ -399,10 +403,10 @@ class TransformerBlock(keras.layers.Layer):
         y = self.attention_dropout_layer(y, training=training)
         x = x + self.drop_path_layer(y, training=training)
 
-        y = self.norm2(x)
-        y = keras.activations.gelu(self.mlp_dense_1(y), approximate=False)
+        y = kernels.layer_norm(x, self.norm2)
+        y = kernels.dense(y, self.mlp_dense_1, gelu=True)
         y = self.mlp_dropout(y, training=training)
-        y = self.mlp_dense_2(y)
+        y = kernels.dense(y, self.mlp_dense_2)
         y = self.mlp_dropout(y, training=training)
         x = x + self.drop_path_layer(y, training=training)
         return (x, scores) if return_attention_scores else x

@@ -70,6 +70,10 @@ def test_report_fractions_and_bars_from_records():
          "status": "ok", "images_per_second": 2.0},
         {"section": "inference", "model": "B/16", "runtime": "timm", "precision": "float32", "batch_size": 8,
          "status": "ok", "images_per_second": 1.0},
+        {"section": "inference", "model": "B/16", "runtime": "keras-hub", "precision": "float32", "batch_size": 8,
+         "status": "ok", "images_per_second": 1.6},
+        {"section": "inference", "model": "B/16", "runtime": "keras-hub-xla", "precision": "float32", "batch_size": 8,
+         "status": "ok", "images_per_second": 2.5},
     ]
     limit = report.limits(records)
     report.add_fractions(records, limit)
@@ -77,6 +81,9 @@ def test_report_fractions_and_bars_from_records():
     bars = {b["bar"]: b for b in report.bars(records, limit)}
     assert bars["B/16 float32 b8: Keras / timm"]["value"] == 2.0
     assert bars["B/16 float32 b8: Keras / timm"]["met"] is True
+    hub = bars["B/16 float32 b8: keras_vit / keras-hub (best runtime of each)"]
+    assert hub["value"] == 0.8 and hub["met"] is False  # keras-hub's best runtime (XLA) is the one compared
+    assert bars["B/16 bfloat16 b8: keras_vit / keras-hub (best runtime of each)"]["met"] is None
     assert bars["S/16 training: Keras / timm images/s"]["met"] is None  # not measured: not claimed
 
 
@@ -127,7 +134,7 @@ def test_quick_exports_run_in_their_runtimes(tmp_path):
 def test_quick_peers_run(tmp_path):
     data, _ = _run(tmp_path, "--only", "inference,training", "--precisions", "float32", "--batch-sizes", "1",
                    "--filter", "timm,keras-hub")
-    assert {r["runtime"] for r in data["records"]} == {"timm", "keras-hub-xla"}
+    assert {r["runtime"] for r in data["records"]} == {"timm", "keras-hub", "keras-hub-xla"}
     assert all(r["status"] == "ok" and r["images_per_second"] > 0 for r in data["records"])
 
 

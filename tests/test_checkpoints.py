@@ -22,6 +22,19 @@ def test_parity_with_numpy_reference(tmp_path, naming, representation_size):
     assert not model.load_report.unused and not model.load_report.skipped
 
 
+def test_flax_optim_file_loads_its_target_and_ignores_optimizer_state(tmp_path):
+    # files saved with flax.optim hold the weights under opt/target/ and the moments under opt/state/
+    arrays = vit_checkpoint()
+    wrapped = {"opt/target/" + k: v for k, v in arrays.items()}
+    wrapped.update({"opt/state/param_states/" + k + "/grad_ema": np.zeros_like(v) for k, v in arrays.items()})
+    wrapped["opt/state/step"] = np.array(1000)
+    model = tiny_vit(weights=save_npz(tmp_path / "opt.npz", wrapped), classifier_activation=None)
+    plain = tiny_vit(weights=save_npz(tmp_path / "plain.npz", arrays), classifier_activation=None)
+    x = images(2)
+    np.testing.assert_array_equal(np.asarray(model(x)), np.asarray(plain(x)))
+    assert len(model.load_report.loaded) == len(arrays) and not model.load_report.unused
+
+
 def test_parity_gap_model(tmp_path):
     arrays = vit_checkpoint(class_token=False)
     model = tiny_vit(weights=save_npz(tmp_path / "gap.npz", arrays), pooling="gap", classifier_activation=None)

@@ -7,7 +7,7 @@ import keras
 import keras_vit
 import reference_hybrid as ref
 from helpers import images, original_names, run_fit_step_test, run_layer_test, run_saving_test, save_npz, vit_checkpoint
-from keras_vit import hybrid
+from keras_vit import cli, configs, hybrid, models
 from keras_vit.checkpoints import POSEMB_KEY, CheckpointError
 
 # tiny hybrid: root width 32 (width=0.5), stages (2, 1, 1) -> 512 channels at stride 16, tiny Transformer
@@ -112,6 +112,7 @@ def hybrid_param_count(block_units, vit_width, depth, mlp, num_classes=1000, tok
 def test_r50_vit_b16_parameter_count():
     expected = hybrid_param_count((3, 4, 9), 768, 12, 3072)
     assert expected == 98_659_112  # the sum spelled out in hybrid_param_count's docstring
+    assert keras_vit.count_hybrid_params((3, 4, 9), patch_size=1, **configs.VARIANTS["B"]) == expected
     model = keras_vit.R50ViTB16()  # built for real: ~3 s
     assert model.count_params() == expected
     assert model.output_shape == (None, 1000)
@@ -124,11 +125,35 @@ def test_r26_vit_s32_four_stages_stride_32():
     model = keras_vit.R26ViTS32()
     assert model.get_layer("block4_unit2").output.shape == (None, 7, 7, 2048)
     assert model.count_params() == hybrid_param_count((2, 2, 2, 2), 384, 12, 1536, tokens=50)
+    assert model.count_params() == keras_vit.count_hybrid_params((2, 2, 2, 2), patch_size=1, **configs.VARIANTS["S"])
+
+
+@pytest.mark.parametrize(
+    "units, width, size, patch, classes, top",
+    [((1, 1), 0.5, 32, 1, 3, True), ((2, 1, 1), 0.5, (64, 96), 2, 5, True), ((), 0.5, 16, 2, 4, False), ((1,), 1, 24, 1, 7, True)],
+)
+def test_count_hybrid_params_equals_built_model(units, width, size, patch, classes, top):
+    vit = dict(hidden_size=32, num_layers=2, num_heads=2, mlp_dim=64, patch_size=patch)
+    model = keras_vit.HybridViT(
+        block_units=units, width=width, image_size=size, num_classes=classes, include_top=top, **vit
+    )
+    counted = keras_vit.count_hybrid_params(units, width, size, num_classes=classes, include_top=top, **vit)
+    assert counted == model.count_params()
 
 
 def test_r50_vit_l32_count_without_allocating():
     # the L Transformer of the original config (get_r50_l32_config); some timm versions built it B-sized
     assert hybrid_param_count((3, 4, 6, 3), 1024, 24, 4096, tokens=50) == 328_994_856
+    assert keras_vit.count_hybrid_params((3, 4, 6, 3), patch_size=1, **configs.VARIANTS["L"]) == 328_994_856
+
+
+def test_info_lists_every_builder_with_its_count(capsys):
+    assert cli.main(["info"]) == 0
+    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[1:]}
+    assert set(rows) == set(models.BUILDERS) | set(keras_vit.hybrid.HYBRID_BUILDERS)
+    assert rows["B/16"][5] == "86,567,656"
+    assert rows["R50+B/16"][5] == "98,659,112"
+    assert rows["R50+L/32"][5] == "328,994,856"
 
 
 @pytest.mark.slow
