@@ -199,6 +199,9 @@ def model_takes_pixels(model):
         return False
 
 
+_CHUNK = 32  # images per predict_on_batch call of a Keras predictor
+
+
 def _keras_predictor(model, path, labels, include_preprocessing):
     if include_preprocessing is None:
         include_preprocessing = model_takes_pixels(model)
@@ -207,7 +210,11 @@ def _keras_predictor(model, path, labels, include_preprocessing):
         raise ValueError(f"Expected a model with one image input. Received: input_shape={shape}")
 
     def run(images):
-        return model.predict(preprocess_input(images, include_preprocessing=include_preprocessing), verbose=0)
+        # predict_on_batch per chunk, not model.predict: on 2 CPU cores model.predict ran ViT-B/16 at 3.1
+        # instead of 5.6 img/s in some calls (a tf.data iterator per call); predict_on_batch stayed at 5.7
+        images = preprocess_input(images, include_preprocessing=include_preprocessing)
+        chunks = [model.predict_on_batch(images[i : i + _CHUNK]) for i in range(0, len(images), _CHUNK)]
+        return np.concatenate(chunks, axis=0) if chunks else np.zeros((0, model.output_shape[-1]), "float32")
 
     return Predictor(run, "keras", path, shape[1:3], model.output_shape[-1], model, labels)
 

@@ -171,6 +171,14 @@ def test_predict_probabilities_from_logits_and_unscaled_model(tmp_path):
     np.testing.assert_allclose(inference.load_predictor(raw)(x), inference.load_predictor(softmax_model)(x), atol=1e-5)
 
 
+def test_keras_predictor_runs_large_arrays_in_chunks():
+    model = classifier()
+    x = images(inference._CHUNK * 2 + 5)
+    out = inference.load_predictor(model)(x)
+    assert out.shape == (len(x), model.output_shape[-1])
+    np.testing.assert_allclose(out, np.asarray(model(x)), atol=1e-5)
+
+
 def test_predict_bad_input_is_reported_per_file(tmp_path, capsys):
     from PIL import Image
 
