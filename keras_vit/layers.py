@@ -260,6 +260,10 @@ class SelfAttention(keras.layers.MultiHeadAttention):
         return ops.reshape(qkv, (shape[0], shape[1], 3, self._num_heads, self._key_dim))
 
     def call(self, x, training=None, return_attention_scores=False):
+        denses = (self._query_dense, self._key_dense, self._value_dense, self._output_dense)
+        if any(getattr(d, "quantization_mode", None) for d in denses):
+            # after model.quantize(): the kernels are int8 with scales; Keras' own layer dequantizes them
+            return super().call(x, x, x, return_attention_scores=return_attention_scores, training=training)
         dtype = self.compute_dtype
         heads, head_dim = self._num_heads, self._key_dim
         shape = ops.shape(x)

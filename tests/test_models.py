@@ -130,3 +130,17 @@ def test_decode_variant():
     assert keras_vit.decode_variant("B/16", num_layers=6)["num_layers"] == 6
     with pytest.raises(ValueError, match="variant='X/16'"):
         keras_vit.decode_variant("X/16")
+
+
+def test_keras_int8_quantization_keeps_the_outputs():
+    # model.quantize("int8") stores int8 kernels with scales; SelfAttention then hands over to Keras' own
+    # attention (its fused path read the raw int8 kernels: outputs were unrelated to the float model's)
+    model = tiny_vit(classifier_activation=None)
+    head = model.get_layer("head")
+    head.kernel.assign(np.random.default_rng(0).normal(size=head.kernel.shape).astype("float32") * 0.1)
+    x = images(4)
+    expected = np.asarray(model(x))
+    model.quantize("int8")
+    assert model.get_layer("transformer_block_0").attention._query_dense.quantization_mode == "int8"
+    out = np.asarray(model(x))
+    assert np.abs(out - expected).max() < 0.1 * np.abs(expected).max()
