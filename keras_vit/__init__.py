@@ -3,10 +3,41 @@
 __version__ = "0.1.0"
 
 import os as _os
+import sys as _sys
 
 # TensorFlow's C++ start-up chatter (CUDA probing, oneDNN notices) drowns the
 # command line's output; users can still set their own level.
 _os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def _import_tensorflow_quietly():
+    """For the ``keras-vit`` command only: import TensorFlow with file descriptor 2 sent to /dev/null.
+
+    TensorFlow 2.21 writes its start-up lines (oneDNN, CUDA probing) before absl's
+    logging is initialised, so TF_CPP_MIN_LOG_LEVEL does not silence them.
+    ``TF_CPP_MIN_LOG_LEVEL=0`` (or 1) shows them again; an import error is still
+    raised, with stderr restored first.
+    """
+    if _os.path.basename(_sys.argv[0] if _sys.argv else "") != "keras-vit":
+        return
+    if _os.environ.get("TF_CPP_MIN_LOG_LEVEL") in ("0", "1") or "tensorflow" in _sys.modules:
+        return
+    try:
+        _sys.stderr.flush()
+        saved = _os.dup(2)
+        devnull = _os.open(_os.devnull, _os.O_WRONLY)
+    except OSError:
+        return
+    try:
+        _os.dup2(devnull, 2)
+        import tensorflow  # noqa: F401
+    finally:
+        _os.dup2(saved, 2)
+        _os.close(saved)
+        _os.close(devnull)
+
+
+_import_tensorflow_quietly()
 
 from keras_vit.checkpoints import CheckpointError, LoadReport, load_checkpoint, read_checkpoint, resize_position_embedding
 from keras_vit.configs import count_params, decode_variant
