@@ -47,17 +47,17 @@ def _plain(layer):
     return getattr(layer, "quantization_mode", None) is None
 
 
-def dense(x, layer, gelu=False):
+def dense(x, layer, gelu=False, training=None):
     """``layer(x)`` for a ``keras.layers.Dense`` without activation, then exact GELU if ``gelu``."""
     if _tensorflow() is None or not _plain(layer):
         y = layer(x)
         return keras.activations.gelu(y, approximate=False) if gelu else y
     dtype = layer.compute_dtype
     bias = ops.cast(layer.bias, dtype) if layer.use_bias else None
-    return matmul_bias(x, ops.cast(layer.kernel, dtype), bias, gelu=gelu)
+    return matmul_bias(x, ops.cast(layer.kernel, dtype), bias, gelu=gelu, training=training)
 
 
-def matmul_bias(x, kernel, bias=None, gelu=False):
+def matmul_bias(x, kernel, bias=None, gelu=False, training=None):
     """``x @ kernel + bias`` over the last axis of ``x``, then exact GELU if ``gelu``.
 
     Args:
@@ -65,6 +65,9 @@ def matmul_bias(x, kernel, bias=None, gelu=False):
         kernel: ``(in, out)``, in ``x``'s dtype.
         bias: ``(out,)`` or None.
         gelu: apply exact (erf) GELU.
+        training: when true on TensorFlow, the GELU is :func:`gelu_with_gradient`
+            (a cheaper backward pass; the inference graph keeps ``tf.nn.gelu``,
+            which oneDNN fuses into the GEMM).
     """
     tf = _tensorflow()
     if tf is None:
@@ -75,13 +78,46 @@ def matmul_bias(x, kernel, bias=None, gelu=False):
     if bias is not None:
         y = tf.nn.bias_add(y, bias)
     if gelu:
-        y = tf.nn.gelu(y, approximate=False)
+        y = gelu_with_gradient(y) if training else tf.nn.gelu(y, approximate=False)
     inner = tuple(x.shape[1:-1])
     if all(d is not None for d in inner):
         shape = (-1,) + inner + (kernel.shape[-1],)
     else:
         shape = tf.concat([tf.shape(x)[:-1], [kernel.shape[-1]]], axis=0)
     return tf.reshape(y, shape)
+
+
+_SQRT_HALF = 0.7071067811865476
+_INV_SQRT_2PI = 0.3989422804014327
+
+
+def gelu_with_gradient(x):
+    """Exact GELU, ``x * Phi(x)``, with a hand-written gradient ``Phi(x) + x * phi(x)``; TensorFlow only.
+
+    Computed in float32 whatever ``x``'s dtype (Eigen's bfloat16 ``Erfc`` is slow), and
+    the backward pass recomputes ``Phi`` and ``phi`` from ``x`` instead of storing
+    them, so training keeps the memory of ``tf.nn.gelu`` (only ``x`` is kept).
+    Forward and backward on a ViT-S/16 MLP activation (3152 x 1536) took 15-20 % less
+    time than TensorFlow's automatic gradient of ``tf.nn.gelu`` in bfloat16 and
+    float32.
+    """
+    tf = _tensorflow()
+
+    @tf.autograph.experimental.do_not_convert
+    @tf.custom_gradient
+    def gelu(x):
+        x32 = tf.cast(x, "float32")
+        y = tf.cast(x32 * (0.5 * tf.math.erfc(x32 * -_SQRT_HALF)), x.dtype)
+
+        def grad(dy):
+            x32 = tf.cast(x, "float32")
+            cdf = 0.5 * tf.math.erfc(x32 * -_SQRT_HALF)
+            pdf = tf.exp(tf.square(x32) * -0.5) * _INV_SQRT_2PI
+            return tf.cast(tf.cast(dy, "float32") * (cdf + x32 * pdf), x.dtype)
+
+        return y, grad
+
+    return gelu(x)
 
 
 def matmul_transposed(a, b):

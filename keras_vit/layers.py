@@ -411,7 +411,7 @@ class TransformerBlock(keras.layers.Layer):
         x = x + self.drop_path_layer(y, training=training)
 
         y = kernels.layer_norm(x, self.norm2)
-        y = kernels.dense(y, self.mlp_dense_1, gelu=True)
+        y = kernels.dense(y, self.mlp_dense_1, gelu=True, training=training)
         y = self.mlp_dropout(y, training=training)
         y = kernels.dense(y, self.mlp_dense_2)
         y = self.mlp_dropout(y, training=training)
