@@ -6,7 +6,7 @@ and ``LayerNormalization`` to nine elementwise ops; TensorFlow's graph
 optimiser (grappler's remapper) then has nothing it can fuse, so every
 bias, every exact GELU (``Neg``, ``Erfc``, three ``Mul``) and every
 LayerNorm is a separate pass over memory. Profiled on ViT-B/16 at batch 8
-(2 cores, ``tf.function``, TensorFlow's profiler), those passes took 12 %
+(2 cores, ``tf.function``, ``python -m benchmarks.profile``), those passes took 12 %
 of the float32 time and 29 % of the bfloat16 time, where Eigen's bfloat16
 ``Erfc`` alone took 9.5 %.
 
@@ -42,14 +42,14 @@ def _tensorflow():
     return tf
 
 
-def _plain(layer):
-    """True when ``layer``'s weights can be used directly (no quantization)."""
+def plain(layer):
+    """True when ``layer``'s weights can be used directly (not quantized by ``model.quantize``)."""
     return getattr(layer, "quantization_mode", None) is None
 
 
 def dense(x, layer, gelu=False, training=None):
     """``layer(x)`` for a ``keras.layers.Dense`` without activation, then exact GELU if ``gelu``."""
-    if _tensorflow() is None or not _plain(layer):
+    if _tensorflow() is None or not plain(layer):
         y = layer(x)
         return keras.activations.gelu(y, approximate=False) if gelu else y
     dtype = layer.compute_dtype
@@ -97,9 +97,9 @@ def gelu_with_gradient(x):
     Computed in float32 whatever ``x``'s dtype (Eigen's bfloat16 ``Erfc`` is slow), and
     the backward pass recomputes ``Phi`` and ``phi`` from ``x`` instead of storing
     them, so training keeps the memory of ``tf.nn.gelu`` (only ``x`` is kept).
-    Forward and backward on a ViT-S/16 MLP activation (3152 x 1536) took 15-20 % less
-    time than TensorFlow's automatic gradient of ``tf.nn.gelu`` in bfloat16 and
-    float32.
+    GELU's ops were 12.9 % of a bfloat16 ViT-S/16 training step with
+    ``tf.nn.gelu``'s automatic gradient (``python -m benchmarks.profile --train
+    --match gelu``); a step is 1-2 % faster with this one (README, Performance).
     """
     tf = _tensorflow()
 

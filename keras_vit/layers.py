@@ -261,7 +261,7 @@ class SelfAttention(keras.layers.MultiHeadAttention):
 
     def call(self, x, training=None, return_attention_scores=False):
         denses = (self._query_dense, self._key_dense, self._value_dense, self._output_dense)
-        if any(getattr(d, "quantization_mode", None) for d in denses):
+        if not all(kernels.plain(d) for d in denses):
             # after model.quantize(): the kernels are int8 with scales; Keras' own layer dequantizes them
             return super().call(x, x, x, return_attention_scores=return_attention_scores, training=training)
         dtype = self.compute_dtype

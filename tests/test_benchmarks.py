@@ -147,3 +147,14 @@ def test_repeats_collapse_to_the_median_run():
     names = [t["name"] for t in plan.build(cli.build_parser().parse_args(["--only", "inference", "--precisions",
                                                                           "float32,bfloat16-weights"]))]
     assert "inference/B16/keras-function-paired/bfloat16-weights/b8" in names
+
+
+def test_profile_sums_op_time_by_type(capsys):
+    from benchmarks import profile
+
+    assert profile.main(["--model", "main", "--batch-size", "2", "--calls", "1", "--match", "transformer_block"]) == 0
+    out = capsys.readouterr().out
+    assert "main inference, batch 2, float32" in out
+    assert "MatMul" in out  # the model's GEMMs show up by op type
+    matched = [line for line in out.splitlines() if "ops named *transformer_block*" in line]
+    assert len(matched) == 1 and float(matched[0].split(":")[1].split("ms")[0]) > 0
