@@ -8,6 +8,7 @@ line is the command's help.
 
 import argparse
 import importlib
+import os
 import sys
 
 COMMANDS = {
@@ -33,7 +34,39 @@ def build_parser():
     return parser, modules
 
 
+def quiet_tensorflow():
+    """Import TensorFlow with its C++ start-up lines (oneDNN notices, CUDA probing) hidden.
+
+    TensorFlow 2.21 writes them to file descriptor 2 before absl's logging is
+    initialised, so ``TF_CPP_MIN_LOG_LEVEL`` alone does not silence them: the
+    import runs with descriptor 2 sent to /dev/null, restored before any error
+    is raised. ``TF_CPP_MIN_LOG_LEVEL=0`` (or 1) shows them again. Only the
+    ``keras-vit`` command calls this; importing the library changes nothing.
+    """
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if os.environ["TF_CPP_MIN_LOG_LEVEL"] in ("0", "1") or "tensorflow" in sys.modules:
+        return
+    if os.environ.get("KERAS_BACKEND", "tensorflow") != "tensorflow":
+        return
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+    except OSError:
+        return
+    try:
+        os.dup2(devnull, 2)
+        import tensorflow  # noqa: F401
+    except ImportError:
+        pass  # reported, with stderr back, by the command that needs it
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
 def main(argv=None):
+    quiet_tensorflow()
     parser, modules = build_parser()
     args = parser.parse_args(argv)
     try:

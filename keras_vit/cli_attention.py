@@ -25,7 +25,7 @@ def add_arguments(parser):
 def run(args):
     import keras
 
-    import keras_vit  # noqa: F401  (registers the layers for loading)
+    import keras_vit.registry  # noqa: F401  (registers the layers for loading)
     from keras_vit import attention, visualize
     from keras_vit.inference import load_image, model_format, model_takes_pixels, preprocess_input
 

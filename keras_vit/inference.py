@@ -316,7 +316,7 @@ def load_predictor(model, labels=None, include_preprocessing=None):
     if kind == "keras":
         import keras
 
-        import keras_vit  # noqa: F401  (registers the layers for loading)
+        import keras_vit.registry  # noqa: F401  (registers the layers for loading)
 
         return _keras_predictor(keras.saving.load_model(path), path, labels, include_preprocessing)
     if kind == "saved_model":

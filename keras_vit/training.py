@@ -463,7 +463,7 @@ def load_model(path, compile=False):
 
     ``metadata["class_names"][i]`` names output ``i``.
     """
-    import keras_vit  # noqa: F401  (registers the custom layers)
+    import keras_vit.registry  # noqa: F401  (registers the layers for loading)
 
     model = keras.saving.load_model(os.fspath(path), compile=compile, safe_mode=True)
     return model, read_metadata(path)

@@ -49,7 +49,7 @@ def load_model(model):
     path = os.fspath(model)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"Model file not found: {path!r}")
-    import keras_vit  # noqa: F401  registers the custom layers
+    import keras_vit.registry  # noqa: F401  (registers the layers for loading)
 
     try:
         return keras.saving.load_model(path, safe_mode=True)
