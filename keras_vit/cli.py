@@ -7,6 +7,7 @@ line is the command's help.
 """
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -34,35 +35,48 @@ def build_parser():
     return parser, modules
 
 
-def quiet_tensorflow():
-    """Import TensorFlow with its C++ start-up lines (oneDNN notices, CUDA probing) hidden.
+@contextlib.contextmanager
+def native_stderr_hidden():
+    """Send file descriptor 2 to /dev/null for the block (TensorFlow's C++ lines bypass ``sys.stderr``).
 
-    TensorFlow 2.21 writes them to file descriptor 2 before absl's logging is
-    initialised, so ``TF_CPP_MIN_LOG_LEVEL`` alone does not silence them: the
-    import runs with descriptor 2 sent to /dev/null, restored before any error
-    is raised. ``TF_CPP_MIN_LOG_LEVEL=0`` (or 1) shows them again. Only the
-    ``keras-vit`` command calls this; importing the library changes nothing.
+    Nothing is hidden when ``TF_CPP_MIN_LOG_LEVEL`` is 0 or 1 (the user asked
+    for the lines); descriptor 2 is restored before any exception leaves.
     """
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    if os.environ["TF_CPP_MIN_LOG_LEVEL"] in ("0", "1") or "tensorflow" in sys.modules:
-        return
-    if os.environ.get("KERAS_BACKEND", "tensorflow") != "tensorflow":
+    if os.environ.get("TF_CPP_MIN_LOG_LEVEL") in ("0", "1"):
+        yield
         return
     try:
         sys.stderr.flush()
         saved = os.dup(2)
         devnull = os.open(os.devnull, os.O_WRONLY)
     except OSError:
+        yield
         return
     try:
         os.dup2(devnull, 2)
-        import tensorflow  # noqa: F401
-    except ImportError:
-        pass  # reported, with stderr back, by the command that needs it
+        yield
     finally:
         os.dup2(saved, 2)
         os.close(saved)
         os.close(devnull)
+
+
+def quiet_tensorflow():
+    """Import TensorFlow with its C++ start-up lines (oneDNN notices, CUDA probing) hidden.
+
+    TensorFlow 2.21 writes them to file descriptor 2 before absl's logging is
+    initialised, so ``TF_CPP_MIN_LOG_LEVEL`` alone does not silence them.
+    ``TF_CPP_MIN_LOG_LEVEL=0`` (or 1) shows them again. Only the ``keras-vit``
+    command calls this; importing the library changes nothing.
+    """
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if "tensorflow" in sys.modules or os.environ.get("KERAS_BACKEND", "tensorflow") != "tensorflow":
+        return
+    with native_stderr_hidden():
+        try:
+            import tensorflow  # noqa: F401
+        except ImportError:
+            pass  # reported, with stderr back, by the command that needs it
 
 
 def main(argv=None):

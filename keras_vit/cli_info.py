@@ -1,4 +1,4 @@
-"""Print the model variants with their sizes and parameter counts."""
+"""Print the model variants with their sizes and parameter counts, and what this machine runs natively."""
 
 from keras_vit import configs, hybrid
 
@@ -21,4 +21,12 @@ def run(args):
         c = dict(configs.VARIANTS[size], patch_size=1)
         n = hybrid.count_hybrid_params(units, 1, args.image_size, num_classes=args.num_classes, **c)
         print(_row(name, c, n, f"  {units}"))
+    from keras_vit import hardware
+    from keras_vit.cli import native_stderr_hidden
+
+    print()
+    with native_stderr_hidden():  # TensorFlow's CUDA probing on a machine without a GPU
+        lines = hardware.describe()
+    for line in lines:
+        print(line)
     return 0

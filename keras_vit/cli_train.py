@@ -52,7 +52,7 @@ def add_arguments(parser):
     add("--mixup", type=float, default=0.0, help="probability of MixUp per batch")
     add("--cutmix", type=float, default=0.0, help="probability of CutMix per batch")
     add("--validation-fraction", type=float, default=0.0, help="hold out this fraction of the training images for validation")
-    add("--mixed-precision", action="store_true", help="mixed_bfloat16 on CPU, mixed_float16 on GPU")
+    add("--mixed-precision", action="store_true", help="16-bit compute where the hardware has it natively: bfloat16 on GPUs of compute capability 8.0+ and CPUs with AVX512_BF16/AMX, float16 with loss scaling on older GPUs; float32 (with a notice) on other CPUs")
     add("--jit", action=argparse.BooleanOptionalAction, default=None,
         help="XLA-compile the train step (jit_compile); default: on for the small models, off otherwise")
     add("--strategy", choices=STRATEGIES, default="none", help="tf.distribute strategy (multi-worker reads TF_CONFIG)")
@@ -60,7 +60,7 @@ def add_arguments(parser):
     add("--seed", type=int, default=0)
     add("--no-tensorboard", action="store_true")
     add("--output", default="runs/train", help="output folder")
-    add("--verbose", default="auto", help="Keras progress: auto, 0, 1 or 2")
+    add("--verbose", default="auto", help="Keras progress: auto (a progress bar on a terminal, one line per epoch otherwise), 0, 1 or 2")
 
 
 def resolve(args):
@@ -146,7 +146,7 @@ def train(args, settings):
     callbacks = training.make_callbacks(
         output, save_freq=args.save_freq or "epoch", tensorboard=False if args.no_tensorboard else "auto"
     )
-    verbose = args.verbose if args.verbose == "auto" else int(args.verbose)
+    verbose = training.progress_verbosity(args.verbose)
     timer_path = os.path.join(output, "backup", "train_seconds.json")
     spent = _read_json(timer_path).get("train_seconds", 0.0)
     callbacks.append(_Timer(timer_path, spent))

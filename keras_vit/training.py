@@ -9,7 +9,7 @@ The pieces follow the paper and its follow-ups (AugReg, DeiT):
   LayerNorm and the class/position embeddings, and optional layer-wise
   learning-rate decay (:class:`LayerDecayAdamW`, :class:`LayerDecaySGD`).
 * :func:`freeze` -- freeze the embedding and the first blocks for fine-tuning.
-* :func:`set_precision` -- ``mixed_bfloat16`` on CPU, ``mixed_float16`` on GPU.
+* :func:`set_precision` -- the 16-bit type the hardware runs natively, else float32.
 * :func:`make_callbacks` -- ``ModelCheckpoint``, :class:`Backup` (a
   ``BackupAndRestore`` that saves every ``save_freq`` steps, atomically),
   ``TerminateOnNaN``, ``TensorBoard`` and ``CSVLogger`` (appending).
@@ -30,6 +30,7 @@ Example:
 import json
 import os
 import re
+import sys
 import tempfile
 import zipfile
 
@@ -214,17 +215,29 @@ def build_optimizer(
 # ------------------------------------------------------------- model switches
 
 
-def set_precision(mode):
-    """Set the global dtype policy: ``"float32"``, ``"mixed"`` (bf16 on CPU, fp16 on GPU) or a policy name.
+def set_precision(mode, cpu=None, gpus=None, notify=print):
+    """Set the global dtype policy: ``"float32"``, ``"mixed"`` or a policy name.
 
-    Call before building the model. Returns the policy name set.
+    ``"mixed"`` picks what the hardware runs natively (:func:`keras_vit.hardware.mixed_policy`):
+    bfloat16 on GPUs of compute capability 8.0+ and on CPUs with AVX512_BF16 or
+    AMX, float16 with loss scaling on older GPUs, and float32 on CPUs without
+    native bfloat16, where ``notify`` (default ``print``) receives a one-line
+    notice saying so. Call before building the model. Returns the policy name set.
+
+    Args:
+        mode: ``"float32"`` (or None/False), ``"mixed"`` (or True), or one of
+            ``"mixed_bfloat16"``, ``"mixed_float16"``, ``"bfloat16"``.
+        cpu, gpus: the hardware to decide for (default: this machine's).
+        notify: called with the notice when ``"mixed"`` falls back to float32.
     """
     if mode in (None, False, "float32", "none"):
         policy = "float32"
     elif mode in (True, "mixed", "auto"):
-        import tensorflow as tf
+        from keras_vit import hardware
 
-        policy = "mixed_float16" if tf.config.list_physical_devices("GPU") else "mixed_bfloat16"
+        policy, reason = hardware.mixed_policy(cpu, gpus)
+        if policy == "float32" and notify is not None:
+            notify(f"mixed precision: float32, since {reason}")
     elif mode in ("mixed_bfloat16", "mixed_float16", "bfloat16"):
         policy = mode
     else:
@@ -374,6 +387,21 @@ def make_callbacks(output_dir, save_freq="epoch", tensorboard="auto", checkpoint
     return callbacks
 
 
+def progress_verbosity(verbose="auto", stream=None):
+    """Keras' ``verbose`` for ``model.fit``: ``"auto"`` is a progress bar (1) on a terminal, one line per epoch (2) otherwise.
+
+    Keras' own ``"auto"`` draws the bar everywhere, and a bar written to a log
+    file or a pipe is a wall of carriage returns and escape codes.
+    """
+    if verbose != "auto":
+        return int(verbose)
+    stream = sys.stdout if stream is None else stream
+    try:
+        return 1 if stream.isatty() else 2
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return 2
+
+
 def fit_resumable(
     model, train, epochs, steps_per_epoch, callbacks=(), validation_data=None, verbose="auto", remove_backup=True
 ):
@@ -392,6 +420,7 @@ def fit_resumable(
         A dict of per-epoch logs (lists) of the epochs run in this call, and
         ``"resumed_from_step"``.
     """
+    verbose = progress_verbosity(verbose)
     backup = next((c for c in callbacks if isinstance(c, Backup)), None)
     if backup is not None:
         backup.set_model(model)

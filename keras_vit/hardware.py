@@ -1,0 +1,149 @@
+"""What this machine runs natively, and the mixed-precision policy that follows from it.
+
+``set_precision("mixed")`` and ``keras-vit train --mixed-precision`` ask
+:func:`mixed_policy`, which picks the 16-bit type the hardware computes in,
+never one it only emulates:
+
+* a CUDA GPU of compute capability 8.0 or later (Ampere, Hopper, ...):
+  ``mixed_bfloat16`` (native bfloat16 tensor cores, no loss scaling needed);
+* an older CUDA GPU (Volta, Turing): ``mixed_float16``, which Keras trains
+  with dynamic loss scaling (``model.compile`` wraps the optimizer);
+* a CPU with ``avx512_bf16`` or ``amx_bf16``: ``mixed_bfloat16`` (oneDNN's
+  bfloat16 GEMMs);
+* any other CPU (AVX2-only, or AVX-512 without BF16): ``float32``, with a
+  notice: bfloat16 would be emulated there and run slower than float32.
+
+The CPU's flags are read from ``/proc/cpuinfo`` (Linux); elsewhere they are
+unknown and the CPU is treated as having no native bfloat16.
+"""
+
+import dataclasses
+import os
+
+# the flags that change what keras_vit should run (Linux /proc/cpuinfo names)
+CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8", "avx512_vnni", "avx_vnni")
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+@dataclasses.dataclass(frozen=True)
+class CPU:
+    """The processor: ``model`` name, logical ``cores`` and the relevant ``flags`` it has."""
+
+    model: str
+    cores: int
+    flags: frozenset
+
+    @property
+    def native_bfloat16(self):
+        return any(flag in self.flags for flag in BF16_CPU_FLAGS)
+
+    @property
+    def isa(self):
+        """The widest vector extension: ``"AVX-512"``, ``"AVX2"`` or ``"other"`` (for naming benchmark figures)."""
+        return "AVX-512" if "avx512f" in self.flags else "AVX2" if "avx2" in self.flags else "other"
+
+
+@dataclasses.dataclass(frozen=True)
+class GPU:
+    """A CUDA GPU: its ``name`` and compute ``capability`` as ``(major, minor)`` (None if unknown)."""
+
+    name: str
+    capability: tuple = None
+
+    @property
+    def native_bfloat16(self):
+        return self.capability is not None and tuple(self.capability) >= (8, 0)
+
+
+def cpu_info(cpuinfo_path="/proc/cpuinfo"):
+    """The :class:`CPU` of this machine (flags from ``/proc/cpuinfo``; empty where it does not exist)."""
+    model, flags = "unknown", set()
+    try:
+        with open(cpuinfo_path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key == "model name" and model == "unknown":
+                    model = value.strip()
+                elif key == "flags" and not flags:
+                    flags = set(value.split())
+    except OSError:
+        pass
+    return CPU(model=model, cores=os.cpu_count() or 1, flags=frozenset(f for f in CPU_FLAGS if f in flags))
+
+
+def gpu_info():
+    """The CUDA GPUs the current Keras backend sees, as :class:`GPU` (an empty list on a CPU machine)."""
+    import keras
+
+    backend = keras.backend.backend()
+    gpus = []
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        for device in tf.config.list_physical_devices("GPU"):
+            details = tf.config.experimental.get_device_details(device)
+            gpus.append(GPU(details.get("device_name", device.name), details.get("compute_capability")))
+    elif backend == "jax":
+        import jax
+
+        for device in jax.devices():
+            if device.platform == "gpu":
+                capability = getattr(device, "compute_capability", None)
+                if isinstance(capability, str):
+                    capability = tuple(int(v) for v in capability.split("."))
+                gpus.append(GPU(device.device_kind, capability))
+    elif backend == "torch":
+        import torch
+
+        for i in range(torch.cuda.device_count()):
+            gpus.append(GPU(torch.cuda.get_device_name(i), torch.cuda.get_device_capability(i)))
+    return gpus
+
+
+def mixed_policy(cpu=None, gpus=None):
+    """``(policy, reason)``: the mixed-precision policy this hardware runs natively.
+
+    Args:
+        cpu: a :class:`CPU` (default: :func:`cpu_info`).
+        gpus: a list of :class:`GPU` (default: :func:`gpu_info`); the first decides.
+
+    Example:
+    >>> mixed_policy(CPU("AMD EPYC", 2, frozenset({"avx2"})), gpus=[])[0]
+    'float32'
+    >>> mixed_policy(gpus=[GPU("NVIDIA H100", (9, 0))])[0]
+    'mixed_bfloat16'
+    """
+    gpus = gpu_info() if gpus is None else gpus
+    if gpus:
+        gpu = gpus[0]
+        if gpu.native_bfloat16:
+            return "mixed_bfloat16", f"{gpu.name} (compute capability {_cc(gpu)}) has native bfloat16"
+        return "mixed_float16", f"{gpu.name} (compute capability {_cc(gpu)}) has no native bfloat16: float16 with loss scaling"
+    cpu = cpu_info() if cpu is None else cpu
+    if cpu.native_bfloat16:
+        flags = ", ".join(f for f in BF16_CPU_FLAGS if f in cpu.flags)
+        return "mixed_bfloat16", f"the CPU ({cpu.model}) has native bfloat16 ({flags})"
+    return "float32", (
+        f"the CPU ({cpu.model}) has no native bfloat16 (no avx512_bf16 or amx_bf16): "
+        "training in float32, which is faster there than emulated bfloat16"
+    )
+
+
+def _cc(gpu):
+    return "unknown" if gpu.capability is None else ".".join(str(v) for v in gpu.capability)
+
+
+def describe(cpu=None, gpus=None):
+    """Lines for ``keras-vit info``: the CPU and its relevant flags, the GPUs, the mixed-precision choice."""
+    cpu = cpu_info() if cpu is None else cpu
+    gpus = gpu_info() if gpus is None else gpus
+    present = [f for f in CPU_FLAGS if f in cpu.flags]
+    lines = [
+        f"cpu: {cpu.model}, {cpu.cores} logical cores, {cpu.isa}",
+        f"cpu flags: {', '.join(present) or 'none of ' + ', '.join(CPU_FLAGS)}",
+        "gpu: " + ("; ".join(f"{g.name} (compute capability {_cc(g)})" for g in gpus) if gpus else "none"),
+    ]
+    policy, reason = mixed_policy(cpu, gpus)
+    lines.append(f"--mixed-precision: {policy} ({reason})")
+    return lines

@@ -1,0 +1,108 @@
+"""The hardware-aware precision choice, `keras-vit info`'s machine lines, and readable training logs.
+
+The CPU and GPU are mocked, so every case runs on every machine.
+"""
+
+import io
+import subprocess
+import sys
+
+import keras
+import pytest
+
+from keras_vit import hardware, training
+
+ZEN4 = hardware.CPU("AMD Ryzen 9 7950X", 2, frozenset({"avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni"}))
+SAPPHIRE_RAPIDS = hardware.CPU("Intel Xeon Platinum 8480+", 2, frozenset({"avx2", "avx512f", "amx_tile", "amx_bf16"}))
+EPYC_AVX2 = hardware.CPU("AMD EPYC 7B12", 2, frozenset({"avx2", "fma"}))
+SKYLAKE = hardware.CPU("Intel Xeon Gold 6148", 2, frozenset({"avx2", "fma", "avx512f"}))  # AVX-512 without BF16
+H100 = hardware.GPU("NVIDIA H100 80GB HBM3", (9, 0))
+A100 = hardware.GPU("NVIDIA A100-SXM4-40GB", (8, 0))
+T4 = hardware.GPU("Tesla T4", (7, 5))
+
+
+@pytest.fixture(autouse=True)
+def _float32_after():
+    yield
+    keras.mixed_precision.set_global_policy("float32")
+
+
+@pytest.mark.parametrize(
+    "cpu, gpus, expected",
+    [
+        (ZEN4, [], "mixed_bfloat16"),
+        (SAPPHIRE_RAPIDS, [], "mixed_bfloat16"),
+        (EPYC_AVX2, [], "float32"),
+        (SKYLAKE, [], "float32"),
+        (EPYC_AVX2, [H100], "mixed_bfloat16"),
+        (EPYC_AVX2, [A100], "mixed_bfloat16"),
+        (ZEN4, [T4], "mixed_float16"),
+        (ZEN4, [hardware.GPU("unknown GPU")], "mixed_float16"),  # capability unknown: the safe float16 + loss scaling
+    ],
+)
+def test_mixed_precision_follows_the_native_16_bit_type(cpu, gpus, expected):
+    notices = []
+    assert training.set_precision("mixed", cpu=cpu, gpus=gpus, notify=notices.append) == expected
+    assert keras.mixed_precision.global_policy().name == expected
+    if expected == "float32":
+        assert len(notices) == 1 and "float32" in notices[0] and cpu.model in notices[0] and "no native bfloat16" in notices[0]
+    else:
+        assert notices == []
+
+
+def test_explicit_policies_are_kept_and_unknown_ones_rejected():
+    assert training.set_precision("mixed_bfloat16", cpu=EPYC_AVX2, gpus=[]) == "mixed_bfloat16"  # asked for by name
+    assert training.set_precision("float32") == "float32"
+    with pytest.raises(ValueError, match="Received: mixed_precision='fp8'"):
+        training.set_precision("fp8")
+
+
+def test_mixed_float16_training_scales_the_loss():
+    from helpers import images, tiny_vit
+
+    training.set_precision("mixed", cpu=ZEN4, gpus=[T4])
+    model = tiny_vit(num_classes=3)
+    training.compile_model(model, keras.optimizers.SGD(0.01), 0.0)
+    assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
+    model.fit(images(4), keras.utils.to_categorical([0, 1, 2, 0], 3), epochs=1, verbose=0)
+
+
+def test_cpu_info_reads_proc_cpuinfo(tmp_path):
+    path = tmp_path / "cpuinfo"
+    path.write_text(
+        "processor\t: 0\nmodel name\t: AMD EPYC 7B12\nflags\t\t: fpu sse avx avx2 fma bmi2\n\n"
+        "processor\t: 1\nmodel name\t: AMD EPYC 7B12\nflags\t\t: fpu sse avx avx2 fma bmi2\n"
+    )
+    cpu = hardware.cpu_info(path)
+    assert cpu.model == "AMD EPYC 7B12" and cpu.flags == {"avx2", "fma"} and cpu.isa == "AVX2"
+    assert not cpu.native_bfloat16
+    assert hardware.cpu_info(tmp_path / "missing").flags == frozenset()  # not Linux: nothing known, float32
+
+
+def test_describe_names_cpu_flags_gpu_and_policy():
+    lines = hardware.describe(EPYC_AVX2, [])
+    assert lines[0].startswith("cpu: AMD EPYC 7B12") and "AVX2" in lines[0]
+    assert lines[1] == "cpu flags: avx2, fma" and lines[2] == "gpu: none"
+    assert lines[3].startswith("--mixed-precision: float32")
+    assert "NVIDIA H100 80GB HBM3 (compute capability 9.0)" in hardware.describe(EPYC_AVX2, [H100])[2]
+
+
+def test_info_command_prints_the_machine():
+    out = subprocess.run([sys.executable, "-m", "keras_vit.cli", "info"], capture_output=True, text=True, check=True).stdout
+    assert "\ncpu: " in out and "\ncpu flags: " in out and "\n--mixed-precision: " in out
+
+
+class _Stream(io.StringIO):
+    def __init__(self, tty):
+        super().__init__()
+        self._tty = tty
+
+    def isatty(self):
+        return self._tty
+
+
+def test_progress_bar_on_a_terminal_one_line_per_epoch_elsewhere():
+    assert training.progress_verbosity("auto", _Stream(True)) == 1
+    assert training.progress_verbosity("auto", _Stream(False)) == 2
+    assert training.progress_verbosity("0", _Stream(True)) == 0
+    assert training.progress_verbosity(1, _Stream(False)) == 1
