@@ -13,7 +13,7 @@ from benchmarks import common, tf_setup
 
 
 def _test_images():
-    from keras_vit import data
+    from keras_vit.train import data
 
     test = data.load_mnist().test
     images, labels = zip(*[(x.numpy(), y.numpy()) for x, y in test])
@@ -23,7 +23,7 @@ def _test_images():
 def _rebuilt(model, policy):
     """The same architecture and weights under another dtype policy."""
     import keras
-    from keras_vit import recipes
+    from keras_vit.train import recipes
 
     keras.config.set_dtype_policy(policy)
     try:
@@ -42,9 +42,9 @@ def agreement(task):
     path = task["trained_model"]
     if not os.path.exists(path):
         return common.make_record(task, status="skipped", reason=f"no trained model at {path} (run `make train`)")
-    from keras_vit.training import load_model
+    from keras_vit.saving import load_model
 
-    model, _ = load_model(path)
+    model = load_model(path)
     x, y = _test_images()
     if task.get("quick"):
         x, y = x[:64], y[:64]

@@ -103,8 +103,8 @@ def training(task):
 
 
 def _main_job_pipeline(batch):
-    from keras_vit import recipes
-    from keras_vit.data import make_pipeline
+    from keras_vit.train import recipes
+    from keras_vit.train.data import make_pipeline
 
     _, data, _ = recipes.mnist_job()
     return make_pipeline(data.train, 28, batch, training=True, augment="digits", num_classes=10, seed=0, repeat=True)

@@ -30,7 +30,7 @@ def set_precision(precision):
 def build_model(model, num_classes=1000):
     """A keras_vit model for a benchmark name: a paper variant, ``tiny`` or ``main`` (the main job's model)."""
     if model == "main":
-        from keras_vit import recipes
+        from keras_vit.train import recipes
 
         return recipes.build_model("mnist", num_classes=10)
     if model not in common.MODELS:

@@ -28,7 +28,7 @@ for pid in "${pids[@]}"; do wait "$pid"; done
 $PY - "$OUT" <<'PY'
 import sys
 import numpy as np
-from keras_vit import recipes
+from keras_vit.train import recipes
 out = sys.argv[1]
 weights = []
 for i in range(2):

@@ -16,7 +16,10 @@ import os
 import numpy as np
 
 import keras_vit
-from keras_vit import data, recipes, training
+from keras_vit import saving
+from keras_vit.train import data
+from keras_vit.train import recipes
+from keras_vit.train import training
 
 
 def main():
@@ -42,9 +45,10 @@ def main():
 
     result = model.evaluate(test, verbose=0, return_dict=True)
     print(f"test accuracy {result['accuracy']:.4f} on {dataset.num_test} images")
-    training.save_model(model, os.path.join(args.output, "model.keras"), metadata={"class_names": dataset.class_names})
+    saving.save_model(model, os.path.join(args.output, "model.keras"), metadata={"class_names": dataset.class_names})
 
-    loaded, metadata = training.load_model(os.path.join(args.output, "model.keras"))
+    path = os.path.join(args.output, "model.keras")
+    loaded, metadata = keras_vit.load_model(path), saving.read_metadata(path)
     images, labels = next(iter(data.make_pipeline(dataset.test.shard(100, 0), 28, 10)))  # one per class
     predicted = np.argmax(loaded.predict(images, verbose=0), axis=-1)
     print("predicted:", [metadata["class_names"][i] for i in predicted])

@@ -17,25 +17,14 @@ __version__ = "0.1.0"
 
 # public name -> the module that defines it
 _EXPORTS = {
-    "keras_vit.checkpoints": ("CheckpointError", "LoadReport", "load_checkpoint", "read_checkpoint", "resize_position_embedding"),
-    "keras_vit.configs": ("count_params", "decode_variant"),
     "keras_vit.layers": ("PatchEncoder", "Patches", "SelfAttention", "StochasticDepth", "TokenPooling", "TransformerBlock"),
-    "keras_vit.models": ("ViT", "ViTB16", "ViTB32", "ViTH14", "ViTL16", "ViTL32", "ViTS16", "ViTS32", "ViTTi16"),
-    "keras_vit.attention": (
-        "attention_model",
-        "attention_rollout",
-        "attention_weights",
-        "mean_attention_distance",
-        "position_embedding_similarity",
-        "rollout_map",
-    ),
-    "keras_vit.features": ("feature_model", "forward_features"),
-    "keras_vit.inference": ("decode_predictions", "load_image", "load_predictor", "predict", "preprocess_input"),
-    "keras_vit.labels": ("imagenet_labels",),
-    "keras_vit.hybrid": ("HybridViT", "R26ViTS32", "count_hybrid_params", "R50ViTB16", "R50ViTL32", "ResidualUnit", "StdConv2D"),
-    "keras_vit.export": ("ExportError", "ExportVerificationError", "VerificationReport", "export_model"),
-    "keras_vit.data": ("ImageDataset", "load_dataset", "load_image_folder", "load_mnist", "load_tfds", "make_pipeline"),
-    "keras_vit.training": (
+    "keras_vit.models.hybrid": ("HybridViT", "R26ViTS32", "R50ViTB16", "R50ViTL32", "ResidualUnit", "StdConv2D", "count_hybrid_params"),
+    "keras_vit.models.variants": ("count_params", "decode_variant"),
+    "keras_vit.models.vit": ("ViT", "ViTB16", "ViTB32", "ViTH14", "ViTL16", "ViTL32", "ViTS16", "ViTS32", "ViTTi16"),
+    "keras_vit.models.small": ("conv_stem_vit",),
+    "keras_vit.weights.checkpoints": ("CheckpointError", "LoadReport", "load_checkpoint", "read_checkpoint", "resize_position_embedding"),
+    "keras_vit.train.data": ("ImageDataset", "load_dataset", "load_image_folder", "load_mnist", "load_tfds", "make_pipeline"),
+    "keras_vit.train.training": (
         "Backup",
         "LayerDecayAdamW",
         "LayerDecaySGD",
@@ -46,8 +35,20 @@ _EXPORTS = {
         "set_precision",
         "warmup_cosine",
     ),
-    "keras_vit.distribute": ("DistributedTrainer",),
-    "keras_vit.recipes": ("conv_stem_vit",),
+    "keras_vit.train.distribute": ("DistributedTrainer",),
+    "keras_vit.inspect.attention": (
+        "attention_model",
+        "attention_rollout",
+        "attention_weights",
+        "mean_attention_distance",
+        "position_embedding_similarity",
+        "rollout_map",
+    ),
+    "keras_vit.inspect.features": ("feature_model", "forward_features"),
+    "keras_vit.inference.predictors": ("decode_predictions", "load_image", "load_predictor", "predict", "preprocess_input"),
+    "keras_vit.inference.labels": ("imagenet_labels",),
+    "keras_vit.saving": ("load_model", "save_model"),
+    "keras_vit.export": ("ExportError", "ExportVerificationError", "VerificationReport", "export_model"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_MODULE_OF)

@@ -1,7 +1,9 @@
 """Importing this module registers every serialisable keras_vit class with Keras.
 
-``keras.saving.load_model`` finds a custom layer only once its class is
-registered; the library imports this before loading a ``.keras`` file.
+``keras.saving.load_model`` finds a custom layer or optimizer only once its
+class is registered; the library imports this before loading a ``.keras`` file.
 """
 
-from keras_vit import hybrid, layers, training  # noqa: F401
+from keras_vit import layers  # noqa: F401
+from keras_vit.models import hybrid  # noqa: F401  (StdConv2D, ResidualUnit)
+from keras_vit.train import training  # noqa: F401  (the layer-decay optimizers)

@@ -73,14 +73,14 @@ def test_quantization_report_table(model_path, tmp_path, capsys):
 
 
 def test_class_names_saved_by_training_travel_with_the_export(tmp_path):
-    """A model saved by keras_vit.training.save_model (as `keras-vit train` does) keeps its class names."""
-    training = pytest.importorskip("keras_vit.training")
+    """A model saved by keras_vit.saving.save_model (as `keras-vit train` does) keeps its class names."""
+    from keras_vit import saving
     from export_helpers import trained_model
     from keras_vit.export import tflite
 
     names = [f"digit {i}" for i in range(10)]
     path = str(tmp_path / "model.keras")
-    training.save_model(trained_model(), path, metadata={"class_names": names})
+    saving.save_model(trained_model(), path, metadata={"class_names": names})
     out = tmp_path / "m.tflite"
     assert cli.main(["export", path, "--format", "tflite", "--output", str(out), "--num-images", "10"]) == 0
     assert tflite.read_labels(str(out)) == names

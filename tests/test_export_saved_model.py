@@ -44,7 +44,7 @@ def test_version_layout_and_report(exported):
     base, report = exported
     assert report.path == os.path.join(str(base), "tiny_digits", "1")
     assert sorted(os.listdir(base / "tiny_digits")) == ["1"]  # no temporary folder left
-    assert report.passed and report.max_abs_diff <= 1e-5 and report.top1_agreement == 1.0
+    assert report.passed and report.max_abs_diff <= 1e-5 and report.top1_agreement == 1.0  # count ratio: exact
     assert report.num_images == 64 and report.size_bytes > 0
     assert {"DecodeImage", "ResizeBilinear", "TopKV2", "Softmax"} <= set(report.ops)
     assert open(os.path.join(report.path, "assets", "labels.txt")).read().split() == LABELS

@@ -10,7 +10,8 @@ import sys
 import keras
 import pytest
 
-from keras_vit import hardware, training
+from keras_vit import hardware
+from keras_vit.train import training
 
 ZEN4 = hardware.CPU("AMD Ryzen 9 7950X", 2, frozenset({"avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni"}))
 SAPPHIRE_RAPIDS = hardware.CPU("Intel Xeon Platinum 8480+", 2, frozenset({"avx2", "avx512f", "amx_tile", "amx_bf16"}))

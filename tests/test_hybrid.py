@@ -7,8 +7,11 @@ import keras
 import keras_vit
 import reference_hybrid as ref
 from helpers import images, original_names, run_fit_step_test, run_layer_test, run_saving_test, save_npz, vit_checkpoint
-from keras_vit import cli, configs, hybrid, models
-from keras_vit.checkpoints import POSEMB_KEY, CheckpointError
+from keras_vit import cli
+from keras_vit.models import variants as configs
+from keras_vit.models import hybrid
+from keras_vit.models import vit as models
+from keras_vit.weights.checkpoints import POSEMB_KEY, CheckpointError
 
 # tiny hybrid: root width 32 (width=0.5), stages (2, 1, 1) -> 512 channels at stride 16, tiny Transformer
 TINY_VIT = dict(hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64)
@@ -149,8 +152,9 @@ def test_r50_vit_l32_count_without_allocating():
 
 def test_info_lists_every_builder_with_its_count(capsys):
     assert cli.main(["info"]) == 0
-    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[1:]}
-    assert set(rows) == set(models.BUILDERS) | set(keras_vit.hybrid.HYBRID_BUILDERS)
+    table = capsys.readouterr().out.split("\n\n")[0]  # the machine's lines follow after a blank line
+    rows = {line.split()[0]: line.split() for line in table.splitlines()[1:]}
+    assert set(rows) == set(models.BUILDERS) | set(keras_vit.models.hybrid.HYBRID_BUILDERS)
     assert rows["B/16"][5] == "86,567,656"
     assert rows["R50+B/16"][5] == "98,659,112"
     assert rows["R50+L/32"][5] == "328,994,856"

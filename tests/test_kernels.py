@@ -1,11 +1,11 @@
-"""keras_vit.kernels: same results as the Keras layers, in the graph shape oneDNN fuses."""
+"""keras_vit.layers.kernels: same results as the Keras layers, in the graph shape oneDNN fuses."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import keras
-from keras_vit import kernels
+from keras_vit.layers import kernels
 from keras_vit.layers import TransformerBlock
 
 
@@ -49,6 +49,8 @@ def test_quantized_dense_goes_through_the_layer():
     layer.build((None, 8))
     layer.quantize("int8")
     x = _x(4, 8)
+    # exact on purpose: kernels.dense must hand over to layer(x) itself; the same ops on the same input in
+    # one process give the same bits on any CPU, and any other computation would show
     np.testing.assert_array_equal(np.asarray(kernels.dense(x, layer)), np.asarray(layer(x)))
 
 
@@ -73,6 +75,7 @@ def test_layer_norm_equals_the_keras_layer(shape, policy):
 def test_layer_norm_over_another_axis_goes_through_the_layer():
     layer = keras.layers.LayerNormalization(axis=1)
     x = _x(2, 4, 3)
+    # exact on purpose: the same call, layer(x), twice (see test_quantized_dense_goes_through_the_layer)
     np.testing.assert_array_equal(np.asarray(kernels.layer_norm(x, layer)), np.asarray(layer(x)))
 
 

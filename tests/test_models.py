@@ -4,7 +4,8 @@ import pytest
 import keras
 import keras_vit
 from helpers import TINY, images, run_fit_step_test, run_saving_test, tiny_vit
-from keras_vit import configs, models
+from keras_vit.models import variants as configs
+from keras_vit.models import vit as models
 
 # the paper's counts with 1000 classes (DEVELOPERS.md)
 PAPER_COUNTS = {

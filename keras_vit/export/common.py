@@ -4,6 +4,8 @@ import os
 
 import numpy as np
 
+from keras_vit.saving import load_model  # noqa: F401  (re-exported: keras_vit.export.load_model)
+
 FORMATS = ("saved_model", "tflite", "onnx")
 QUANTIZE_MODES = ("float32", "float16", "dynamic", "int8")
 
@@ -40,23 +42,6 @@ def check_quantize(quantize, fmt="tflite"):
     return quantize
 
 
-def load_model(model):
-    """A ``keras.Model`` from a model or a ``.keras`` path (safe mode), with a clear error."""
-    import keras
-
-    if isinstance(model, keras.Model):
-        return model
-    path = os.fspath(model)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"Model file not found: {path!r}")
-    import keras_vit.registry  # noqa: F401  (registers the layers for loading)
-
-    try:
-        return keras.saving.load_model(path, safe_mode=True)
-    except Exception as error:  # keras raises many types for a corrupt file
-        raise ValueError(f"Cannot read the model file {path!r} ({type(error).__name__}: {error})") from error
-
-
 def image_shape(model):
     """``(height, width, channels)`` of a single-input image model, all static."""
     shape = tuple(model.input_shape)
@@ -89,7 +74,7 @@ def resolve_labels(model, labels=None, model_path=None):
     """Class names: explicit ``labels``, names stored with the model, else ``class_0..N-1``."""
     n = num_outputs(model)
     try:
-        from keras_vit import labels as labels_lib
+        from keras_vit.inference import labels as labels_lib
     except ImportError:  # pragma: no cover - labels module absent
         labels_lib = None
     if labels_lib is not None:

@@ -207,5 +207,5 @@ def write(content, path, labels):
 
 
 def label_file_path(path):
-    """``model.tflite -> model.labels.txt`` (found by ``keras_vit.labels``)."""
+    """``model.tflite -> model.labels.txt`` (found by ``keras_vit.inference.labels``)."""
     return os.path.splitext(os.fspath(path))[0] + ".labels.txt"

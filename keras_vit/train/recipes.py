@@ -1,7 +1,7 @@
 """Named models and training recipes for ``keras-vit train``, and the main job's model.
 
 ``--model`` accepts a paper variant (``"B/16"``, ``"Ti/16"``...), the hybrid
-``"R50+B/16"`` (and the other hybrids of :mod:`keras_vit.hybrid`), or one of the small
+``"R50+B/16"`` (and the other hybrids of :mod:`keras_vit.models.hybrid`), or one of the small
 named configurations below, which train on a laptop CPU:
 
 * ``mnist`` -- the main job's model: a ViT (4 blocks, width 64, 4 heads,
@@ -18,16 +18,8 @@ job's model and data, for benchmarks.
 
 import keras
 
-from keras_vit import models
-from keras_vit.layers import Patches
-
-SMALL_MODELS = {
-    "mnist": dict(
-        image_size=28, stem_channels=(32, 64), patch_size=2, hidden_size=64, num_layers=4, num_heads=4, mlp_dim=128
-    ),
-    "tiny": dict(image_size=28, stem_channels=(), patch_size=4, hidden_size=64, num_layers=4, num_heads=4, mlp_dim=128),
-    "micro": dict(image_size=28, stem_channels=(), patch_size=7, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64),
-}
+from keras_vit.models import vit as models
+from keras_vit.models.small import SMALL_MODELS, conv_stem_vit
 
 # defaults of `keras-vit train` per model; flags override each field
 RECIPES = {
@@ -45,52 +37,13 @@ FINE_TUNE_RECIPE = dict(epochs=5, batch_size=64, lr=0.01, warmup_epochs=1, weigh
 
 def _hybrid_builders():
     try:
-        from keras_vit.hybrid import HYBRID_BUILDERS
+        from keras_vit.models.hybrid import HYBRID_BUILDERS
     except ImportError:  # the hybrid module is optional
         return {}
     return dict(HYBRID_BUILDERS)
 
 
 HYBRID_NAMES = tuple(_hybrid_builders()) or ("R50+B/16",)
-
-
-def conv_stem_vit(
-    image_size=28,
-    stem_channels=(16, 32),
-    patch_size=2,
-    hidden_size=64,
-    num_layers=4,
-    num_heads=4,
-    mlp_dim=128,
-    num_classes=10,
-    dropout=0.0,
-    drop_path_rate=0.0,
-    classifier_activation="softmax",
-    include_preprocessing=True,
-    name="vit_conv_stem",
-):
-    """A ViT whose patches come from a small conv stem (Section 3.1, "Hybrid Architecture").
-
-    The stem is 3x3 convolutions with BatchNorm and GELU, named
-    ``stem_conv_{i}``/``stem_norm_{i}``; all but the first have stride 2.
-    ``stem_channels=()`` gives a plain ViT. The rest -- patches, Eq. 1
-    embedding, encoder, class-token head -- is the standard ViT
-    (:func:`keras_vit.models.transformer_from_patches`), so every layer
-    name after the stem matches :func:`keras_vit.ViT`.
-    """
-    if hidden_size % num_heads:
-        raise ValueError(f"`hidden_size` must be divisible by `num_heads`. Received: hidden_size={hidden_size}, num_heads={num_heads}")
-    inputs, x = models.image_input(image_size, include_preprocessing)
-    for i, channels in enumerate(stem_channels):
-        x = keras.layers.Conv2D(channels, 3, strides=1 if i == 0 else 2, padding="same", use_bias=False, name=f"stem_conv_{i}")(x)
-        x = keras.layers.BatchNormalization(name=f"stem_norm_{i}")(x)
-        x = keras.layers.Activation("gelu", name=f"stem_act_{i}")(x)
-    patches = Patches(patch_size, name="patches")(x)
-    outputs = models.transformer_from_patches(
-        patches, hidden_size, num_layers, num_heads, mlp_dim, num_classes, True, "token", None,
-        dropout, 0.0, drop_path_rate, classifier_activation,
-    )
-    return keras.Model(inputs, outputs, name=name)
 
 
 def model_names():
@@ -133,7 +86,7 @@ def build_model(model_name, num_classes, image_size=None, weights=None, drop_pat
     if model_name in HYBRID_NAMES:
         builder = _hybrid_builders().get(model_name)
         if builder is None:
-            raise ValueError(f"The hybrid {model_name!r} is not available in this version of keras_vit (no keras_vit.hybrid)")
+            raise ValueError(f"The hybrid {model_name!r} is not available in this version of keras_vit (no keras_vit.models.hybrid)")
         return builder(num_classes=num_classes, image_size=image_size, weights=weights, drop_path_rate=drop_path_rate)
     raise ValueError(f"Unknown model: expected one of {model_names()}. Received: model={model_name!r}")
 
@@ -145,7 +98,7 @@ def mnist_job(seed=0):
     training=True, augment="digits", num_classes=10, seed=seed, repeat=True)``
     is the input pipeline the main job trains on.
     """
-    from keras_vit import data as data_lib
+    from keras_vit.train import data as data_lib
 
     keras.utils.set_random_seed(seed)
     dataset = data_lib.load_mnist()

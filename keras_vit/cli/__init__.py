@@ -13,12 +13,12 @@ import os
 import sys
 
 COMMANDS = {
-    "info": "keras_vit.cli_info",
-    "export": "keras_vit.cli_export",
-    "quantization-report": "keras_vit.cli_quantization_report",
-    "predict": "keras_vit.cli_predict",
-    "attention": "keras_vit.cli_attention",
-    "train": "keras_vit.cli_train",
+    "info": "keras_vit.cli.info",
+    "export": "keras_vit.cli.export",
+    "quantization-report": "keras_vit.cli.quantization_report",
+    "predict": "keras_vit.cli.predict",
+    "attention": "keras_vit.cli.attention",
+    "train": "keras_vit.cli.train",
 }
 
 
@@ -89,6 +89,3 @@ def main(argv=None):
         print(f"keras-vit {args.command}: error: {error}", file=sys.stderr)
         return 2
 
-
-if __name__ == "__main__":
-    sys.exit(main())

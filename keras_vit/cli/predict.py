@@ -27,7 +27,7 @@ def add_arguments(parser):
 
 
 def run(args):
-    from keras_vit.inference import predict
+    from keras_vit.inference.predictors import predict
 
     results = predict(
         args.model,

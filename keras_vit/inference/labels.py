@@ -1,7 +1,7 @@
 """Class names: the ImageNet lists of the original checkpoints, label files, and
 the lookup that finds the names stored with a model.
 
-The ImageNet-1k and ImageNet-21k lists under ``keras_vit/assets/`` come from
+The ImageNet-1k and ImageNet-21k lists under ``keras_vit/inference/assets/`` come from
 timm 1.0.31 (``timm/data/_info/``, Apache-2.0): the WordNet ids in the order of
 the original ViT heads (``imagenet21k_goog_synsets.txt`` for the 21,843-class
 imagenet21k checkpoints) joined with their lemmas.
@@ -184,7 +184,7 @@ def _keras_attribute(model_path, loaded):
     return list(names) if names else None
 
 
-KERAS_METADATA_ENTRY = "keras_vit.json"  # written into the .keras zip by keras_vit.training.save_model
+KERAS_METADATA_ENTRY = "keras_vit.json"  # written into the .keras zip by keras_vit.saving.save_model
 
 
 @register_label_reader

@@ -1,6 +1,7 @@
 """Print the model variants with their sizes and parameter counts, and what this machine runs natively."""
 
-from keras_vit import configs, hybrid
+from keras_vit.models import variants as configs
+from keras_vit.models import hybrid
 
 
 def add_arguments(parser):

@@ -73,7 +73,7 @@ def overlay_heatmap(image, heatmap, alpha=0.5, cmap="jet"):
         raise ValueError(f"`alpha` must be in [0, 1]. Received: alpha={alpha!r}")
     heatmap = np.asarray(heatmap)
     if heatmap.shape != image.shape[:2]:
-        from keras_vit.attention import resize_map
+        from keras_vit.inspect.attention import resize_map
 
         heatmap = resize_map(heatmap, image.shape[:2])
     colours = matplotlib.colormaps[cmap](normalize_map(heatmap))[..., :3] * 255.0
@@ -99,7 +99,7 @@ def plot_position_similarity(similarity, path, title="Position embedding similar
 
     Args:
         similarity: ``(rows, cols, rows, cols)`` from
-            :func:`keras_vit.attention.position_embedding_similarity`.
+            :func:`keras_vit.inspect.attention.position_embedding_similarity`.
         path: PNG file to write.
 
     Returns:
@@ -132,7 +132,7 @@ def plot_attention_distance(distances, path, title="Mean attention distance"):
 
     Args:
         distances: ``(layers, heads)`` in pixels, from
-            :func:`keras_vit.attention.mean_attention_distance`.
+            :func:`keras_vit.inspect.attention.mean_attention_distance`.
         path: PNG file to write.
 
     Returns:

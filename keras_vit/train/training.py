@@ -17,8 +17,7 @@ The pieces follow the paper and its follow-ups (AugReg, DeiT):
   *mid-epoch*: the number of optimizer steps already taken decides where the
   run goes on, so an interrupted run ends with exactly as many steps as an
   uninterrupted one.
-* :func:`save_model` -- writes ``model.keras`` atomically, with the class
-  names inside the archive; :func:`load_model` returns ``(model, metadata)``.
+* saving (``model.keras`` with class names inside) is :mod:`keras_vit.saving`.
 
 Example:
 >>> model = keras_vit.ViT(image_size=28, patch_size=4, hidden_size=64,   # doctest: +SKIP
@@ -31,15 +30,14 @@ import json
 import os
 import re
 import sys
-import tempfile
-import zipfile
 
 import keras
 import numpy as np
 
+from keras_vit.saving import atomic_write
+
 NO_WEIGHT_DECAY = ("bias", "gamma", "beta", "class_token", "position_embedding")
 OPTIMIZERS = ("adamw", "sgd")
-METADATA_ENTRY = "keras_vit.json"
 _HEAD_LAYERS = ("encoder_norm", "pool", "pre_logits", "head", "predictions")
 _BLOCK = re.compile(r"^transformer_block_(\d+)$")
 
@@ -289,24 +287,6 @@ def compile_model(model, optimizer, label_smoothing=0.1, jit_compile=False):
 # ------------------------------------------------------------------ callbacks
 
 
-def _atomic(path, write):
-    """Write through ``write(tmp_path)`` then ``os.replace`` onto ``path``."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    suffix = "".join(os.path.basename(path).partition(".")[1:])  # keep ".keras", ".weights.h5"
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=directory)
-    os.close(fd)
-    try:
-        write(tmp)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
 def write_json(path, obj):
     """Write JSON atomically (temporary file + ``os.replace``)."""
 
@@ -315,7 +295,7 @@ def write_json(path, obj):
             json.dump(obj, f, indent=2, sort_keys=True)
             f.write("\n")
 
-    _atomic(path, write)
+    atomic_write(path, write)
 
 
 class Backup(keras.callbacks.BackupAndRestore):
@@ -342,7 +322,7 @@ class Backup(keras.callbacks.BackupAndRestore):
 
     def _save_model(self):
         iterations = int(self.model.optimizer.iterations.numpy())
-        _atomic(self._weights_path, lambda tmp: self.model.save_weights(tmp, overwrite=True))
+        atomic_write(self._weights_path, lambda tmp: self.model.save_weights(tmp, overwrite=True))
         write_json(self._training_metadata_path, {"epoch": self._current_epoch, "iterations": iterations})
 
     def restore(self):
@@ -457,45 +437,6 @@ def fit_resumable(
     if backup is not None and remove_backup:
         backup.remove()
     return history
-
-
-# ------------------------------------------------------------------- saving
-
-
-def save_model(model, path, metadata=None):
-    """Save ``model`` as ``.keras`` atomically, with ``metadata`` (e.g. class names) inside.
-
-    The metadata is a JSON entry ``keras_vit.json`` added to the ``.keras``
-    zip archive; Keras ignores it when loading, and :func:`read_metadata`
-    (or ``zipfile.ZipFile(path).read("keras_vit.json")``) reads it back.
-    """
-
-    def write(tmp):
-        model.save(tmp)
-        if metadata is not None:
-            with zipfile.ZipFile(tmp, "a") as archive:
-                archive.writestr(METADATA_ENTRY, json.dumps(metadata, indent=2, sort_keys=True))
-
-    _atomic(os.fspath(path), write)
-
-
-def read_metadata(path):
-    """The ``keras_vit.json`` metadata of a ``.keras`` file written by :func:`save_model` ({} if none)."""
-    with zipfile.ZipFile(os.fspath(path)) as archive:
-        if METADATA_ENTRY not in archive.namelist():
-            return {}
-        return json.loads(archive.read(METADATA_ENTRY))
-
-
-def load_model(path, compile=False):
-    """Load a ``model.keras`` written by ``keras-vit train``: returns ``(model, metadata)``.
-
-    ``metadata["class_names"][i]`` names output ``i``.
-    """
-    import keras_vit.registry  # noqa: F401  (registers the layers for loading)
-
-    model = keras.saving.load_model(os.fspath(path), compile=compile, safe_mode=True)
-    return model, read_metadata(path)
 
 
 def evaluate(model, dataset):

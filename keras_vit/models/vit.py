@@ -1,7 +1,7 @@
 """Functional ViT models: one generic builder, thin wrappers per variant.
 
 ``ViT(...)`` takes any architecture; ``ViTB16(...)`` and friends look their
-sizes up in :mod:`keras_vit.configs`. The arguments follow
+sizes up in :mod:`keras_vit.models.variants`. The arguments follow
 ``keras.applications``.
 """
 
@@ -9,7 +9,8 @@ import os
 
 import keras
 
-from keras_vit import checkpoints, configs
+from keras_vit.weights import checkpoints
+from keras_vit.models import variants as configs
 from keras_vit.layers import LAYER_NORM_EPSILON, PatchEncoder, Patches, TokenPooling, TransformerBlock
 
 POOLING_MODES = ("token", "gap")

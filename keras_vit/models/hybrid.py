@@ -19,7 +19,7 @@ the ``resnet`` branch of ``models_vit.VisionTransformer``):
   ``lax.padtype_to_pads``); ``tests/reference_hybrid.py`` pads explicitly.
 
 The feature map then goes through ``Patches(patch_size)`` (1x1 for the
-paper's hybrids) and the very same :func:`keras_vit.models.assemble`
+paper's hybrids) and the very same :func:`keras_vit.models.vit.assemble`
 as the plain ViT. Checkpoint keys are mapped by :func:`hybrid_targets`, which is
 registered with the common loader.
 """
@@ -29,8 +29,9 @@ import re
 import keras
 from keras import ops
 
-from keras_vit import checkpoints, configs
-from keras_vit.models import assemble, image_size_pair, validate_top, validate_weights, variant_builder
+from keras_vit.weights import checkpoints
+from keras_vit.models import variants as configs
+from keras_vit.models.vit import assemble, image_size_pair, validate_top, validate_weights, variant_builder
 
 _PACKAGE = "keras_vit"
 STD_CONV_EPSILON = 1e-5  # models_resnet.weight_standardize(..., eps=1e-5)
@@ -461,7 +462,7 @@ def hybrid_targets(model):
 
     Returns nothing for a model without a ``StdConv2D`` named ``conv_root``
     (a plain ViT); the embedding, Transformer and head are mapped by
-    :func:`keras_vit.checkpoints.vit_targets` as for the plain ViT.
+    :func:`keras_vit.weights.checkpoints.vit_targets` as for the plain ViT.
     """
     layers = {layer.name: layer for layer in model.layers}
     root = layers.get("conv_root")

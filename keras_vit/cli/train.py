@@ -7,7 +7,7 @@ held-out test images. Outputs in ``--output``:
 * ``metrics.json`` -- test_accuracy, test_loss (with label smoothing),
   epochs, steps, train_seconds, dataset, num_test_examples, model, ...
 * ``model.keras`` -- the trained model; the class names are inside the
-  archive (``keras_vit.training.load_model(path)`` returns
+  archive (``keras_vit.load_model(path)``; ``keras_vit.saving.read_metadata(path)`` returns
   ``(model, metadata)`` with ``metadata["class_names"]``).
 * ``log.csv``, ``logs/`` (TensorBoard), ``checkpoint.weights.h5``, and
   ``backup/`` while a run is in progress.
@@ -15,7 +15,7 @@ held-out test images. Outputs in ``--output``:
 Run the same command again after an interruption and it resumes from the
 last backup (every ``--save-freq`` steps), mid-epoch, and ends with as many
 optimizer steps as an uninterrupted run. With ``--strategy multi-worker``
-each worker (``TF_CONFIG`` set) runs the command; see keras_vit.distribute.
+each worker (``TF_CONFIG`` set) runs the command; see keras_vit.train.distribute.
 """
 
 import argparse
@@ -27,7 +27,7 @@ STRATEGIES = ("none", "mirrored", "multi-worker")
 
 
 def add_arguments(parser):
-    from keras_vit import recipes
+    from keras_vit.train import recipes
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     add = parser.add_argument
@@ -65,7 +65,7 @@ def add_arguments(parser):
 
 def resolve(args):
     """Fill the flags left unset from the model's recipe; returns the settings dict."""
-    from keras_vit import recipes
+    from keras_vit.train import recipes
 
     settings = recipes.recipe(args.model, fine_tune=args.weights is not None)
     for key in ("epochs", "batch_size", "lr", "optimizer", "weight_decay", "warmup_epochs", "label_smoothing", "drop_path", "jit"):
@@ -85,12 +85,12 @@ def resolve(args):
 def run(args):
     import keras
 
-    from keras_vit import training
+    from keras_vit.train import training
 
     settings = resolve(args)
     training.set_precision("mixed" if args.mixed_precision else "float32")
     if args.strategy == "multi-worker":
-        from keras_vit import distribute
+        from keras_vit.train import distribute
 
         return distribute.run_multi_worker(args, settings)
     try:
@@ -105,8 +105,11 @@ def train(args, settings):
     """The single-process (or MirroredStrategy) run behind ``keras-vit train``."""
     import tensorflow as tf
 
-    from keras_vit import data as data_lib
-    from keras_vit import distribute, recipes, training
+    from keras_vit import saving
+    from keras_vit.train import data as data_lib
+    from keras_vit.train import distribute
+    from keras_vit.train import recipes
+    from keras_vit.train import training
 
     output = args.output
     os.makedirs(output, exist_ok=True)
@@ -177,7 +180,7 @@ def train(args, settings):
         "resumed_from_step": history["resumed_from_step"],
         "replicas": strategy.num_replicas_in_sync,
     }
-    training.save_model(
+    saving.save_model(
         model, os.path.join(output, "model.keras"),
         metadata={"class_names": dataset.class_names, "dataset": dataset.name, "image_size": size, "model": args.model},
     )
@@ -214,7 +217,7 @@ class _Timer(keras.callbacks.Callback):
         return self.already + self.elapsed + running
 
     def on_epoch_end(self, epoch, logs=None):
-        from keras_vit import training
+        from keras_vit.train import training
 
         training.write_json(self.path, {"train_seconds": self.total()})
 

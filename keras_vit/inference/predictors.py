@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from keras_vit import labels as labels_lib
+from keras_vit.inference import labels as labels_lib
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 FORMATS = ("keras", "saved_model", "tflite")
@@ -301,7 +301,7 @@ def load_predictor(model, labels=None, include_preprocessing=None):
     Args:
         model: the model or its path.
         labels: class names (list or label file); None looks them up (see
-            :mod:`keras_vit.labels`).
+            :mod:`keras_vit.inference.labels`).
         include_preprocessing: whether the model takes [0, 255] pixels (True)
             or [-1, 1] (False). None: Keras models are asked (a
             ``preprocessing`` layer), SavedModel and TFLite files are assumed

@@ -5,7 +5,7 @@ image's own size. Optionally also writes the mean attention distance per head
 and depth and the position-embedding similarity (Figure 7 of the ViT paper).
 """
 
-from keras_vit.attention import HEAD_FUSIONS
+from keras_vit.inspect.attention import HEAD_FUSIONS
 
 INPUT_RANGES = {"auto": None, "0-255": True, "-1-1": False}
 
@@ -26,8 +26,9 @@ def run(args):
     import keras
 
     import keras_vit.registry  # noqa: F401  (registers the layers for loading)
-    from keras_vit import attention, visualize
-    from keras_vit.inference import load_image, model_format, model_takes_pixels, preprocess_input
+    from keras_vit.inspect import attention
+    from keras_vit.inspect import figures as visualize
+    from keras_vit.inference.predictors import load_image, model_format, model_takes_pixels, preprocess_input
 
     kind = model_format(args.model)
     if kind != "keras":

@@ -8,7 +8,7 @@ loss is averaged over the *global* batch (``tf.nn.compute_average_loss``),
 the Keras optimizer all-reduces (sums) the gradients across replicas and
 workers in ``apply_gradients``, and ``strategy.reduce`` sums loss and
 accuracy counts. The model, the optimizer (same recipe as ``model.fit``:
-:func:`keras_vit.training.build_optimizer`) and the variables are created
+:func:`keras_vit.train.training.build_optimizer`) and the variables are created
 under ``strategy.scope()``, so every worker starts from, and keeps, the same
 weights.
 
@@ -162,8 +162,10 @@ class DistributedTrainer:
 def run_multi_worker(args, settings):
     """``keras-vit train --strategy multi-worker``: one worker of a ``TF_CONFIG`` cluster."""
     strategy = tf.distribute.MultiWorkerMirroredStrategy()  # first: collectives are configured at startup
-    from keras_vit import data as data_lib
-    from keras_vit import recipes, training
+    from keras_vit.train import data as data_lib
+    from keras_vit.train import recipes
+    from keras_vit import saving
+    from keras_vit.train import training
 
     index, num_workers = worker_info()
     dataset = data_lib.load_dataset(args.dataset, data_dir=args.data_dir, validation_fraction=args.validation_fraction)
@@ -240,7 +242,7 @@ def run_multi_worker(args, settings):
             "batch_size": batch_size,
             "resumed_from_step": done,
         }
-        training.save_model(model, os.path.join(args.output, "model.keras"), metadata={"class_names": dataset.class_names, "dataset": dataset.name, "image_size": size, "model": args.model})
+        saving.save_model(model, os.path.join(args.output, "model.keras"), metadata={"class_names": dataset.class_names, "dataset": dataset.name, "image_size": size, "model": args.model})
         training.write_json(os.path.join(args.output, "metrics.json"), metrics)
         print(json.dumps({k: metrics[k] for k in ("test_accuracy", "test_loss", "num_test_examples", "train_seconds")}))
     shutil.rmtree(os.path.join(worker_dir, "backup"), ignore_errors=True)  # the run is complete

@@ -1,0 +1,16 @@
+"""The ViT building blocks, each a registered, serialisable Keras layer.
+
+Every layer is registered for safe ``.keras`` (de)serialisation, stores each
+constructor argument under its own name, returns exactly those arguments from
+``get_config``, creates its sub-layers in ``__init__``/weights in ``build``,
+and computes with ``keras.ops``, so it is backend-neutral; the dense layers,
+LayerNorms and attention products go through :mod:`keras_vit.layers.kernels`, which
+on TensorFlow emits the subgraphs oneDNN fuses (same weights, same numerics).
+"""
+
+from keras_vit.layers.attention import SelfAttention
+from keras_vit.layers.checks import LAYER_NORM_EPSILON
+from keras_vit.layers.patching import PatchEncoder, Patches
+from keras_vit.layers.transformer import StochasticDepth, TokenPooling, TransformerBlock
+
+__all__ = ["LAYER_NORM_EPSILON", "PatchEncoder", "Patches", "SelfAttention", "StochasticDepth", "TokenPooling", "TransformerBlock"]

@@ -1,0 +1,153 @@
+"""Images to tokens: ``Patches`` cuts the image, ``PatchEncoder`` is Eq. 1 of the paper."""
+
+import keras
+from keras import ops
+
+from keras_vit.layers import kernels
+from keras_vit.layers.checks import PACKAGE as _PACKAGE, check_rate, pair
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class Patches(keras.layers.Layer):
+    """Cut images into non-overlapping patches and flatten each one.
+
+    ``(batch, H, W, C) -> (batch, (H / P) * (W / P), P * P * C)``, patches in
+    row-major order and each patch flattened as ``(row, col, channel)``: the
+    order of a ``(P, P, C, D)`` convolution kernel reshaped to ``(P*P*C, D)``.
+    Implemented with reshape and a 4-D transpose (no ``extract_patches``,
+    which is a Flex op in TFLite).
+
+    Args:
+        patch_size: int or ``(ph, pw)``.
+
+    Example:
+    >>> Patches(16)(keras.ops.zeros((2, 224, 224, 3))).shape
+    (2, 196, 768)
+    """
+
+    def __init__(self, patch_size, **kwargs):
+        super().__init__(**kwargs)
+        self.patch_size = patch_size
+        self._ph, self._pw = pair(patch_size, "patch_size")
+        if self._ph < 1 or self._pw < 1:
+            raise ValueError(f"`patch_size` must be positive. Received: patch_size={patch_size!r}")
+
+    def grid_size(self, input_shape):
+        """``(rows, cols)`` of patches for an input shape ``(batch, H, W, C)``."""
+        _, h, w, _ = input_shape
+        if h is None or w is None:
+            raise ValueError(f"Patches needs a static image size. Received: input_shape={tuple(input_shape)}")
+        if h % self._ph or w % self._pw:
+            raise ValueError(
+                "The image size must be divisible by the patch size. "
+                f"Received: image_size=({h}, {w}), patch_size=({self._ph}, {self._pw})"
+            )
+        return h // self._ph, w // self._pw
+
+    def build(self, input_shape):
+        self.grid_size(input_shape)
+
+    def call(self, images):
+        _, h, w, c = images.shape
+        gh, gw = self.grid_size(images.shape)
+        ph, pw = self._ph, self._pw
+        # (B, H, W, C) -> (B*gh, ph, gw, pw*C) -> (B*gh, gw, ph, pw*C) -> (B, N, ph*pw*C)
+        x = ops.reshape(images, (-1, ph, gw, pw * c))
+        x = ops.transpose(x, (0, 2, 1, 3))
+        return ops.reshape(x, (-1, gh * gw, ph * pw * c))
+
+    def compute_output_shape(self, input_shape):
+        gh, gw = self.grid_size(input_shape)
+        return (input_shape[0], gh * gw, self._ph * self._pw * input_shape[3])
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"patch_size": self.patch_size})
+        return config
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class PatchEncoder(keras.layers.Layer):
+    """Eq. 1 of the paper: ``z0 = [x_class; x_p E] + E_pos``.
+
+    A linear projection ``E`` of each flattened patch, a learnable class token
+    prepended to the sequence, and learned 1-D position embeddings added to
+    every token (class token included), then optional dropout.
+
+    Args:
+        num_patches: number of patches N in the input sequence.
+        hidden_size: the model width D.
+        class_token: prepend the learnable ``[class]`` token (False for GAP
+            models, as in the original code).
+        dropout: dropout rate after adding position embeddings.
+
+    Call arguments:
+        patches: ``(batch, N, P*P*C)``.
+
+    Returns:
+        ``(batch, N + 1, D)`` (``N`` without a class token).
+    """
+
+    def __init__(self, num_patches, hidden_size, class_token=True, dropout=0.0, **kwargs):
+        super().__init__(**kwargs)
+        if int(num_patches) < 1 or int(hidden_size) < 1:
+            raise ValueError(
+                "`num_patches` and `hidden_size` must be positive. "
+                f"Received: num_patches={num_patches}, hidden_size={hidden_size}"
+            )
+        self.num_patches = int(num_patches)
+        self.hidden_size = int(hidden_size)
+        self.class_token = bool(class_token)
+        self.dropout = check_rate(dropout, "dropout")
+        self.projection = keras.layers.Dense(
+            self.hidden_size,
+            kernel_initializer="lecun_normal",
+            dtype=self.dtype_policy,
+            name="projection",
+        )
+        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy, name="dropout")
+
+    @property
+    def num_tokens(self):
+        return self.num_patches + (1 if self.class_token else 0)
+
+    def build(self, input_shape):
+        if input_shape[1] is not None and input_shape[1] != self.num_patches:
+            raise ValueError(
+                f"PatchEncoder expects {self.num_patches} patches. "
+                f"Received: input_shape={tuple(input_shape)}"
+            )
+        self.projection.build(input_shape)
+        if self.class_token:
+            self.cls = self.add_weight(
+                shape=(1, 1, self.hidden_size), initializer="zeros", name="class_token"
+            )
+        self.position_embedding = self.add_weight(
+            shape=(1, self.num_tokens, self.hidden_size),
+            initializer=keras.initializers.RandomNormal(stddev=0.02),
+            name="position_embedding",
+        )
+
+    def call(self, patches, training=None):
+        x = kernels.dense(patches, self.projection)
+        if self.class_token:
+            cls = ops.cast(self.cls, x.dtype)
+            cls = ops.broadcast_to(cls, (ops.shape(x)[0], 1, self.hidden_size))
+            x = ops.concatenate([cls, x], axis=1)
+        x = x + ops.cast(self.position_embedding, x.dtype)
+        return self.dropout_layer(x, training=training)
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], self.num_tokens, self.hidden_size)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_patches": self.num_patches,
+                "hidden_size": self.hidden_size,
+                "class_token": self.class_token,
+                "dropout": self.dropout,
+            }
+        )
+        return config
