@@ -285,7 +285,43 @@ def render_records(run, **_):
     return [caption(run), ""] + _table(header, rows)
 
 
+def render_gpu(run, variant="default", **_):
+    """keras_vit (Keras JAX backend) against timm per model, mode and batch, from ``python -m benchmarks.gpu_jax``'s file.
+
+    Rows of the same ``device_call`` pair up (the same machine, the same run); ``variant`` picks the
+    keras_vit variant (``default``, ``cudnn-padded``, ...) and timm always runs its default.
+    """
+    env = run.get("environment", {})
+    head = f"*`benchmarks/results/{run['file']}`, {run.get('gpu', 'unknown GPU')}"
+    if env.get("cpu"):
+        head += f", host CPU {env['cpu']}"
+    rows = []
+    records = [r for r in run["records"] if r.get("variant", "default") in (variant, "default")]
+    size = {"Ti": 0, "S": 1, "B": 2, "L": 3, "H": 4}
+    keys = sorted({(r["model"], r["mode"], r["batch_size"]) for r in records if r["framework"] == "keras" and r.get("variant") == variant},
+                  key=lambda k: (size.get(k[0].split("/")[0], 9), k[0], k[1], k[2]))
+    for model, mode, batch in keys:
+        keras = next(r for r in records if r["framework"] == "keras" and r.get("variant") == variant
+                     and (r["model"], r["mode"], r["batch_size"]) == (model, mode, batch))
+        timm = next((r for r in records if r["framework"] == "timm" and r.get("variant") == "default"
+                     and (r["model"], r["mode"], r["batch_size"]) == (model, mode, batch)
+                     and r.get("device_call") == keras.get("device_call")), None)
+        k_ips = keras.get("images_per_second") if keras.get("status") == "ok" else None
+        t_ips = timm.get("images_per_second") if timm and timm.get("status") == "ok" else None
+        rows.append([
+            f"ViT-{model}", "inference" if mode == "infer" else "training step", batch,
+            _num(k_ips, ",.0f") if k_ips is not None else f"{keras.get('status')}",
+            _num(t_ips, ",.0f") if timm else "not measured in this run",
+            _x(k_ips / t_ips if k_ips and t_ips else None),
+            _num(keras.get("peak_memory_mb"), ",.0f"), _num(timm.get("peak_memory_mb") if timm else None, ",.0f"),
+        ])
+    header = ["model", "measurement", "batch", "keras_vit img/s", "timm img/s", "keras_vit / timm",
+              "keras_vit peak MB", "timm peak MB"]
+    return [head + (f", keras_vit variant `{variant}`" if variant != "default" else "") + ":*", ""] + _table(header, rows)
+
+
 KINDS = {
+    "gpu": render_gpu,
     "run": render_run,
     "peers": render_peers,
     "runtimes": render_runtimes,
