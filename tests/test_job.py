@@ -1,5 +1,6 @@
 """The one training job (keras_vit.train.job) for every strategy, and `keras-vit train` on top of it."""
 
+import argparse
 import contextlib
 import csv
 import io
@@ -83,6 +84,8 @@ def test_config_fills_the_recipe_and_checks_its_fields():
         job.TrainConfig(model="Q/3").resolved()
     with pytest.raises(TypeError):
         job.TrainConfig("micro")  # keyword-only
+    with pytest.raises(TypeError, match="Namespace"):
+        job.run(argparse.Namespace(model="micro"))  # no argparse below the command line
 
 
 def _train_cli(tmp_path, *extra, tensorboard=False):

@@ -173,6 +173,8 @@ def run(config):
     """
     from keras_vit.train.model_setup import set_precision
 
+    if not isinstance(config, TrainConfig):
+        raise TypeError(f"`config` must be a TrainConfig. Received: config of type {type(config).__name__}")
     config = config.resolved()
     strategy = make_strategy(config.strategy)  # first: a cluster's collectives are configured at start-up
     set_precision(config.mixed_precision or "float32")
