@@ -19,6 +19,10 @@ BATCH, TOKENS, WIDTH, HEADS = 2, 5, 8, 2
 # the same layers train in the cases without it, and every other check runs with it.
 
 
+# the stateless layers: no weights, and built when created
+STATELESS = dict(expected_num_trainable_weights=0, expected_num_non_trainable_weights=0, assert_built_after_instantiation=True)
+
+
 class LayerHarnessTest(testing.TestCase):
     def setUp(self):
         self._filtering = keras.config.is_traceback_filtering_enabled()
@@ -37,10 +41,8 @@ class LayerHarnessTest(testing.TestCase):
             input_shape=input_shape,
             expected_output_shape=output_shape,
             expected_output_dtype="float32",
-            expected_num_trainable_weights=0,
-            expected_num_non_trainable_weights=0,
             expected_num_seed_generators=0,
-            assert_built_after_instantiation=True,
+            **STATELESS,
             run_training_check=True,
             run_mixed_precision_check=True,
         )
@@ -111,11 +113,9 @@ class LayerHarnessTest(testing.TestCase):
             input_shape=(BATCH, TOKENS, WIDTH),
             expected_output_shape=(BATCH, TOKENS, WIDTH),
             expected_output_dtype="float32",
-            expected_num_trainable_weights=0,
-            expected_num_non_trainable_weights=0,
             expected_num_non_trainable_variables=num_seeds,  # the seed generator's state
             expected_num_seed_generators=num_seeds,
-            assert_built_after_instantiation=True,
+            **STATELESS,
             run_training_check=True,
             run_mixed_precision_check=True,
         )
@@ -128,10 +128,8 @@ class LayerHarnessTest(testing.TestCase):
             input_shape=(BATCH, TOKENS, WIDTH),
             expected_output_shape=(BATCH, WIDTH),
             expected_output_dtype="float32",
-            expected_num_trainable_weights=0,
-            expected_num_non_trainable_weights=0,
             expected_num_seed_generators=0,
-            assert_built_after_instantiation=True,
+            **STATELESS,
             run_training_check=True,
             run_mixed_precision_check=True,
         )

@@ -13,6 +13,14 @@ from keras_vit.layers.checks import PACKAGE as _PACKAGE, check_rate, positive_in
 _LEGACY_DEFAULTS = {"output_shape": None, "sliding_window": None, "use_gate": False}
 
 
+def attention_output_spec(x, num_heads, dtype, return_attention_scores):
+    """The symbolic outputs of a self-attention over ``x`` ``(batch, tokens, D)``: one tensor, or two with the weights."""
+    out = keras.KerasTensor(x.shape, dtype=dtype)
+    if not return_attention_scores:
+        return out
+    return out, keras.KerasTensor((x.shape[0], num_heads, x.shape[1], x.shape[1]), dtype=dtype)
+
+
 @keras.saving.register_keras_serializable(package=_PACKAGE)
 class SelfAttention(keras.layers.Layer):
     """Multi-head self-attention (Eqs. 5-8 of the paper's appendix) with one fused QKV GEMM.
@@ -204,11 +212,7 @@ class SelfAttention(keras.layers.Layer):
         return tuple(input_shape)
 
     def compute_output_spec(self, x, training=None, return_attention_scores=False):
-        out = keras.KerasTensor(x.shape, dtype=self.compute_dtype)
-        if not return_attention_scores:
-            return out
-        weights = keras.KerasTensor((x.shape[0], self.num_heads, x.shape[1], x.shape[1]), dtype=self.compute_dtype)
-        return out, weights
+        return attention_output_spec(x, self.num_heads, self.compute_dtype, return_attention_scores)
 
     def get_config(self):
         config = super().get_config()

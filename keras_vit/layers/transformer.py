@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from keras_vit.layers import kernels
-from keras_vit.layers.attention import SelfAttention
+from keras_vit.layers.attention import SelfAttention, attention_output_spec
 from keras_vit.layers.checks import LAYER_NORM_EPSILON, PACKAGE as _PACKAGE, built_when_created, check_rate, positive_int
 
 
@@ -184,11 +184,7 @@ class TransformerBlock(keras.layers.Layer):
         return tuple(input_shape)
 
     def compute_output_spec(self, x, training=None, return_attention_scores=False):
-        out = keras.KerasTensor(x.shape, dtype=self.compute_dtype)
-        if not return_attention_scores:
-            return out
-        weights = keras.KerasTensor((x.shape[0], self.num_heads, x.shape[1], x.shape[1]), dtype=self.compute_dtype)
-        return out, weights
+        return attention_output_spec(x, self.num_heads, self.compute_dtype, return_attention_scores)
 
     def get_config(self):
         config = super().get_config()
