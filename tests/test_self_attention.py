@@ -165,3 +165,10 @@ def test_quantized_projections_are_called_as_keras_quantized_them():
     ref_out, ref_weights = reference(x, x, return_attention_scores=True)
     np.testing.assert_allclose(np.asarray(out), np.asarray(ref_out), atol=1e-5)
     np.testing.assert_allclose(np.asarray(weights), np.asarray(ref_weights), atol=1e-6)
+
+
+def test_each_projection_gets_its_own_initial_values():
+    layer = SelfAttention(num_heads=2, key_dim=4)
+    layer.build((None, 3, 8))
+    query, key, value = (np.asarray(d.kernel) for d in (layer.query_dense, layer.key_dense, layer.value_dense))
+    assert not np.allclose(query, key) and not np.allclose(key, value)

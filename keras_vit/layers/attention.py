@@ -21,6 +21,12 @@ def attention_output_spec(x, num_heads, dtype, return_attention_scores):
     return out, keras.KerasTensor((x.shape[0], num_heads, x.shape[1], x.shape[1]), dtype=dtype)
 
 
+def _fresh(initializer):
+    """A copy of ``initializer``: one unseeded instance called for the query, key and value kernels would give
+    them the same values (MultiHeadAttention copies its initializers the same way)."""
+    return initializer.__class__.from_config(initializer.get_config())
+
+
 @keras.saving.register_keras_serializable(package=_PACKAGE)
 class SelfAttention(keras.layers.Layer):
     """Multi-head self-attention (Eqs. 5-8 of the paper's appendix) with one fused QKV GEMM.
@@ -115,15 +121,12 @@ class SelfAttention(keras.layers.Layer):
         return super().__call__(x, **kwargs)
 
     def _projection(self, equation, output_shape, bias_axes, name):
-        # a fresh initializer per projection (as MultiHeadAttention does): one unseeded instance called
-        # four times would give the query, key and value kernels the same values
-        clone = lambda initializer: initializer.__class__.from_config(initializer.get_config())  # noqa: E731
         return keras.layers.EinsumDense(
             equation,
             output_shape=output_shape,
             bias_axes=bias_axes if self.use_bias else None,
-            kernel_initializer=clone(self.kernel_initializer),
-            bias_initializer=clone(self.bias_initializer),
+            kernel_initializer=_fresh(self.kernel_initializer),
+            bias_initializer=_fresh(self.bias_initializer),
             kernel_regularizer=self.kernel_regularizer,
             bias_regularizer=self.bias_regularizer,
             kernel_constraint=self.kernel_constraint,
@@ -147,8 +150,8 @@ class SelfAttention(keras.layers.Layer):
             projection.build(input_shape)
         self.output_dense.build(tuple(input_shape[:2]) + heads)
 
-    # keras_vit/weights/checkpoints.py of keras_vit 0.1.0 reads these four (MultiHeadAttention's private
-    # names); the loader should read query_dense, key_dense, value_dense and output_dense
+    # keras_vit/weights/checkpoints.py still reads these four (MultiHeadAttention's private names, which
+    # 0.1.0 used); once it reads query_dense, key_dense, value_dense and output_dense they can go
     _query_dense = property(lambda self: self.query_dense)
     _key_dense = property(lambda self: self.key_dense)
     _value_dense = property(lambda self: self.value_dense)
@@ -161,9 +164,7 @@ class SelfAttention(keras.layers.Layer):
         """``(B, N, 3, heads, head_dim)`` from one ``(D, 3 * heads * head_dim)`` GEMM."""
         dtype = self.compute_dtype
         width = self.num_heads * self.key_dim
-        kernel = ops.concatenate(
-            [ops.reshape(ops.cast(d.kernel, dtype), (-1, width)) for d in self._projections()], axis=1
-        )
+        kernel = ops.concatenate([ops.reshape(ops.cast(d.kernel, dtype), (-1, width)) for d in self._projections()], axis=1)
         bias = None
         if self.use_bias:
             bias = ops.concatenate([ops.reshape(ops.cast(d.bias, dtype), (width,)) for d in self._projections()], axis=0)
