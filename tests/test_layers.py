@@ -84,3 +84,74 @@ def test_no_lambda_layers_and_all_registered():
         assert not isinstance(layer, keras.layers.Lambda)
         name = keras.saving.get_registered_name(type(layer))
         assert name.startswith(("keras_vit>",)) or type(layer).__module__.startswith("keras.")
+
+
+@pytest.mark.parametrize(
+    "patch_size, message",
+    [
+        (0, r"positive\. Received: patch_size=0"),
+        (-4, r"positive\. Received: patch_size=-4"),
+        ((4, 0), r"positive\. Received: patch_size=\(4, 0\)"),
+        ("16", r"int or a pair of ints\. Received: patch_size='16'"),
+        ((4, 4, 4), r"Received: patch_size=\(4, 4, 4\)"),
+        (4.0, r"Received: patch_size=4\.0"),
+    ],
+)
+def test_patches_rejects_bad_patch_sizes(patch_size, message):
+    with pytest.raises(ValueError, match=message):
+        keras_vit.Patches(patch_size)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(num_heads=0, mlp_dim=8), r"positive integer\. Received: num_heads=0"),
+        (dict(num_heads=-1, mlp_dim=8), r"num_heads=-1"),
+        (dict(num_heads="4", mlp_dim=8), r"num_heads='4'"),
+        (dict(num_heads=4, mlp_dim=0), r"mlp_dim=0"),
+        (dict(num_heads=4, mlp_dim=8, drop_path=-0.1), r"drop_path=-0.1"),
+    ],
+)
+def test_transformer_block_rejects_bad_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        keras_vit.TransformerBlock(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [(dict(num_patches=0, hidden_size=8), r"num_patches=0"), (dict(num_patches=4, hidden_size=-8), r"hidden_size=-8")],
+)
+def test_patch_encoder_rejects_bad_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        keras_vit.PatchEncoder(**kwargs)
+
+
+def test_stateless_layers_are_built_when_created():
+    # model.quantize() refuses unbuilt layers; the block's stochastic depth is only ever called inside its call
+    assert keras_vit.Patches(4).built and TokenPooling("gap").built
+    assert StochasticDepth(0.1).built and StochasticDepth(0.0).built
+    block = keras_vit.TransformerBlock(num_heads=2, mlp_dim=8)
+    block.build((None, 5, 8))
+    attention = block.attention
+    sublayers = [block.norm1, block.norm2, block.drop_path_layer, block.mlp_dropout, block.attention_dropout_layer,
+                 block.mlp_dense_1, block.mlp_dense_2, attention, attention.dropout_layer, attention.query_dense,
+                 attention.key_dense, attention.value_dense, attention.output_dense]
+    assert all(layer.built for layer in sublayers)
+
+
+def test_patches_patch_size_pair():
+    assert keras_vit.Patches(4).patch_size_pair == (4, 4)
+    assert keras_vit.Patches((2, 3)).patch_size_pair == (2, 3)
+
+
+def test_transformer_block_returns_two_tensors_in_a_functional_model():
+    inputs = keras.Input((5, 8))
+    block = keras_vit.TransformerBlock(num_heads=2, mlp_dim=16)
+    out, scores = block(inputs, return_attention_scores=True)
+    assert out.shape == (None, 5, 8) and scores.shape == (None, 2, 5, 5)
+    model = keras.Model(inputs, [out, scores])
+    x = np.random.default_rng(4).normal(size=(3, 5, 8)).astype("float32")
+    got_out, got_scores = model(x)
+    expected_out, expected_scores = block(x, return_attention_scores=True)
+    np.testing.assert_allclose(np.asarray(got_out), np.asarray(expected_out), atol=1e-6)
+    np.testing.assert_allclose(np.asarray(got_scores), np.asarray(expected_scores), atol=1e-6)

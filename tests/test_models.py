@@ -1,3 +1,5 @@
+import warnings
+
 import numpy as np
 import pytest
 
@@ -133,15 +135,56 @@ def test_decode_variant():
         keras_vit.decode_variant("X/16")
 
 
+def _quantize(model):
+    with warnings.catch_warnings():  # Keras warns once per layer kind that has no int8 form (LayerNorm, ...)
+        warnings.simplefilter("ignore", UserWarning)
+        model.quantize("int8")
+    return model
+
+
+def _assert_close_to_float(out, expected):
+    # int8 weights with per-channel scales: a few % of the float model's largest logit
+    assert np.abs(out - expected).max() < 0.1 * np.abs(expected).max()
+
+
+def _float_model_with_a_random_head():
+    model = tiny_vit(classifier_activation=None, drop_path_rate=0.1, dropout=0.1)
+    head = model.get_layer("head")
+    head.kernel.assign(np.random.default_rng(0).normal(size=head.kernel.shape).astype("float32") * 0.1)
+    return model
+
+
 def test_keras_int8_quantization_keeps_the_outputs():
-    # model.quantize("int8") stores int8 kernels with scales; SelfAttention then hands over to Keras' own
-    # attention (its fused path read the raw int8 kernels: outputs were unrelated to the float model's)
+    # model.quantize("int8") stores int8 kernels with scales; SelfAttention then calls the quantized
+    # EinsumDense layers (its fused path read the raw int8 kernels: outputs were unrelated to the float model's)
     model = tiny_vit(classifier_activation=None)
     head = model.get_layer("head")
     head.kernel.assign(np.random.default_rng(0).normal(size=head.kernel.shape).astype("float32") * 0.1)
     x = images(4)
     expected = np.asarray(model(x))
     model.quantize("int8")
-    assert model.get_layer("transformer_block_0").attention._query_dense.quantization_mode == "int8"
+    assert model.get_layer("transformer_block_0").attention.query_dense.quantization_mode == "int8"
     out = np.asarray(model(x))
     assert np.abs(out - expected).max() < 0.1 * np.abs(expected).max()
+
+
+def test_int8_quantization_of_a_model_never_called():
+    # straight from the builder: every sub-layer must be built (it failed on the blocks' stochastic depth)
+    model = _float_model_with_a_random_head()
+    reference = tiny_vit(classifier_activation=None, drop_path_rate=0.1, dropout=0.1)
+    reference.set_weights(model.get_weights())
+    _quantize(model)
+    attention = model.get_layer("transformer_block_1").attention
+    assert attention.query_dense.kernel.dtype == "int8" and model.get_layer("head").quantization_mode == "int8"
+    x = images(4)
+    _assert_close_to_float(np.asarray(model(x)), np.asarray(reference(x)))
+
+
+def test_int8_quantization_of_a_model_loaded_from_keras_file(tmp_path):
+    model = _float_model_with_a_random_head()
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    loaded = _quantize(keras_vit.load_model(path))
+    assert loaded.get_layer("transformer_block_0").attention.output_dense.quantization_mode == "int8"
+    x = images(4)
+    _assert_close_to_float(np.asarray(loaded(x)), np.asarray(model(x)))

@@ -2,10 +2,14 @@
 
 Every layer is registered for safe ``.keras`` (de)serialisation, stores each
 constructor argument under its own name, returns exactly those arguments from
-``get_config``, creates its sub-layers in ``__init__``/weights in ``build``,
-and computes with ``keras.ops``, so it is backend-neutral; the dense layers,
-LayerNorms and attention products go through :mod:`keras_vit.layers.kernels`, which
-on TensorFlow emits the subgraphs oneDNN fuses (same weights, same numerics).
+``get_config``, creates its sub-layers in ``__init__`` (or in ``build`` where
+their shapes depend on the input's width) and its weights in ``build``, is
+built when created if it has no weights (``Patches``, ``StochasticDepth``,
+``TokenPooling``), uses only Keras' public API, and computes with
+``keras.ops``, so it is backend-neutral; the dense layers, LayerNorms and
+attention products go through :mod:`keras_vit.layers.kernels`, which on
+TensorFlow emits the subgraphs oneDNN fuses (same weights, same numerics).
+Each passes Keras' own layer harness (tests/test_layer_harness.py).
 """
 
 from keras_vit.layers.attention import SelfAttention

@@ -1,100 +1,260 @@
-"""Multi-head self-attention with one fused QKV GEMM."""
+"""Multi-head self-attention with one fused QKV GEMM, built from public Keras layers only."""
+
+import math
 
 import keras
 from keras import ops
 
 from keras_vit.layers import kernels
-from keras_vit.layers.checks import PACKAGE as _PACKAGE
+from keras_vit.layers.checks import PACKAGE as _PACKAGE, check_rate, positive_int
+
+# Arguments of keras.layers.MultiHeadAttention that a SelfAttention config saved by keras_vit 0.1.0 (which
+# subclassed it) carries, with the values this layer computes; any other value is refused by from_config.
+_LEGACY_DEFAULTS = {"output_shape": None, "sliding_window": None, "use_gate": False}
+
+
+def attention_output_spec(x, num_heads, dtype, return_attention_scores):
+    """The symbolic outputs of a self-attention over ``x`` ``(batch, tokens, D)``: one tensor, or two with the weights."""
+    out = keras.KerasTensor(x.shape, dtype=dtype)
+    if not return_attention_scores:
+        return out
+    return out, keras.KerasTensor((x.shape[0], num_heads, x.shape[1], x.shape[1]), dtype=dtype)
+
+
+def _fresh(initializer):
+    """A copy of ``initializer``: one unseeded instance called for the query, key and value kernels would give
+    them the same values (MultiHeadAttention copies its initializers the same way)."""
+    return initializer.__class__.from_config(initializer.get_config())
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
-class SelfAttention(keras.layers.MultiHeadAttention):
-    """Multi-head self-attention (Eq. 5-8 of the paper's appendix) with one fused QKV GEMM.
+class SelfAttention(keras.layers.Layer):
+    """Multi-head self-attention (Eqs. 5-8 of the paper's appendix) with one fused QKV GEMM.
 
-    The weights are exactly ``keras.layers.MultiHeadAttention``'s, under the
-    same names (``query``/``key``/``value`` kernels ``(D, heads, head_dim)``,
-    ``attention_output`` ``(heads, head_dim, D)``), so checkpoints and saved
-    models map one to one; only the computation differs, guided by profiling
-    ViT-B/16 on CPU: the three input projections run as one ``(D, 3D)`` matrix
-    product, heads are split with one reshape/transpose, scores and outputs
-    are plain batched matmuls (TensorFlow has no fused attention kernel on
-    CPU, and oneDNN runs these faster than the einsums of the generic layer;
-    XLA is unchanged), and the softmax runs in float32 under a 16-bit compute
-    dtype. The JAX and PyTorch backends use the fused kernel of
-    ``keras.ops.dot_product_attention`` when no weights are asked for.
+    The weights are those of ``keras.layers.MultiHeadAttention``, under the same
+    names and shapes (four ``EinsumDense`` layers: ``query``, ``key`` and ``value``
+    kernels ``(D, heads, head_dim)`` with biases ``(heads, head_dim)``, and
+    ``attention_output`` ``(heads, head_dim, D)`` with bias ``(D,)``), so
+    checkpoints and ``.keras`` files map one to one. Only the computation
+    differs, guided by profiling ViT-B/16 on CPU: the three input projections
+    run as one ``(D, 3D)`` matrix product, heads are split with one
+    reshape/transpose, scores and outputs are plain batched matmuls (TensorFlow
+    has no fused attention kernel on CPU, and oneDNN runs these faster than the
+    einsums of the generic layer; XLA is unchanged), and the softmax runs in
+    float32 under a 16-bit compute dtype. The JAX and PyTorch backends use the
+    fused kernel of ``keras.ops.dot_product_attention`` when no weights are
+    asked for and no dropout applies. After ``model.quantize(...)`` the
+    quantized ``EinsumDense`` layers are called as they are.
 
-    Args: those of ``keras.layers.MultiHeadAttention`` (``value_dim``,
-        ``output_shape`` and ``attention_axes`` must stay at their defaults).
+    Args:
+        num_heads: number of attention heads.
+        key_dim: size of each head (queries, keys and values alike); the
+            output has the width of the input.
+        dropout: dropout rate on the attention weights.
+        use_bias: whether the four projections have biases.
+        kernel_initializer: initializer of the projection kernels.
+        bias_initializer: initializer of the projection biases.
+        kernel_regularizer: regularizer of the projection kernels.
+        bias_regularizer: regularizer of the projection biases.
+        kernel_constraint: constraint on the projection kernels.
+        bias_constraint: constraint on the projection biases.
+        seed: seed of the attention dropout.
+        **kwargs: base layer arguments (``name``, ``dtype``, ...).
 
     Call arguments:
-        x: ``(batch, tokens, D)``: queries, keys and values.
-        training: Python bool (dropout on the attention weights).
-        return_attention_scores: also return the softmax weights
+        x: ``(batch, tokens, D)``: queries, keys and values alike. The layer
+            takes this one input; a second positional argument is a ``TypeError``.
+        training: keyword, Python bool (dropout on the attention weights).
+        return_attention_scores: keyword; also return the softmax weights
             ``(batch, heads, tokens, tokens)`` (before dropout).
 
     Returns:
         ``(batch, tokens, D)``, or ``(outputs, attention_weights)``.
+
+    Example:
+    >>> layer = SelfAttention(num_heads=4, key_dim=8)
+    >>> outputs, weights = layer(keras.ops.zeros((2, 5, 32)), return_attention_scores=True)
+    >>> tuple(outputs.shape), tuple(weights.shape)
+    ((2, 5, 32), (2, 4, 5, 5))
+    >>> tuple(layer.query_dense.kernel.shape)
+    (32, 4, 8)
     """
 
-    def build(self, input_shape):
-        if self._value_dim != self._key_dim or self._output_shape is not None or self._attention_axes not in (None, (1,)):
-            raise ValueError(
-                "SelfAttention supports value_dim == key_dim, no output_shape and attention over the tokens only. "
-                f"Received: key_dim={self._key_dim}, value_dim={self._value_dim}, "
-                f"output_shape={self._output_shape}, attention_axes={self._attention_axes}"
-            )
-        super().build(input_shape, input_shape)
+    def __init__(
+        self,
+        num_heads,
+        key_dim,
+        *,
+        dropout=0.0,
+        use_bias=True,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        kernel_constraint=None,
+        bias_constraint=None,
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.num_heads = positive_int(num_heads, "num_heads")
+        self.key_dim = positive_int(key_dim, "key_dim")
+        self.dropout = check_rate(dropout, "dropout")
+        self.use_bias = bool(use_bias)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
+        self.bias_regularizer = keras.regularizers.get(bias_regularizer)
+        self.kernel_constraint = keras.constraints.get(kernel_constraint)
+        self.bias_constraint = keras.constraints.get(bias_constraint)
+        self.seed = seed
+        self.dropout_layer = keras.layers.Dropout(self.dropout, seed=seed, dtype=self.dtype_policy, name="dropout")
+        self.query_dense = self.key_dense = self.value_dense = self.output_dense = None  # in build: D is the input's
 
-    def _qkv(self, x):
+    def __call__(self, x, *args, **kwargs):
+        # keras.layers.MultiHeadAttention is called (query, value); here a second tensor would land in `training`
+        if args:
+            raise TypeError(
+                "SelfAttention takes one input: `x` gives the queries, keys and values alike, and `training` and "
+                f"`return_attention_scores` are keyword arguments. Received {1 + len(args)} positional arguments"
+            )
+        return super().__call__(x, **kwargs)
+
+    def _projection(self, equation, output_shape, bias_axes, name):
+        return keras.layers.EinsumDense(
+            equation,
+            output_shape=output_shape,
+            bias_axes=bias_axes if self.use_bias else None,
+            kernel_initializer=_fresh(self.kernel_initializer),
+            bias_initializer=_fresh(self.bias_initializer),
+            kernel_regularizer=self.kernel_regularizer,
+            bias_regularizer=self.bias_regularizer,
+            kernel_constraint=self.kernel_constraint,
+            bias_constraint=self.bias_constraint,
+            dtype=self.dtype_policy,
+            name=name,
+        )
+
+    def build(self, input_shape):
+        if len(input_shape) != 3 or input_shape[-1] is None:
+            raise ValueError(
+                "SelfAttention expects inputs (batch, tokens, width) with a known width. "
+                f"Received: input_shape={tuple(input_shape)}"
+            )
+        width, heads = input_shape[-1], (self.num_heads, self.key_dim)
+        self.query_dense = self._projection("abc,cde->abde", (None,) + heads, "de", "query")
+        self.key_dense = self._projection("abc,cde->abde", (None,) + heads, "de", "key")
+        self.value_dense = self._projection("abc,cde->abde", (None,) + heads, "de", "value")
+        self.output_dense = self._projection("abcd,cde->abe", (None, width), "e", "attention_output")
+        for projection in (self.query_dense, self.key_dense, self.value_dense):
+            projection.build(input_shape)
+        self.output_dense.build(tuple(input_shape[:2]) + heads)
+
+    # keras_vit/weights/checkpoints.py still reads these four (MultiHeadAttention's private names, which
+    # 0.1.0 used); once it reads query_dense, key_dense, value_dense and output_dense they can go
+    _query_dense = property(lambda self: self.query_dense)
+    _key_dense = property(lambda self: self.key_dense)
+    _value_dense = property(lambda self: self.value_dense)
+    _output_dense = property(lambda self: self.output_dense)
+
+    def _projections(self):
+        return self.query_dense, self.key_dense, self.value_dense
+
+    def _fused_qkv(self, x):
+        """``(B, N, 3, heads, head_dim)`` from one ``(D, 3 * heads * head_dim)`` GEMM."""
         dtype = self.compute_dtype
-        width = self._num_heads * self._key_dim
-        denses = (self._query_dense, self._key_dense, self._value_dense)
-        kernel = ops.concatenate([ops.reshape(ops.cast(d.kernel, dtype), (-1, width)) for d in denses], axis=1)
+        width = self.num_heads * self.key_dim
+        kernel = ops.concatenate([ops.reshape(ops.cast(d.kernel, dtype), (-1, width)) for d in self._projections()], axis=1)
         bias = None
-        if self._use_bias:
-            bias = ops.concatenate([ops.reshape(ops.cast(d.bias, dtype), (width,)) for d in denses], axis=0)
+        if self.use_bias:
+            bias = ops.concatenate([ops.reshape(ops.cast(d.bias, dtype), (width,)) for d in self._projections()], axis=0)
         qkv = kernels.matmul_bias(x, kernel, bias)
         shape = ops.shape(x)
-        return ops.reshape(qkv, (shape[0], shape[1], 3, self._num_heads, self._key_dim))
+        return ops.reshape(qkv, (shape[0], shape[1], 3, self.num_heads, self.key_dim))
 
     def call(self, x, training=None, return_attention_scores=False):
-        denses = (self._query_dense, self._key_dense, self._value_dense, self._output_dense)
-        if not all(kernels.plain(d) for d in denses):
-            # after model.quantize(): the kernels are int8 with scales; Keras' own layer dequantizes them
-            return super().call(x, x, x, return_attention_scores=return_attention_scores, training=training)
         dtype = self.compute_dtype
-        heads, head_dim = self._num_heads, self._key_dim
+        heads, head_dim = self.num_heads, self.key_dim
         shape = ops.shape(x)
-        qkv = self._qkv(x)  # (B, N, 3, heads, head_dim)
-        use_dropout = self._dropout > 0.0 and training
+        plain = all(kernels.plain(d) for d in self._projections() + (self.output_dense,))
+        if plain:
+            qkv = self._fused_qkv(x)  # (B, N, 3, heads, head_dim)
+        else:
+            # after model.quantize(): the quantized EinsumDense layers compute the projections themselves
+            qkv = ops.stack([d(x) for d in self._projections()], axis=2)
+        use_dropout = self.dropout > 0.0 and training
         # unstack, not qkv[0]/qkv[1]/qkv[2]: the gradient of each index (StridedSliceGrad) writes a
         # zero tensor of qkv's full size; that took 12-18 % of a ViT-S/16 training step
+        scale = 1.0 / math.sqrt(head_dim)
         if keras.backend.backend() in ("jax", "torch") and not return_attention_scores and not use_dropout:
             query, key, value = ops.unstack(qkv, num=3, axis=2)
-            out = ops.dot_product_attention(query, key, value, scale=self._inverse_sqrt_key_dim)
+            out = ops.dot_product_attention(query, key, value, scale=scale)
             weights = None
         else:
             query, key, value = ops.unstack(ops.transpose(qkv, (2, 0, 3, 1, 4)), num=3, axis=0)  # (B, heads, N, hd)
-            query = query * ops.cast(self._inverse_sqrt_key_dim, dtype)
+            query = query * ops.cast(scale, dtype)
             scores = kernels.matmul_transposed(query, key)  # (B, heads, N, N)
             if dtype in ("bfloat16", "float16"):
                 weights = ops.cast(ops.softmax(ops.cast(scores, "float32"), axis=-1), dtype)
             else:
                 weights = ops.softmax(scores, axis=-1)
-            dropped = self._dropout_layer(weights, training=training) if use_dropout else weights
+            dropped = self.dropout_layer(weights, training=training) if use_dropout else weights
             out = ops.swapaxes(ops.matmul(dropped, value), 1, 2)  # (B, N, heads, head_dim)
-        out = ops.reshape(out, (shape[0], shape[1], heads * head_dim))
-        kernel = ops.reshape(ops.cast(self._output_dense.kernel, dtype), (heads * head_dim, -1))
-        bias = ops.cast(self._output_dense.bias, dtype) if self._use_bias else None
-        out = kernels.matmul_bias(out, kernel, bias)
+        if plain:
+            out = ops.reshape(out, (shape[0], shape[1], heads * head_dim))
+            kernel = ops.reshape(ops.cast(self.output_dense.kernel, dtype), (heads * head_dim, -1))
+            bias = ops.cast(self.output_dense.bias, dtype) if self.use_bias else None
+            out = kernels.matmul_bias(out, kernel, bias)
+        else:
+            out = self.output_dense(out)
         return (out, weights) if return_attention_scores else out
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)
 
     def compute_output_spec(self, x, training=None, return_attention_scores=False):
-        out = keras.KerasTensor(x.shape, dtype=self.compute_dtype)
-        if not return_attention_scores:
-            return out
-        weights = keras.KerasTensor((x.shape[0], self._num_heads, x.shape[1], x.shape[1]), dtype=self.compute_dtype)
-        return out, weights
+        return attention_output_spec(x, self.num_heads, self.compute_dtype, return_attention_scores)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "key_dim": self.key_dim,
+                "dropout": self.dropout,
+                "use_bias": self.use_bias,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+                "kernel_regularizer": keras.regularizers.serialize(self.kernel_regularizer),
+                "bias_regularizer": keras.regularizers.serialize(self.bias_regularizer),
+                "kernel_constraint": keras.constraints.serialize(self.kernel_constraint),
+                "bias_constraint": keras.constraints.serialize(self.bias_constraint),
+                "seed": self.seed,
+            }
+        )
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        """Also reads the configs of keras_vit 0.1.0, whose SelfAttention subclassed ``MultiHeadAttention``."""
+        config = dict(config)
+        key_dim = config.get("key_dim")
+        value_dim = config.pop("value_dim", None)
+        attention_axes = config.pop("attention_axes", None)
+        config.pop("flash_attention", None)  # a choice of kernel, not of numerics: this layer picks its own
+        legacy = {name: config.pop(name, default) for name, default in _LEGACY_DEFAULTS.items()}
+        if isinstance(attention_axes, int):
+            attention_axes = (attention_axes,)
+        unsupported = (
+            value_dim not in (None, key_dim)
+            or (attention_axes is not None and tuple(attention_axes) not in ((1,), (-2,)))
+            or any(legacy[name] != default for name, default in _LEGACY_DEFAULTS.items())
+        )
+        if unsupported:
+            received = ", ".join(f"{name}={value!r}" for name, value in legacy.items())
+            raise ValueError(
+                "SelfAttention supports value_dim == key_dim, attention over the tokens, no output_shape, "
+                f"sliding_window or gate. Received: key_dim={key_dim!r}, value_dim={value_dim!r}, "
+                f"attention_axes={attention_axes!r}, {received}"
+            )
+        return cls(**config)

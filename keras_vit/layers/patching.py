@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from keras_vit.layers import kernels
-from keras_vit.layers.checks import PACKAGE as _PACKAGE, check_rate, pair
+from keras_vit.layers.checks import PACKAGE as _PACKAGE, built_when_created, check_rate, pair, positive_int
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -17,11 +17,20 @@ class Patches(keras.layers.Layer):
     Implemented with reshape and a 4-D transpose (no ``extract_patches``,
     which is a Flex op in TFLite).
 
+    The image size is checked when the layer is called (or its output shape
+    computed): it must be static and divisible by the patch size.
+
     Args:
-        patch_size: int or ``(ph, pw)``.
+        patch_size: int or ``(ph, pw)``, positive.
+
+    Call arguments:
+        images: ``(batch, H, W, C)``.
+
+    Returns:
+        ``(batch, (H / ph) * (W / pw), ph * pw * C)``.
 
     Example:
-    >>> Patches(16)(keras.ops.zeros((2, 224, 224, 3))).shape
+    >>> tuple(Patches(16)(keras.ops.zeros((2, 224, 224, 3))).shape)
     (2, 196, 768)
     """
 
@@ -29,8 +38,12 @@ class Patches(keras.layers.Layer):
         super().__init__(**kwargs)
         self.patch_size = patch_size
         self._ph, self._pw = pair(patch_size, "patch_size")
-        if self._ph < 1 or self._pw < 1:
-            raise ValueError(f"`patch_size` must be positive. Received: patch_size={patch_size!r}")
+        built_when_created(self)  # no weights: built when created, so model.quantize() never meets it unbuilt
+
+    @property
+    def patch_size_pair(self):
+        """``(ph, pw)``: the patch height and width (``patch_size`` as given may be an int)."""
+        return self._ph, self._pw
 
     def grid_size(self, input_shape):
         """``(rows, cols)`` of patches for an input shape ``(batch, H, W, C)``."""
@@ -43,9 +56,6 @@ class Patches(keras.layers.Layer):
                 f"Received: image_size=({h}, {w}), patch_size=({self._ph}, {self._pw})"
             )
         return h // self._ph, w // self._pw
-
-    def build(self, input_shape):
-        self.grid_size(input_shape)
 
     def call(self, images):
         _, h, w, c = images.shape
@@ -86,17 +96,17 @@ class PatchEncoder(keras.layers.Layer):
 
     Returns:
         ``(batch, N + 1, D)`` (``N`` without a class token).
+
+    Example:
+    >>> encoder = PatchEncoder(num_patches=196, hidden_size=192)
+    >>> tuple(encoder(keras.ops.zeros((2, 196, 768))).shape)
+    (2, 197, 192)
     """
 
-    def __init__(self, num_patches, hidden_size, class_token=True, dropout=0.0, **kwargs):
+    def __init__(self, num_patches, hidden_size, *, class_token=True, dropout=0.0, **kwargs):
         super().__init__(**kwargs)
-        if int(num_patches) < 1 or int(hidden_size) < 1:
-            raise ValueError(
-                "`num_patches` and `hidden_size` must be positive. "
-                f"Received: num_patches={num_patches}, hidden_size={hidden_size}"
-            )
-        self.num_patches = int(num_patches)
-        self.hidden_size = int(hidden_size)
+        self.num_patches = positive_int(num_patches, "num_patches")
+        self.hidden_size = positive_int(hidden_size, "hidden_size")
         self.class_token = bool(class_token)
         self.dropout = check_rate(dropout, "dropout")
         self.projection = keras.layers.Dense(

@@ -4,8 +4,8 @@ import keras
 from keras import ops
 
 from keras_vit.layers import kernels
-from keras_vit.layers.attention import SelfAttention
-from keras_vit.layers.checks import LAYER_NORM_EPSILON, PACKAGE as _PACKAGE, check_rate
+from keras_vit.layers.attention import SelfAttention, attention_output_spec
+from keras_vit.layers.checks import LAYER_NORM_EPSILON, PACKAGE as _PACKAGE, built_when_created, check_rate, positive_int
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -13,6 +13,26 @@ class StochasticDepth(keras.layers.Layer):
     """Drop the whole residual branch per sample with probability ``rate``.
 
     Surviving samples are scaled by ``1 / (1 - rate)``; identity at inference.
+
+    Args:
+        rate: probability of dropping a sample's branch, in [0, 1).
+        seed: seed of the random draws.
+
+    Call arguments:
+        x: ``(batch, ...)``: the residual branch.
+        training: Python bool; the branch is dropped only when true.
+
+    Returns:
+        ``x``, with whole samples zeroed and the rest scaled, in training.
+
+    Example:
+    >>> layer = StochasticDepth(0.5, seed=1)
+    >>> x = keras.ops.ones((4, 3, 2))
+    >>> bool(keras.ops.all(layer(x) == x))
+    True
+    >>> y = keras.ops.convert_to_numpy(layer(x, training=True))
+    >>> set(y.ravel().tolist()) <= {0.0, 2.0}
+    True
     """
 
     def __init__(self, rate=0.0, seed=None, **kwargs):
@@ -20,6 +40,7 @@ class StochasticDepth(keras.layers.Layer):
         self.rate = check_rate(rate, "rate")
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed) if self.rate > 0 else None
+        built_when_created(self)  # no weights: built when created, so model.quantize() never meets it unbuilt
 
     def call(self, x, training=None):
         if not training or self.rate == 0.0:
@@ -62,12 +83,21 @@ class TransformerBlock(keras.layers.Layer):
 
     Returns:
         ``(batch, tokens, D)``, or ``(outputs, attention_weights)``.
+
+    Example:
+    >>> block = TransformerBlock(num_heads=4, mlp_dim=64, name="transformer_block_0")
+    >>> outputs, weights = block(keras.ops.zeros((2, 5, 32)), return_attention_scores=True)
+    >>> tuple(outputs.shape), tuple(weights.shape)
+    ((2, 5, 32), (2, 4, 5, 5))
+    >>> [v.path for v in block.attention.query_dense.weights]
+    ['transformer_block_0/attention/query/kernel', 'transformer_block_0/attention/query/bias']
     """
 
     def __init__(
         self,
         num_heads,
         mlp_dim,
+        *,
         dropout=0.0,
         attention_dropout=0.0,
         drop_path=0.0,
@@ -75,13 +105,8 @@ class TransformerBlock(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if int(num_heads) < 1 or int(mlp_dim) < 1:
-            raise ValueError(
-                "`num_heads` and `mlp_dim` must be positive. "
-                f"Received: num_heads={num_heads}, mlp_dim={mlp_dim}"
-            )
-        self.num_heads = int(num_heads)
-        self.mlp_dim = int(mlp_dim)
+        self.num_heads = positive_int(num_heads, "num_heads")
+        self.mlp_dim = positive_int(mlp_dim, "mlp_dim")
         self.dropout = check_rate(dropout, "dropout")
         self.attention_dropout = check_rate(attention_dropout, "attention_dropout")
         self.drop_path = check_rate(drop_path, "drop_path")
@@ -156,7 +181,10 @@ class TransformerBlock(keras.layers.Layer):
         return (x, scores) if return_attention_scores else x
 
     def compute_output_shape(self, input_shape):
-        return input_shape
+        return tuple(input_shape)
+
+    def compute_output_spec(self, x, training=None, return_attention_scores=False):
+        return attention_output_spec(x, self.num_heads, self.compute_dtype, return_attention_scores)
 
     def get_config(self):
         config = super().get_config()
@@ -180,6 +208,17 @@ class TokenPooling(keras.layers.Layer):
     Args:
         mode: ``"token"`` reads token 0 (the ``[class]`` token); ``"gap"``
             averages all tokens (GAP models carry no class token).
+
+    Call arguments:
+        x: ``(batch, tokens, D)``.
+
+    Returns:
+        ``(batch, D)``.
+
+    Example:
+    >>> x = keras.ops.reshape(keras.ops.arange(12, dtype="float32"), (1, 3, 4))
+    >>> keras.ops.convert_to_numpy(TokenPooling("gap")(x)).tolist()
+    [[4.0, 5.0, 6.0, 7.0]]
     """
 
     MODES = ("token", "gap")
@@ -189,6 +228,7 @@ class TokenPooling(keras.layers.Layer):
         if mode not in self.MODES:
             raise ValueError(f"Unknown pooling mode: expected one of {self.MODES}. Received: mode={mode!r}")
         self.mode = mode
+        built_when_created(self)  # no weights: built when created, so model.quantize() never meets it unbuilt
 
     def call(self, x):
         if self.mode == "token":

@@ -1,0 +1,135 @@
+"""Keras' own layer harness (``keras.src.testing.TestCase.run_layer_test``) on every public layer of keras_vit.layers.
+
+For each layer the harness checks the config and serialisation round trips, ``build`` from a shape,
+a symbolic call in a functional graph, an eager call, one compiled ``fit`` step
+(``run_training_check``) and the output and weight dtypes under ``mixed_float16``
+(``run_mixed_precision_check``); the counts of weights and seed generators are the real ones,
+and the stateless layers are asserted built when created (so ``model.quantize`` finds them built).
+"""
+
+import keras
+from absl.testing import parameterized
+from keras.src import testing
+
+from keras_vit.layers import PatchEncoder, Patches, SelfAttention, StochasticDepth, TokenPooling, TransformerBlock
+
+BATCH, TOKENS, WIDTH, HEADS = 2, 5, 8, 2
+# _TRAINING_CHECK: the harness's fit step calls the layer without call_kwargs (one output) but takes its
+# targets from the eager call with them (two outputs), so it cannot train with return_attention_scores=True;
+# the same layers train in the cases without it, and every other check runs with it.
+
+
+# the stateless layers: no weights, and built when created
+STATELESS = dict(expected_num_trainable_weights=0, expected_num_non_trainable_weights=0, assert_built_after_instantiation=True)
+
+
+class LayerHarnessTest(testing.TestCase):
+    def setUp(self):
+        self._filtering = keras.config.is_traceback_filtering_enabled()
+        super().setUp()  # turns traceback filtering off for the whole process
+
+    def tearDown(self):
+        if self._filtering:
+            keras.config.enable_traceback_filtering()
+        super().tearDown()
+
+    @parameterized.named_parameters(("square", 2, (2, 4, 6, 3), (2, 6, 12)), ("pair", (2, 3), (2, 4, 6, 3), (2, 4, 18)))
+    def test_patches(self, patch_size, input_shape, output_shape):
+        self.run_layer_test(
+            Patches,
+            {"patch_size": patch_size},
+            input_shape=input_shape,
+            expected_output_shape=output_shape,
+            expected_output_dtype="float32",
+            expected_num_seed_generators=0,
+            **STATELESS,
+            run_training_check=True,
+            run_mixed_precision_check=True,
+        )
+
+    @parameterized.named_parameters(
+        ("class_token", True, 0.0, TOKENS + 1, 4, 0), ("gap_with_dropout", False, 0.1, TOKENS, 3, 1)
+    )
+    def test_patch_encoder(self, class_token, dropout, tokens, num_weights, num_seeds):
+        self.run_layer_test(
+            PatchEncoder,
+            {"num_patches": TOKENS, "hidden_size": WIDTH, "class_token": class_token, "dropout": dropout},
+            input_shape=(BATCH, TOKENS, 12),
+            expected_output_shape=(BATCH, tokens, WIDTH),
+            expected_output_dtype="float32",
+            expected_num_trainable_weights=num_weights,  # projection kernel and bias, position embedding, [class]
+            expected_num_non_trainable_weights=0,
+            expected_num_seed_generators=num_seeds,
+            run_training_check=True,
+            run_mixed_precision_check=True,
+        )
+
+    @parameterized.named_parameters(
+        ("plain", 0.0, False, 0), ("dropout", 0.1, False, 1), ("scores", 0.0, True, 0), ("dropout_and_scores", 0.1, True, 1)
+    )
+    def test_self_attention(self, dropout, return_scores, num_seeds):
+        outputs = (BATCH, TOKENS, WIDTH)
+        self.run_layer_test(
+            SelfAttention,
+            {"num_heads": HEADS, "key_dim": WIDTH // HEADS, "dropout": dropout},
+            input_shape=(BATCH, TOKENS, WIDTH),
+            call_kwargs={"return_attention_scores": return_scores},
+            expected_output_shape=(outputs, (BATCH, HEADS, TOKENS, TOKENS)) if return_scores else outputs,
+            expected_num_trainable_weights=8,  # query, key, value, attention_output: kernel and bias each
+            expected_num_non_trainable_weights=0,
+            expected_num_seed_generators=num_seeds,
+            run_training_check=not return_scores,  # see _TRAINING_CHECK
+            run_mixed_precision_check=True,
+        )
+
+    @parameterized.named_parameters(
+        ("plain", {}, False, 0),
+        # seeds: attention-weight dropout, attention-output dropout, MLP dropout, stochastic depth
+        ("regularised", {"dropout": 0.1, "attention_dropout": 0.1, "drop_path": 0.1}, False, 4),
+        ("scores", {}, True, 0),
+        ("regularised_with_scores", {"dropout": 0.1, "attention_dropout": 0.1, "drop_path": 0.1}, True, 4),
+    )
+    def test_transformer_block(self, rates, return_scores, num_seeds):
+        outputs = (BATCH, TOKENS, WIDTH)
+        self.run_layer_test(
+            TransformerBlock,
+            {"num_heads": HEADS, "mlp_dim": 16, **rates},
+            input_shape=(BATCH, TOKENS, WIDTH),
+            call_kwargs={"return_attention_scores": return_scores},
+            expected_output_shape=(outputs, (BATCH, HEADS, TOKENS, TOKENS)) if return_scores else outputs,
+            # two LayerNorms (2 each), attention (8), two MLP Dense layers (2 each)
+            expected_num_trainable_weights=16,
+            expected_num_non_trainable_weights=0,
+            expected_num_seed_generators=num_seeds,
+            run_training_check=not return_scores,  # see _TRAINING_CHECK
+            run_mixed_precision_check=True,
+        )
+
+    @parameterized.named_parameters(("active", 0.2, 1), ("identity", 0.0, 0))
+    def test_stochastic_depth(self, rate, num_seeds):
+        self.run_layer_test(
+            StochasticDepth,
+            {"rate": rate, "seed": 1},
+            input_shape=(BATCH, TOKENS, WIDTH),
+            expected_output_shape=(BATCH, TOKENS, WIDTH),
+            expected_output_dtype="float32",
+            expected_num_non_trainable_variables=num_seeds,  # the seed generator's state
+            expected_num_seed_generators=num_seeds,
+            **STATELESS,
+            run_training_check=True,
+            run_mixed_precision_check=True,
+        )
+
+    @parameterized.named_parameters(("token", "token"), ("gap", "gap"))
+    def test_token_pooling(self, mode):
+        self.run_layer_test(
+            TokenPooling,
+            {"mode": mode},
+            input_shape=(BATCH, TOKENS, WIDTH),
+            expected_output_shape=(BATCH, WIDTH),
+            expected_output_dtype="float32",
+            expected_num_seed_generators=0,
+            **STATELESS,
+            run_training_check=True,
+            run_mixed_precision_check=True,
+        )
