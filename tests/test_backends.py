@@ -1,0 +1,81 @@
+"""The layers and builders on Keras' JAX backend compute what they compute on TensorFlow.
+
+Each backend runs in its own process (Keras picks its backend once, at import). The JAX process
+builds the same tiny models, loads the weights the TensorFlow process saved, and returns its
+outputs; they must agree within float32 rounding of two different GEMM libraries (XLA's CPU
+dots and oneDNN/Eigen). Skipped where jax is not installed (it is in the dev extra).
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("jax")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# builds the models by name in whichever backend runs it, loads weights when a file is given
+_BUILD = r"""
+import json, sys
+import numpy as np
+import keras, keras_vit
+models = {
+    "vit": lambda: keras_vit.ViT(image_size=32, patch_size=8, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64,
+                                 num_classes=5, classifier_activation=None),
+    "gap_prelogits": lambda: keras_vit.ViT(image_size=32, patch_size=8, hidden_size=32, num_layers=2, num_heads=4,
+                                           mlp_dim=64, num_classes=3, pooling="gap", representation_size=16,
+                                           classifier_activation=None),
+    "hybrid": lambda: keras_vit.HybridViT(image_size=32, block_units=(1, 1), width=0.5, patch_size=1, hidden_size=32,
+                                          num_layers=1, num_heads=4, mlp_dim=64, num_classes=4, classifier_activation=None),
+    "ti16": lambda: keras_vit.ViTTi16(num_classes=7, image_size=32, classifier_activation=None),
+}
+folder, save = sys.argv[1], sys.argv[2] == "save"
+x = np.load(folder + "/x.npy")
+out = {}
+for name, build in models.items():
+    keras.utils.set_random_seed(0)
+    model = build()
+    path = f"{folder}/{name}.weights.h5"
+    if save:
+        rng = np.random.default_rng(1)
+        for w in model.weights:  # a non-zero head, so the outputs say something
+            w.assign(np.asarray(w) + 0.02 * rng.normal(size=w.shape).astype("float32"))
+        model.save_weights(path)
+    else:
+        model.load_weights(path)
+    out[name] = np.asarray(keras.ops.convert_to_numpy(model(x))).tolist()
+out["backend"] = keras.backend.backend()
+print(json.dumps(out))
+"""
+
+
+def _run(backend, folder, mode):
+    env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, "-c", _BUILD, str(folder), mode], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_tiny_models_on_jax_match_tensorflow(tmp_path):
+    np.save(tmp_path / "x.npy", np.random.default_rng(0).uniform(0, 255, (2, 32, 32, 3)).astype("float32"))
+    tf_out = _run("tensorflow", tmp_path, "save")
+    jax_out = _run("jax", tmp_path, "load")
+    assert tf_out.pop("backend") == "tensorflow" and jax_out.pop("backend") == "jax"
+    for name, expected in tf_out.items():
+        # same weights, same math; two GEMM libraries' float32 summation orders (measured: below 1e-6)
+        np.testing.assert_allclose(np.asarray(jax_out[name]), np.asarray(expected), rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def test_import_and_build_on_jax_without_tensorflow():
+    code = ("import sys, keras_vit; m = keras_vit.ViTTi16(num_classes=3, image_size=32); "
+            "print(m.count_params(), 'tensorflow' in sys.modules)")
+    env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    count, tf_imported = done.stdout.split()[-2:]
+    assert int(count) > 0 and tf_imported == "False"
