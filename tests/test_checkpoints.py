@@ -4,7 +4,7 @@ import pytest
 import keras_vit
 import reference
 from helpers import TINY, images, original_names, save_npz, tiny_vit, vit_checkpoint
-from keras_vit.weights.checkpoints import CheckpointError, POSEMB_KEY, resize_position_embedding
+from keras_vit.weights import CheckpointError, POSEMB_KEY, resize_position_embedding
 
 
 @pytest.mark.parametrize("naming", ["original", "flax"])

@@ -4,6 +4,7 @@ import pytest
 import keras
 import keras_vit
 from helpers import TINY, images, run_fit_step_test, run_saving_test, tiny_vit
+from keras_vit.models import params
 from keras_vit.models import variants as configs
 from keras_vit.models import vit as models
 
@@ -22,7 +23,7 @@ PAPER_COUNTS = {
 @pytest.mark.parametrize("variant", ["Ti/16", "S/16", "S/32", "B/16", "B/32"])
 def test_builder_parameter_count_and_shape(variant):
     model = models.BUILDERS[variant]()
-    expected = configs.count_params(**configs.decode_variant(variant))
+    expected = params.count_params(**configs.decode_variant(variant))
     assert model.count_params() == expected
     if variant in PAPER_COUNTS:
         assert model.count_params() == PAPER_COUNTS[variant]
@@ -32,7 +33,7 @@ def test_builder_parameter_count_and_shape(variant):
 
 @pytest.mark.parametrize("variant", ["L/16", "L/32", "H/14"])
 def test_large_counts_without_allocating(variant):
-    assert configs.count_params(**configs.decode_variant(variant)) == PAPER_COUNTS[variant]
+    assert params.count_params(**configs.decode_variant(variant)) == PAPER_COUNTS[variant]
 
 
 @pytest.mark.slow
