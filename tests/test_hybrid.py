@@ -5,6 +5,7 @@ import pytest
 
 import keras
 import keras_vit
+from keras.src import testing as keras_testing
 import reference_hybrid as ref
 from helpers import images, original_names, run_fit_step_test, run_layer_test, run_saving_test, save_npz, vit_checkpoint
 from keras_vit import cli
@@ -240,6 +241,60 @@ def test_residual_unit_matches_reference(channels, features, stride):
     np.testing.assert_allclose(out, expected, atol=1e-4 * np.abs(expected).max())
 
 
+class ResNetLayersInKerasHarness(keras_testing.TestCase):
+    """Keras' own layer test (serialisation, build, symbolic and eager calls, a fit step, mixed_float16), tiny shapes."""
+
+    def test_std_conv(self):
+        self.run_layer_test(
+            resnet.StdConv2D,
+            init_kwargs=dict(filters=4, kernel_size=3, strides=2),
+            input_shape=(2, 7, 8, 3),
+            expected_output_shape=(2, 4, 4, 4),
+            expected_num_trainable_weights=1,
+            expected_num_non_trainable_weights=0,
+            run_training_check=True,
+            run_mixed_precision_check=True,
+        )
+
+    def test_residual_unit_identity_shortcut(self):
+        self.run_layer_test(
+            resnet.ResidualUnit,
+            init_kwargs=dict(features=32),
+            input_shape=(2, 5, 6, 128),
+            expected_output_shape=(2, 5, 6, 128),
+            expected_num_trainable_weights=9,  # conv1..3 kernels, gn1..3 scale and bias
+            expected_num_non_trainable_weights=0,
+            run_training_check=True,
+            run_mixed_precision_check=True,
+        )
+
+    def test_residual_unit_projection(self):
+        self.run_layer_test(
+            resnet.ResidualUnit,
+            init_kwargs=dict(features=32, strides=2),
+            input_shape=(2, 5, 6, 64),
+            expected_output_shape=(2, 3, 3, 128),
+            expected_num_trainable_weights=12,  # + conv_proj kernel, gn_proj scale and bias
+            expected_num_non_trainable_weights=0,
+            run_training_check=True,
+            run_mixed_precision_check=True,
+        )
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(features=48), r"multiple of the 32 GroupNorm groups\. Received: features=48"),
+        (dict(features=16), r"Received: features=16"),
+        (dict(features=0), r"positive int\. Received: features=0"),
+        (dict(features=32, strides=0), r"Received: strides=0"),
+    ],
+)
+def test_residual_unit_bad_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        resnet.ResidualUnit(**kwargs)
+
+
 def test_fresh_unit_is_identity_plus_shortcut():
     """gn3's scale starts at zero (models_resnet: scale_init=zeros): a fresh identity unit is relu(x)."""
     x = np.random.default_rng(3).normal(size=(1, 4, 4, 128)).astype("float32")
@@ -338,6 +393,59 @@ def test_missing_whole_unit_and_wrong_stage_count(tmp_path):
     # straight through the loader, the first key that does not fit is named (here the wider embedding)
     with pytest.raises(CheckpointError, match=r"'embedding/kernel': checkpoint has \(1, 1, 1024, 32\)"):
         keras_vit.load_checkpoint(tiny_hybrid(), four)
+
+
+_LOAD_WITHOUT_THE_HYBRID_MODULE = """
+import json, sys
+import numpy as np
+import keras
+import keras_vit.layers
+from keras_vit.weights import load_checkpoint, targets_of
+
+model = keras.saving.load_model(sys.argv[1] + "/hybrid.keras", compile=False)
+arrays = {key: np.asarray(t.variable).reshape(t.shape) for key, t in targets_of(model).items()}
+for variable in model.weights:
+    variable.assign(np.zeros(variable.shape))
+report = load_checkpoint(model, arrays)
+x = np.load(sys.argv[1] + "/inputs.npy")[:, :32, :32]
+error = float(np.abs(np.asarray(model(x)) - np.asarray(json.load(open(sys.argv[1] + "/outputs.json"))["hybrid"])).max())
+print(json.dumps(dict(loaded=len(report.loaded), weights=len(model.weights), error=error,
+                      hybrid_imported="keras_vit.models.hybrid" in sys.modules)))
+"""
+
+
+def test_hybrid_mapping_does_not_depend_on_importing_the_hybrid_module():
+    """The loader picks the ResNet mapping because the model has a ResNet stem, not because hybrid.py registered it.
+
+    In a fresh process that never imports keras_vit.models.hybrid: the 0.1.0 hybrid fixture's weights, written
+    out as checkpoint arrays, load back into the zeroed model and give the outputs it computed then.
+    """
+    import json
+    import os
+    import subprocess
+    import sys
+
+    fixtures = os.path.join(os.path.dirname(__file__), "fixtures", "v0.1.0")
+    run = subprocess.run(
+        [sys.executable, "-c", _LOAD_WITHOUT_THE_HYBRID_MODULE, fixtures], capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    assert not result["hybrid_imported"]
+    assert result["loaded"] == result["weights"] == 51
+    assert result["error"] < 1e-5  # same weights, same graph: float32 rounding only
+
+
+def test_loading_into_a_model_read_from_keras_file(tmp_path):
+    """Keys map to variable paths, which a .keras round trip keeps."""
+    arrays = hybrid_checkpoint()
+    tiny_hybrid().save(tmp_path / "fresh.keras")
+    model = keras_vit.load_model(tmp_path / "fresh.keras")
+    report = keras_vit.load_checkpoint(model, save_npz(tmp_path / "R.npz", arrays))
+    assert sorted(report.loaded) == sorted(arrays)
+    x = images(2, 64)
+    expected = ref.hybrid_logits(x, arrays, (2, 1, 1))
+    np.testing.assert_allclose(np.asarray(model(x)), expected, atol=1e-4 * np.abs(expected).max(), rtol=0)
 
 
 def test_plain_and_hybrid_checkpoints_do_not_mix(tmp_path):

@@ -72,7 +72,7 @@ def load_checkpoint(model, checkpoint, strict=True):
     >>> arrays = {key: np.full(target.shape, 0.5) for key, target in targets_of(model).items()}
     >>> arrays["head/kernel"] = np.zeros((32, 1000))  # an ImageNet head: skipped, left at zero
     >>> print(load_checkpoint(model, arrays))
-    Loaded 24 tensors from <arrays>
+    Loaded 23 tensors from <arrays>
       skipped head/kernel: checkpoint shape (32, 1000) != model shape (32, 5); new head zero-initialised (fine-tuning)
     """
     arrays = read_checkpoint(checkpoint)
