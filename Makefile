@@ -17,8 +17,9 @@ install: $(VENV)/.installed
 train: install
 	$(VENV)/bin/keras-vit train --output $(OUTPUT)
 
+# the tests, and every docstring example in keras_vit/ as a doctest
 test: install
-	$(PY) -m pytest -m "not slow" -q -p no:cacheprovider
+	$(PY) -m pytest -m "not slow" -q -p no:cacheprovider --doctest-modules keras_vit tests
 
 test-slow: install
 	$(PY) -m pytest -m slow -q -p no:cacheprovider

@@ -10,6 +10,7 @@ Examples::
 
 import argparse
 import datetime
+import functools
 import json
 import os
 import platform
@@ -181,7 +182,7 @@ def write_json(args, argv, started, records, final=False):
         "command": "python -m benchmarks " + " ".join(argv if argv is not None else sys.argv[1:]),
         "started": started,
         "complete": final,
-        "machine": machine(),
+        "machine": machine(args.peers_python),
         "limit_gflops_per_second": limit,
         "bars": report.bars(records, limit, model="tiny" if args.quick else "B/16", batch=2 if args.quick else 8),
         "records": records,
@@ -244,18 +245,54 @@ def run(args, on_record=lambda records: None):
     return records
 
 
-def machine():
-    info = {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()}
+_VERSIONS_CODE = """
+import importlib.metadata as m, json
+names = {names!r}
+out = {{}}
+for n in names:
     try:
-        with open("/proc/cpuinfo") as f:
-            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
-        info["cpu"] = names[0] if names else None
-        with open("/proc/cpuinfo") as f:
-            flags = next((line for line in f if line.startswith("flags")), "")
-        info["cpu_flags"] = [flag for flag in ("avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16") if f" {flag}" in flags]
-    except OSError:
+        out[n] = m.version(n)
+    except m.PackageNotFoundError:
         pass
-    info["load_average"] = os.getloadavg()
+print(json.dumps(out))
+"""
+
+
+@functools.lru_cache(maxsize=None)  # asked once per run, not after every measurement
+def library_versions(python=None, names=("tensorflow", "keras", "numpy", "keras-vit", "ai-edge-litert", "onnxruntime")):
+    """``{distribution: version}`` of the libraries that run the measurements, as ``python`` sees them."""
+    try:
+        out = subprocess.run([python or sys.executable, "-c", _VERSIONS_CODE.format(names=tuple(names))],
+                             capture_output=True, text=True, timeout=60)
+        return json.loads(out.stdout) if out.returncode == 0 else {}
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return {}
+
+
+def machine(peers_python=None):
+    """The machine a results file was measured on: CPU model, ISA class and the flags that matter, cores, versions.
+
+    ``cpu_isa`` ("AVX-512" or "AVX2") is what the README's tables name beside each figure;
+    ``onednn`` says whether TensorFlow's oneDNN kernels were on (TensorFlow enables them by
+    default only on CPUs with AVX512_VNNI, AVX512_BF16 or AMX; ``TF_ENABLE_ONEDNN_OPTS``
+    overrides).
+    """
+    from keras_vit import hardware
+
+    cpu = hardware.cpu_info()
+    info = {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "cpu": cpu.model,
+        "cpu_isa": cpu.isa,
+        "cpu_flags": sorted(cpu.flags),
+        "onednn": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default"),
+        "load_average": os.getloadavg(),
+        "versions": library_versions(),
+    }
+    if peers_python and os.path.exists(peers_python):
+        info["peer_versions"] = library_versions(peers_python, ("torch", "timm", "keras-hub", "tensorflow", "keras", "numpy"))
     return info
 
 

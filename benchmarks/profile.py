@@ -7,7 +7,7 @@ Inference is ``tf.function(model(x, training=False))``; ``--train`` profiles
 ``train_on_batch`` with AdamW (global-norm clipping) and cross-entropy, as the
 benchmark's training rows. ``--match S`` also sums every op whose name contains
 ``S`` (forward and gradient ops of a layer or an activation). The figures quoted
-in the README's performance section come from this script.
+in docs/performance.md come from this script.
 """
 
 import argparse

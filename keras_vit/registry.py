@@ -5,4 +5,4 @@ class is registered; the library imports this before loading a ``.keras`` file.
 """
 
 from keras_vit import layers  # noqa: F401  (with keras_vit.layers.resnet: StdConv2D, ResidualUnit)
-from keras_vit.train import training  # noqa: F401  (the layer-decay optimizers)
+from keras_vit.train import optimizers  # noqa: F401  (the layer-decay optimizers)

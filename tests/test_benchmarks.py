@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from keras_vit import hardware
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
@@ -107,7 +109,10 @@ def test_quick_run_in_process_writes_every_record(tmp_path):
     assert all(r["gflops_per_second"] > 0 for r in records if r["section"] == "limit")
     assert set(data["limit_gflops_per_second"]) == {"float32", "bfloat16"}
     assert all("fraction_of_limit" in r for r in records)
-    assert data["machine"]["cpus"] == os.cpu_count()
+    machine = data["machine"]
+    assert machine["cpus"] == os.cpu_count() and machine["cpu_isa"] in ("AVX-512", "AVX2", "other")
+    assert set(machine["cpu_flags"]) <= set(hardware.CPU_FLAGS) and machine["cpu"]
+    assert machine["versions"]["tensorflow"].startswith("2.") and machine["versions"]["keras"].startswith("3.")
     assert "| measurement |" in stdout and "| bar |" in stdout
 
 

@@ -40,6 +40,18 @@ def test_mnist_fixed_split(mnist):
     assert sum(row.tobytes() in train_rows for row in test_x) <= 2  # MNIST has a few exact duplicates at most
 
 
+def test_export_verification_digits_are_the_held_out_test_split(mnist):
+    """keras_vit.export verifies on the images `keras-vit train` never trains on: the same split, one definition."""
+    from keras_vit.export.data import mnist_images
+
+    held_out, labels = mnist_images((28, 28, 3), count=1000, with_labels=True, split="test")
+    test_x, test_y = _arrays(mnist.test.batch(1000))
+    # exact on purpose: both are the same uint8-valued digits (rounded here), only in another order
+    assert sorted(np.rint(held_out).astype("uint8").reshape(1000, -1).tolist()) == sorted(test_x.reshape(1000, -1).tolist())
+    assert np.bincount(labels, minlength=10).tolist() == np.bincount(test_y, minlength=10).tolist()
+    assert len(mnist_images((28, 28, 3), count=4000, split="train")) == 4000
+
+
 def test_training_pipeline_shapes_ranges_and_determinism(mnist):
     def first(seed):
         ds = data.make_pipeline(mnist.train, 32, 16, training=True, augment="digits", num_classes=10, seed=seed)

@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 from keras_vit.train import distribute
+from keras_vit.train import job
 from keras_vit.train import recipes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -76,6 +77,7 @@ def test_mirrored_strategy_on_two_cpu_devices(tmp_path):
     assert "replicas (2)" in result.stderr and "batch_size=33" in result.stderr
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["replicas"] == 2 and metrics["steps"] == 3 and metrics["num_test_examples"] == 1000
+    assert set(metrics) == set(job.METRICS) and metrics["strategy"] == "mirrored"
 
 
 def test_two_workers_on_localhost_end_with_identical_weights(tmp_path):
@@ -93,6 +95,10 @@ def test_two_workers_on_localhost_end_with_identical_weights(tmp_path):
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["workers"] == 2 and metrics["replicas"] == 2 and metrics["steps"] == 6
     assert metrics["num_test_examples"] == 1000  # each worker evaluated its half
+    assert set(metrics) == set(job.METRICS) and metrics["strategy"] == "multi-worker"
+    for log in logs:  # piped: one plain line per epoch on every worker, no progress bar (issue 11)
+        assert "\r" not in log and "\x1b" not in log, repr(log[-500:])
+        assert len([line for line in log.splitlines() if " - loss: " in line and " - accuracy: " in line]) == 2, log
     weights = []
     for i in range(2):
         model = recipes.build_model("micro", 10)

@@ -11,7 +11,8 @@ import keras
 import pytest
 
 from keras_vit import hardware
-from keras_vit.train import training
+from keras_vit.train import callbacks as callbacks_lib
+from keras_vit.train import model_setup
 
 ZEN4 = hardware.CPU("AMD Ryzen 9 7950X", 2, frozenset({"avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni"}))
 SAPPHIRE_RAPIDS = hardware.CPU("Intel Xeon Platinum 8480+", 2, frozenset({"avx2", "avx512f", "amx_tile", "amx_bf16"}))
@@ -43,7 +44,7 @@ def _float32_after():
 )
 def test_mixed_precision_follows_the_native_16_bit_type(cpu, gpus, expected):
     notices = []
-    assert training.set_precision("mixed", cpu=cpu, gpus=gpus, notify=notices.append) == expected
+    assert model_setup.set_precision("mixed", cpu=cpu, gpus=gpus, notify=notices.append) == expected
     assert keras.mixed_precision.global_policy().name == expected
     if expected == "float32":
         assert len(notices) == 1 and "float32" in notices[0] and cpu.model in notices[0] and "no native bfloat16" in notices[0]
@@ -52,18 +53,18 @@ def test_mixed_precision_follows_the_native_16_bit_type(cpu, gpus, expected):
 
 
 def test_explicit_policies_are_kept_and_unknown_ones_rejected():
-    assert training.set_precision("mixed_bfloat16", cpu=EPYC_AVX2, gpus=[]) == "mixed_bfloat16"  # asked for by name
-    assert training.set_precision("float32") == "float32"
+    assert model_setup.set_precision("mixed_bfloat16", cpu=EPYC_AVX2, gpus=[]) == "mixed_bfloat16"  # asked for by name
+    assert model_setup.set_precision("float32") == "float32"
     with pytest.raises(ValueError, match="Received: mixed_precision='fp8'"):
-        training.set_precision("fp8")
+        model_setup.set_precision("fp8")
 
 
 def test_mixed_float16_training_scales_the_loss():
     from helpers import images, tiny_vit
 
-    training.set_precision("mixed", cpu=ZEN4, gpus=[T4])
+    model_setup.set_precision("mixed", cpu=ZEN4, gpus=[T4])
     model = tiny_vit(num_classes=3)
-    training.compile_model(model, keras.optimizers.SGD(0.01), 0.0)
+    model_setup.compile_model(model, keras.optimizers.SGD(0.01), 0.0)
     assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
     model.fit(images(4), keras.utils.to_categorical([0, 1, 2, 0], 3), epochs=1, verbose=0)
 
@@ -103,7 +104,7 @@ class _Stream(io.StringIO):
 
 
 def test_progress_bar_on_a_terminal_one_line_per_epoch_elsewhere():
-    assert training.progress_verbosity("auto", _Stream(True)) == 1
-    assert training.progress_verbosity("auto", _Stream(False)) == 2
-    assert training.progress_verbosity("0", _Stream(True)) == 0
-    assert training.progress_verbosity(1, _Stream(False)) == 1
+    assert callbacks_lib.progress_verbosity("auto", _Stream(True)) == 1
+    assert callbacks_lib.progress_verbosity("auto", _Stream(False)) == 2
+    assert callbacks_lib.progress_verbosity("0", _Stream(True)) == 0
+    assert callbacks_lib.progress_verbosity(1, _Stream(False)) == 1

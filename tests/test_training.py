@@ -1,4 +1,4 @@
-"""The training recipe, resumable fit, fine-tuning from a checkpoint, and `keras-vit train`."""
+"""The training recipe: optimizers and schedules, model switches, callbacks and resumable fit, fine-tuning from a checkpoint."""
 
 import csv
 import json
@@ -13,7 +13,9 @@ import keras_vit
 from keras_vit import saving
 from keras_vit.train import data
 from keras_vit.train import recipes
-from keras_vit.train import training
+from keras_vit.train import callbacks as callbacks_lib
+from keras_vit.train import model_setup
+from keras_vit.train import optimizers
 from helpers import images, save_npz, tiny_vit, vit_checkpoint
 
 
@@ -24,7 +26,7 @@ def _dataset(n=32, num_classes=5, size=32, seed=0):
 
 
 def test_warmup_cosine_schedule():
-    schedule = training.warmup_cosine(1e-3, total_steps=100, warmup_steps=10)
+    schedule = optimizers.warmup_cosine(1e-3, total_steps=100, warmup_steps=10)
     lr = [float(schedule(s)) for s in (0, 5, 10, 55, 100)]
     # lr[0] exactly 0: the warmup is target * step / warmup_steps and 0 times anything is 0. The others are
     # float32 values read back as Python floats: float32 keeps ~7 digits (2^-24 = 6e-8 relative per
@@ -32,12 +34,12 @@ def test_warmup_cosine_schedule():
     assert lr[0] == 0.0 and lr[1] == pytest.approx(5e-4, rel=1e-6) and lr[2] == pytest.approx(1e-3, rel=1e-6)
     assert lr[3] == pytest.approx(5e-4, rel=1e-3) and lr[4] == pytest.approx(0.0, abs=1e-9)
     with pytest.raises(ValueError, match="warmup_steps=100, total_steps=100"):
-        training.warmup_cosine(1e-3, 100, 100)
+        optimizers.warmup_cosine(1e-3, 100, 100)
 
 
 def test_weight_decay_skips_biases_norms_and_embeddings():
     model = tiny_vit()
-    optimizer = training.build_optimizer(1e-3, 100, 10, weight_decay=0.1)
+    optimizer = optimizers.build_optimizer(1e-3, 100, 10, weight_decay=0.1)
     assert optimizer.global_clipnorm == 1.0
     decayed = {v.path: optimizer._use_weight_decay(v) for v in model.trainable_variables}
     assert decayed["transformer_block_0/mlp_dense_1/kernel"] and decayed["head/kernel"]
@@ -47,7 +49,7 @@ def test_weight_decay_skips_biases_norms_and_embeddings():
         if leaf in ("bias", "gamma", "beta", "class_token", "position_embedding"):
             assert not used, path
     # and it is really skipped when applied: a zero gradient leaves a bias alone but shrinks a kernel
-    optimizer = training.build_optimizer(0.1, 100, 0, name="sgd", weight_decay=0.5, momentum=0.0)
+    optimizer = optimizers.build_optimizer(0.1, 100, 0, name="sgd", weight_decay=0.5, momentum=0.0)
     head = model.get_layer("head")
     head.kernel.assign(np.ones(head.kernel.shape))
     head.bias.assign(np.ones(head.bias.shape))
@@ -59,13 +61,13 @@ def test_weight_decay_skips_biases_norms_and_embeddings():
 
 def test_layer_decay_scales_each_layers_step():
     model = tiny_vit()
-    multipliers = training.layer_decay_multipliers(model, 0.5)
+    multipliers = optimizers.layer_decay_multipliers(model, 0.5)
     # exact on purpose, here and in test_build_model_names: powers of 0.5 are exact in binary floating point
     assert multipliers["head"] == 1.0 and multipliers["encoder_norm"] == 1.0
     assert multipliers["transformer_block_1"] == 0.5 and multipliers["transformer_block_0"] == 0.25
     assert multipliers["patch_encoder"] == 0.125
-    optimizer = training.build_optimizer(0.1, 100, 0, name="sgd", weight_decay=0.0, momentum=0.0, layer_decay=0.5, model=model, clipnorm=None)
-    assert isinstance(optimizer, training.LayerDecaySGD)
+    optimizer = optimizers.build_optimizer(0.1, 100, 0, name="sgd", weight_decay=0.0, momentum=0.0, layer_decay=0.5, model=model, clipnorm=None)
+    assert isinstance(optimizer, optimizers.LayerDecaySGD)
     variables = [model.get_layer(n).weights[0] for n in ("head", "transformer_block_1", "patch_encoder")]
     before = [np.asarray(v).copy() for v in variables]
     optimizer.apply_gradients([(tf.ones(v.shape), v) for v in variables])
@@ -74,19 +76,19 @@ def test_layer_decay_scales_each_layers_step():
     config = optimizer.get_config()
     assert keras.optimizers.deserialize(keras.optimizers.serialize(optimizer)).lr_multipliers == config["lr_multipliers"]
     with pytest.raises(ValueError, match="layer_decay=1.5"):
-        training.layer_decay_multipliers(model, 1.5)
+        optimizers.layer_decay_multipliers(model, 1.5)
 
 
 def test_freeze_embedding_and_first_blocks():
     model = tiny_vit()
-    frozen = training.freeze(model, 1)
+    frozen = model_setup.freeze(model, 1)
     assert frozen == ["patch_encoder", "transformer_block_0"]
     paths = {v.path.split("/")[0] for v in model.trainable_variables}
     assert paths == {"transformer_block_1", "encoder_norm", "head"}
     # layer decay still counts the frozen block: block 1 of 2 is one below the head
-    assert training.layer_decay_multipliers(model, 0.5) == {"transformer_block_1": 0.5, "encoder_norm": 1.0, "head": 1.0}
+    assert optimizers.layer_decay_multipliers(model, 0.5) == {"transformer_block_1": 0.5, "encoder_norm": 1.0, "head": 1.0}
     with pytest.raises(ValueError, match="num_blocks=3"):
-        training.freeze(tiny_vit(), 3)
+        model_setup.freeze(tiny_vit(), 3)
 
 
 def _cpu_has_native_bfloat16():
@@ -105,16 +107,16 @@ def test_set_precision():
         # notice elsewhere (every case with mocked hardware: test_hardware.py); gpus=[]: this CPU decides
         native = _cpu_has_native_bfloat16()
         notices = []
-        assert training.set_precision("mixed", gpus=[], notify=notices.append) == ("mixed_bfloat16" if native else "float32")
+        assert model_setup.set_precision("mixed", gpus=[], notify=notices.append) == ("mixed_bfloat16" if native else "float32")
         assert len(notices) == (0 if native else 1)
         # the rest asks for bfloat16 by name, which runs on every CPU (emulated where it is not native: slower,
         # not wrong, and this is one image through a tiny model)
-        assert training.set_precision("mixed_bfloat16") == "mixed_bfloat16"
+        assert model_setup.set_precision("mixed_bfloat16") == "mixed_bfloat16"
         model = tiny_vit()
         assert model.get_layer("transformer_block_0").compute_dtype == "bfloat16"
         assert model(images(1), training=False).dtype == "float32"
         with pytest.raises(ValueError, match="fp8"):
-            training.set_precision("fp8")
+            model_setup.set_precision("fp8")
     finally:
         keras.mixed_precision.set_global_policy("float32")
 
@@ -122,10 +124,10 @@ def test_set_precision():
 def _run(output, epochs, steps, interrupt_at=None, seed=0):
     keras.utils.set_random_seed(seed)
     model = tiny_vit()
-    optimizer = training.build_optimizer(1e-3, epochs * steps, 2)
-    training.compile_model(model, optimizer, 0.1)
+    optimizer = optimizers.build_optimizer(1e-3, epochs * steps, 2)
+    model_setup.compile_model(model, optimizer, 0.1)
     train = data.make_pipeline(_dataset(), 32, 8, training=True, num_classes=5, seed=seed, repeat=True)
-    callbacks = training.make_callbacks(str(output), save_freq=2, tensorboard=False)
+    callbacks = callbacks_lib.make_callbacks(str(output), save_freq=2, tensorboard=False)
 
     class Interrupt(keras.callbacks.Callback):
         def on_train_batch_end(self, batch, logs=None):
@@ -134,7 +136,7 @@ def _run(output, epochs, steps, interrupt_at=None, seed=0):
 
     if interrupt_at:
         callbacks.append(Interrupt())
-    history = training.fit_resumable(model, train, epochs, steps, callbacks=callbacks, verbose=0)
+    history = callbacks_lib.fit_resumable(model, train, epochs, steps, callbacks=callbacks, verbose=0)
     return model, history
 
 
@@ -171,7 +173,7 @@ def test_save_model_keeps_class_names_and_writes_atomically(tmp_path):
     x = images(2)
     np.testing.assert_allclose(loaded(x), model(x), atol=1e-6)
     assert os.listdir(path.parent) == ["model.keras"]
-    training.write_json(tmp_path / "run" / "metrics.json", {"test_accuracy": 0.5})
+    callbacks_lib.write_json(tmp_path / "run" / "metrics.json", {"test_accuracy": 0.5})
     assert json.loads((tmp_path / "run" / "metrics.json").read_text()) == {"test_accuracy": 0.5}
 
 
@@ -194,45 +196,10 @@ def test_build_model_names():
     assert recipes.build_model("micro", 10).output_shape == (None, 10)
     model = recipes.build_model("mnist", 3)
     assert model.get_layer("stem_conv_1").strides == (2, 2) and model.output_shape == (None, 3)
-    assert training.layer_decay_multipliers(model, 0.5)["stem_conv_0"] == 0.5 ** 5
+    assert optimizers.layer_decay_multipliers(model, 0.5)["stem_conv_0"] == 0.5 ** 5
     assert {"B/16", "Ti/16", "R50+B/16", "mnist", "tiny"} <= set(recipes.model_names())
     with pytest.raises(ValueError, match="Unknown model.*'X/99'"):
         recipes.build_model("X/99", 10)
-
-
-def _train_cli(tmp_path, *extra, tensorboard=False):
-    from keras_vit import cli
-
-    out = tmp_path / "run"
-    flags = [] if tensorboard else ["--no-tensorboard"]
-    code = cli.main(["train", "--model", "micro", "--epochs", "2", "--steps-per-epoch", "3", "--batch-size", "32",
-                     "--output", str(out), "--verbose", "0", *flags, *extra])
-    return code, out
-
-
-def test_train_command_writes_metrics_and_model(tmp_path, capsys):
-    path = save_npz(tmp_path / "ckpt.npz", vit_checkpoint(patch_size=7, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64, num_classes=5, grid=(2, 2)))
-    code, out = _train_cli(tmp_path, "--weights", path, "--layer-decay", "0.75", "--freeze-blocks", "1", tensorboard=True)
-    assert code == 0
-    metrics = json.loads((out / "metrics.json").read_text())
-    for key in ("test_accuracy", "test_loss", "epochs", "train_seconds", "dataset", "num_test_examples"):
-        assert key in metrics
-    assert metrics["num_test_examples"] == 1000 and metrics["dataset"] == "mnist" and metrics["steps"] == 6
-    assert metrics["optimizer"] == "sgd"  # the paper's fine-tuning optimizer by default with --weights
-    model, metadata = keras_vit.load_model(out / "model.keras"), saving.read_metadata(out / "model.keras")
-    assert metadata["class_names"] == [str(i) for i in range(10)] and model.output_shape == (None, 10)
-    assert "test accuracy" in capsys.readouterr().out
-    assert (out / "log.csv").read_text().count("\n") >= 2  # header + the epoch
-    assert list((out / "logs").rglob("events.out.tfevents.*")), "TensorBoard wrote no events"
-
-
-def test_train_command_errors(tmp_path, capsys):
-    from keras_vit import cli
-
-    assert cli.main(["train", "--dataset", "nowhere-dataset", "--output", str(tmp_path)]) == 2
-    assert "nowhere-dataset" in capsys.readouterr().err
-    assert cli.main(["train", "--model", "Q/3", "--output", str(tmp_path), "--epochs", "1"]) == 2
-    assert "Q/3" in capsys.readouterr().err
 
 
 def test_short_real_run_on_offline_mnist_learns(tmp_path):
@@ -241,46 +208,8 @@ def test_short_real_run_on_offline_mnist_learns(tmp_path):
     dataset = data.load_mnist()
     model = recipes.build_model("micro", 10)
     steps = 300
-    training.compile_model(model, training.build_optimizer(3e-3, steps, 30), label_smoothing=0.0)
+    model_setup.compile_model(model, optimizers.build_optimizer(3e-3, steps, 30), label_smoothing=0.0)
     train = data.make_pipeline(dataset.train, 28, 64, training=True, augment="none", num_classes=10, seed=0, repeat=True)
     model.fit(train, steps_per_epoch=steps, epochs=1, verbose=0)
     result = model.evaluate(data.make_pipeline(dataset.test, 28, 500, num_classes=10), verbose=0, return_dict=True)
     assert result["accuracy"] > 0.6, result
-
-
-@pytest.mark.slow
-def test_killed_train_command_resumes(tmp_path):
-    """SIGKILL `keras-vit train` mid-epoch, run it again: same step count, earlier log rows kept."""
-    import subprocess
-    import sys
-    import time
-
-    out = tmp_path / "run"
-    command = [sys.executable, "-m", "keras_vit.cli", "train", "--model", "micro", "--epochs", "4", "--steps-per-epoch", "40",
-               "--save-freq", "7", "--output", str(out), "--verbose", "2", "--no-tensorboard"]
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, PYTHONPATH=root)
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    metadata = out / "backup" / "training_metadata.json"
-    deadline = time.time() + 400
-    try:
-        while process.poll() is None and time.time() < deadline:
-            try:
-                if json.loads(metadata.read_text())["iterations"] >= 91:  # 91 = 2 epochs + 11 steps
-                    break
-            except (OSError, ValueError, KeyError):
-                pass
-            time.sleep(0.1)
-    finally:
-        process.kill()
-        process.wait()
-    saved = json.loads(metadata.read_text())["iterations"]
-    assert 91 <= saved < 160 and saved % 40, saved  # mid-epoch, before the end
-    before = (out / "log.csv").read_text()
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=400)
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert f"step {saved} of 160" in result.stdout
-    metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["steps"] == 160 and metrics["resumed_from_step"] == saved
-    after = (out / "log.csv").read_text()
-    assert after.startswith(before) and [r["epoch"] for r in csv.DictReader(after.splitlines())] == ["0", "1", "2", "3"]

@@ -43,9 +43,11 @@ def mnist_images(image_shape, count=100, offset=0, seed=0, with_labels=False, sp
         ) from error
     import tensorflow as tf
 
+    from keras_vit.train.data import mnist_split
+
     x, y = mnist_data()
-    index = np.arange(len(x))
-    index = index[index % 5 == 4] if split == "test" else index[index % 5 != 4]
+    train_index, test_index = mnist_split()  # the split `keras-vit train` uses
+    index = test_index if split == "test" else train_index
     order = np.random.default_rng(seed).permutation(index)[offset : offset + count]
     if len(order) < count:
         raise ValueError(f"The MNIST {split} split holds {len(index)} images. Received: count={count}, offset={offset}")

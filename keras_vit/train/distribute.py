@@ -7,10 +7,16 @@ issue 20585). :class:`DistributedTrainer` is the path that works for both: a
 loss is averaged over the *global* batch (``tf.nn.compute_average_loss``),
 the Keras optimizer all-reduces (sums) the gradients across replicas and
 workers in ``apply_gradients``, and ``strategy.reduce`` sums loss and
-accuracy counts. The model, the optimizer (same recipe as ``model.fit``:
-:func:`keras_vit.train.training.build_optimizer`) and the variables are created
-under ``strategy.scope()``, so every worker starts from, and keeps, the same
-weights.
+accuracy counts. Its :meth:`~DistributedTrainer.fit` takes ``model.fit``'s
+arguments and calls the same Keras callbacks (progress, CSV log,
+TensorBoard, checkpoints, ``TerminateOnNaN``) with the same logs
+(``loss``, ``accuracy``, ``val_loss``, ``val_accuracy``), so the training job
+(:mod:`keras_vit.train.job`) runs one way for every strategy.
+
+:class:`WorkerBackup` is the multi-worker backup: each worker saves model and
+optimizer to its own folder (``tf.train.CheckpointManager``) every
+``save_freq`` steps, and on a restart the workers agree on the newest step
+that all of them hold (:func:`common_backup_step`) and go on from there.
 
 Multi-worker usage: on each machine set ``TF_CONFIG`` (the same ``cluster``,
 its own ``task.index``) and run the same command::
@@ -18,21 +24,11 @@ its own ``task.index``) and run the same command::
     TF_CONFIG='{"cluster": {"worker": ["host1:12345", "host2:12345"]},
                 "task": {"type": "worker", "index": 0}}' \\
         keras-vit train --strategy multi-worker --output runs/mw
-
-Worker 0 (the chief) writes ``metrics.json`` and ``model.keras`` to
-``--output``; every worker writes its final weights to
-``<output>/worker-<i>/final.weights.h5``. Every ``--save-freq`` steps (default:
-each epoch) each worker saves model and optimizer to
-``<output>/worker-<i>/backup`` (``tf.train.CheckpointManager``); start the same
-commands again after a failure and every worker restores its backup and goes
-on from that step, so the run still ends after ``epochs * steps_per_epoch``
-steps.
 """
 
 import json
 import os
 import shutil
-import time
 
 import keras
 import numpy as np
@@ -40,7 +36,7 @@ import tensorflow as tf
 
 
 def check_batch_size(batch_size, strategy):
-    """The global batch must split evenly over the strategy's replicas."""
+    """The global batch must split evenly over the strategy's replicas; returns the per-replica batch."""
     replicas = strategy.num_replicas_in_sync
     if batch_size % replicas:
         raise ValueError(
@@ -59,27 +55,32 @@ def worker_info():
 
 
 class DistributedTrainer:
-    """A custom training loop for any ``tf.distribute`` strategy.
+    """A custom training loop for any ``tf.distribute`` strategy, with ``model.fit``'s interface.
 
-    Build the model and optimizer inside ``strategy.scope()``, then::
+    Build and compile the model inside ``strategy.scope()``, then::
 
-        trainer = DistributedTrainer(model, optimizer, strategy, global_batch_size=64)
-        trainer.fit(dataset_fn, steps=1000)        # dataset_fn(input_context) -> per-replica batches
+        trainer = DistributedTrainer(model, strategy, global_batch_size=64, label_smoothing=0.1)
+        trainer.fit(dataset_fn, epochs=3, steps_per_epoch=100, callbacks=[...])
         trainer.evaluate(eval_dataset_fn)
 
+    ``dataset_fn(input_context)`` returns the per-replica batches of one input
+    pipeline (``strategy.distribute_datasets_from_function``).
+
     Args:
-        model: a Keras model built under ``strategy.scope()`` (softmax output).
-        optimizer: a Keras optimizer created under the same scope.
+        model: a Keras model built and compiled under ``strategy.scope()``
+            (softmax output); it trains with ``model.optimizer`` (a
+            ``LossScaleOptimizer`` under ``mixed_float16`` scales the loss).
         strategy: the ``tf.distribute.Strategy``.
         global_batch_size: batch size summed over all replicas.
         label_smoothing: for the categorical cross-entropy (one-hot labels).
         jit_compile: XLA-compile the per-replica step.
     """
 
-    def __init__(self, model, optimizer, strategy, global_batch_size, label_smoothing=0.0, jit_compile=False):
+    def __init__(self, model, strategy, global_batch_size, *, label_smoothing=0.0, jit_compile=False):
         check_batch_size(global_batch_size, strategy)
+        if model.optimizer is None:
+            raise ValueError("Compile the model under the strategy's scope first. Received: model.optimizer=None")
         self.model = model
-        self.optimizer = optimizer
         self.strategy = strategy
         self.global_batch_size = global_batch_size
         self.loss = keras.losses.CategoricalCrossentropy(label_smoothing=label_smoothing, reduction=None)
@@ -91,7 +92,7 @@ class DistributedTrainer:
         return self.strategy.distribute_datasets_from_function(dataset_fn)
 
     def _make_train_step(self):
-        model, optimizer, loss_fn, gbs = self.model, self.optimizer, self.loss, self.global_batch_size
+        model, optimizer, loss_fn, gbs = self.model, self.model.optimizer, self.loss, self.global_batch_size
 
         @tf.function(jit_compile=self.jit_compile)
         def replica_step(images, labels):
@@ -101,7 +102,8 @@ class DistributedTrainer:
                 loss = tf.nn.compute_average_loss(per_example, global_batch_size=gbs)
                 if model.losses:
                     loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
-            grads = tape.gradient(loss, model.trainable_variables)
+                scaled = optimizer.scale_loss(loss)  # the loss itself, or times the loss scale (mixed_float16)
+            grads = tape.gradient(scaled, model.trainable_variables)
             correct = tf.reduce_sum(tf.cast(tf.argmax(probs, -1) == tf.argmax(labels, -1), tf.float32))
             return grads, loss, correct
 
@@ -121,132 +123,127 @@ class DistributedTrainer:
 
         return train_step
 
-    def fit(self, dataset_fn, steps, log_every=0, callback=None):
-        """Run ``steps`` optimizer steps on ``dataset_fn`` (must repeat); returns the mean loss and accuracy."""
+    def fit(self, x, *, epochs, steps_per_epoch, initial_epoch=0, callbacks=(), validation_data=None, verbose=0):
+        """Train like ``model.fit`` on ``x`` (a dataset function whose pipelines repeat).
+
+        Runs epochs ``initial_epoch`` to ``epochs - 1`` of ``steps_per_epoch``
+        steps on one iterator, calling the callbacks (and a progress line or
+        bar for ``verbose`` 2 or 1) as ``model.fit`` does; after each epoch
+        ``validation_data`` (a dataset function, finite) is evaluated and its
+        loss and accuracy are logged as ``val_loss`` and ``val_accuracy``.
+        Stops after the epoch in which a callback sets ``model.stop_training``.
+
+        Returns:
+            The ``keras.callbacks.History`` of the run.
+        """
         if self._train_step is None:
             self._train_step = self._make_train_step()
-        iterator = iter(self._distribute(dataset_fn))
-        total_loss, total_correct, start = 0.0, 0.0, time.time()
-        for step in range(1, steps + 1):
-            loss, correct = self._train_step(iterator)
-            total_loss += float(loss)
-            total_correct += float(correct)
-            if log_every and step % log_every == 0:
-                print(f"step {step}/{steps}: loss {total_loss / step:.4f}, "
-                      f"accuracy {total_correct / (step * self.global_batch_size):.4f}, {time.time() - start:.0f}s", flush=True)
-            if callback is not None:
-                callback(step)
-        return {"loss": total_loss / steps, "accuracy": total_correct / (steps * self.global_batch_size)}
+        history = keras.callbacks.History()
+        callbacks = keras.callbacks.CallbackList(
+            [*callbacks, history], add_progbar=bool(verbose), model=self.model,
+            verbose=verbose, epochs=epochs, steps=steps_per_epoch,
+        )
+        iterator = iter(self._distribute(x))
+        self.model.stop_training = False
+        logs = {}
+        callbacks.on_train_begin()
+        for epoch in range(initial_epoch, epochs):
+            callbacks.on_epoch_begin(epoch)
+            total_loss = total_correct = 0.0
+            for step in range(steps_per_epoch):
+                callbacks.on_train_batch_begin(step)
+                loss, correct = self._train_step(iterator)
+                total_loss, total_correct = total_loss + float(loss), total_correct + float(correct)
+                logs = {"accuracy": total_correct / ((step + 1) * self.global_batch_size), "loss": total_loss / (step + 1)}
+                callbacks.on_train_batch_end(step, logs)
+                if self.model.stop_training:
+                    break
+            if validation_data is not None:
+                result = self.evaluate(validation_data)
+                logs = dict(logs, val_accuracy=result["accuracy"], val_loss=result["loss"])
+            callbacks.on_epoch_end(epoch, logs)
+            if self.model.stop_training:
+                break
+        callbacks.on_train_end(logs)
+        return history
 
     def evaluate(self, dataset_fn):
-        """Loss and accuracy over a finite dataset (every example counted once)."""
-        model, loss_fn = self.model, self.loss
+        """Loss and accuracy over a finite dataset function (every example counted once), and ``num_examples``."""
+        if self._eval_step is None:
+            model, loss_fn = self.model, self.loss
 
-        def step_fn(images, labels):
-            probs = model(images, training=False)
-            correct = tf.reduce_sum(tf.cast(tf.argmax(probs, -1) == tf.argmax(labels, -1), tf.float32))
-            return tf.reduce_sum(loss_fn(labels, probs)), correct, tf.cast(tf.shape(labels)[0], tf.float32)
+            def step_fn(images, labels):
+                probs = model(images, training=False)
+                correct = tf.reduce_sum(tf.cast(tf.argmax(probs, -1) == tf.argmax(labels, -1), tf.float32))
+                return tf.reduce_sum(loss_fn(labels, probs)), correct, tf.cast(tf.shape(labels)[0], tf.float32)
 
-        @tf.function
-        def eval_step(batch):
-            out = self.strategy.run(step_fn, args=batch)
-            return [self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None) for v in out]
+            @tf.function
+            def eval_step(batch):
+                out = self.strategy.run(step_fn, args=batch)
+                return [self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None) for v in out]
 
+            self._eval_step = eval_step
         loss = correct = count = 0.0
         for batch in self._distribute(dataset_fn):
-            l, c, n = eval_step(batch)
+            l, c, n = self._eval_step(batch)
             loss, correct, count = loss + float(l), correct + float(c), count + float(n)
         return {"loss": loss / max(count, 1.0), "accuracy": correct / max(count, 1.0), "num_examples": int(count)}
 
 
-def run_multi_worker(args, settings):
-    """``keras-vit train --strategy multi-worker``: one worker of a ``TF_CONFIG`` cluster."""
-    strategy = tf.distribute.MultiWorkerMirroredStrategy()  # first: collectives are configured at startup
-    from keras_vit.train import data as data_lib
-    from keras_vit.train import recipes
-    from keras_vit import saving
-    from keras_vit.train import training
+class WorkerBackup(keras.callbacks.Callback):
+    """One worker's backup of model and optimizer, every ``save_freq`` optimizer steps.
 
-    index, num_workers = worker_info()
-    dataset = data_lib.load_dataset(args.dataset, data_dir=args.data_dir, validation_fraction=args.validation_fraction)
-    batch_size = settings["batch_size"]
-    check_batch_size(batch_size, strategy)
-    steps_per_epoch, total, warmup = training.plan_steps(
-        dataset.num_train, batch_size, settings["epochs"], settings["warmup_epochs"], args.steps_per_epoch
-    )
-    size = settings["image_size"]
+    Each worker writes ``tf.train.CheckpointManager`` checkpoints
+    (``ckpt-<step>``, the last two kept) to its own ``backup_dir``. On a
+    restart :meth:`restore` (called by
+    :func:`keras_vit.train.callbacks.fit_resumable` on every worker at the
+    same point: it is a collective) finds the newest step that every worker
+    holds and restores it, so the workers go on from the same step with the
+    same weights. Nothing is saved at the last step: the run is then done.
 
-    def train_fn(context):
-        per_replica = context.get_per_replica_batch_size(batch_size)
-        shard = dataset.train.shard(context.num_input_pipelines, context.input_pipeline_id)
-        return data_lib.make_pipeline(
-            shard, size, per_replica, training=True, augment=settings["augment"], num_classes=dataset.num_classes,
-            seed=args.seed, repeat=True,
-        )
+    Args:
+        backup_dir: this worker's folder.
+        strategy: the ``tf.distribute.Strategy`` the model was built under.
+        save_freq: optimizer steps between backups.
+        total_steps: optimizer steps of the whole run.
+    """
 
-    def test_fn(context):
-        shard = dataset.test.shard(context.num_input_pipelines, context.input_pipeline_id)
-        return data_lib.make_pipeline(shard, size, 256, num_classes=dataset.num_classes)
+    def __init__(self, backup_dir, strategy, *, save_freq, total_steps):
+        super().__init__()
+        if save_freq < 1:
+            raise ValueError(f"`save_freq` must be at least 1 step. Received: save_freq={save_freq!r}")
+        self.backup_dir = os.fspath(backup_dir)
+        self.strategy = strategy
+        self.save_freq = int(save_freq)
+        self.total_steps = int(total_steps)
+        self._manager = None
 
-    keras.utils.set_random_seed(args.seed)
-    with strategy.scope():
-        model = recipes.build_model(args.model, dataset.num_classes, size, weights=args.weights, drop_path_rate=settings["drop_path"])
-        if args.freeze_blocks:
-            training.freeze(model, args.freeze_blocks)
-        optimizer = training.build_optimizer(
-            settings["lr"], total, warmup, name=settings["optimizer"], weight_decay=settings["weight_decay"],
-            layer_decay=args.layer_decay, model=model,
-        )
-        trainer = DistributedTrainer(model, optimizer, strategy, batch_size, settings["label_smoothing"], jit_compile=settings["jit"])
-        optimizer.build(model.trainable_variables)  # so that a backup restores every slot
-    # each worker backs up to its own folder (same step on every worker); restored on restart
-    worker_dir = os.path.join(args.output, f"worker-{index}")
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
-    manager = tf.train.CheckpointManager(checkpoint, os.path.join(worker_dir, "backup"), max_to_keep=2)
-    save_every = args.save_freq or steps_per_epoch
-    common = common_backup_step(strategy, manager, save_every, total)
-    if common:
-        path = os.path.join(manager.directory, f"ckpt-{common}")
-        checkpoint.restore(path).assert_existing_objects_matched()
-    done = int(optimizer.iterations.numpy())
-    if done > total:
-        raise ValueError(f"The backup in {worker_dir} has taken {done} steps, more than this run's {total}; use a new output folder")
-    print(f"worker {index}/{num_workers}: {strategy.num_replicas_in_sync} replicas, {total} steps of {batch_size}"
-          + (f", resuming at step {done}" if done else ""), flush=True)
+    def _checkpoint(self):
+        if self._manager is None:
+            checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.model.optimizer)
+            self._manager = tf.train.CheckpointManager(checkpoint, self.backup_dir, max_to_keep=2)
+        return self._manager
 
-    def backup(step):
-        if (done + step) % save_every == 0 and done + step < total:
-            manager.save(checkpoint_number=done + step)
+    def restore(self):
+        """Restore the newest backup that every worker holds; returns its step (0 if none)."""
+        optimizer = self.model.optimizer
+        if not optimizer.built:
+            with self.strategy.scope():
+                optimizer.build(self.model.trainable_variables)  # so that a backup restores every slot
+        manager = self._checkpoint()
+        step = common_backup_step(self.strategy, manager, self.save_freq, self.total_steps)
+        if step:
+            manager.checkpoint.restore(os.path.join(self.backup_dir, f"ckpt-{step}")).assert_existing_objects_matched()
+        return int(optimizer.iterations.numpy())
 
-    start = time.time()
-    trained = {"loss": float("nan")}
-    if done < total:
-        trained = trainer.fit(train_fn, total - done, log_every=steps_per_epoch if index == 0 else 0, callback=backup)
-    seconds = time.time() - start
-    evaluation = trainer.evaluate(test_fn)
-    os.makedirs(worker_dir, exist_ok=True)
-    model.save_weights(os.path.join(worker_dir, "final.weights.h5"))
-    if index == 0:
-        metrics = {
-            "test_accuracy": evaluation["accuracy"],
-            "test_loss": evaluation["loss"],
-            "num_test_examples": evaluation["num_examples"],
-            "epochs": settings["epochs"],
-            "steps": int(optimizer.iterations.numpy()),
-            "train_seconds": round(seconds, 1),
-            "train_loss": trained["loss"],
-            "dataset": dataset.name,
-            "model": args.model,
-            "workers": num_workers,
-            "replicas": strategy.num_replicas_in_sync,
-            "batch_size": batch_size,
-            "resumed_from_step": done,
-        }
-        saving.save_model(model, os.path.join(args.output, "model.keras"), metadata={"class_names": dataset.class_names, "dataset": dataset.name, "image_size": size, "model": args.model})
-        training.write_json(os.path.join(args.output, "metrics.json"), metrics)
-        print(json.dumps({k: metrics[k] for k in ("test_accuracy", "test_loss", "num_test_examples", "train_seconds")}))
-    shutil.rmtree(os.path.join(worker_dir, "backup"), ignore_errors=True)  # the run is complete
-    return 0
+    def on_train_batch_end(self, batch, logs=None):
+        step = int(self.model.optimizer.iterations.numpy())
+        if step % self.save_freq == 0 and step < self.total_steps:
+            self._checkpoint().save(checkpoint_number=step)
+
+    def remove(self):
+        """Delete this worker's backups (the run is complete)."""
+        shutil.rmtree(self.backup_dir, ignore_errors=True)
 
 
 def common_backup_step(strategy, manager, save_every, total):
@@ -267,8 +264,3 @@ def common_backup_step(strategy, manager, save_every, total):
     counts = strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.identity(flags)), axis=None)
     shared = np.flatnonzero(np.asarray(counts) >= strategy.num_replicas_in_sync)
     return int(shared.max()) * save_every if len(shared) else 0
-
-
-def weights_digest(model):
-    """A float summary of all weights (for comparing workers)."""
-    return float(sum(np.sum(np.abs(np.asarray(w, "float64"))) for w in model.get_weights()))

@@ -1,0 +1,120 @@
+"""Augmentation for the training pipelines: per-image crops and affine maps, per-batch RandAugment, MixUp, CutMix.
+
+Every random choice is stateless and derived from a seed, so a seeded
+pipeline (:func:`keras_vit.train.data.make_pipeline`) gives the same batches
+each time it is built. Images are float32 in [0, 255].
+
+Example:
+>>> import tensorflow as tf
+>>> digit = tf.zeros((28, 28, 3))
+>>> tuple(random_affine(digit, tf.constant([1, 2], tf.int64)).shape)
+(28, 28, 3)
+>>> tuple(center_crop(tf.zeros((40, 30, 3)), (16, 16)).shape)
+(16, 16, 3)
+"""
+
+import math
+
+import tensorflow as tf
+
+AUGMENTATIONS = ("none", "digits", "inception")
+
+
+def resize(image, size):
+    """``image`` as float32, resized (antialiased) to ``size`` unless it has that size already."""
+    if tuple(image.shape[:2]) == tuple(size):
+        return tf.cast(image, tf.float32)
+    return tf.image.resize(tf.cast(image, tf.float32), size, antialias=True)
+
+
+def center_crop(image, size, crop_fraction=1.0):
+    """Evaluation transform: central square of ``crop_fraction`` of the short side, resized."""
+    shape = tf.shape(image)
+    h, w = shape[0], shape[1]
+    side = tf.cast(tf.cast(tf.minimum(h, w), tf.float32) * crop_fraction, tf.int32)
+    top, left = (h - side) // 2, (w - side) // 2
+    if image.shape[0] is not None and image.shape[0] == image.shape[1] and crop_fraction == 1.0:
+        return resize(image, size)
+    image = tf.image.crop_to_bounding_box(image, top, left, side, side)
+    return resize(image, size)
+
+
+def random_resized_crop(image, size, seed, *, area_range=(0.08, 1.0), flip=True):
+    """Inception-style crop (area 8-100 %, aspect 3/4-4/3), resized, optional flip."""
+    begin, crop, _ = tf.image.stateless_sample_distorted_bounding_box(
+        tf.shape(image),
+        bounding_boxes=tf.constant([[[0.0, 0.0, 1.0, 1.0]]]),
+        seed=seed,
+        min_object_covered=0.0,
+        aspect_ratio_range=(3 / 4, 4 / 3),
+        area_range=area_range,
+        max_attempts=10,
+        use_image_if_no_bounding_boxes=True,
+    )
+    image = tf.slice(image, begin, crop)
+    image = tf.image.resize(tf.cast(image, tf.float32), size, antialias=True)
+    if flip:
+        image = tf.image.stateless_random_flip_left_right(image, seed=seed + 1)
+    return image
+
+
+def random_affine(image, seed, *, max_rotation=10.0, max_shift=0.1, scale_range=(0.9, 1.1), max_shear=0.1):
+    """Small random rotation, scale, shear and translation (for digits: no flips).
+
+    ``max_rotation`` in degrees; ``max_shift`` as a fraction of the size.
+    """
+    h = tf.cast(tf.shape(image)[0], tf.float32)
+    w = tf.cast(tf.shape(image)[1], tf.float32)
+    u = tf.random.stateless_uniform((5,), seed=seed, minval=-1.0, maxval=1.0)
+    angle = u[0] * max_rotation * math.pi / 180.0
+    scale = scale_range[0] + (u[1] + 1.0) / 2.0 * (scale_range[1] - scale_range[0])
+    shear = u[2] * max_shear
+    tx, ty = u[3] * max_shift * w, u[4] * max_shift * h
+    cos, sin = tf.cos(angle), tf.sin(angle)
+    # forward map A = R(angle) @ [[1, shear], [0, 1]] * scale, about the centre,
+    # then shifted; ImageProjectiveTransform wants the inverse (output -> input).
+    a00, a01, a10, a11 = cos * scale, (cos * shear - sin) * scale, sin * scale, (sin * shear + cos) * scale
+    det = a00 * a11 - a01 * a10
+    i00, i01, i10, i11 = a11 / det, -a01 / det, -a10 / det, a00 / det
+    cx, cy = (w - 1.0) / 2.0, (h - 1.0) / 2.0
+    ox, oy = cx + tx, cy + ty  # where the centre goes
+    b0 = cx - (i00 * ox + i01 * oy)
+    b1 = cy - (i10 * ox + i11 * oy)
+    transform = tf.stack([i00, i01, b0, i10, i11, b1, 0.0, 0.0])[None]
+    out = tf.raw_ops.ImageProjectiveTransformV3(
+        images=tf.cast(image, tf.float32)[None],
+        transforms=transform,
+        output_shape=tf.shape(image)[:2],
+        fill_value=0.0,
+        interpolation="BILINEAR",
+        fill_mode="CONSTANT",
+    )[0]
+    out.set_shape(image.shape)
+    return out
+
+
+def batch_augmenter(randaugment, mixup, cutmix, seed):
+    """A ``map`` function for batches: ``keras.layers.RandAugment``, then MixUp or CutMix with their probabilities."""
+    import keras
+
+    rand = keras.layers.RandAugment(value_range=(0, 255), seed=seed) if randaugment else None
+    mix = keras.layers.MixUp(seed=seed) if mixup else None
+    cut = keras.layers.CutMix(seed=seed + 1) if cutmix else None
+
+    def apply(images, labels):
+        if rand is not None:
+            images = rand(images)
+        u = tf.random.uniform(())
+        if mix is not None:
+            mixed = mix({"images": images, "labels": labels})
+            take = u < mixup
+            images = tf.where(take, mixed["images"], images)
+            labels = tf.where(take, mixed["labels"], labels)
+        if cut is not None:
+            cutted = cut({"images": images, "labels": labels})
+            take = u >= 1.0 - cutmix
+            images = tf.where(take, cutted["images"], images)
+            labels = tf.where(take, cutted["labels"], labels)
+        return images, labels
+
+    return apply

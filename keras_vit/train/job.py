@@ -1,0 +1,335 @@
+"""The training job behind ``keras-vit train``: one device, ``MirroredStrategy`` or a multi-worker cluster.
+
+:func:`run` takes a :class:`TrainConfig` and does the same steps for every
+``strategy`` (``"none"``, ``"mirrored"``, ``"multi-worker"``):
+
+1. data: the dataset (:func:`keras_vit.train.data.load_dataset`) and its
+   pipelines; a multi-worker run reads one shard per worker;
+2. model: built by name under the strategy's scope
+   (:func:`keras_vit.train.recipes.build_model`), the checkpoint's load report
+   printed, blocks frozen, the optimizer built, compiled;
+3. callbacks: backups, a timer, ``TerminateOnNaN``, and on the chief the CSV
+   log, TensorBoard and a per-epoch checkpoint
+   (:func:`keras_vit.train.callbacks.make_callbacks`);
+4. fit through :func:`keras_vit.train.callbacks.fit_resumable` with
+   validation each epoch: ``model.fit`` on one device and under
+   ``MirroredStrategy``, :meth:`keras_vit.train.distribute.DistributedTrainer.fit`
+   (the same callbacks and logs) under ``MultiWorkerMirroredStrategy``, where
+   ``model.fit`` fails in Keras 3 (keras issue 20585). Run the same job again
+   in the same folder after an interruption and it goes on from the last
+   backup, mid-epoch, and ends after as many steps as an uninterrupted run;
+5. evaluation on the test split, then the outputs.
+
+Outputs in ``output``: ``metrics.json`` (the keys of :data:`METRICS`, the
+same for every strategy), ``model.keras`` (class names inside:
+:func:`keras_vit.saving.read_metadata`), ``log.csv``, ``logs/``
+(TensorBoard), ``checkpoint.weights.h5``, and ``backup/`` while a run is in
+progress. In a multi-worker run (each worker runs the job with its own
+``TF_CONFIG``) the chief, worker 0, writes those; each worker backs up to
+``worker-<i>/backup`` (:class:`keras_vit.train.distribute.WorkerBackup`:
+restarted workers go on from the newest step they all hold) and writes its
+final weights to ``worker-<i>/final.weights.h5``.
+
+Example:
+>>> config = TrainConfig(model="micro", epochs=2, steps_per_epoch=3, output="runs/micro")
+>>> config.resolved().batch_size  # unset fields come from the model's recipe
+64
+>>> metrics = run(config)                     # doctest: +SKIP
+>>> metrics["test_accuracy"]                  # doctest: +SKIP
+"""
+
+import dataclasses
+import os
+
+import keras
+
+STRATEGIES = ("none", "mirrored", "multi-worker")
+# the keys of metrics.json, for every strategy (None where a value does not apply, e.g. no validation split)
+METRICS = (
+    "test_accuracy", "test_loss", "num_test_examples",
+    "train_accuracy", "train_loss", "validation_accuracy", "validation_loss",
+    "epochs", "steps_per_epoch", "steps", "resumed_from_step", "train_seconds",
+    "dataset", "num_train_examples", "num_validation_examples",
+    "model", "parameters", "image_size", "batch_size", "learning_rate", "optimizer", "augment",
+    "mixed_precision", "jit_compile", "strategy", "workers", "replicas",
+)  # fmt: skip
+# fields that default to the model's recipe (keras_vit.train.recipes) when left None
+_FROM_RECIPE = ("epochs", "batch_size", "lr", "optimizer", "weight_decay", "warmup_epochs", "label_smoothing", "drop_path", "jit")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    """What to train, on what, and how: the arguments of ``keras-vit train``.
+
+    Fields left None take the model's recipe (:func:`keras_vit.train.recipes.recipe`;
+    the fine-tuning recipe when ``weights`` is given): see :meth:`resolved`.
+
+    Attributes:
+        model: a model name (:func:`keras_vit.train.recipes.model_names`).
+        dataset: ``"mnist"`` (the offline subset), ``"tfds:NAME"`` or an image folder.
+        data_dir: the TFDS data directory.
+        image_size: input size (default: the model's own).
+        epochs, steps_per_epoch: the run's length (default steps: one pass
+            over the training images).
+        batch_size: the global batch size.
+        lr, optimizer, weight_decay, warmup_epochs, label_smoothing: the
+            recipe (:func:`keras_vit.train.optimizers.build_optimizer`).
+        layer_decay: layer-wise learning-rate decay (fine-tuning), e.g. 0.75.
+        freeze_blocks: freeze the embedding and the first N blocks (-1: all).
+        drop_path: stochastic depth rate.
+        weights: an original ViT ``.npz`` checkpoint to fine-tune from (new zero head).
+        augment: ``"none"``, ``"digits"`` or ``"inception"`` (default:
+            digits for MNIST, inception otherwise); ``randaugment``, ``mixup``
+            and ``cutmix`` (probabilities per batch) on top.
+        validation_fraction: the fraction of the training images held out
+            for validation after each epoch.
+        mixed_precision: False (float32), True (the 16-bit type the hardware
+            runs natively) or a policy name (:func:`keras_vit.train.model_setup.set_precision`).
+        jit: XLA-compile the train step.
+        strategy: ``"none"``, ``"mirrored"`` or ``"multi-worker"`` (reads ``TF_CONFIG``).
+        save_freq: back up every N steps (default: each epoch).
+        seed: the seed of the weights, the shuffling and the augmentation.
+        tensorboard: write TensorBoard logs (``"auto"``: when the package is installed).
+        output: the output folder.
+        verbose: ``"auto"`` (a progress bar on a terminal, one line per epoch
+            otherwise), 0, 1 or 2.
+    """
+
+    model: str = "mnist"
+    dataset: str = "mnist"
+    data_dir: str | None = None
+    image_size: int | None = None
+    epochs: int | None = None
+    steps_per_epoch: int | None = None
+    batch_size: int | None = None
+    lr: float | None = None
+    optimizer: str | None = None
+    weight_decay: float | None = None
+    warmup_epochs: float | None = None
+    label_smoothing: float | None = None
+    layer_decay: float | None = None
+    freeze_blocks: int = 0
+    drop_path: float | None = None
+    weights: str | None = None
+    augment: str | None = None
+    randaugment: bool = False
+    mixup: float = 0.0
+    cutmix: float = 0.0
+    validation_fraction: float = 0.0
+    mixed_precision: bool | str = False
+    jit: bool | None = None
+    strategy: str = "none"
+    save_freq: int | None = None
+    seed: int = 0
+    tensorboard: bool | str = "auto"
+    output: str = "runs/train"
+    verbose: int | str = "auto"
+
+    def resolved(self):
+        """A copy with the unset fields filled from the model's recipe, checked.
+
+        Raises:
+            ValueError: an unknown model or strategy, fewer than one epoch or image per batch.
+        """
+        from keras_vit.train import data
+        from keras_vit.train import recipes
+
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"Unknown strategy: expected one of {STRATEGIES}. Received: strategy={self.strategy!r}")
+        if self.model not in recipes.model_names():
+            raise ValueError(f"Unknown model: expected one of {recipes.model_names()}. Received: model={self.model!r}")
+        recipe = recipes.recipe(self.model, fine_tune=self.weights is not None)
+        filled = {key: recipe[key] for key in _FROM_RECIPE if getattr(self, key) is None}
+        is_mnist = str(self.dataset).lower() in (*data.MNIST_NAMES, "tfds:mnist")
+        config = dataclasses.replace(
+            self,
+            **filled,
+            image_size=self.image_size or recipes.default_image_size(self.model),
+            augment=self.augment or ("digits" if is_mnist else "inception"),
+        )
+        for key in ("epochs", "batch_size", "image_size"):
+            if not isinstance(getattr(config, key), int) or getattr(config, key) < 1:
+                raise ValueError(f"`{key}` must be a positive int. Received: {key}={getattr(config, key)!r}")
+        return config
+
+
+def make_strategy(name):
+    """The ``tf.distribute`` strategy named ``name`` (one of :data:`STRATEGIES`)."""
+    import tensorflow as tf
+
+    if name == "multi-worker":
+        return tf.distribute.MultiWorkerMirroredStrategy()  # reads TF_CONFIG
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy()
+    if name == "none":
+        return tf.distribute.get_strategy()
+    raise ValueError(f"Unknown strategy: expected one of {STRATEGIES}. Received: strategy={name!r}")
+
+
+def run(config):
+    """Train, evaluate and save as ``config`` says; returns the metrics (also in ``metrics.json``).
+
+    Every worker of a multi-worker run returns the same metrics; the chief writes them.
+    """
+    from keras_vit.train.model_setup import set_precision
+
+    if not isinstance(config, TrainConfig):
+        raise TypeError(f"`config` must be a TrainConfig. Received: config of type {type(config).__name__}")
+    config = config.resolved()
+    strategy = make_strategy(config.strategy)  # first: a cluster's collectives are configured at start-up
+    set_precision(config.mixed_precision or "float32")
+    try:
+        return _train(config, strategy)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+
+
+def _say(message):
+    print(message, flush=True)  # plain lines: readable in a log file or a pipe
+
+
+def _pipelines(dataset, config, strategy, *, per_worker):
+    """``(train, validation or None, test)``: datasets for ``model.fit``, dataset functions for a multi-worker run."""
+    from keras_vit.train import data
+
+    common = dict(image_size=config.image_size, num_classes=dataset.num_classes)
+    augmented = dict(
+        training=True, augment=config.augment, seed=config.seed, randaugment=config.randaugment,
+        mixup=config.mixup, cutmix=config.cutmix, repeat=True,
+    )
+    eval_batch = max(config.batch_size, 256 - 256 % strategy.num_replicas_in_sync)
+
+    def pipeline(split, batch_size, **options):
+        if not per_worker:
+            return data.make_pipeline(split, batch_size=batch_size, **common, **options)
+
+        def dataset_fn(context):  # this worker's shard, in per-replica batches
+            shard = split.shard(context.num_input_pipelines, context.input_pipeline_id)
+            return data.make_pipeline(shard, batch_size=context.get_per_replica_batch_size(batch_size), **common, **options)
+
+        return dataset_fn
+
+    train = pipeline(dataset.train, config.batch_size, **augmented)
+    validation = pipeline(dataset.validation, eval_batch) if dataset.validation is not None else None
+    return train, validation, pipeline(dataset.test, eval_batch)
+
+
+def _train(config, strategy):
+    from keras_vit import saving
+    from keras_vit.train import callbacks as callbacks_lib
+    from keras_vit.train import data
+    from keras_vit.train import distribute
+    from keras_vit.train import model_setup
+    from keras_vit.train import optimizers
+    from keras_vit.train import recipes
+
+    multi_worker = config.strategy == "multi-worker"
+    index, num_workers = distribute.worker_info() if multi_worker else (0, 1)
+    chief = index == 0
+    output = config.output
+    os.makedirs(output, exist_ok=True)
+
+    dataset = data.load_dataset(config.dataset, data_dir=config.data_dir, validation_fraction=config.validation_fraction)
+    _say(data.dataset_summary(dataset))
+    distribute.check_batch_size(config.batch_size, strategy)
+    steps_per_epoch, total_steps, warmup_steps = optimizers.plan_steps(
+        dataset.num_train, config.batch_size, epochs=config.epochs, warmup_epochs=config.warmup_epochs,
+        steps_per_epoch=config.steps_per_epoch,
+    )
+    train, validation, test = _pipelines(dataset, config, strategy, per_worker=multi_worker)
+
+    keras.utils.set_random_seed(config.seed)
+    with strategy.scope():
+        model = recipes.build_model(
+            config.model, dataset.num_classes, config.image_size, weights=config.weights, drop_path_rate=config.drop_path
+        )
+        report = getattr(model, "load_report", None)
+        if config.weights is not None and report is not None:
+            _say(report)
+        if config.freeze_blocks:
+            _say("frozen: " + ", ".join(model_setup.freeze(model, config.freeze_blocks)))
+        optimizer = optimizers.build_optimizer(
+            config.lr, total_steps, warmup_steps, name=config.optimizer, weight_decay=config.weight_decay,
+            layer_decay=config.layer_decay, model=model,
+        )
+        model_setup.compile_model(model, optimizer, config.label_smoothing, jit_compile=config.jit)
+    replicas = strategy.num_replicas_in_sync
+    _say(
+        f"model {config.model}: {model.count_params():,} parameters, input {config.image_size}x{config.image_size}; "
+        f"{config.epochs} epochs x {steps_per_epoch} steps of {config.batch_size}"
+        + (f" on {replicas} replicas" if replicas > 1 else "")
+        + (f"; worker {index} of {num_workers}" if multi_worker else "")
+    )
+
+    if multi_worker:  # every worker backs up to its own folder
+        backup = distribute.WorkerBackup(
+            os.path.join(output, f"worker-{index}", "backup"), strategy,
+            save_freq=config.save_freq or steps_per_epoch, total_steps=total_steps,
+        )
+        trainer = distribute.DistributedTrainer(
+            model, strategy, config.batch_size, label_smoothing=config.label_smoothing, jit_compile=config.jit
+        )
+        fit, evaluate = trainer.fit, trainer.evaluate
+    else:
+        backup = callbacks_lib.Backup(os.path.join(output, "backup"), save_freq=config.save_freq or "epoch")
+        fit, evaluate = None, lambda split: model_setup.evaluate(model, split)  # None: model.fit
+    timer = callbacks_lib.Timer(os.path.join(backup.backup_dir, "train_seconds.json"))
+    callbacks = [backup, timer]
+    if chief:  # the logs and the checkpoint: once per run
+        callbacks += callbacks_lib.make_callbacks(output, tensorboard=config.tensorboard, backup=False)
+    else:
+        callbacks.append(keras.callbacks.TerminateOnNaN())
+
+    history = callbacks_lib.fit_resumable(
+        model, train, config.epochs, steps_per_epoch, callbacks=callbacks, validation_data=validation,
+        verbose=config.verbose, fit=fit,
+        remove_backup=False,  # until the outputs are written
+    )
+    train_seconds = timer.total()
+    evaluation = evaluate(test)
+
+    def last(key):
+        return float(history[key][-1]) if history.get(key) else None
+
+    metrics = {
+        "test_accuracy": float(evaluation["accuracy"]),
+        "test_loss": float(evaluation["loss"]),
+        "num_test_examples": int(evaluation["num_examples"]),
+        "train_accuracy": last("accuracy"),
+        "train_loss": last("loss"),
+        "validation_accuracy": last("val_accuracy"),
+        "validation_loss": last("val_loss"),
+        "epochs": config.epochs,
+        "steps_per_epoch": steps_per_epoch,
+        "steps": int(model.optimizer.iterations.numpy()),
+        "resumed_from_step": history["resumed_from_step"],
+        "train_seconds": round(train_seconds, 1),
+        "dataset": dataset.name,
+        "num_train_examples": dataset.num_train,
+        "num_validation_examples": dataset.num_validation,
+        "model": config.model,
+        "parameters": int(model.count_params()),
+        "image_size": config.image_size,
+        "batch_size": config.batch_size,
+        "learning_rate": config.lr,
+        "optimizer": config.optimizer,
+        "augment": config.augment,
+        "mixed_precision": keras.mixed_precision.global_policy().name,
+        "jit_compile": bool(config.jit),
+        "strategy": config.strategy,
+        "workers": num_workers,
+        "replicas": replicas,
+    }
+    if chief:
+        metadata = {"class_names": dataset.class_names, "dataset": dataset.name, "image_size": config.image_size}
+        saving.save_model(model, os.path.join(output, "model.keras"), metadata=dict(metadata, model=config.model))
+        callbacks_lib.write_json(os.path.join(output, "metrics.json"), metrics)
+    if multi_worker:
+        model.save_weights(os.path.join(output, f"worker-{index}", "final.weights.h5"))
+    timer.remove()
+    backup.remove()  # the run is complete
+    _say(
+        f"test accuracy {metrics['test_accuracy']:.4f}, test loss {metrics['test_loss']:.4f} "
+        f"on {metrics['num_test_examples']} images; trained {train_seconds:.0f} s -> {output}"
+    )
+    return metrics

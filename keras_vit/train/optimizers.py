@@ -1,0 +1,196 @@
+"""Optimizers and learning-rate schedules: the paper's recipe and its fine-tuning variants.
+
+* :func:`warmup_cosine` -- linear warmup + cosine decay
+  (``keras.optimizers.schedules.CosineDecay(warmup_target=...)``).
+* :func:`plan_steps` -- steps per epoch, total steps and warmup steps of a run.
+* :func:`build_optimizer` -- AdamW (or SGD with momentum, which the paper used
+  for fine-tuning) on that schedule, gradients clipped at global norm 1,
+  decoupled weight decay that skips biases, LayerNorm and the class/position
+  embeddings, and optional layer-wise learning-rate decay
+  (:class:`LayerDecayAdamW`, :class:`LayerDecaySGD`, registered as
+  ``keras_vit>LayerDecayAdamW`` and ``keras_vit>LayerDecaySGD``).
+
+Example:
+>>> schedule = warmup_cosine(1e-3, total_steps=100, warmup_steps=10)
+>>> round(float(schedule(10)), 6)
+0.001
+>>> plan_steps(4000, 64, epochs=30, warmup_epochs=2)
+(62, 1860, 124)
+"""
+
+import keras
+
+from keras_vit.train.model_setup import block_number
+
+NO_WEIGHT_DECAY = ("bias", "gamma", "beta", "class_token", "position_embedding")
+OPTIMIZERS = ("adamw", "sgd")
+_HEAD_LAYERS = ("encoder_norm", "pool", "pre_logits", "head", "predictions")
+
+
+def warmup_cosine(learning_rate, total_steps, warmup_steps=0, *, end_fraction=0.0):
+    """Linear warmup from 0 to ``learning_rate``, then cosine decay to ``end_fraction * learning_rate``."""
+    if total_steps < 1 or not 0 <= warmup_steps < total_steps:
+        raise ValueError(
+            "Need 0 <= warmup_steps < total_steps. "
+            f"Received: warmup_steps={warmup_steps}, total_steps={total_steps}"
+        )
+    if warmup_steps == 0:
+        return keras.optimizers.schedules.CosineDecay(learning_rate, total_steps, alpha=end_fraction)
+    return keras.optimizers.schedules.CosineDecay(
+        0.0,
+        total_steps - warmup_steps,
+        alpha=end_fraction,
+        warmup_target=learning_rate,
+        warmup_steps=warmup_steps,
+    )
+
+
+def plan_steps(num_train, batch_size, *, epochs, warmup_epochs, steps_per_epoch=None):
+    """``(steps_per_epoch, total_steps, warmup_steps)`` of a run; an epoch is one pass by default."""
+    steps_per_epoch = steps_per_epoch or num_train // batch_size
+    if steps_per_epoch < 1:
+        raise ValueError(
+            f"The batch size is larger than the {num_train} training images. Received: batch_size={batch_size}"
+        )
+    total = steps_per_epoch * epochs
+    return steps_per_epoch, total, min(int(warmup_epochs * steps_per_epoch), total - 1)
+
+
+def layer_id(path, num_layers):
+    """Depth of a variable for layer-wise decay: 0 embedding, i+1 block i, L+1 head."""
+    top = path.split("/")[0]
+    block = block_number(top)
+    if block is not None:
+        return block + 1
+    if top in _HEAD_LAYERS:
+        return num_layers + 1
+    return 0  # patches, patch encoder, a hybrid's stem
+
+
+def layer_decay_multipliers(model, decay):
+    """``{first path component: decay ** (L + 1 - depth)}`` for every trainable variable's layer."""
+    if not 0.0 < decay <= 1.0:
+        raise ValueError(f"`layer_decay` must be in (0, 1]. Received: layer_decay={decay!r}")
+    names = {v.path.split("/")[0] for v in model.trainable_variables}
+    num_layers = sum(1 for layer in model.layers if block_number(layer.name) is not None)  # frozen blocks count too
+    return {n: float(decay ** (num_layers + 1 - layer_id(n, num_layers))) for n in sorted(names)}
+
+
+class _LayerDecay:
+    """Scale each variable's learning rate (and its weight decay) by a per-layer multiplier.
+
+    ``lr_multipliers`` maps the first component of a variable's path (its
+    top-level layer, e.g. ``transformer_block_3``) to a factor; missing
+    layers get 1.
+    """
+
+    def __init__(self, *args, lr_multipliers=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lr_multipliers = dict(lr_multipliers or {})
+        self._multiplier_of = {}
+
+    def build(self, var_list):
+        super().build(var_list)
+        for variable in var_list:
+            top = variable.path.split("/")[0]
+            self._multiplier_of[self._var_key(variable)] = float(self.lr_multipliers.get(top, 1.0))
+
+    def _multiplier(self, variable):
+        return self._multiplier_of.get(self._var_key(variable), 1.0)
+
+    def update_step(self, gradient, variable, learning_rate):
+        scale = self._multiplier(variable)
+        if scale != 1.0:
+            learning_rate = keras.ops.multiply(learning_rate, scale)
+        return super().update_step(gradient, variable, learning_rate)
+
+    def _apply_weight_decay(self, variables):
+        if self.weight_decay is None:
+            return
+        import tensorflow as tf
+
+        def decay(variable, scale):
+            if self._use_weight_decay(variable):
+                lr = tf.cast(self.learning_rate, variable.dtype) * scale
+                wd = tf.cast(self.weight_decay, variable.dtype)
+                variable.assign_sub(variable * wd * lr)
+
+        def apply(distribution, variables):
+            for variable in variables:
+                scale = self._multiplier(variable)
+                if isinstance(variable, keras.Variable):
+                    variable = variable.value
+                distribution.extended.update(variable, decay, args=(scale,), group=False)
+
+        tf.__internal__.distribute.interim.maybe_merge_call(apply, self._distribution_strategy, variables)
+
+    def get_config(self):
+        config = super().get_config()
+        config["lr_multipliers"] = dict(self.lr_multipliers)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_vit")
+class LayerDecayAdamW(_LayerDecay, keras.optimizers.AdamW):
+    """``keras.optimizers.AdamW`` with per-layer learning-rate multipliers (``lr_multipliers``)."""
+
+
+@keras.saving.register_keras_serializable(package="keras_vit")
+class LayerDecaySGD(_LayerDecay, keras.optimizers.SGD):
+    """``keras.optimizers.SGD`` with per-layer learning-rate multipliers (``lr_multipliers``)."""
+
+
+def build_optimizer(
+    learning_rate,
+    total_steps,
+    warmup_steps=0,
+    *,
+    name="adamw",
+    weight_decay=0.05,
+    momentum=0.9,
+    clipnorm=1.0,
+    layer_decay=None,
+    model=None,
+    no_weight_decay=NO_WEIGHT_DECAY,
+):
+    """The paper's optimizer: warmup + cosine, global-norm clipping, selective weight decay.
+
+    Args:
+        learning_rate: peak learning rate, reached after ``warmup_steps``.
+        total_steps: optimizer steps of the whole run (schedule length).
+        warmup_steps: linear warmup steps.
+        name: ``"adamw"`` (pre-training, from-scratch runs) or ``"sgd"``
+            (with ``momentum``; the paper's fine-tuning optimizer).
+        weight_decay: decoupled weight decay; not applied to variables whose
+            name contains any of ``no_weight_decay`` (biases, LayerNorm
+            ``gamma``/``beta``, class token, position embedding).
+        clipnorm: global gradient norm clip (1 in the paper); None disables.
+        layer_decay: optional layer-wise learning-rate decay in (0, 1]: block
+            ``i`` of ``L`` gets ``layer_decay ** (L - i)``, the embedding
+            ``layer_decay ** (L + 1)``, the head 1. Needs ``model``.
+        model: the model, for ``layer_decay``.
+
+    Returns:
+        A Keras optimizer.
+    """
+    if name not in OPTIMIZERS:
+        raise ValueError(f"Unknown optimizer: expected one of {OPTIMIZERS}. Received: name={name!r}")
+    if learning_rate <= 0:
+        raise ValueError(f"`learning_rate` must be positive. Received: learning_rate={learning_rate!r}")
+    schedule = warmup_cosine(learning_rate, total_steps, warmup_steps)
+    kwargs = dict(learning_rate=schedule, weight_decay=weight_decay or None, global_clipnorm=clipnorm)
+    if layer_decay is not None and layer_decay != 1.0:
+        if model is None:
+            raise ValueError("`layer_decay` needs the model to assign variables to layers. Received: model=None")
+        multipliers = layer_decay_multipliers(model, layer_decay)
+        cls = LayerDecayAdamW if name == "adamw" else LayerDecaySGD
+        kwargs["lr_multipliers"] = multipliers
+    else:
+        cls = keras.optimizers.AdamW if name == "adamw" else keras.optimizers.SGD
+    if name == "sgd":
+        kwargs["momentum"] = momentum
+    optimizer = cls(**kwargs)
+    if weight_decay and no_weight_decay:
+        optimizer.exclude_from_weight_decay(var_names=list(no_weight_decay))
+    return optimizer
+

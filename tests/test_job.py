@@ -1,0 +1,174 @@
+"""The one training job (keras_vit.train.job) for every strategy, and `keras-vit train` on top of it."""
+
+import argparse
+import contextlib
+import csv
+import io
+import json
+import os
+
+import pytest
+
+import keras_vit
+from keras_vit import saving
+from keras_vit.train import job
+from helpers import save_npz, vit_checkpoint
+
+
+def _micro_checkpoint(tmp_path):
+    return save_npz(tmp_path / "ckpt.npz", vit_checkpoint(patch_size=7, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64, num_classes=5, grid=(2, 2)))
+
+
+def _run_captured(config):
+    """``job.run(config)`` with stdout captured in a stream that is not a terminal; returns (metrics, printed text)."""
+    stream = io.StringIO()
+    with contextlib.redirect_stdout(stream):
+        metrics = job.run(config)
+    return metrics, stream.getvalue()
+
+
+def assert_readable_log(text, epochs):
+    """Issue 11: a log file or pipe gets plain lines, one per epoch with its metrics, no progress bar."""
+    assert "\r" not in text and "\x1b" not in text and "\b" not in text, repr(text[-500:])
+    lines = [line for line in text.splitlines() if " - loss: " in line and " - accuracy: " in line]
+    assert len(lines) == epochs, text
+
+
+@pytest.mark.parametrize("strategy", job.STRATEGIES)
+def test_one_job_for_every_strategy(tmp_path, strategy):
+    """One device, MirroredStrategy and the multi-worker loop (one worker, in this process) do the same steps.
+
+    The same metrics.json keys, load report, frozen blocks, validation each epoch, CSV log, TensorBoard events,
+    model.keras with its class names, and readable one-line-per-epoch output when stdout is not a terminal.
+    """
+    out = tmp_path / "run"
+    config = job.TrainConfig(
+        model="micro", epochs=2, steps_per_epoch=3, batch_size=32, strategy=strategy, weights=str(_micro_checkpoint(tmp_path)),
+        freeze_blocks=1, layer_decay=0.75, validation_fraction=0.1, tensorboard=True, output=str(out),
+    )
+    metrics, printed = _run_captured(config)
+
+    assert set(metrics) == set(job.METRICS)
+    assert json.loads((out / "metrics.json").read_text()) == metrics
+    assert metrics["strategy"] == strategy and metrics["workers"] == 1 and metrics["replicas"] == 1
+    assert metrics["steps"] == 6 and metrics["resumed_from_step"] == 0 and metrics["optimizer"] == "sgd"
+    assert metrics["num_test_examples"] == 1000 and metrics["num_validation_examples"] == 400
+    for key in ("test_accuracy", "train_accuracy", "validation_accuracy"):
+        assert 0.0 <= metrics[key] <= 1.0, (key, metrics[key])
+    assert "resized Transformer/posembed_input/pos_embedding" in printed  # the load report
+    assert "frozen: patch_encoder, transformer_block_0" in printed
+    assert_readable_log(printed, epochs=2)
+    assert all("val_accuracy" in line for line in printed.splitlines() if " - loss: " in line)
+
+    rows = list(csv.DictReader(open(out / "log.csv")))
+    assert [r["epoch"] for r in rows] == ["0", "1"] and {"loss", "accuracy", "val_loss", "val_accuracy"} <= set(rows[0])
+    assert list((out / "logs" / "train").glob("events.out.tfevents.*")), "no TensorBoard training events"
+    assert list((out / "logs" / "validation").glob("events.out.tfevents.*")), "no TensorBoard validation events"
+    assert (out / "checkpoint.weights.h5").exists()
+    model, metadata = keras_vit.load_model(out / "model.keras"), saving.read_metadata(out / "model.keras")
+    assert metadata["class_names"] == [str(i) for i in range(10)] and model.output_shape == (None, 10)
+    assert not (out / "backup").exists() and not (out / "worker-0" / "backup").exists()  # the run is complete
+    assert (out / "worker-0" / "final.weights.h5").exists() == (strategy == "multi-worker")
+
+
+def test_config_fills_the_recipe_and_checks_its_fields():
+    config = job.TrainConfig(model="micro").resolved()
+    assert (config.optimizer, config.image_size, config.augment) == ("adamw", 28, "digits")
+    assert job.TrainConfig(model="micro", weights="w.npz", dataset="tfds:cifar10").resolved().optimizer == "sgd"
+    assert job.TrainConfig(model="micro", lr=0.5).resolved().lr == 0.5  # a set field wins over the recipe
+    with pytest.raises(ValueError, match="strategy='ring'"):
+        job.TrainConfig(strategy="ring").resolved()
+    with pytest.raises(ValueError, match="epochs=0"):
+        job.TrainConfig(model="micro", epochs=0).resolved()
+    with pytest.raises(ValueError, match="model='Q/3'"):
+        job.TrainConfig(model="Q/3").resolved()
+    with pytest.raises(TypeError):
+        job.TrainConfig("micro")  # keyword-only
+    with pytest.raises(TypeError, match="Namespace"):
+        job.run(argparse.Namespace(model="micro"))  # no argparse below the command line
+
+
+def _train_cli(tmp_path, *extra, tensorboard=False):
+    from keras_vit import cli
+
+    out = tmp_path / "run"
+    flags = [] if tensorboard else ["--no-tensorboard"]
+    code = cli.main(["train", "--model", "micro", "--epochs", "2", "--steps-per-epoch", "3", "--batch-size", "32",
+                     "--output", str(out), "--verbose", "0", *flags, *extra])
+    return code, out
+
+
+def test_train_command_writes_metrics_and_model(tmp_path, capsys):
+    path = _micro_checkpoint(tmp_path)
+    code, out = _train_cli(tmp_path, "--weights", path, "--layer-decay", "0.75", "--freeze-blocks", "1", tensorboard=True)
+    assert code == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    for key in ("test_accuracy", "test_loss", "epochs", "train_seconds", "dataset", "num_test_examples"):
+        assert key in metrics
+    assert metrics["num_test_examples"] == 1000 and metrics["dataset"] == "mnist" and metrics["steps"] == 6
+    assert metrics["optimizer"] == "sgd"  # the paper's fine-tuning optimizer by default with --weights
+    model, metadata = keras_vit.load_model(out / "model.keras"), saving.read_metadata(out / "model.keras")
+    assert metadata["class_names"] == [str(i) for i in range(10)] and model.output_shape == (None, 10)
+    assert "test accuracy" in capsys.readouterr().out
+    assert (out / "log.csv").read_text().count("\n") >= 2  # header + the epoch
+    assert list((out / "logs").rglob("events.out.tfevents.*")), "TensorBoard wrote no events"
+
+
+def test_train_command_errors(tmp_path, capsys):
+    from keras_vit import cli
+
+    assert cli.main(["train", "--dataset", "nowhere-dataset", "--output", str(tmp_path)]) == 2
+    assert "nowhere-dataset" in capsys.readouterr().err
+    assert cli.main(["train", "--model", "Q/3", "--output", str(tmp_path), "--epochs", "1"]) == 2
+    assert "Q/3" in capsys.readouterr().err
+
+
+def test_train_flags_become_the_config():
+    from keras_vit import cli
+    from keras_vit.cli import train as train_command
+
+    parser, _ = cli.build_parser()
+    args = parser.parse_args(["train", "--model", "micro", "--no-tensorboard", "--mixed-precision", "--no-jit",
+                              "--strategy", "mirrored", "--epochs", "3", "--mixup", "0.5"])
+    config = train_command.config_from_args(args)
+    assert config == job.TrainConfig(model="micro", tensorboard=False, mixed_precision=True, jit=False, strategy="mirrored",
+                                     epochs=3, mixup=0.5)
+    assert train_command.config_from_args(parser.parse_args(["train"])) == job.TrainConfig()  # the same defaults
+
+
+@pytest.mark.slow
+def test_killed_train_command_resumes(tmp_path):
+    """SIGKILL `keras-vit train` mid-epoch, run it again: same step count, earlier log rows kept."""
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "keras_vit.cli", "train", "--model", "micro", "--epochs", "4", "--steps-per-epoch", "40",
+               "--save-freq", "7", "--output", str(out), "--verbose", "2", "--no-tensorboard"]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root)
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    metadata = out / "backup" / "training_metadata.json"
+    deadline = time.time() + 400
+    try:
+        while process.poll() is None and time.time() < deadline:
+            try:
+                if json.loads(metadata.read_text())["iterations"] >= 91:  # 91 = 2 epochs + 11 steps
+                    break
+            except (OSError, ValueError, KeyError):
+                pass
+            time.sleep(0.1)
+    finally:
+        process.kill()
+        process.wait()
+    saved = json.loads(metadata.read_text())["iterations"]
+    assert 91 <= saved < 160 and saved % 40, saved  # mid-epoch, before the end
+    before = (out / "log.csv").read_text()
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=400)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert f"step {saved} of 160" in result.stdout
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["steps"] == 160 and metrics["resumed_from_step"] == saved
+    after = (out / "log.csv").read_text()
+    assert after.startswith(before) and [r["epoch"] for r in csv.DictReader(after.splitlines())] == ["0", "1", "2", "3"]
