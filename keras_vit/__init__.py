@@ -18,11 +18,13 @@ __version__ = "0.1.0"
 # public name -> the module that defines it
 _EXPORTS = {
     "keras_vit.layers": ("PatchEncoder", "Patches", "SelfAttention", "StochasticDepth", "TokenPooling", "TransformerBlock"),
-    "keras_vit.models.hybrid": ("HybridViT", "R26ViTS32", "R50ViTB16", "R50ViTL32", "ResidualUnit", "StdConv2D", "count_hybrid_params"),
-    "keras_vit.models.variants": ("count_params", "decode_variant"),
+    "keras_vit.layers.resnet": ("ResidualUnit", "StdConv2D"),
+    "keras_vit.models.hybrid": ("HybridViT", "R26ViTS32", "R50ViTB16", "R50ViTL32"),
+    "keras_vit.models.params": ("count_hybrid_params", "count_params"),
+    "keras_vit.models.variants": ("decode_variant",),
     "keras_vit.models.vit": ("ViT", "ViTB16", "ViTB32", "ViTH14", "ViTL16", "ViTL32", "ViTS16", "ViTS32", "ViTTi16"),
     "keras_vit.models.small": ("conv_stem_vit",),
-    "keras_vit.weights.checkpoints": ("CheckpointError", "LoadReport", "load_checkpoint", "read_checkpoint", "resize_position_embedding"),
+    "keras_vit.weights": ("CheckpointError", "LoadReport", "load_checkpoint", "read_checkpoint", "resize_position_embedding"),
     "keras_vit.train.data": ("ImageDataset", "load_dataset", "load_image_folder", "load_mnist", "load_tfds", "make_pipeline"),
     "keras_vit.train.optimizers": ("LayerDecayAdamW", "LayerDecaySGD", "build_optimizer", "layer_decay_multipliers", "warmup_cosine"),
     "keras_vit.train.callbacks": ("Backup", "fit_resumable"),

@@ -4,6 +4,5 @@
 class is registered; the library imports this before loading a ``.keras`` file.
 """
 
-from keras_vit import layers  # noqa: F401
-from keras_vit.models import hybrid  # noqa: F401  (StdConv2D, ResidualUnit)
+from keras_vit import layers  # noqa: F401  (with keras_vit.layers.resnet: StdConv2D, ResidualUnit)
 from keras_vit.train import optimizers  # noqa: F401  (the layer-decay optimizers)

@@ -89,7 +89,7 @@ def save_npz(path, arrays):
 
 def original_names(arrays):
     """Strip the Flax naming back to the original one (what the reference reads)."""
-    from keras_vit.weights.checkpoints import canonical_key
+    from keras_vit.weights import canonical_key
 
     return {canonical_key(k): v for k, v in arrays.items()}
 

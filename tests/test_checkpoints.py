@@ -4,7 +4,8 @@ import pytest
 import keras_vit
 import reference
 from helpers import TINY, images, original_names, save_npz, tiny_vit, vit_checkpoint
-from keras_vit.weights.checkpoints import CheckpointError, POSEMB_KEY, resize_position_embedding
+from keras_vit import weights
+from keras_vit.weights import CheckpointError, POSEMB_KEY, resize_position_embedding
 
 
 @pytest.mark.parametrize("naming", ["original", "flax"])
@@ -134,3 +135,41 @@ def test_pickled_arrays_are_refused(tmp_path):
     np.savez(path, cls=np.array([object()], dtype=object))
     with pytest.raises(CheckpointError, match="pickle"):
         keras_vit.read_checkpoint(path)
+
+
+@pytest.mark.parametrize("wrap", ["original", "flax", "opt"])
+def test_shapes_peek_reads_headers_like_the_arrays(tmp_path, wrap):
+    arrays = vit_checkpoint(naming="flax" if wrap == "flax" else "original", representation_size=24)
+    if wrap == "opt":
+        arrays = {"opt/target/" + k: v for k, v in arrays.items()}
+        arrays["opt/state/step"] = np.array(7)
+    path = save_npz(tmp_path / "c.npz", arrays)
+    shapes = weights.checkpoint_shapes(path)
+    assert shapes == {k: v.shape for k, v in weights.read_checkpoint(path).items()}
+    assert weights.representation_size_of(shapes) == 24
+
+
+def test_shapes_peek_names_a_bad_file(tmp_path):
+    path = tmp_path / "bad.npz"
+    path.write_bytes(b"not a zip file at all")
+    with pytest.raises(CheckpointError, match="bad.npz"):
+        weights.checkpoint_shapes(path)
+    with pytest.raises(CheckpointError, match="bad.npz"):  # the builder peeks first: the same error
+        tiny_vit(weights=path)
+
+
+@pytest.mark.parametrize("overrides", [dict(), dict(pooling="gap", representation_size=16), dict(include_top=False)])
+def test_every_weight_has_one_checkpoint_key(overrides):
+    model = tiny_vit(**overrides)
+    targets = weights.targets_of(model)
+    assert sorted(t.variable.path for t in targets.values()) == sorted(v.path for v in model.weights)
+
+
+def test_builder_keeps_the_report_on_the_model(tmp_path):
+    path = save_npz(tmp_path / "c.npz", vit_checkpoint())
+    assert not hasattr(tiny_vit(), "load_report")
+    model = tiny_vit(weights=path)
+    assert isinstance(model.load_report, weights.LoadReport) and model.load_report.path == path
+    fresh = tiny_vit()
+    report = weights.load_into(fresh, path)
+    assert fresh.load_report is report and report.loaded == model.load_report.loaded

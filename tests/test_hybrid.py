@@ -5,13 +5,15 @@ import pytest
 
 import keras
 import keras_vit
+from keras.src import testing as keras_testing
 import reference_hybrid as ref
 from helpers import images, original_names, run_fit_step_test, run_layer_test, run_saving_test, save_npz, vit_checkpoint
 from keras_vit import cli
+from keras_vit.layers import resnet
 from keras_vit.models import variants as configs
 from keras_vit.models import hybrid
 from keras_vit.models import vit as models
-from keras_vit.weights.checkpoints import POSEMB_KEY, CheckpointError
+from keras_vit.weights import POSEMB_KEY, CheckpointError
 
 # tiny hybrid: root width 32 (width=0.5), stages (2, 1, 1) -> 512 channels at stride 16, tiny Transformer
 TINY_VIT = dict(hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64)
@@ -154,7 +156,7 @@ def test_info_lists_every_builder_with_its_count(capsys):
     assert cli.main(["info"]) == 0
     table = capsys.readouterr().out.split("\n\n")[0]  # the machine's lines follow after a blank line
     rows = {line.split()[0]: line.split() for line in table.splitlines()[1:]}
-    assert set(rows) == set(models.BUILDERS) | set(keras_vit.models.hybrid.HYBRID_BUILDERS)
+    assert set(rows) == set(models.BUILDERS) | set(hybrid.HYBRID_BUILDERS)
     assert rows["B/16"][5] == "86,567,656"
     assert rows["R50+B/16"][5] == "98,659,112"
     assert rows["R50+L/32"][5] == "328,994,856"
@@ -173,7 +175,7 @@ def test_r50_vit_l32_for_real():
 def test_std_conv_matches_reference(size, kernel, stride):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(2, *size, 5)).astype("float32")
-    layer = hybrid.StdConv2D(6, kernel, strides=stride)
+    layer = resnet.StdConv2D(6, kernel, strides=stride)
     layer.build(x.shape)
     w = rng.normal(0.0, 0.01, size=(kernel, kernel, 5, 6)).astype("float32")
     layer.kernel.assign(w)
@@ -192,7 +194,7 @@ def test_std_conv_padding_is_tf_same_not_symmetric():
     rng = np.random.default_rng(5)
     x = rng.normal(size=(1, 8, 8, 2)).astype("float32")
     w = rng.normal(size=(3, 3, 2, 4)).astype("float32")
-    layer = hybrid.StdConv2D(4, 3, strides=2)
+    layer = resnet.StdConv2D(4, 3, strides=2)
     layer.build(x.shape)
     layer.kernel.assign(w)
     out = np.asarray(layer(x))[0]
@@ -206,7 +208,7 @@ def test_std_conv_padding_is_tf_same_not_symmetric():
 def test_group_norm_matches_reference():
     rng = np.random.default_rng(1)
     x = rng.normal(2.0, 0.01, size=(2, 5, 6, 64)).astype("float32")  # variance 1e-4: epsilon 1e-6 matters
-    layer = hybrid.group_norm("gn")
+    layer = resnet.group_norm("gn")
     layer.build(x.shape)
     scale, bias = rng.normal(1, 0.2, 64), rng.normal(0, 0.2, 64)
     layer.set_weights([scale, bias])
@@ -218,7 +220,7 @@ def test_group_norm_matches_reference():
 def test_residual_unit_matches_reference(channels, features, stride):
     rng = np.random.default_rng(2)
     x = np.abs(rng.normal(size=(2, 7, 8, channels))).astype("float32")
-    unit = hybrid.ResidualUnit(features, strides=stride)
+    unit = resnet.ResidualUnit(features, strides=stride)
     out = run_layer_test(unit, x)
     assert (unit.conv_proj is not None) == (channels != 4 * features or stride != 1)
     p = {}
@@ -239,10 +241,64 @@ def test_residual_unit_matches_reference(channels, features, stride):
     np.testing.assert_allclose(out, expected, atol=1e-4 * np.abs(expected).max())
 
 
+class ResNetLayersInKerasHarness(keras_testing.TestCase):
+    """Keras' own layer test (serialisation, build, symbolic and eager calls, a fit step, mixed_float16), tiny shapes."""
+
+    def test_std_conv(self):
+        self.run_layer_test(
+            resnet.StdConv2D,
+            init_kwargs=dict(filters=4, kernel_size=3, strides=2),
+            input_shape=(2, 7, 8, 3),
+            expected_output_shape=(2, 4, 4, 4),
+            expected_num_trainable_weights=1,
+            expected_num_non_trainable_weights=0,
+            run_training_check=True,
+            run_mixed_precision_check=True,
+        )
+
+    def test_residual_unit_identity_shortcut(self):
+        self.run_layer_test(
+            resnet.ResidualUnit,
+            init_kwargs=dict(features=32),
+            input_shape=(2, 5, 6, 128),
+            expected_output_shape=(2, 5, 6, 128),
+            expected_num_trainable_weights=9,  # conv1..3 kernels, gn1..3 scale and bias
+            expected_num_non_trainable_weights=0,
+            run_training_check=True,
+            run_mixed_precision_check=True,
+        )
+
+    def test_residual_unit_projection(self):
+        self.run_layer_test(
+            resnet.ResidualUnit,
+            init_kwargs=dict(features=32, strides=2),
+            input_shape=(2, 5, 6, 64),
+            expected_output_shape=(2, 3, 3, 128),
+            expected_num_trainable_weights=12,  # + conv_proj kernel, gn_proj scale and bias
+            expected_num_non_trainable_weights=0,
+            run_training_check=True,
+            run_mixed_precision_check=True,
+        )
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(features=48), r"multiple of the 32 GroupNorm groups\. Received: features=48"),
+        (dict(features=16), r"Received: features=16"),
+        (dict(features=0), r"positive int\. Received: features=0"),
+        (dict(features=32, strides=0), r"Received: strides=0"),
+    ],
+)
+def test_residual_unit_bad_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        resnet.ResidualUnit(**kwargs)
+
+
 def test_fresh_unit_is_identity_plus_shortcut():
     """gn3's scale starts at zero (models_resnet: scale_init=zeros): a fresh identity unit is relu(x)."""
     x = np.random.default_rng(3).normal(size=(1, 4, 4, 128)).astype("float32")
-    np.testing.assert_allclose(np.asarray(hybrid.ResidualUnit(32)(x)), np.maximum(x, 0), atol=1e-6)
+    np.testing.assert_allclose(np.asarray(resnet.ResidualUnit(32)(x)), np.maximum(x, 0), atol=1e-6)
 
 
 def test_root_and_first_stage_match_reference(tmp_path):
@@ -339,6 +395,59 @@ def test_missing_whole_unit_and_wrong_stage_count(tmp_path):
         keras_vit.load_checkpoint(tiny_hybrid(), four)
 
 
+_LOAD_WITHOUT_THE_HYBRID_MODULE = """
+import json, sys
+import numpy as np
+import keras
+import keras_vit.layers
+from keras_vit.weights import load_checkpoint, targets_of
+
+model = keras.saving.load_model(sys.argv[1] + "/hybrid.keras", compile=False)
+arrays = {key: np.asarray(t.variable).reshape(t.shape) for key, t in targets_of(model).items()}
+for variable in model.weights:
+    variable.assign(np.zeros(variable.shape))
+report = load_checkpoint(model, arrays)
+x = np.load(sys.argv[1] + "/inputs.npy")[:, :32, :32]
+error = float(np.abs(np.asarray(model(x)) - np.asarray(json.load(open(sys.argv[1] + "/outputs.json"))["hybrid"])).max())
+print(json.dumps(dict(loaded=len(report.loaded), weights=len(model.weights), error=error,
+                      hybrid_imported="keras_vit.models.hybrid" in sys.modules)))
+"""
+
+
+def test_hybrid_mapping_does_not_depend_on_importing_the_hybrid_module():
+    """The loader picks the ResNet mapping because the model has a ResNet stem, not because hybrid.py registered it.
+
+    In a fresh process that never imports keras_vit.models.hybrid: the 0.1.0 hybrid fixture's weights, written
+    out as checkpoint arrays, load back into the zeroed model and give the outputs it computed then.
+    """
+    import json
+    import os
+    import subprocess
+    import sys
+
+    fixtures = os.path.join(os.path.dirname(__file__), "fixtures", "v0.1.0")
+    run = subprocess.run(
+        [sys.executable, "-c", _LOAD_WITHOUT_THE_HYBRID_MODULE, fixtures], capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    assert not result["hybrid_imported"]
+    assert result["loaded"] == result["weights"] == 51
+    assert result["error"] < 1e-5  # same weights, same graph: float32 rounding only
+
+
+def test_loading_into_a_model_read_from_keras_file(tmp_path):
+    """Keys map to variable paths, which a .keras round trip keeps."""
+    arrays = hybrid_checkpoint()
+    tiny_hybrid().save(tmp_path / "fresh.keras")
+    model = keras_vit.load_model(tmp_path / "fresh.keras")
+    report = keras_vit.load_checkpoint(model, save_npz(tmp_path / "R.npz", arrays))
+    assert sorted(report.loaded) == sorted(arrays)
+    x = images(2, 64)
+    expected = ref.hybrid_logits(x, arrays, (2, 1, 1))
+    np.testing.assert_allclose(np.asarray(model(x)), expected, atol=1e-4 * np.abs(expected).max(), rtol=0)
+
+
 def test_plain_and_hybrid_checkpoints_do_not_mix(tmp_path):
     plain = save_npz(tmp_path / "ViT.npz", vit_checkpoint(patch_size=8))
     with pytest.raises(CheckpointError, match="conv_root/kernel"):
@@ -381,7 +490,7 @@ def test_headless_and_gap_variants():
 def test_saving_round_trip_safe_mode(tmp_path):
     model = tiny_hybrid(weights=save_npz(tmp_path / "R.npz", hybrid_checkpoint(representation_size=16)))
     loaded = run_saving_test(model, images(2, 64), tmp_path, atol=1e-5)
-    assert isinstance(loaded.get_layer("block1_unit1"), hybrid.ResidualUnit)
+    assert isinstance(loaded.get_layer("block1_unit1"), resnet.ResidualUnit)
     assert loaded.get_layer("block1_unit1").conv_proj is not None
     assert loaded.get_layer("block1_unit2").conv_proj is None
 
@@ -389,7 +498,7 @@ def test_saving_round_trip_safe_mode(tmp_path):
 def test_fit_step_every_weight_gets_gradient():
     model = tiny_hybrid(classifier_activation="softmax", dropout=0.1, drop_path_rate=0.1)
     for layer in model.layers:  # gn3 starts at zero scale, which blocks the residual branch's gradient
-        if isinstance(layer, hybrid.ResidualUnit):
+        if isinstance(layer, resnet.ResidualUnit):
             layer.gn3.gamma.assign(np.ones(layer.gn3.gamma.shape))
     run_fit_step_test(model, images(4, 64), 5)
 
@@ -436,7 +545,7 @@ def test_norm_statistics_in_float32(restore_policy):
     keras.config.set_dtype_policy("mixed_float16")
     rng = np.random.default_rng(4)
     x = (300.0 + 30.0 * rng.normal(size=(1, 4, 4, 64))).astype("float32")
-    gn = hybrid.group_norm("gn")
+    gn = resnet.group_norm("gn")
     out = np.asarray(keras.ops.cast(gn(x), "float32"))
     expected = ref.group_norm(x[0].astype(np.float64), np.ones(64), np.zeros(64))
     np.testing.assert_allclose(out[0], expected, atol=0.02)
@@ -445,6 +554,6 @@ def test_norm_statistics_in_float32(restore_policy):
     tokens = x.reshape(16, 64).astype(np.float64)
     expected = (tokens - tokens.mean(-1, keepdims=True)) / tokens.std(-1, keepdims=True)
     np.testing.assert_allclose(out[0], expected, atol=0.02)
-    conv = hybrid.StdConv2D(8, 3)
+    conv = resnet.StdConv2D(8, 3)
     assert keras.backend.standardize_dtype(conv(x).dtype) == "float16"
     assert conv.kernel.dtype == "float32"

@@ -6,6 +6,7 @@ import pytest
 import keras
 import keras_vit
 from helpers import TINY, images, run_fit_step_test, run_saving_test, tiny_vit
+from keras_vit.models import params
 from keras_vit.models import variants as configs
 from keras_vit.models import vit as models
 
@@ -24,7 +25,7 @@ PAPER_COUNTS = {
 @pytest.mark.parametrize("variant", ["Ti/16", "S/16", "S/32", "B/16", "B/32"])
 def test_builder_parameter_count_and_shape(variant):
     model = models.BUILDERS[variant]()
-    expected = configs.count_params(**configs.decode_variant(variant))
+    expected = params.count_params(**configs.decode_variant(variant))
     assert model.count_params() == expected
     if variant in PAPER_COUNTS:
         assert model.count_params() == PAPER_COUNTS[variant]
@@ -34,7 +35,7 @@ def test_builder_parameter_count_and_shape(variant):
 
 @pytest.mark.parametrize("variant", ["L/16", "L/32", "H/14"])
 def test_large_counts_without_allocating(variant):
-    assert configs.count_params(**configs.decode_variant(variant)) == PAPER_COUNTS[variant]
+    assert params.count_params(**configs.decode_variant(variant)) == PAPER_COUNTS[variant]
 
 
 @pytest.mark.slow
@@ -124,6 +125,88 @@ def test_preprocessing_scales_to_minus_one_one():
 def test_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         keras_vit.ViTB16(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(num_layers=0), r"`num_layers` must be a positive int\. Received: num_layers=0"),
+        (dict(num_layers=-2), r"Received: num_layers=-2"),
+        (dict(num_heads=0), r"Received: num_heads=0"),
+        (dict(mlp_dim=0), r"Received: mlp_dim=0"),
+        (dict(hidden_size=30), r"hidden_size=30, num_heads=4"),
+        (dict(image_size="64"), r"Received: image_size='64'"),  # int("64") would have passed, tuple("64") is (6, 4)
+        (dict(image_size=32.0), r"Received: image_size=32\.0"),
+        (dict(image_size=(32, 32, 3)), r"Received: image_size=\(32, 32, 3\)"),
+        (dict(patch_size=0), r"`patch_size` must be a positive int.*Received: patch_size=0"),
+        (dict(patch_size=(8, 0)), r"Received: patch_size=\(8, 0\)"),
+    ],
+)
+def test_bad_architecture_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        tiny_vit(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(num_layers=0), r"Received: num_layers=0"),
+        (dict(image_size="28"), r"Received: image_size='28'"),
+        (dict(patch_size=0), r"Received: patch_size=0"),
+        (dict(stem_channels=(16, 0)), r"Received: stem_channels=\(16, 0\)"),
+    ],
+)
+def test_conv_stem_bad_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        keras_vit.conv_stem_vit(**kwargs)
+
+
+def test_long_argument_lists_are_keyword_only():
+    """A swapped positional rate or width cannot pass silently: past the first arguments, keywords only."""
+    import inspect
+
+    from keras_vit.models import hybrid, small
+
+    def positional(function):
+        kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        return [p.name for p in inspect.signature(function).parameters.values() if p.kind in kinds]
+
+    assert positional(models.assemble) == []
+    for function in (models.transformer_from_patches, models.encoder, models.head):
+        assert positional(function) == ["x" if function is not models.transformer_from_patches else "patches"]
+    assert positional(keras_vit.ViT) == ["image_size", "patch_size"]
+    assert positional(hybrid.HybridViT) == ["block_units", "width"]
+    assert positional(small.conv_stem_vit) == ["image_size", "stem_channels"]
+    assert positional(keras_vit.ViTB16) == positional(keras_vit.R50ViTB16) == ["num_classes", "image_size"]
+    with pytest.raises(TypeError):
+        keras_vit.ViT(32, 8, 32, 2, 4, 64)
+
+
+def test_builders_come_from_the_variant_registry():
+    from keras_vit.models import hybrid
+
+    assert list(models.BUILDERS) == list(configs.VIT_VARIANTS)
+    assert list(hybrid.HYBRID_BUILDERS) == list(configs.HYBRID_VARIANTS)
+    for variant, builder in {**models.BUILDERS, **hybrid.HYBRID_BUILDERS}.items():
+        assert builder.__name__ == configs.builder_name(variant)
+        assert getattr(keras_vit, builder.__name__) is builder  # the public name is the registry's builder
+    assert keras_vit.ViTB16.__name__ == "ViTB16" and keras_vit.R26ViTS32.__name__ == "R26ViTS32"
+    model = models.BUILDERS["S/32"](num_classes=3, image_size=64)
+    assert model.name == "vit_s32"
+    config = configs.decode_variant("S/32")
+    assert model.get_layer("patch_encoder").hidden_size == config["hidden_size"]
+    assert len([l for l in model.layers if isinstance(l, keras_vit.TransformerBlock)]) == config["num_layers"]
+
+
+def test_decode_hybrid_variant():
+    config = configs.decode_hybrid_variant("R50+L/32", num_layers=2)
+    assert config == dict(
+        block_units=(3, 4, 6, 3), width=1, patch_size=1, hidden_size=1024, num_layers=2, mlp_dim=4096, num_heads=16
+    )
+    with pytest.raises(ValueError, match=r"variant='R50\+X/16'"):
+        configs.decode_hybrid_variant("R50+X/16")
+    with pytest.raises(ValueError, match=r"Unknown override\(s\) \['depth'\]"):
+        configs.decode_hybrid_variant("R50+B/16", depth=3)
 
 
 def test_decode_variant():

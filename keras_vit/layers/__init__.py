@@ -15,6 +15,8 @@ Each passes Keras' own layer harness (tests/test_layer_harness.py).
 from keras_vit.layers.attention import SelfAttention
 from keras_vit.layers.checks import LAYER_NORM_EPSILON
 from keras_vit.layers.patching import PatchEncoder, Patches
+from keras_vit.layers.resnet import ResidualUnit, StdConv2D
 from keras_vit.layers.transformer import StochasticDepth, TokenPooling, TransformerBlock
 
 __all__ = ["LAYER_NORM_EPSILON", "PatchEncoder", "Patches", "SelfAttention", "StochasticDepth", "TokenPooling", "TransformerBlock"]
+__all__ += ["ResidualUnit", "StdConv2D"]

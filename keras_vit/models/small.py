@@ -1,26 +1,21 @@
 """Small models for small images: the ViT on a conv stem that the main job trains on MNIST, and tiny plain ViTs.
 
-``SMALL_MODELS`` is data (one entry per name, read by ``keras-vit train --model``);
-:func:`conv_stem_vit` builds any of them.
+Their named configurations are ``SMALL_MODELS`` in :mod:`keras_vit.models.variants`
+(read by ``keras-vit train --model``); :func:`conv_stem_vit` builds any of them.
 """
 
 import keras
 
 from keras_vit.layers import Patches
 from keras_vit.models import vit
-
-SMALL_MODELS = {
-    "mnist": dict(
-        image_size=28, stem_channels=(32, 64), patch_size=2, hidden_size=64, num_layers=4, num_heads=4, mlp_dim=128
-    ),
-    "tiny": dict(image_size=28, stem_channels=(), patch_size=4, hidden_size=64, num_layers=4, num_heads=4, mlp_dim=128),
-    "micro": dict(image_size=28, stem_channels=(), patch_size=7, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64),
-}
+from keras_vit.models.arguments import positive_ints, positive_pair, validate_top, validate_transformer
+from keras_vit.models.variants import SMALL_MODELS  # noqa: F401  (importable from here, as before the registry)
 
 
 def conv_stem_vit(
     image_size=28,
     stem_channels=(16, 32),
+    *,
     patch_size=2,
     hidden_size=64,
     num_layers=4,
@@ -41,9 +36,18 @@ def conv_stem_vit(
     embedding, encoder, class-token head -- is the standard ViT
     (:func:`keras_vit.models.vit.transformer_from_patches`), so every layer
     name after the stem matches :func:`keras_vit.ViT`.
+
+    Example:
+    >>> from keras_vit.models.variants import SMALL_MODELS
+    >>> model = conv_stem_vit(num_classes=10, **SMALL_MODELS["mnist"])
+    >>> model.get_layer("patch_encoder").num_patches, model.output_shape
+    (49, (None, 10))
     """
-    if hidden_size % num_heads:
-        raise ValueError(f"`hidden_size` must be divisible by `num_heads`. Received: hidden_size={hidden_size}, num_heads={num_heads}")
+    positive_pair(image_size, "image_size")
+    positive_pair(patch_size, "patch_size")
+    positive_ints(stem_channels, "stem_channels")
+    validate_transformer(hidden_size, num_layers, num_heads, mlp_dim)
+    validate_top(num_classes, True, "token", classifier_activation)
     inputs, x = vit.image_input(image_size, include_preprocessing)
     for i, channels in enumerate(stem_channels):
         x = keras.layers.Conv2D(channels, 3, strides=1 if i == 0 else 2, padding="same", use_bias=False, name=f"stem_conv_{i}")(x)
@@ -51,7 +55,18 @@ def conv_stem_vit(
         x = keras.layers.Activation("gelu", name=f"stem_act_{i}")(x)
     patches = Patches(patch_size, name="patches")(x)
     outputs = vit.transformer_from_patches(
-        patches, hidden_size, num_layers, num_heads, mlp_dim, num_classes, True, "token", None,
-        dropout, 0.0, drop_path_rate, classifier_activation,
+        patches,
+        hidden_size=hidden_size,
+        num_layers=num_layers,
+        num_heads=num_heads,
+        mlp_dim=mlp_dim,
+        num_classes=num_classes,
+        include_top=True,
+        pooling="token",
+        representation_size=None,
+        dropout=dropout,
+        attention_dropout=0.0,
+        drop_path_rate=drop_path_rate,
+        classifier_activation=classifier_activation,
     )
     return keras.Model(inputs, outputs, name=name)

@@ -2,64 +2,20 @@
 
 ``ViT(...)`` takes any architecture; ``ViTB16(...)`` and friends look their
 sizes up in :mod:`keras_vit.models.variants`. The arguments follow
-``keras.applications``.
+``keras.applications``; they are checked by :mod:`keras_vit.models.arguments`
+before anything is built. Weights are loaded after the model is built, by
+:func:`keras_vit.weights.load_into`.
 """
-
-import os
 
 import keras
 
-from keras_vit.weights import checkpoints
-from keras_vit.models import variants as configs
+from keras_vit import weights as weights_lib
 from keras_vit.layers import LAYER_NORM_EPSILON, PatchEncoder, Patches, TokenPooling, TransformerBlock
-
-POOLING_MODES = ("token", "gap")
-
-
-def image_size_pair(image_size):
-    """``224 -> (224, 224)``; validates an ``(h, w)`` pair."""
-    if isinstance(image_size, int) and not isinstance(image_size, bool):
-        pair = (image_size, image_size)
-    else:
-        try:
-            pair = tuple(int(v) for v in image_size)
-        except TypeError:
-            pair = ()
-        if len(pair) != 2:
-            raise ValueError(f"`image_size` must be an int or (height, width). Received: image_size={image_size!r}")
-    if min(pair) < 1:
-        raise ValueError(f"`image_size` must be positive. Received: image_size={image_size!r}")
-    return pair
+from keras_vit.models import variants
+from keras_vit.models.arguments import image_size_pair, validate_grid, validate_top, validate_transformer, validate_weights
 
 
-def validate_top(num_classes, include_top, pooling, classifier_activation):
-    """Check the head arguments shared by every builder, before building."""
-    if pooling not in POOLING_MODES and not (pooling is None and not include_top):
-        allowed = POOLING_MODES + ((None,) if not include_top else ())
-        raise ValueError(f"Unknown pooling type: expected one of {allowed}. Received: pooling={pooling!r}")
-    if include_top and (not isinstance(num_classes, int) or num_classes < 1):
-        raise ValueError(f"`num_classes` must be a positive int when include_top=True. Received: num_classes={num_classes!r}")
-    if classifier_activation is not None:
-        keras.activations.get(classifier_activation)  # raises on an unknown name
-
-
-def validate_weights(weights):
-    if weights is not None and not os.path.isfile(os.fspath(weights)):
-        raise ValueError(
-            "`weights` must be None or the path to an original ViT .npz checkpoint. "
-            f"Received: weights={weights!r} (no such file)"
-        )
-
-
-def encoder(
-    x,
-    num_layers,
-    num_heads,
-    mlp_dim,
-    dropout=0.0,
-    attention_dropout=0.0,
-    drop_path_rate=0.0,
-):
+def encoder(x, *, num_layers, num_heads, mlp_dim, dropout=0.0, attention_dropout=0.0, drop_path_rate=0.0):
     """Stack ``num_layers`` blocks (names ``transformer_block_{i}``) and the final norm.
 
     Stochastic depth grows linearly with depth from 0 to ``drop_path_rate``.
@@ -77,7 +33,7 @@ def encoder(
     return keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name="encoder_norm")(x)
 
 
-def head(x, num_classes, include_top, pooling, representation_size, classifier_activation):
+def head(x, *, num_classes, include_top, pooling, representation_size, classifier_activation):
     """Pool the encoded tokens, optional pre-logits (tanh), then the zero-initialised head."""
     if pooling is None:
         return x
@@ -94,6 +50,7 @@ def head(x, num_classes, include_top, pooling, representation_size, classifier_a
 
 def transformer_from_patches(
     patches,
+    *,
     hidden_size,
     num_layers,
     num_heads,
@@ -107,7 +64,7 @@ def transformer_from_patches(
     drop_path_rate,
     classifier_activation,
 ):
-    """Patch sequence -> Eq. 1 embedding -> encoder -> head. Shared with the hybrid."""
+    """Patch sequence -> Eq. 1 embedding -> encoder -> head. Shared with the hybrid and the conv-stem model."""
     x = PatchEncoder(
         num_patches=patches.shape[1],
         hidden_size=hidden_size,
@@ -115,8 +72,23 @@ def transformer_from_patches(
         dropout=dropout,
         name="patch_encoder",
     )(patches)
-    x = encoder(x, num_layers, num_heads, mlp_dim, dropout, attention_dropout, drop_path_rate)
-    return head(x, num_classes, include_top, pooling, representation_size, classifier_activation)
+    x = encoder(
+        x,
+        num_layers=num_layers,
+        num_heads=num_heads,
+        mlp_dim=mlp_dim,
+        dropout=dropout,
+        attention_dropout=attention_dropout,
+        drop_path_rate=drop_path_rate,
+    )
+    return head(
+        x,
+        num_classes=num_classes,
+        include_top=include_top,
+        pooling=pooling,
+        representation_size=representation_size,
+        classifier_activation=classifier_activation,
+    )
 
 
 def image_input(image_size, include_preprocessing, input_tensor=None):
@@ -135,6 +107,7 @@ def image_input(image_size, include_preprocessing, input_tensor=None):
 def ViT(
     image_size=224,
     patch_size=16,
+    *,
     hidden_size=768,
     num_layers=12,
     num_heads=12,
@@ -157,7 +130,8 @@ def ViT(
     Args:
         image_size: int or ``(height, width)``; each divisible by the patch size.
         patch_size: int or ``(ph, pw)``.
-        hidden_size, num_layers, num_heads, mlp_dim: the Transformer's shape.
+        hidden_size, num_layers, num_heads, mlp_dim: the Transformer's shape
+            (keyword-only, as every argument after ``patch_size``).
         num_classes: classes of the head (used when ``include_top``).
         include_top: add the classification head. Without it the model returns
             the pooled representation, or every token with ``pooling=None``.
@@ -177,8 +151,8 @@ def ViT(
         name: model name.
 
     Returns:
-        A functional ``keras.Model``. A loaded checkpoint's report is kept on
-        ``model.load_report``.
+        A functional ``keras.Model``; with ``weights``, the report of the load
+        is ``model.load_report`` (see :func:`keras_vit.weights.load_into`).
 
     Example:
     >>> model = ViT(image_size=32, patch_size=8, hidden_size=64, num_layers=2,
@@ -186,86 +160,70 @@ def ViT(
     >>> model.output_shape
     (None, 10)
     """
-    h, w = image_size_pair(image_size)
-    ph, pw = (patch_size, patch_size) if isinstance(patch_size, int) else tuple(patch_size)
-    if h % ph or w % pw:
-        raise ValueError(
-            "The image size must be divisible by the patch size. "
-            f"Received: image_size={image_size}, patch_size={patch_size}"
-        )
-    if hidden_size % num_heads:
-        raise ValueError(
-            "`hidden_size` must be divisible by `num_heads`. "
-            f"Received: hidden_size={hidden_size}, num_heads={num_heads}"
-        )
+    (h, w), _ = validate_grid(image_size, patch_size)
+    validate_transformer(hidden_size, num_layers, num_heads, mlp_dim)
     validate_top(num_classes, include_top, pooling, classifier_activation)
     validate_weights(weights)
     return assemble(
-        (h, w), patch_size, hidden_size, num_layers, num_heads, mlp_dim, num_classes, include_top, weights,
-        pooling, representation_size, dropout, attention_dropout, drop_path_rate, classifier_activation,
-        include_preprocessing, input_tensor, name,
+        image_size=(h, w),
+        patch_size=patch_size,
+        hidden_size=hidden_size,
+        num_layers=num_layers,
+        num_heads=num_heads,
+        mlp_dim=mlp_dim,
+        num_classes=num_classes,
+        include_top=include_top,
+        weights=weights,
+        pooling=pooling,
+        representation_size=representation_size,
+        dropout=dropout,
+        attention_dropout=attention_dropout,
+        drop_path_rate=drop_path_rate,
+        classifier_activation=classifier_activation,
+        include_preprocessing=include_preprocessing,
+        input_tensor=input_tensor,
+        name=name,
     )
 
 
 def assemble(
+    *,
     image_size,
     patch_size,
-    hidden_size,
-    num_layers,
-    num_heads,
-    mlp_dim,
-    num_classes,
-    include_top,
     weights,
-    pooling,
-    representation_size,
-    dropout,
-    attention_dropout,
-    drop_path_rate,
-    classifier_activation,
     include_preprocessing,
     input_tensor,
     name,
+    representation_size,
     stem=None,
     check_checkpoint=None,
+    **transformer,
 ):
     """Input -> optional ``stem`` (the hybrid's CNN) -> patches -> Transformer -> head, then the weights.
 
-    Arguments are validated by the caller. ``check_checkpoint(arrays)`` may
-    reject a checkpoint before anything is built; a pre-logits layer in the
-    checkpoint is added when ``representation_size`` is None.
+    Arguments are validated by the caller; ``**transformer`` are the keyword
+    arguments of :func:`transformer_from_patches` but ``representation_size``.
+    With ``weights``, the file's shapes are peeked at before building
+    (:func:`keras_vit.weights.checkpoint_shapes`, no data read): a pre-logits
+    layer in the checkpoint is added when ``representation_size`` is None, and
+    ``check_checkpoint(shapes)`` may refuse the file before anything is built.
+    The built model is then loaded by :func:`keras_vit.weights.load_into`.
     """
-    checkpoint = None
     if weights is not None:
-        checkpoint = checkpoints.read_checkpoint(weights)
+        shapes = weights_lib.checkpoint_shapes(weights)
         if check_checkpoint is not None:
-            check_checkpoint(checkpoint)
+            check_checkpoint(shapes)
         if representation_size is None:
-            representation_size = checkpoints.representation_size_of(checkpoint)
+            representation_size = weights_lib.representation_size_of(shapes)
 
     inputs, x = image_input(image_size, include_preprocessing, input_tensor)
     if stem is not None:
         x = stem(x)
     patches = Patches(patch_size, name="patches")(x)
-    outputs = transformer_from_patches(
-        patches,
-        hidden_size,
-        num_layers,
-        num_heads,
-        mlp_dim,
-        num_classes,
-        include_top,
-        pooling,
-        representation_size,
-        dropout,
-        attention_dropout,
-        drop_path_rate,
-        classifier_activation,
-    )
+    outputs = transformer_from_patches(patches, representation_size=representation_size, **transformer)
     model = keras.Model(inputs, outputs, name=name)
-    if checkpoint is not None:
-        model.load_report = checkpoints.load_checkpoint(model, checkpoint)
-        model.load_report.path = str(weights)
+    if weights is not None:
+        weights_lib.load_into(model, weights)
     return model
 
 
@@ -278,6 +236,7 @@ def variant_builder(generic, fixed, builder_name, default_name, doc):
     def builder(
         num_classes=1000,
         image_size=224,
+        *,
         include_top=True,
         weights=None,
         pooling="token",
@@ -312,13 +271,6 @@ def variant_builder(generic, fixed, builder_name, default_name, doc):
     return builder
 
 
-def _variant_builder(variant):
-    size, patch = variant.split("/")
-    config = configs.decode_variant(variant)
-    doc = _VARIANT_DOC.format(variant=variant, compact=size + patch, size=size, **config)
-    return variant_builder(ViT, config, f"ViT{size}{patch}", "vit_" + variant.replace("/", "").lower(), doc)
-
-
 _VARIANT_DOC = """Build ViT-{variant}: patch {patch_size}, width {hidden_size}, depth {num_layers}, \
 MLP {mlp_dim}, {num_heads} heads.
 
@@ -327,33 +279,33 @@ MLP {mlp_dim}, {num_heads} heads.
         image_size: int or (height, width), divisible by {patch_size} (default 224).
         include_top, weights, pooling, representation_size, dropout,
         attention_dropout, drop_path_rate, classifier_activation,
-        include_preprocessing, input_tensor, name: as in :func:`keras_vit.ViT`.
+        include_preprocessing, input_tensor, name: as in :func:`keras_vit.ViT`
+        (keyword-only).
 
     Returns:
         A functional ``keras.Model``; inputs are RGB images in [0, 255].
 
     Example:
-    >>> model = keras_vit.ViT{compact}(num_classes=10)  # doctest: +SKIP
-    >>> model = keras_vit.ViT{compact}(weights="ViT-{size}_{patch_size}.npz", image_size=384)  # doctest: +SKIP
+    >>> model = keras_vit.{builder}(num_classes=10)  # doctest: +SKIP
+    >>> model = keras_vit.{builder}(weights="ViT-{size}_{patch_size}.npz", image_size=384)  # doctest: +SKIP
 """
 
 
-ViTTi16 = _variant_builder("Ti/16")
-ViTS16 = _variant_builder("S/16")
-ViTS32 = _variant_builder("S/32")
-ViTB16 = _variant_builder("B/16")
-ViTB32 = _variant_builder("B/32")
-ViTL16 = _variant_builder("L/16")
-ViTL32 = _variant_builder("L/32")
-ViTH14 = _variant_builder("H/14")
+def _vit_builder(variant):
+    config = variants.decode_variant(variant)
+    size = variant.split("/")[0]
+    builder = variants.builder_name(variant)
+    doc = _VARIANT_DOC.format(variant=variant, builder=builder, size=size, **config)
+    return variant_builder(ViT, config, builder, variants.model_name(variant), doc)
 
-BUILDERS = {
-    "Ti/16": ViTTi16,
-    "S/16": ViTS16,
-    "S/32": ViTS32,
-    "B/16": ViTB16,
-    "B/32": ViTB32,
-    "L/16": ViTL16,
-    "L/32": ViTL32,
-    "H/14": ViTH14,
-}
+
+# variant name -> builder, for every variant of the registry
+BUILDERS = {variant: _vit_builder(variant) for variant in variants.VIT_VARIANTS}
+ViTTi16 = BUILDERS["Ti/16"]
+ViTS16 = BUILDERS["S/16"]
+ViTS32 = BUILDERS["S/32"]
+ViTB16 = BUILDERS["B/16"]
+ViTB32 = BUILDERS["B/32"]
+ViTL16 = BUILDERS["L/16"]
+ViTL32 = BUILDERS["L/32"]
+ViTH14 = BUILDERS["H/14"]

@@ -19,7 +19,9 @@ job's model and data, for benchmarks.
 import keras
 
 from keras_vit.models import vit as models
-from keras_vit.models.small import SMALL_MODELS, conv_stem_vit
+from keras_vit.models.hybrid import HYBRID_BUILDERS
+from keras_vit.models.small import conv_stem_vit
+from keras_vit.models.variants import SMALL_MODELS
 
 # defaults of `keras-vit train` per model; flags override each field
 RECIPES = {
@@ -35,26 +37,13 @@ FINE_TUNE_RECIPE = dict(epochs=5, batch_size=64, lr=0.01, warmup_epochs=1, weigh
                         optimizer="sgd", drop_path=0.0, jit=False)
 
 
-def _hybrid_builders():
-    try:
-        from keras_vit.models.hybrid import HYBRID_BUILDERS
-    except ImportError:  # the hybrid module is optional
-        return {}
-    return dict(HYBRID_BUILDERS)
-
-
-HYBRID_NAMES = tuple(_hybrid_builders()) or ("R50+B/16",)
-
-
 def model_names():
-    return sorted(SMALL_MODELS) + sorted(models.BUILDERS) + list(HYBRID_NAMES)
+    return sorted(SMALL_MODELS) + sorted(models.BUILDERS) + list(HYBRID_BUILDERS)
 
 
 def default_image_size(model_name):
     if model_name in SMALL_MODELS:
         return SMALL_MODELS[model_name]["image_size"]
-    if model_name in HYBRID_NAMES:
-        return 224
     return 224
 
 
@@ -83,11 +72,8 @@ def build_model(model_name, num_classes, image_size=None, weights=None, drop_pat
         return conv_stem_vit(num_classes=num_classes, drop_path_rate=drop_path_rate, name=f"vit_{model_name}", **config)
     if model_name in models.BUILDERS:
         return models.BUILDERS[model_name](num_classes=num_classes, image_size=image_size, weights=weights, drop_path_rate=drop_path_rate)
-    if model_name in HYBRID_NAMES:
-        builder = _hybrid_builders().get(model_name)
-        if builder is None:
-            raise ValueError(f"The hybrid {model_name!r} is not available in this version of keras_vit (no keras_vit.models.hybrid)")
-        return builder(num_classes=num_classes, image_size=image_size, weights=weights, drop_path_rate=drop_path_rate)
+    if model_name in HYBRID_BUILDERS:
+        return HYBRID_BUILDERS[model_name](num_classes=num_classes, image_size=image_size, weights=weights, drop_path_rate=drop_path_rate)
     raise ValueError(f"Unknown model: expected one of {model_names()}. Received: model={model_name!r}")
 
 

@@ -1,0 +1,116 @@
+"""Argument checks shared by the builders, run before anything is built.
+
+Each raises a ``ValueError`` that names the argument and the value received,
+as ``keras.applications`` does.
+"""
+
+import numbers
+import os
+
+import keras
+
+POOLING_MODES = ("token", "gap")
+
+
+def _is_int(value):
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def positive_int(value, name):
+    """``value`` as an int if it is a positive integer (not a bool, float or str), else a ``ValueError``.
+
+    Example:
+    >>> positive_int(12, "num_layers")
+    12
+    >>> positive_int(0, "num_layers")
+    Traceback (most recent call last):
+    ...
+    ValueError: `num_layers` must be a positive int. Received: num_layers=0
+    """
+    if not _is_int(value) or value < 1:
+        raise ValueError(f"`{name}` must be a positive int. Received: {name}={value!r}")
+    return int(value)
+
+
+def positive_ints(values, name):
+    """A tuple of positive ints (possibly empty), e.g. ResNet stage sizes; else a ``ValueError`` naming ``values``.
+
+    Example:
+    >>> positive_ints([3, 4, 9], "block_units")
+    (3, 4, 9)
+    """
+    if not isinstance(values, (tuple, list)) or not all(_is_int(v) and v >= 1 for v in values):
+        raise ValueError(f"`{name}` must be a tuple of positive ints. Received: {name}={values!r}")
+    return tuple(int(v) for v in values)
+
+
+def positive_pair(value, name):
+    """``224 -> (224, 224)``; ``(h, w)`` of positive ints is kept; a str, float or bool is refused.
+
+    Example:
+    >>> positive_pair(224, "image_size"), positive_pair([32, 48], "image_size")
+    ((224, 224), (32, 48))
+    >>> positive_pair("64", "image_size")
+    Traceback (most recent call last):
+    ...
+    ValueError: `image_size` must be a positive int or a (height, width) pair of them. Received: image_size='64'
+    """
+    if _is_int(value):
+        pair = (value, value)
+    elif isinstance(value, (tuple, list)):
+        pair = tuple(value)
+    else:
+        pair = ()
+    if len(pair) != 2 or not all(_is_int(v) and v >= 1 for v in pair):
+        raise ValueError(f"`{name}` must be a positive int or a (height, width) pair of them. Received: {name}={value!r}")
+    return tuple(int(v) for v in pair)
+
+
+def image_size_pair(image_size):
+    """``224 -> (224, 224)``; validates an ``(h, w)`` pair."""
+    return positive_pair(image_size, "image_size")
+
+
+def validate_transformer(hidden_size, num_layers, num_heads, mlp_dim):
+    """Check the Transformer's shape: positive ints, ``hidden_size`` divisible by ``num_heads``."""
+    for value, name in ((hidden_size, "hidden_size"), (num_layers, "num_layers"), (num_heads, "num_heads"), (mlp_dim, "mlp_dim")):
+        positive_int(value, name)
+    if hidden_size % num_heads:
+        raise ValueError(
+            "`hidden_size` must be divisible by `num_heads`. "
+            f"Received: hidden_size={hidden_size}, num_heads={num_heads}"
+        )
+
+
+def validate_grid(image_size, patch_size, stride=1, context=""):
+    """Check that ``image_size`` is cut into whole patches (after a backbone of total ``stride``); return both pairs."""
+    h, w = image_size_pair(image_size)
+    ph, pw = positive_pair(patch_size, "patch_size")
+    if h % (stride * ph) or w % (stride * pw):
+        what = "the patch size" if stride == 1 else f"the backbone stride times the patch size ({stride} x {(ph, pw)}{context})"
+        raise ValueError(
+            f"The image size must be divisible by {what}. Received: image_size={image_size}, patch_size={patch_size}"
+        )
+    return (h, w), (ph, pw)
+
+
+def validate_top(num_classes, include_top, pooling, classifier_activation):
+    """Check the head arguments shared by every builder, before building."""
+    if pooling not in POOLING_MODES and not (pooling is None and not include_top):
+        allowed = POOLING_MODES + ((None,) if not include_top else ())
+        raise ValueError(f"Unknown pooling type: expected one of {allowed}. Received: pooling={pooling!r}")
+    if include_top and (not _is_int(num_classes) or num_classes < 1):
+        raise ValueError(f"`num_classes` must be a positive int when include_top=True. Received: num_classes={num_classes!r}")
+    if classifier_activation is not None:
+        keras.activations.get(classifier_activation)  # raises on an unknown name
+
+
+def validate_weights(weights):
+    """``weights`` is None or an existing file (its content is checked when it is read)."""
+    if weights is not None and not isinstance(weights, (str, os.PathLike)):
+        raise TypeError(f"`weights` must be None or a path to an .npz checkpoint. Received: weights={weights!r}")
+    if weights is not None and not os.path.isfile(os.fspath(weights)):
+        raise ValueError(
+            "`weights` must be None or the path to an original ViT .npz checkpoint. "
+            f"Received: weights={weights!r} (no such file)"
+        )

@@ -1,0 +1,89 @@
+"""Parameter counts from the shapes alone, without building: the large variants are too slow to allocate in CI.
+
+Both counts are checked against built models in the tests (every small variant,
+and the hybrids at small sizes).
+"""
+
+from keras_vit.layers.resnet import ROOT_WIDTH, backbone_stride
+
+
+def count_params(
+    patch_size,
+    hidden_size,
+    num_layers,
+    mlp_dim,
+    num_heads,
+    *,
+    num_classes=1000,
+    image_size=224,
+    channels=3,
+    representation_size=None,
+    class_token=True,
+    include_top=True,
+):
+    """Count a ViT's parameters from its shape alone, without building it.
+
+    Args:
+        patch_size, hidden_size, num_layers, mlp_dim, num_heads: the architecture
+            (what :func:`keras_vit.decode_variant` returns).
+        num_classes, image_size, representation_size, include_top: as in
+            :func:`keras_vit.ViT`; ``class_token=False`` for ``pooling="gap"``.
+        channels: channels of the image (or feature map) cut into patches.
+
+    Returns:
+        The number of weights of the built model.
+
+    Example:
+    >>> from keras_vit.models.variants import decode_variant
+    >>> count_params(**decode_variant("B/16"))
+    86567656
+    """
+    del num_heads  # heads split D; they do not change the count
+    h, w = (image_size, image_size) if isinstance(image_size, int) else image_size
+    num_patches = (h // patch_size) * (w // patch_size)
+    d = hidden_size
+    embed = patch_size * patch_size * channels * d + d
+    tokens = num_patches + (1 if class_token else 0)
+    embed += tokens * d + (d if class_token else 0)
+    block = 2 * 2 * d  # two LayerNorms
+    block += 4 * (d * d + d)  # q, k, v, out
+    block += d * mlp_dim + mlp_dim + mlp_dim * d + d
+    total = embed + num_layers * block + 2 * d  # final LayerNorm
+    width = d
+    if representation_size:
+        total += d * representation_size + representation_size
+        width = representation_size
+    if include_top:
+        total += width * num_classes + num_classes
+    return total
+
+
+def count_hybrid_params(block_units=(3, 4, 9), width=1, image_size=224, **vit):
+    """Count a hybrid's parameters from its shape alone, without building it.
+
+    Args:
+        block_units, width, image_size: as in :func:`keras_vit.HybridViT`.
+        **vit: ``patch_size``, ``hidden_size``, ``num_layers``, ``mlp_dim``,
+            ``num_heads`` and the head arguments of :func:`count_params`.
+
+    Example:
+    >>> count_hybrid_params(hidden_size=768, num_layers=12, mlp_dim=3072, num_heads=12, patch_size=1)
+    98659112
+    """
+    root = int(ROOT_WIDTH * width)
+    total = 7 * 7 * 3 * root + 2 * root  # conv_root (no bias) + gn_root
+    channels = root
+    for i, units in enumerate(block_units):
+        features = root * 2**i
+        for j in range(units):
+            stride = 2 if (i > 0 and j == 0) else 1
+            total += channels * features + 2 * features  # conv1 + gn1
+            total += 9 * features * features + 2 * features  # conv2 + gn2
+            total += features * 4 * features + 2 * 4 * features  # conv3 + gn3
+            if channels != 4 * features or stride != 1:
+                total += channels * 4 * features + 2 * 4 * features  # conv_proj + gn_proj
+            channels = 4 * features
+    h, w = (image_size, image_size) if isinstance(image_size, int) else image_size
+    stride = backbone_stride(block_units)
+    grid = (-(-h // stride), -(-w // stride))
+    return total + count_params(image_size=grid, channels=channels, **vit)

@@ -1,0 +1,156 @@
+"""Loading an original checkpoint into a built keras_vit model, all or nothing, with a report.
+
+Position embeddings are resampled in 2-D when the grid changes; a head of
+another size is skipped and left at zero (the paper's fine-tuning rule).
+Everything is checked before any weight is written, so a failed load leaves
+the model as it was.
+"""
+
+import dataclasses
+import logging
+import os
+import re
+
+import numpy as np
+
+from keras_vit.weights.mapping import HEAD_KEYS, POSEMB_KEY, targets_of
+from keras_vit.weights.npz import CheckpointError, read_checkpoint
+from keras_vit.weights.posemb import model_grid, resize_position_embedding
+
+logger = logging.getLogger("keras_vit")
+
+
+@dataclasses.dataclass
+class LoadReport:
+    """What a checkpoint load did.
+
+    Attributes:
+        path: the file that was read.
+        loaded: checkpoint keys written into the model.
+        unused: checkpoint keys the model has no place for.
+        resized: key -> (checkpoint shape, model shape) for interpolated tensors.
+        skipped: key -> reason, for tensors left out on purpose (a new head).
+    """
+
+    path: str = ""
+    loaded: list = dataclasses.field(default_factory=list)
+    unused: list = dataclasses.field(default_factory=list)
+    resized: dict = dataclasses.field(default_factory=dict)
+    skipped: dict = dataclasses.field(default_factory=dict)
+
+    def __str__(self):
+        lines = [f"Loaded {len(self.loaded)} tensors from {self.path}"]
+        lines += [f"  resized {k}: {a} -> {b}" for k, (a, b) in self.resized.items()]
+        lines += [f"  skipped {k}: {why}" for k, why in self.skipped.items()]
+        if self.unused:
+            lines.append(f"  unused keys ({len(self.unused)}): {', '.join(self.unused)}")
+        return "\n".join(lines)
+
+
+def load_checkpoint(model, checkpoint, strict=True):
+    """Load an original ViT checkpoint into a keras_vit model.
+
+    Args:
+        model: a model built by ``keras_vit`` (plain or hybrid).
+        checkpoint: a path to an ``.npz`` file, or a dict of arrays.
+        strict: raise on checkpoint keys the model does not use (besides the
+            head and pre-logits, which a model without a top has no place for).
+
+    Returns:
+        A :class:`LoadReport`.
+
+    Raises:
+        CheckpointError: a key the model needs is missing, or a tensor has a
+            shape that cannot be mapped; the message names the key and both
+            shapes. Nothing is written into the model in that case.
+
+    Example:
+    >>> import keras_vit
+    >>> from keras_vit.weights.mapping import targets_of
+    >>> model = keras_vit.ViT(image_size=32, patch_size=8, hidden_size=32, num_layers=1,
+    ...                       num_heads=4, mlp_dim=64, num_classes=5)
+    >>> arrays = {key: np.full(target.shape, 0.5) for key, target in targets_of(model).items()}
+    >>> arrays["head/kernel"] = np.zeros((32, 1000))  # an ImageNet head: skipped, left at zero
+    >>> print(load_checkpoint(model, arrays))
+    Loaded 23 tensors from <arrays>
+      skipped head/kernel: checkpoint shape (32, 1000) != model shape (32, 5); new head zero-initialised (fine-tuning)
+    """
+    arrays = read_checkpoint(checkpoint)
+    report = LoadReport(path="<arrays>" if isinstance(checkpoint, dict) else os.fspath(checkpoint))
+    targets = targets_of(model)
+
+    values = {}
+    missing = []
+    for key, target in targets.items():
+        if key not in arrays:
+            if key in HEAD_KEYS:
+                report.skipped[key] = "not in the checkpoint; head left at its zero initialisation"
+                values[key] = np.zeros(tuple(target.variable.shape), dtype=np.float32)
+                continue
+            missing.append(f"{key} (model expects {target.shape})")
+            continue
+        array = arrays[key]
+        if key == POSEMB_KEY and array.shape != target.shape:
+            array = _fit_position_embedding(model, key, array, target, report)
+        elif key in HEAD_KEYS and array.shape != target.shape:
+            report.skipped[key] = (
+                f"checkpoint shape {array.shape} != model shape {target.shape}; "
+                "new head zero-initialised (fine-tuning)"
+            )
+            values[key] = np.zeros(target.shape, dtype=np.float32)
+            continue
+        elif not target.accepts(array.shape):
+            raise CheckpointError(
+                f"Shape mismatch for checkpoint key {key!r}: checkpoint has {array.shape}, "
+                f"model {model.name!r} expects {target.shape}."
+            )
+        values[key] = target.convert(array)
+        report.loaded.append(key)
+    if missing:
+        raise CheckpointError(
+            f"Checkpoint {report.path!r} lacks {len(missing)} key(s) that model {model.name!r} needs: "
+            + "; ".join(missing[:10])
+            + (" ..." if len(missing) > 10 else "")
+        )
+    report.unused = sorted(set(arrays) - set(targets))
+    tolerated = [k for k in report.unused if re.match(r"^(head|pre_logits)/", k)]
+    if strict and len(report.unused) > len(tolerated):
+        extra = [k for k in report.unused if k not in tolerated]
+        raise CheckpointError(
+            f"Checkpoint {report.path!r} has {len(extra)} key(s) that model {model.name!r} has no place for "
+            f"(a different architecture?): {', '.join(extra[:10])}"
+        )
+    for key, value in values.items():
+        variable = targets[key].variable
+        variable.assign(value.astype(variable.dtype))
+    logger.info("%s", report)
+    return report
+
+
+def load_into(model, path):
+    """What a builder's ``weights=path`` does once its model is built: load, and keep the report on the model.
+
+    This is the one place that sets ``model.load_report`` (the :class:`LoadReport`
+    of the builder's load, printed by ``keras-vit train``); a model built
+    without ``weights`` has no such attribute. To load into a model yourself,
+    call :func:`load_checkpoint`, which returns the report.
+
+    Example:
+    >>> model = keras_vit.ViTB16(weights="ViT-B_16.npz")  # doctest: +SKIP
+    >>> print(model.load_report)  # doctest: +SKIP
+    Loaded 200 tensors from ViT-B_16.npz
+    """
+    model.load_report = load_checkpoint(model, path)
+    return model.load_report
+
+
+def _fit_position_embedding(model, key, array, target, report):
+    prefix = target.shape[1] - int(np.prod(model_grid(model)))
+    if array.ndim != 3 or array.shape[0] != 1 or array.shape[2] != target.shape[2] or prefix < 0:
+        raise CheckpointError(
+            f"Shape mismatch for checkpoint key {key!r}: checkpoint has {array.shape}, "
+            f"model {model.name!r} expects {target.shape}."
+        )
+    resized = resize_position_embedding(array, model_grid(model), num_prefix_tokens=prefix)
+    report.resized[key] = (array.shape, target.shape)
+    return resized

@@ -1,0 +1,242 @@
+"""Where each checkpoint key goes in a keras_vit model: checkpoint keys -> model variables, per architecture.
+
+The variables are found by their paths (``transformer_block_0/attention/query/kernel``),
+the same names ``.keras`` files store, never through private attributes of
+the layers. The choice of mapping is explicit: :func:`targets_of` uses
+:func:`vit_targets` for every model and adds :func:`hybrid_targets` when the
+model has a ResNet stem (a :class:`~keras_vit.layers.resnet.StdConv2D` named ``conv_root``).
+"""
+
+import dataclasses
+import re
+
+import numpy as np
+
+from keras_vit.layers import PatchEncoder, Patches, TransformerBlock
+from keras_vit.layers.resnet import ResidualUnit, StdConv2D
+from keras_vit.weights.npz import CheckpointError
+
+POSEMB_KEY = "Transformer/posembed_input/pos_embedding"
+HEAD_KEYS = ("head/kernel", "head/bias")
+
+# inside encoder block i: checkpoint key under Transformer/encoderblock_{i}/ -> weight path under the block
+BLOCK_KEYS = {
+    "LayerNorm_0/scale": "layer_norm_1/gamma",
+    "LayerNorm_0/bias": "layer_norm_1/beta",
+    "MultiHeadDotProductAttention_1/query/kernel": "attention/query/kernel",
+    "MultiHeadDotProductAttention_1/query/bias": "attention/query/bias",
+    "MultiHeadDotProductAttention_1/key/kernel": "attention/key/kernel",
+    "MultiHeadDotProductAttention_1/key/bias": "attention/key/bias",
+    "MultiHeadDotProductAttention_1/value/kernel": "attention/value/kernel",
+    "MultiHeadDotProductAttention_1/value/bias": "attention/value/bias",
+    "MultiHeadDotProductAttention_1/out/kernel": "attention/attention_output/kernel",
+    "MultiHeadDotProductAttention_1/out/bias": "attention/attention_output/bias",
+    "LayerNorm_2/scale": "layer_norm_2/gamma",
+    "LayerNorm_2/bias": "layer_norm_2/beta",
+    "MlpBlock_3/Dense_0/kernel": "mlp_dense_1/kernel",
+    "MlpBlock_3/Dense_0/bias": "mlp_dense_1/bias",
+    "MlpBlock_3/Dense_1/kernel": "mlp_dense_2/kernel",
+    "MlpBlock_3/Dense_1/bias": "mlp_dense_2/bias",
+}
+# Flax parameter names -> Keras weight names
+_NORM_WEIGHTS = {"scale": "gamma", "bias": "beta"}
+_KEYS_OF_NORM_WEIGHTS = {name: key for key, name in _NORM_WEIGHTS.items()}
+
+
+@dataclasses.dataclass
+class Target:
+    """Where a checkpoint tensor goes: a variable and the expected file shape."""
+
+    variable: object
+    shape: tuple  # shape expected in the checkpoint
+
+    def accepts(self, shape):
+        """Whether a checkpoint tensor of this shape fits (subclasses accept other layouts)."""
+        return tuple(shape) == tuple(self.shape)
+
+    def convert(self, array):
+        return np.reshape(array, tuple(self.variable.shape))
+
+
+class GroupNormTarget(Target):
+    """A GroupNorm scale/bias: ``(C,)``, or ``(1, 1, 1, C)`` as older Flax saved it."""
+
+    def accepts(self, shape):
+        return tuple(shape) in (tuple(self.shape), (1, 1, 1) + tuple(self.shape))
+
+
+def layer_weights(layer):
+    """``{"<layer name>/<path inside the layer>": variable}`` for one layer of a model.
+
+    Variable paths start with the name scopes the layer was built under; the
+    part from the layer's own name on is what ``.keras`` files and the
+    checkpoint mapping rely on.
+    """
+    found = {}
+    marker = f"/{layer.name}/"
+    for variable in layer.weights:
+        path = "/" + variable.path
+        start = path.find(marker)
+        if start < 0:
+            raise CheckpointError(f"Weight {variable.path!r} is not under layer {layer.name!r}.")
+        found[path[start + 1:]] = variable
+    return found
+
+
+def _weights(model):
+    found = {}
+    for layer in model.layers:
+        found.update(layer_weights(layer))
+    return found
+
+
+def single_layer(model, cls):
+    """The one layer of class ``cls`` in ``model``; a ``CheckpointError`` when there are none or several."""
+    layers = [layer for layer in model.layers if isinstance(layer, cls)]
+    if len(layers) != 1:
+        raise CheckpointError(f"Expected one {cls.__name__} in model {model.name!r}, found {len(layers)}.")
+    return layers[0]
+
+
+def _target(weights, path, model, shape=None, cls=Target):
+    variable = weights.get(path)
+    if variable is None:
+        raise CheckpointError(f"Model {model.name!r} has no weight {path!r}: not a keras_vit ViT?")
+    return cls(variable, tuple(shape or variable.shape))
+
+
+def patch_size_of(patches):
+    """``(ph, pw)`` of a :class:`~keras_vit.layers.Patches` layer, from its config."""
+    size = patches.get_config()["patch_size"]
+    return (size, size) if isinstance(size, int) else tuple(size)
+
+
+def vit_targets(model):
+    """Checkpoint keys of the embedding, encoder and head of a ViT model (plain or hybrid).
+
+    Example:
+    >>> import keras_vit
+    >>> model = keras_vit.ViT(image_size=32, patch_size=8, hidden_size=32, num_layers=1,
+    ...                       num_heads=4, mlp_dim=64, num_classes=5)
+    >>> targets = vit_targets(model)
+    >>> targets["embedding/kernel"].shape, targets["Transformer/encoderblock_0/MultiHeadDotProductAttention_1/out/kernel"].shape
+    ((8, 8, 3, 32), (4, 8, 32))
+    """
+    weights = _weights(model)
+    encoder = single_layer(model, PatchEncoder)
+    patches = single_layer(model, Patches)
+    ph, pw = patch_size_of(patches)
+    channels = patches.input.shape[-1]
+    prefix = encoder.name
+    targets = {
+        "embedding/kernel": _target(weights, f"{prefix}/projection/kernel", model, (ph, pw, channels, encoder.hidden_size)),
+        "embedding/bias": _target(weights, f"{prefix}/projection/bias", model),
+    }
+    if encoder.class_token:
+        targets["cls"] = _target(weights, f"{prefix}/class_token", model)
+    targets[POSEMB_KEY] = _target(weights, f"{prefix}/position_embedding", model)
+    blocks = [layer for layer in model.layers if isinstance(layer, TransformerBlock)]
+    for i, block in enumerate(blocks):
+        for key, path in BLOCK_KEYS.items():
+            targets[f"Transformer/encoderblock_{i}/{key}"] = _target(weights, f"{block.name}/{path}", model)
+    for key, name in _NORM_WEIGHTS.items():
+        targets[f"Transformer/encoder_norm/{key}"] = _target(weights, f"encoder_norm/{name}", model)
+    for layer in ("pre_logits", "head"):  # absent with include_top=False or without pre-logits
+        for name in ("kernel", "bias"):
+            if f"{layer}/{name}" in weights:
+                targets[f"{layer}/{name}"] = _target(weights, f"{layer}/{name}", model)
+    return targets
+
+
+_UNIT_NAME = re.compile(r"^block(\d+)_unit(\d+)$")
+
+
+def has_resnet_stem(model):
+    """Whether ``model`` is a hybrid: it has a ``StdConv2D`` named ``conv_root``."""
+    return any(isinstance(layer, StdConv2D) and layer.name == "conv_root" for layer in model.layers)
+
+
+def _resnet_layer_targets(checkpoint_prefix, layer):
+    """``{conv}/kernel`` and ``{gn}/scale|bias`` keys of the root or of one unit, from the layer's weight paths."""
+    targets = {}
+    for path, variable in layer_weights(layer).items():
+        *_, sublayer, name = path.split("/")
+        head = f"{checkpoint_prefix}/{sublayer}" if sublayer != layer.name else checkpoint_prefix
+        if name == "kernel":
+            targets[f"{head}/kernel"] = Target(variable, tuple(variable.shape))
+        elif name in _KEYS_OF_NORM_WEIGHTS:
+            targets[f"{head}/{_KEYS_OF_NORM_WEIGHTS[name]}"] = GroupNormTarget(variable, tuple(variable.shape))
+        else:
+            raise CheckpointError(f"Weight {variable.path!r} has no place in a ResNet checkpoint.")
+    return targets
+
+
+def hybrid_targets(model):
+    """Checkpoint keys of the ResNet part: ``conv_root``, ``gn_root``, ``block{i}/unit{j}/...``.
+
+    The embedding, Transformer and head are mapped by :func:`vit_targets` as for
+    the plain ViT; :func:`targets_of` joins the two.
+    """
+    layers = {layer.name: layer for layer in model.layers}
+    targets = {}
+    targets.update(_resnet_layer_targets("conv_root", layers["conv_root"]))
+    targets.update(_resnet_layer_targets("gn_root", layers["gn_root"]))
+    for name, layer in layers.items():
+        match = _UNIT_NAME.match(name)
+        if match and isinstance(layer, ResidualUnit):
+            targets.update(_resnet_layer_targets(f"block{match[1]}/unit{match[2]}", layer))
+    return targets
+
+
+def targets_of(model):
+    """``{checkpoint key: Target}`` for every weight of a keras_vit model: the ViT's, and the ResNet's of a hybrid.
+
+    Example:
+    >>> import keras_vit
+    >>> model = keras_vit.HybridViT(block_units=(1,), width=0.5, image_size=32, hidden_size=32,
+    ...                             num_layers=1, num_heads=2, mlp_dim=64, num_classes=3)
+    >>> targets = targets_of(model)
+    >>> targets["block1/unit1/conv_proj/kernel"].shape, len(targets) == len(model.weights)
+    ((1, 1, 32, 128), True)
+    """
+    targets = vit_targets(model)
+    if has_resnet_stem(model):
+        targets.update(hybrid_targets(model))
+    return targets
+
+
+def block_units_of(checkpoint):
+    """ResNet stage sizes ``(units of block1, block2, ...)`` stored in a checkpoint, () if none.
+
+    Example:
+    >>> block_units_of({"block1/unit1/conv1/kernel": 0, "block1/unit2/conv1/kernel": 0, "block2/unit1/gn1/scale": 0})
+    (2, 1)
+    """
+    units = {}
+    for key in checkpoint:
+        match = re.match(r"^block(\d+)/unit(\d+)/", key)
+        if match:
+            stage, unit = int(match[1]), int(match[2])
+            units[stage] = max(units.get(stage, 0), unit)
+    return tuple(units.get(i, 0) for i in range(1, max(units, default=0) + 1))
+
+
+def check_hybrid_stages(checkpoint, block_units, path):
+    """Refuse a checkpoint (arrays or shapes) whose ResNet stages are not ``block_units``, naming the first key that differs."""
+    found = block_units_of(checkpoint)
+    if "conv_root/kernel" not in checkpoint:
+        raise CheckpointError(
+            f"Checkpoint {path!r} has no ResNet root (key 'conv_root/kernel' is missing): "
+            "is it a plain ViT checkpoint? Use keras_vit.ViT for it."
+        )
+    wanted = tuple(block_units)
+    if found != wanted:
+        stage = next(i for i in range(max(len(found), len(wanted))) if found[i:i + 1] != wanted[i:i + 1])
+        want = wanted[stage] if stage < len(wanted) else 0
+        have = found[stage] if stage < len(found) else 0
+        key = f"block{stage + 1}/unit{min(have, want) + 1}/conv1/kernel"
+        what = "missing" if want > have else "unexpected"
+        raise CheckpointError(
+            f"Checkpoint {path!r} has ResNet stages of {found} units, the model {wanted}: "
+            f"key {key!r} is {what}. Pass block_units={found} (or the builder of that checkpoint)."
+        )

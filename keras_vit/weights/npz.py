@@ -1,0 +1,136 @@
+"""Reading the original Google ViT ``.npz`` checkpoints: arrays (or only their shapes) under canonical keys.
+
+Reads the files of google-research/vision_transformer (imagenet21k,
+imagenet21k+imagenet2012 and AugReg releases), in both the original naming
+(``MultiHeadDotProductAttention_1``, ``LayerNorm_2``, ``MlpBlock_3``) and the
+newer Flax naming (``..._0``, ``LayerNorm_1``, ``MlpBlock_0``, optional
+``params/`` prefix), and files saved with their ``flax.optim`` optimizer
+(``opt/target/`` prefix). Every key is returned in the original naming.
+"""
+
+import contextlib
+import os
+import zipfile
+
+import numpy as np
+
+# newer Flax naming inside an encoder block -> the original naming
+_BLOCK_RENAMES = {
+    "MultiHeadDotProductAttention_0": "MultiHeadDotProductAttention_1",
+    "LayerNorm_1": "LayerNorm_2",
+    "MlpBlock_0": "MlpBlock_3",
+}
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be read or does not fit the model."""
+
+
+def canonical_key(key):
+    """Map a checkpoint key of any supported naming to the original naming.
+
+    Handles the Flax ``params/`` prefix and the ``opt/target/`` prefix of files
+    saved with their ``flax.optim`` optimizer (``opt/state/...`` keys, the
+    optimizer's moments, are dropped by :func:`read_checkpoint`).
+
+    Example:
+    >>> canonical_key("params/Transformer/encoderblock_3/MlpBlock_0/Dense_1/bias")
+    'Transformer/encoderblock_3/MlpBlock_3/Dense_1/bias'
+    """
+    for prefix in ("opt/target/", "params/"):
+        if key.startswith(prefix):
+            key = key[len(prefix):]
+    parts = key.split("/")
+    if len(parts) > 2 and parts[0] == "Transformer" and parts[1].startswith("encoderblock_"):
+        parts[2] = _BLOCK_RENAMES.get(parts[2], parts[2])
+    return "/".join(parts)
+
+
+def _optimizer_state(key):
+    """True for the optimizer-state arrays saved beside ``opt/target/`` (not weights)."""
+    return key.startswith("opt/") and not key.startswith("opt/target/")
+
+
+@contextlib.contextmanager
+def _reading(path):
+    """Turn a missing, truncated or corrupt file into a ``CheckpointError`` naming it."""
+    if not os.path.isfile(path):
+        raise CheckpointError(f"Checkpoint not found: {path!r}")
+    try:
+        yield
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError, zipfile.LargeZipFile) as error:
+        raise CheckpointError(
+            f"Cannot read checkpoint {path!r}: not a valid .npz file ({type(error).__name__}: {error}). "
+            "The file may be truncated or corrupt; download it again."
+        ) from error
+
+
+def read_checkpoint(path):
+    """Read an ``.npz`` checkpoint into ``{canonical key: np.ndarray}``.
+
+    Opened with ``allow_pickle=False``; every array is read now, so a truncated
+    or corrupt file fails here with its name, never half-way through a load.
+
+    Args:
+        path: the ``.npz`` file, or a dict of arrays (keys of any supported naming).
+
+    Example:
+    >>> read_checkpoint({"params/cls": np.zeros((1, 1, 8))})["cls"].shape
+    (1, 1, 8)
+    """
+    if isinstance(path, dict):
+        return {canonical_key(k): np.asarray(v) for k, v in path.items() if not _optimizer_state(k)}
+    path = os.fspath(path)
+    with _reading(path), np.load(path, allow_pickle=False) as data:
+        arrays = {canonical_key(k): np.asarray(data[k]) for k in data.files if not _optimizer_state(k)}
+    if not arrays:
+        raise CheckpointError(f"Checkpoint {path!r} holds no arrays.")
+    return arrays
+
+
+_HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+
+
+def checkpoint_shapes(path):
+    """``{canonical key: shape}`` of an ``.npz`` checkpoint, from the array headers: the data is not read.
+
+    What a builder peeks at before it builds (the pre-logits width, the hybrid's
+    stages); :func:`read_checkpoint` reads the arrays when they are loaded.
+
+    Example:
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "c.npz")
+    >>> np.savez(path, **{"params/pre_logits/kernel": np.zeros((8, 4))})
+    >>> checkpoint_shapes(path)
+    {'pre_logits/kernel': (8, 4)}
+    """
+    path = os.fspath(path)
+    shapes = {}
+    with _reading(path), zipfile.ZipFile(path) as archive:
+        for member in archive.namelist():
+            key = member[: -len(".npy")] if member.endswith(".npy") else member
+            if _optimizer_state(key):
+                continue
+            with archive.open(member) as stream:
+                reader = _HEADER_READERS.get(np.lib.format.read_magic(stream))
+                if reader is None:  # a format version without a public header reader: read the array
+                    shape = np.lib.format.read_array(stream, allow_pickle=False).shape
+                else:
+                    shape = reader(stream)[0]
+            shapes[canonical_key(key)] = tuple(shape)
+    if not shapes:
+        raise CheckpointError(f"Checkpoint {path!r} holds no arrays.")
+    return shapes
+
+
+def representation_size_of(checkpoint):
+    """Width of the pre-logits layer stored in a checkpoint (arrays or shapes), or None.
+
+    Example:
+    >>> representation_size_of({"pre_logits/kernel": (768, 768)}), representation_size_of({})
+    (768, None)
+    """
+    kernel = checkpoint.get("pre_logits/kernel")
+    if kernel is None:
+        return None
+    return int((kernel.shape if hasattr(kernel, "shape") else kernel)[-1])

@@ -1,0 +1,78 @@
+"""Position-embedding resampling (Sec. 3.2 of the paper): fine-tuning at another resolution.
+
+The checkpoint's grid of learned position embeddings is resampled in 2-D to the
+model's patch grid, as ``scipy.ndimage.zoom(order=1)`` does in the original code.
+"""
+
+import math
+
+import numpy as np
+
+from keras_vit.layers import Patches
+from keras_vit.weights.mapping import patch_size_of, single_layer
+from keras_vit.weights.npz import CheckpointError
+
+
+def model_grid(model):
+    """``(rows, cols)`` of the patch grid the model's position embeddings cover.
+
+    Example:
+    >>> import keras_vit
+    >>> model_grid(keras_vit.ViT(image_size=(32, 48), patch_size=8, hidden_size=32, num_layers=1,
+    ...                          num_heads=4, mlp_dim=64))
+    (4, 6)
+    """
+    patches = single_layer(model, Patches)
+    ph, pw = patch_size_of(patches)
+    _, h, w, _ = patches.input.shape
+    return h // ph, w // pw
+
+
+def resize_position_embedding(posemb, new_grid, old_grid=None, num_prefix_tokens=1):
+    """Resample ``(1, prefix + gh*gw, D)`` position embeddings to ``new_grid``.
+
+    The prefix (class token) positions are kept as they are; the grid is
+    resampled by bilinear interpolation with aligned corners, as
+    ``scipy.ndimage.zoom(order=1)`` does in the original code. Resizing to the
+    same grid returns the input unchanged.
+
+    Args:
+        posemb: array ``(1, tokens, D)``.
+        new_grid: ``(rows, cols)`` of the target grid.
+        old_grid: ``(rows, cols)`` of the source grid; inferred as a square.
+        num_prefix_tokens: leading tokens that are not on the grid.
+
+    Example:
+    >>> posemb = np.arange(1 + 2 * 2, dtype="float32").reshape(1, 5, 1)  # class token 0, grid [[1, 2], [3, 4]]
+    >>> resize_position_embedding(posemb, (3, 3))[0, :, 0].tolist()
+    [0.0, 1.0, 1.5, 2.0, 2.0, 2.5, 3.0, 3.0, 3.5, 4.0]
+    """
+    posemb = np.asarray(posemb)
+    prefix, grid = posemb[:, :num_prefix_tokens], posemb[0, num_prefix_tokens:]
+    if old_grid is None:
+        side = math.isqrt(grid.shape[0])
+        if side * side != grid.shape[0]:
+            raise CheckpointError(
+                f"Cannot infer the position-embedding grid: {grid.shape[0]} positions is not a square. "
+                "Pass old_grid=(rows, cols)."
+            )
+        old_grid = (side, side)
+    gh, gw = old_grid
+    nh, nw = new_grid
+    grid = grid.reshape(gh, gw, -1).astype(np.float64)
+    if (gh, gw) != (nh, nw):
+        grid = _interpolate_axis(_interpolate_axis(grid, nh, axis=0), nw, axis=1)
+    grid = grid.reshape(1, nh * nw, -1).astype(posemb.dtype)
+    return np.concatenate([prefix, grid], axis=1)
+
+
+def _interpolate_axis(values, size, axis):
+    """Linear interpolation along one axis, end points aligned."""
+    old = values.shape[axis]
+    if old == size:
+        return values
+    coords = np.linspace(0.0, old - 1.0, size) if size > 1 else np.zeros(1)
+    low = np.floor(coords).astype(int)
+    high = np.minimum(low + 1, old - 1)
+    frac = (coords - low).reshape([-1 if a == axis else 1 for a in range(values.ndim)])
+    return np.take(values, low, axis=axis) * (1 - frac) + np.take(values, high, axis=axis) * frac
