@@ -281,8 +281,7 @@ def test_attention_cli(tmp_path, capsys):
 
 
 def test_hybrid_attention():
-    hybrid = pytest.importorskip("keras_vit.models.hybrid")
-    model = hybrid.HybridViT(
+    model = keras_vit.HybridViT(
         block_units=(1, 1), width=0.5, patch_size=1, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64,
         image_size=(32, 64), num_classes=3,
     )

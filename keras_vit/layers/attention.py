@@ -150,13 +150,6 @@ class SelfAttention(keras.layers.Layer):
             projection.build(input_shape)
         self.output_dense.build(tuple(input_shape[:2]) + heads)
 
-    # keras_vit/weights/checkpoints.py still reads these four (MultiHeadAttention's private names, which
-    # 0.1.0 used); once it reads query_dense, key_dense, value_dense and output_dense they can go
-    _query_dense = property(lambda self: self.query_dense)
-    _key_dense = property(lambda self: self.key_dense)
-    _value_dense = property(lambda self: self.value_dense)
-    _output_dense = property(lambda self: self.output_dense)
-
     def _projections(self):
         return self.query_dense, self.key_dense, self.value_dense
 
