@@ -15,15 +15,11 @@ import os
 import uuid
 
 from keras_vit.export import common, data, onnx, saved_model, tflite, verify
-from keras_vit.export.common import (
-    FORMATS,
-    QUANTIZE_MODES,
-    ExportError,
-    ExportVerificationError,
-    load_model,
-)
+from keras_vit.export.common import FORMATS, QUANTIZE_MODES, ExportError, ExportVerificationError
 from keras_vit.export.data import as_images, mnist_images
 from keras_vit.export.verify import TOLERANCES, VerificationReport
+from keras_vit.inference.predictors import softmax
+from keras_vit.saving import load_model
 
 __all__ = [
     "FORMATS",
@@ -34,7 +30,6 @@ __all__ = [
     "VerificationReport",
     "as_images",
     "export_model",
-    "load_model",
     "mnist_images",
 ]
 
@@ -149,7 +144,7 @@ def _export_saved_model(model, base, name, version, labels, top_k, images, expec
     import tensorflow as tf
 
     if not common.outputs_are_probabilities(model):
-        expected = common.softmax(expected)
+        expected = softmax(expected)
     holder = {}
 
     def check(tmp):

@@ -1,10 +1,6 @@
-"""Shared pieces of the exporters: loading the model, its input shape, labels, errors."""
+"""Shared pieces of the exporters: the model's input shape and outputs, labels, errors."""
 
 import os
-
-import numpy as np
-
-from keras_vit.saving import load_model  # noqa: F401  (re-exported: keras_vit.export.load_model)
 
 FORMATS = ("saved_model", "tflite", "onnx")
 QUANTIZE_MODES = ("float32", "float16", "dynamic", "int8")
@@ -94,8 +90,3 @@ def file_size(path):
         return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(path) for f in files)
     return os.path.getsize(path)
 
-
-def softmax(x):
-    x = np.asarray(x, dtype="float64")
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return (e / e.sum(axis=-1, keepdims=True)).astype("float32")

@@ -12,6 +12,7 @@ import weakref
 
 import numpy as np
 
+from keras_vit.inference import images as images_lib
 from keras_vit.layers import PatchEncoder, Patches, TransformerBlock
 
 HEAD_FUSIONS = ("mean", "max", "min")
@@ -177,12 +178,13 @@ def attention_rollout(weights, head_fusion="mean", discard_ratio=0.0):
     return rollout
 
 
-def rollout_map(model, image, head_fusion="mean", discard_ratio=0.0, weights=None):
+def rollout_map(model, image, head_fusion="mean", discard_ratio=0.0, weights=None, size=None):
     """Attention rollout as a heatmap at the input image's resolution.
 
     The class token's row of the rollout (for GAP models without one, the mean
-    of all rows) is reshaped to the patch grid and resized bilinearly to the
-    model's input size.
+    of all rows) is reshaped to the patch grid and resized bilinearly
+    (:func:`keras_vit.inference.images.resize`, the resize images get) to the
+    model's input size, or straight to ``size``.
 
     Args:
         model: a keras_vit model.
@@ -190,6 +192,9 @@ def rollout_map(model, image, head_fusion="mean", discard_ratio=0.0, weights=Non
             takes it.
         head_fusion, discard_ratio: see :func:`attention_rollout`.
         weights: precomputed ``(layers, heads, tokens, tokens)`` for ``image``.
+        size: ``(height, width)`` of the map; default the model's input size.
+            Give the original image's size to overlay the map on it with one
+            resize from the patch grid, not two.
 
     Returns:
         float32 ``(H, W)``: the share of the class token's information that
@@ -207,28 +212,7 @@ def rollout_map(model, image, head_fusion="mean", discard_ratio=0.0, weights=Non
         relevance = rollout.mean(0)
     if relevance.shape[0] != n:
         raise ValueError(f"Token count does not match the patch grid {grid}. Received: {relevance.shape[0]} patch tokens")
-    return resize_map(relevance.reshape(grid), input_size(model))
-
-
-def resize_map(grid_map, size):
-    """Bilinear resize of a 2-D map to ``(h, w)`` (half-pixel centres, edges clamped)."""
-    grid_map = np.asarray(grid_map, dtype="float64")
-    h, w = size
-
-    def axis_weights(n_in, n_out):
-        pos = (np.arange(n_out) + 0.5) * n_in / n_out - 0.5
-        pos = np.clip(pos, 0, n_in - 1)
-        lo = np.floor(pos).astype(int)
-        hi = np.minimum(lo + 1, n_in - 1)
-        frac = pos - lo
-        m = np.zeros((n_out, n_in))
-        m[np.arange(n_out), lo] += 1 - frac
-        m[np.arange(n_out), hi] += frac
-        return m
-
-    rows = axis_weights(grid_map.shape[0], h)
-    cols = axis_weights(grid_map.shape[1], w)
-    return (rows @ grid_map @ cols.T).astype("float32")
+    return images_lib.resize(relevance.reshape(grid), size or input_size(model))
 
 
 def mean_attention_distance(model, images, weights=None):

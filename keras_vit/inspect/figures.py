@@ -14,6 +14,8 @@ import os
 
 import numpy as np
 
+from keras_vit.inference import images as images_lib
+
 
 def _require_matplotlib():
     try:
@@ -56,7 +58,8 @@ def overlay_heatmap(image, heatmap, alpha=0.5, cmap="jet"):
     Args:
         image: ``(H, W, 3)`` RGB in [0, 255].
         heatmap: ``(H, W)`` (any range; scaled to [0, 1]); resized bilinearly
-            if its size differs from the image's.
+            (:func:`keras_vit.inference.images.resize`) if its size differs
+            from the image's.
         alpha: heatmap opacity in [0, 1].
         cmap: a matplotlib colormap name.
 
@@ -72,10 +75,9 @@ def overlay_heatmap(image, heatmap, alpha=0.5, cmap="jet"):
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"`alpha` must be in [0, 1]. Received: alpha={alpha!r}")
     heatmap = np.asarray(heatmap)
-    if heatmap.shape != image.shape[:2]:
-        from keras_vit.inspect.attention import resize_map
-
-        heatmap = resize_map(heatmap, image.shape[:2])
+    if heatmap.ndim != 2:
+        raise ValueError(f"Expected a heatmap (H, W). Received: shape={heatmap.shape}")
+    heatmap = images_lib.resize(heatmap, image.shape[:2])
     colours = matplotlib.colormaps[cmap](normalize_map(heatmap))[..., :3] * 255.0
     blended = (1.0 - alpha) * image + alpha * colours
     return np.clip(np.round(blended), 0, 255).astype("uint8")
