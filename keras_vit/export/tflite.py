@@ -174,5 +174,10 @@ def write(content, path, labels):
 
 
 def label_file_path(path):
-    """``model.tflite -> model.labels.txt`` (found by ``keras_vit.inference.labels``)."""
+    """The label file written beside a ``.tflite`` (found by ``keras_vit.inference.labels``).
+
+    Example:
+    >>> label_file_path("models/vit.tflite")
+    'models/vit.labels.txt'
+    """
     return os.path.splitext(os.fspath(path))[0] + ".labels.txt"

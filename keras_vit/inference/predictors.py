@@ -1,10 +1,11 @@
 """Classify image files with a ``.keras``, SavedModel or ``.tflite`` ViT.
 
-``predict(model, images)`` reads JPEG/PNG files or folders, resizes them to the
-model's input size, runs whichever format it was given, and returns the top-k
-classes of each image; ``preprocess_input`` and ``decode_predictions`` follow
-``keras.applications``. A file that cannot be read gets an error entry and the
-others are still classified.
+``predict(model, images)`` reads image files or folders with the one reader
+(:mod:`keras_vit.inference.images`), resizes them to the model's input size,
+runs whichever format it was given (:mod:`keras_vit.inference.runtimes`), and
+returns the top-k classes of each image; ``preprocess_input`` and
+``decode_predictions`` follow ``keras.applications``. A file that cannot be
+read gets an error entry and the others are still classified.
 """
 
 import os
@@ -172,7 +173,16 @@ def predict(model, images, top_k=5, labels=None, batch_size=16, include_preproce
         that could not be read.
 
     Example:
-    >>> keras_vit.predict("model.keras", ["cat.jpg", "photos/"], top_k=3)  # doctest: +SKIP
+    >>> import tempfile
+    >>> import keras_vit
+    >>> from PIL import Image
+    >>> folder = tempfile.mkdtemp()
+    >>> Image.new("RGB", (64, 48), (200, 30, 30)).save(os.path.join(folder, "red.png"))
+    >>> model = keras_vit.ViT(image_size=32, patch_size=8, hidden_size=32, num_layers=1, num_heads=2, mlp_dim=64,
+    ...                       num_classes=3)
+    >>> (result,) = predict(model, [folder], top_k=2, labels=["ant", "bee", "cat"])
+    >>> os.path.basename(result["path"]), len(result["predictions"]), sorted(result["predictions"][0])
+    ('red.png', 2, ['index', 'label', 'probability'])
     """
     if int(top_k) < 1:
         raise ValueError(f"`top_k` must be a positive int. Received: top_k={top_k!r}")

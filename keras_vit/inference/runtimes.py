@@ -37,7 +37,10 @@ def model_format(path):
     """``"keras"``, ``"saved_model"`` or ``"tflite"`` from a model path.
 
     Example:
-    >>> model_format("model.tflite")  # doctest: +SKIP
+    >>> import tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "vit.tflite")
+    >>> open(path, "wb").close()
+    >>> model_format(path)
     'tflite'
     """
     path = os.fspath(path)

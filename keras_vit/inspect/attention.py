@@ -6,6 +6,17 @@ CNN backbone comes along), then every ``TransformerBlock`` is called with
 ``return_attention_scores=True``, which computes the softmax weights
 explicitly whatever kernel the ordinary forward pass uses. Any image size and
 patch size work: the grid is read from the model.
+
+Example:
+>>> import keras_vit
+>>> model = keras_vit.ViT(image_size=32, patch_size=8, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64,
+...                       num_classes=3)
+>>> image = np.zeros((32, 32, 3))
+>>> weights = attention_weights(model, image)  # (layers, heads, tokens, tokens): class token + 4x4 patches
+>>> weights.shape
+(2, 4, 17, 17)
+>>> rollout_map(model, image, weights=weights, size=(60, 90)).shape  # a heatmap for a 90 x 60 photo
+(60, 90)
 """
 
 import weakref
@@ -155,6 +166,13 @@ def attention_rollout(weights, head_fusion="mean", discard_ratio=0.0):
     Returns:
         ``(tokens, tokens)`` float64; row i says how much of token i's output
         comes from each input token. Rows sum to 1.
+
+    Example:
+    >>> uniform = np.full((2, 1, 3, 3), 1 / 3)  # 2 layers, 1 head, 3 tokens attending to all alike
+    >>> attention_rollout(uniform)
+    array([[0.5 , 0.25, 0.25],
+           [0.25, 0.5 , 0.25],
+           [0.25, 0.25, 0.5 ]])
     """
     weights = np.asarray(weights, dtype="float64")
     if weights.ndim != 4 or weights.shape[-1] != weights.shape[-2]:

@@ -44,7 +44,13 @@ def _save(figure, path, dpi=100):
 
 
 def normalize_map(heatmap):
-    """Scale a map to [0, 1]; a constant map becomes all zeros."""
+    """Scale a map to [0, 1]; a constant map becomes all zeros.
+
+    Example:
+    >>> normalize_map([[1.0, 3.0], [2.0, 5.0]])
+    array([[0.  , 0.5 ],
+           [0.25, 1.  ]])
+    """
     heatmap = np.asarray(heatmap, dtype="float64")
     low, high = heatmap.min(), heatmap.max()
     if high - low <= 1e-12 * max(abs(high), 1.0):
@@ -65,6 +71,11 @@ def overlay_heatmap(image, heatmap, alpha=0.5, cmap="jet"):
 
     Returns:
         uint8 ``(H, W, 3)``.
+
+    Example:
+    >>> overlay = overlay_heatmap(np.zeros((4, 4, 3)), np.eye(2), alpha=1.0)  # a 2x2 map over a 4x4 image
+    >>> overlay.shape, overlay.dtype
+    ((4, 4, 3), dtype('uint8'))
     """
     _require_matplotlib()
     import matplotlib
