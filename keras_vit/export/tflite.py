@@ -24,6 +24,7 @@ import os
 import zipfile
 
 from keras_vit.export import common
+from keras_vit.inference import labels as labels_lib
 from keras_vit.inference import runtimes
 
 FRAGILE_OPS = ("SOFTMAX", "GELU", "MEAN", "SQUARED_DIFFERENCE", "RSQRT")
@@ -144,13 +145,8 @@ def attach_labels(path, labels):
 
 
 def read_labels(path):
-    """The labels zipped onto a ``.tflite`` by :func:`attach_labels`, or None."""
-    if not zipfile.is_zipfile(path):
-        return None
-    with zipfile.ZipFile(path) as archive:
-        if "labels.txt" not in archive.namelist():
-            return None
-        return [line for line in archive.read("labels.txt").decode("utf-8").splitlines() if line]
+    """The labels zipped onto a ``.tflite`` by :func:`attach_labels` (as ``keras_vit.predict`` finds them), or None."""
+    return labels_lib.tflite_associated_labels(path)
 
 
 interpreter = runtimes.tflite_interpreter  # the predictor's (benchmarks/ times through this name)

@@ -167,8 +167,8 @@ def _label_files(model_path, loaded):
 
 
 @register_label_reader
-def _tflite_associated_files(model_path, loaded):
-    """A label file zipped onto a ``.tflite`` (how TFLite metadata stores associated files)."""
+def tflite_associated_labels(model_path, loaded=None):
+    """A label file zipped onto a ``.tflite`` (how TFLite metadata stores associated files), or None."""
     if model_path is None or not str(model_path).endswith(".tflite") or not zipfile.is_zipfile(model_path):
         return None
     with zipfile.ZipFile(model_path) as archive:
