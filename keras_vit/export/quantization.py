@@ -55,7 +55,7 @@ def tflite_latency(path, image, num_threads=2, runs=20):
     from keras_vit.inference import runtimes
 
     it = runtimes.tflite_interpreter(path, num_threads=num_threads)
-    detail = it.get_input_details()[0]
+    detail = runtimes.tflite_input(it)
     batch = int(detail["shape"][0])
     x = np.repeat(np.asarray(image, "float32").reshape((1,) + tuple(detail["shape"][1:])), batch, axis=0)
     it.set_tensor(detail["index"], runtimes.quantize(x, detail))

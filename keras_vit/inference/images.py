@@ -92,21 +92,17 @@ def _to_rgb(image, path):
     """A decoded Pillow image as uint8 RGB (H, W, 3); see the module docstring for the conversions."""
     from PIL import Image
 
-    if image.mode in _SIXTEEN_BIT_MODES or image.mode == "F":
+    if image.mode in _SIXTEEN_BIT_MODES or image.mode == "F":  # one channel, more than 8 bits
         pixels = np.asarray(image, dtype="float64")
-        if image.mode == "F":
-            low, high, scale = 0.0, 1.0, 255.0
-        else:
-            low, high, scale = 0, 65535, 255.0 / 65535.0
-        if not np.all(np.isfinite(pixels)) or pixels.min() < low or pixels.max() > high:
+        kind, high = ("float", 1) if image.mode == "F" else ("16-bit", 65535)
+        if not np.all(np.isfinite(pixels)) or pixels.min() < 0 or pixels.max() > high:
             raise ValueError(
-                f"Image {path!r} ({image.mode!r} pixels) has values outside [{low}, {high}]: "
-                f"{pixels.min():g} to {pixels.max():g}; {'float' if image.mode == 'F' else '16-bit'} images "
-                f"are read as [{low}, {high}]"
+                f"Image {path!r} ({image.mode!r} pixels) has values outside [0, {high}]: "
+                f"{pixels.min():g} to {pixels.max():g}; {kind} images are read as [0, {high}]"
             )
-        gray = np.round(pixels * scale).astype("uint8")
+        gray = np.round(pixels * 255.0 if kind == "float" else pixels / 257.0).astype("uint8")
         return np.repeat(gray[..., None], 3, axis=-1)
-    if image.mode in _ALPHA_MODES or (image.mode == "P" and "transparency" in image.info):
+    if image.mode in _ALPHA_MODES or "transparency" in image.info:
         image = image.convert("RGBA")
         background = Image.new("RGBA", image.size, (255, 255, 255, 255))
         image = Image.alpha_composite(background, image)

@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 
-FORMATS = ("keras", "saved_model", "tflite")
+FORMATS = ("keras", "saved_model", "tflite")  # what model_format tells apart
 
 Runtime = collections.namedtuple(
     "Runtime", "run image_size num_classes takes_pixels loaded atol", defaults=(None, 1e-3)
@@ -180,8 +180,17 @@ def dequantize(y, detail):
     return y
 
 
+def tflite_input(interpreter):
+    """The detail of a TFLite model's one image input."""
+    details = interpreter.get_input_details()
+    if len(details) != 1 or len(details[0]["shape"]) != 4:
+        received = [(d["name"], d["shape"].tolist()) for d in details]
+        raise ValueError(f"Expected a TFLite model with one (batch, H, W, 3) image input. Received inputs: {received}")
+    return details[0]
+
+
 def tflite_output(interpreter):
-    """The output detail holding the class scores: the widest output."""
+    """The detail of the output holding the class scores: the widest output."""
     return max(interpreter.get_output_details(), key=lambda d: int(d["shape"][-1]))
 
 
@@ -191,7 +200,7 @@ def run_tflite(interpreter, images):
     Inputs are quantised and outputs dequantised as the tensors' types say;
     a last chunk smaller than the batch is padded with its last image.
     """
-    (input_detail,) = interpreter.get_input_details()
+    input_detail = tflite_input(interpreter)
     output_detail = tflite_output(interpreter)
     batch = int(input_detail["shape"][0])
     results = []
@@ -215,9 +224,8 @@ def tflite_runtime(path, include_preprocessing=None):
     unless ``include_preprocessing=False``.
     """
     interpreter = tflite_interpreter(path)
-    (input_detail,) = interpreter.get_input_details()
+    _, h, w, _ = tflite_input(interpreter)["shape"]
     output_detail = tflite_output(interpreter)
-    _, h, w, _ = input_detail["shape"]
 
     def run(images):
         return run_tflite(interpreter, images)
