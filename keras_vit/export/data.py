@@ -81,10 +81,10 @@ def as_images(data, image_shape, count=None, what="data"):
     Example:
     >>> as_images(np.full((2, 8, 8, 3), 128.0), (8, 8, 3)).shape
     (2, 8, 8, 3)
-    >>> as_images(np.full((8, 8, 1), 128.0), (8, 8, 3), what="eval_data")
+    >>> as_images(np.full((8, 8, 1), 128.0), (8, 8, 3), what="eval_data")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: `eval_data` must yield images of shape (8, 8, 3) (RGB, NHWC) or batches of them. Received: an element of shape (1, 8, 8, 1)
+    ValueError: `eval_data` must yield images of shape (8, 8, 3) ... Received: an element of shape (1, 8, 8, 1)
     """
     image_shape = tuple(int(v) for v in image_shape)
     if isinstance(data, (str, os.PathLike)):

@@ -80,8 +80,10 @@ def keras_runtime(model, include_preprocessing=None):
     if include_preprocessing is None:
         include_preprocessing = model_takes_pixels(model)
     shape = model.input_shape
-    if isinstance(shape, list):
-        raise ValueError(f"Expected a model with one image input. Received: input_shape={shape}")
+    if isinstance(shape, list) or len(shape) != 4 or None in shape[1:3]:
+        raise ValueError(
+            f"Expected a model with one (batch, H, W, 3) image input of fixed size. Received: input_shape={shape}"
+        )
 
     def run(images):
         # predict_on_batch per chunk, not model.predict: on 2 CPU cores model.predict ran ViT-B/16 at 3.1
@@ -120,7 +122,7 @@ def saved_model_runtime(path, include_preprocessing=None):
     }
     if not outputs:
         raise ValueError(f"SavedModel signature has no (batch, classes) output: {sorted(signature.structured_outputs)}")
-    output_name = sorted(outputs, key=lambda n: (n != "probabilities", "top_k" in n, -(outputs[n].shape[-1] or 0), n))[0]
+    output_name = min(outputs, key=lambda n: (n != "probabilities", "top_k" in n, -(outputs[n].shape[-1] or 0), n))
     fixed_batch = spec.shape[0]
 
     def run(images):
