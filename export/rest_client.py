@@ -6,8 +6,10 @@
 Needs only the Python standard library. The images go as file bytes in the
 ``{"b64": ...}`` form to the ``serving_bytes`` signature, which decodes,
 resizes and preprocesses them inside the model; ``--pixels`` sends float
-pixels to ``serving_default`` instead (needs numpy and Pillow, and the model's
-input size via ``--size``).
+pixels to ``serving_default`` instead, read and resized by keras_vit's image
+reader exactly as ``keras-vit predict`` reads them (EXIF orientation, 16-bit
+and transparent images; needs keras_vit installed, and the model's input size
+via ``--size``).
 """
 
 import argparse
@@ -28,14 +30,15 @@ def build_request(paths, signature="serving_bytes", input_name="image_bytes"):
 
 
 def build_pixel_request(paths, size):
-    """The ``serving_default`` body: float32 RGB pixels in [0, 255], resized to ``size`` (h, w)."""
-    import numpy as np
-    from PIL import Image
-
-    instances = []
-    for path in paths:
-        image = Image.open(path).convert("RGB").resize((size[1], size[0]), Image.BILINEAR)
-        instances.append({"images": np.asarray(image, dtype="float32").tolist()})
+    """The ``serving_default`` body: float32 RGB pixels in [0, 255], resized to ``size`` (h, w) as predict does."""
+    try:
+        from keras_vit.inference.images import load_image
+    except ImportError as error:
+        raise ImportError(
+            "--pixels reads the images with keras_vit's reader: pip install keras-vit, "
+            "or send the files' bytes to serving_bytes (the default)"
+        ) from error
+    instances = [{"images": load_image(path, tuple(size)).tolist()} for path in paths]
     return {"signature_name": "serving_default", "instances": instances}
 
 

@@ -5,6 +5,18 @@
 reads it back. :func:`load_model` is the one loader of the package (the
 predictors, the exports and the CLI use it): safe mode, every keras_vit class
 registered, and an error that names the file.
+
+Example:
+>>> import tempfile
+>>> import keras_vit
+>>> model = keras_vit.ViT(image_size=32, patch_size=8, hidden_size=32, num_layers=1, num_heads=2, mlp_dim=64,
+...                       num_classes=3)
+>>> path = os.path.join(tempfile.mkdtemp(), "tiny.keras")
+>>> save_model(model, path, metadata={"class_names": ["ant", "bee", "cat"]})
+>>> read_metadata(path)
+{'class_names': ['ant', 'bee', 'cat']}
+>>> load_model(path).count_params() == model.count_params()
+True
 """
 
 import json

@@ -44,6 +44,6 @@ def trained_model_path():
 
 
 def trained_model():
-    import keras
+    from keras_vit import saving
 
-    return keras.saving.load_model(trained_model_path(), safe_mode=True)
+    return saving.load_model(trained_model_path())

@@ -151,6 +151,33 @@ def test_rest_b64_instances_request(model, exported, tmp_path):
     assert [p["top_k_labels"][0] for p in predictions] == [LABELS[i] for i in keras_probs.argmax(-1)]
 
 
+def test_rest_client_pixels_are_the_predict_pixels(model, exported, tmp_path):
+    """--pixels reads files with keras_vit's reader: serving_default answers what keras_vit.predict says."""
+    from PIL import Image
+
+    import keras_vit
+    from keras_vit.inference import images as image_io
+
+    _, report = exported
+    x, _ = real_images()
+    digit = tf.image.resize(x[3:4], (40, 24)).numpy()[0]  # stored 24 wide x 40 high ...
+    exif = Image.Exif()
+    exif[0x0112] = 8  # ... and shown rotated 90 degrees counter-clockwise: 40 wide x 24 high
+    path = tmp_path / "digit.jpg"
+    Image.fromarray(np.round(np.clip(digit, 0, 255)).astype("uint8")).save(path, exif=exif, quality=95)
+    body = json.loads(json.dumps(_rest_client().build_pixel_request([str(path)], (32, 32))))
+    # exact: float32 pixels survive JSON (shortest repr round trip)
+    sent = np.array(body["instances"][0]["images"], "float32")
+    np.testing.assert_array_equal(sent, image_io.load_image(path, (32, 32)))
+    status, answer = rest.predict(tf.saved_model.load(report.path), body)
+    assert status == 200, answer
+    (result,) = keras_vit.predict(model, str(path), top_k=NUM_CLASSES, labels=LABELS)
+    want = np.zeros(NUM_CLASSES)
+    for p in result["predictions"]:
+        want[p["index"]] = p["probability"]
+    np.testing.assert_allclose(answer["predictions"][0]["probabilities"], want, rtol=0, atol=1e-5)
+
+
 def test_undecodable_bytes_is_an_error_response_not_a_crash(exported):
     _, report = exported
     loaded = tf.saved_model.load(report.path)

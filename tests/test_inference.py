@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -12,8 +13,10 @@ from helpers import images, tiny_vit
 import keras_vit
 from keras_vit import cli
 from keras_vit.inspect import features
-from keras_vit.inference import predictors as inference
+from keras_vit.inference import images as image_io
 from keras_vit.inference import labels
+from keras_vit.inference import predictors as inference
+from keras_vit.inference import runtimes
 
 
 def sample_image_dir(tmp_path):
@@ -116,13 +119,169 @@ def test_load_image_converts_modes(tmp_path):
     rgba = Image.new("RGBA", (10, 6), (255, 0, 0, 0))  # fully transparent red -> white
     rgba.putpixel((0, 0), (0, 0, 255, 255))
     rgba.save(tmp_path / "rgba.png")
-    gray = inference.load_image(tmp_path / "gray.png")
+    gray = image_io.load_image(tmp_path / "gray.png")
     # exact on purpose, here and below: PIL converts and composites in 8-bit integers, then a cast to float32
     assert gray.shape == (6, 10, 3) and gray.dtype == np.float32 and np.all(gray == 100)
-    image = inference.load_image(tmp_path / "rgba.png", image_size=(6, 10))
+    image = image_io.load_image(tmp_path / "rgba.png", image_size=(6, 10))
     np.testing.assert_array_equal(image[0, 0], [0, 0, 255])
     np.testing.assert_array_equal(image[5, 9], [255, 255, 255])
-    assert inference.load_image(tmp_path / "rgba.png", image_size=(32, 16)).shape == (32, 16, 3)
+    assert image_io.load_image(tmp_path / "rgba.png", image_size=(32, 16)).shape == (32, 16, 3)
+
+
+def awkward_images(folder):
+    """Files that a plain ``convert("RGB")`` or ``tf.io.decode_image`` reads wrong, and what they hold.
+
+    Returns ``({file name: expected uint8 (H, W, 3)}, truncated_jpeg_path)``; the
+    expected pixels are computed here from the arrays written, not by the reader.
+    """
+    import io
+
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    expected = {}
+    # 16-bit grayscale PNG (Pillow mode I;16): a ramp over the whole 0..65535 range, 8 bits = round(v / 257)
+    ramp = np.linspace(0, 65535, 18 * 26).round().astype(np.uint16).reshape(18, 26)
+    Image.fromarray(ramp).save(folder / "gray16.png")
+    expected["gray16.png"] = np.repeat(np.round(ramp / 257.0).astype(np.uint8)[..., None], 3, axis=-1)
+    # a JPEG stored 20 wide x 12 high with EXIF orientation 6: shown rotated 90 degrees clockwise, 12 wide x 20 high
+    stored = np.zeros((12, 20, 3), np.uint8)
+    stored[:, :10] = (250, 20, 20)
+    stored[:, 10:] = (20, 20, 250)
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    Image.fromarray(stored).save(folder / "exif.jpg", exif=exif, quality=95)
+    with Image.open(folder / "exif.jpg") as image:
+        decoded = np.asarray(image.convert("RGB"))  # the stored orientation, as decoders without EXIF give it
+    expected["exif.jpg"] = np.rot90(decoded, k=-1)
+    # a 32-bit float TIFF in [0, 1]
+    values = rng.uniform(0, 1, (14, 22)).astype("float32")
+    Image.fromarray(values).save(folder / "float.tif")
+    expected["float.tif"] = np.repeat(np.round(values * 255.0).astype(np.uint8)[..., None], 3, axis=-1)
+    # a JPEG cut in half: its header is fine (Image.verify() passes), its pixels are not all there
+    buffer = io.BytesIO()
+    Image.fromarray(rng.integers(0, 256, (40, 40, 3), dtype=np.uint8)).save(buffer, "JPEG", quality=90)
+    truncated = folder / "truncated.jpg"
+    truncated.write_bytes(buffer.getvalue()[: len(buffer.getvalue()) // 2])
+    return expected, truncated
+
+
+def test_read_image_of_awkward_files(tmp_path):
+    from PIL import Image
+
+    expected, truncated = awkward_images(tmp_path)
+    assert expected["exif.jpg"].shape == (20, 12, 3)
+    assert expected["exif.jpg"][0, 0, 0] > 200 and expected["exif.jpg"][-1, 0, 2] > 200  # red on top, blue below
+    for name, want in expected.items():
+        # exact: every conversion is integer arithmetic, or one float rounding that the expectation repeats
+        np.testing.assert_array_equal(image_io.read_image(tmp_path / name), want, err_msg=name)
+    assert np.ptp(image_io.read_image(tmp_path / "gray16.png")) == 255  # scaled, not clipped to white
+    with Image.open(truncated) as image:
+        image.verify()  # a header check lets it through ...
+    with pytest.raises(ValueError, match=r"Corrupt.*truncated\.jpg"):  # ... a full decode does not
+        image_io.read_image(truncated)
+    Image.fromarray(np.full((4, 4), 200.0, "float32")).save(tmp_path / "float255.tif")
+    with pytest.raises(ValueError, match=r"float255\.tif.*outside \[0, 1\]: 200 to 200"):
+        image_io.read_image(tmp_path / "float255.tif")
+    with pytest.raises(FileNotFoundError, match="missing.png"):
+        image_io.read_image(tmp_path / "missing.png")
+    with pytest.raises(IsADirectoryError):
+        image_io.read_image(tmp_path)
+    with pytest.raises(ValueError, match="image_size=0"):
+        image_io.load_image(tmp_path / "gray16.png", image_size=0)
+    # folders: sorted, extensions of every format Pillow reads, hidden files (macOS "._x.jpg") skipped
+    (tmp_path / "._exif.jpg").write_bytes(b"AppleDouble")
+    (tmp_path / "notes.txt").write_text("not an image")
+    names = [os.path.basename(p) for p in image_io.list_images(tmp_path)]
+    assert names == ["exif.jpg", "float.tif", "float255.tif", "gray16.png", "truncated.jpg"]
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="No image files.*empty"):
+        image_io.list_images(tmp_path / "empty")
+
+
+def test_resize_is_half_pixel_bilinear_when_enlarging():
+    """The one resize (images and rollout maps) against a NumPy bilinear with half-pixel centres."""
+
+    def bilinear(n_in, n_out):
+        pos = np.clip((np.arange(n_out) + 0.5) * n_in / n_out - 0.5, 0, n_in - 1)
+        lo = np.floor(pos).astype(int)
+        hi = np.minimum(lo + 1, n_in - 1)
+        m = np.zeros((n_out, n_in))
+        m[np.arange(n_out), lo] += 1 - (pos - lo)
+        m[np.arange(n_out), hi] += pos - lo
+        return m
+
+    grid = np.random.default_rng(0).uniform(0, 1, (4, 6))
+    for size in [(32, 48), (9, 7), (4, 6)]:
+        want = bilinear(4, size[0]) @ grid @ bilinear(6, size[1]).T
+        got = image_io.resize(grid, size)
+        assert got.dtype == np.float32 and got.shape == size
+        # Pillow works on float32 pixels: a few float32 ulp of values <= 1
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+    # uint8 images stay uint8 and match Pillow's own RGB resize
+    from PIL import Image
+
+    rgb = np.random.default_rng(1).integers(0, 256, (37, 53, 3), dtype=np.uint8)
+    pillow = np.asarray(Image.fromarray(rgb).resize((20, 30), Image.BILINEAR))
+    np.testing.assert_array_equal(image_io.resize(rgb, (30, 20)), pillow)
+
+
+def test_every_path_reads_files_the_same(tmp_path, capsys):
+    """predict, the attention CLI, the export's eval folders and the training folders all read one way."""
+    from PIL import Image
+
+    from keras_vit.export import data as export_data
+    from keras_vit.train import data as train_data
+
+    expected, truncated = awkward_images(tmp_path / "photos")
+    names = sorted(expected)
+    model = classifier(num_classes=5)
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    pixels = {name: image_io.resize(expected[name], (32, 32)).astype("float32") for name in names}
+    want = model.predict(np.stack([pixels[name] for name in names]), verbose=0)
+
+    # keras_vit.predict: the good files classified from the expected pixels, the truncated one an error naming it
+    results = keras_vit.predict(path, [str(tmp_path / "photos")], top_k=5)
+    assert [os.path.basename(r["path"]) for r in results] == names + ["truncated.jpg"]
+    assert "truncated.jpg" in results[-1]["error"]
+    for result, row in zip(results, want):
+        got = np.zeros(5)
+        for p in result["predictions"]:
+            got[p["index"]] = p["probability"]
+        np.testing.assert_allclose(got, row, rtol=0, atol=1e-5)  # the same model on the same pixels, reloaded
+
+    # the export's --eval-data folder: the same pixels, exactly (the same reader and resize)
+    good = tmp_path / "good"
+    good.mkdir()
+    for name in names:
+        shutil.copy(tmp_path / "photos" / name, good)
+    np.testing.assert_array_equal(export_data.as_images(str(good), (32, 32, 3)), np.stack([pixels[n] for n in names]))
+    with pytest.raises(ValueError, match=r"truncated\.jpg"):
+        export_data.as_images(str(tmp_path / "photos"), (32, 32, 3))
+
+    # the training image folder: the decoded images at their own size, exactly
+    shutil.copytree(good, tmp_path / "dataset" / "train" / "things")
+    (tmp_path / "dataset" / "test" / "things").mkdir(parents=True)
+    shutil.copy(good / "gray16.png", tmp_path / "dataset" / "test" / "things")
+    dataset = train_data.load_image_folder(tmp_path / "dataset")
+    decoded = [np.asarray(image) for image, _ in dataset.train]
+    assert len(decoded) == len(names)
+    for name, image in zip(names, decoded):
+        np.testing.assert_array_equal(image, expected[name], err_msg=name)
+    shutil.copy(truncated, tmp_path / "dataset" / "test" / "things")
+    with pytest.raises(ValueError, match=r"Corrupt.*truncated\.jpg"):  # named up front, not mid-epoch
+        train_data.load_image_folder(tmp_path / "dataset")
+
+    # keras-vit attention: with --alpha 0 the overlay is the photo as read, at its own (EXIF-rotated) size
+    for name in ("exif.jpg", "gray16.png"):
+        out = tmp_path / f"{name}.overlay.png"
+        assert cli.main(["attention", path, str(tmp_path / "photos" / name), "--out", str(out), "--alpha", "0"]) == 0
+        np.testing.assert_array_equal(np.asarray(Image.open(out).convert("RGB")), expected[name], err_msg=name)
+    capsys.readouterr()
+    assert cli.main(["attention", path, str(truncated), "--out", str(tmp_path / "no.png")]) == 2
+    assert "truncated.jpg" in capsys.readouterr().err and not (tmp_path / "no.png").exists()
 
 
 def test_predict_same_topk_for_keras_saved_model_and_tflite(tmp_path):
@@ -189,7 +348,7 @@ def test_predict_probabilities_from_logits_and_unscaled_model(tmp_path):
 
 def test_keras_predictor_runs_large_arrays_in_chunks():
     model = classifier()
-    x = images(inference._CHUNK * 2 + 5)
+    x = images(runtimes._CHUNK * 2 + 5)
     out = inference.load_predictor(model)(x)
     assert out.shape == (len(x), model.output_shape[-1])
     np.testing.assert_allclose(out, np.asarray(model(x)), atol=1e-5)

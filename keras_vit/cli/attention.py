@@ -5,9 +5,8 @@ image's own size. Optionally also writes the mean attention distance per head
 and depth and the position-embedding similarity (Figure 7 of the ViT paper).
 """
 
+from keras_vit.cli.predict import INPUT_RANGES
 from keras_vit.inspect.attention import HEAD_FUSIONS
-
-INPUT_RANGES = {"auto": None, "0-255": True, "-1-1": False}
 
 
 def add_arguments(parser):
@@ -23,25 +22,27 @@ def add_arguments(parser):
 
 
 def run(args):
-    import keras
-
-    import keras_vit.registry  # noqa: F401  (registers the layers for loading)
+    from keras_vit import saving
+    from keras_vit.inference import images, runtimes
+    from keras_vit.inference.predictors import preprocess_input
     from keras_vit.inspect import attention
     from keras_vit.inspect import figures as visualize
-    from keras_vit.inference.predictors import load_image, model_format, model_takes_pixels, preprocess_input
 
-    kind = model_format(args.model)
+    kind = runtimes.model_format(args.model)
     if kind != "keras":
         raise ValueError(f"Attention maps need the model's layers: pass a .keras file. Received: {args.model!r} ({kind})")
-    model = keras.saving.load_model(args.model)
-    size = attention.input_size(model)
-    original = load_image(args.image)
+    model = saving.load_model(args.model)
+    original = images.read_image(args.image)
     include_preprocessing = INPUT_RANGES[args.input_range]
     if include_preprocessing is None:
-        include_preprocessing = model_takes_pixels(model)
-    x = preprocess_input(load_image(args.image, size), include_preprocessing=include_preprocessing)
+        include_preprocessing = runtimes.model_takes_pixels(model)
+    pixels = images.load_image(args.image, attention.input_size(model))
+    x = preprocess_input(pixels, include_preprocessing=include_preprocessing)
     weights = attention.attention_weights(model, x)
-    heatmap = attention.rollout_map(model, x, args.head_fusion, args.discard_ratio, weights=weights)
+    # straight from the patch grid to the photo's size: one resize, not two
+    heatmap = attention.rollout_map(
+        model, x, args.head_fusion, args.discard_ratio, weights=weights, size=original.shape[:2]
+    )
     print(visualize.save_heatmap_overlay(original, heatmap, args.out, alpha=args.alpha))
     if args.distance_out:
         distances = attention.mean_attention_distance(model, x, weights=weights)

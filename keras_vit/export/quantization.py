@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 
+from keras_vit import saving
 from keras_vit.export import common, data, verify
 
 
@@ -51,13 +52,13 @@ def saved_model_latency(path, images, runs=20):
 
 def tflite_latency(path, image, num_threads=2, runs=20):
     """Median ms of one ``invoke`` in ``ai_edge_litert`` (XNNPACK, ``num_threads``)."""
-    from keras_vit.export import tflite
+    from keras_vit.inference import runtimes
 
-    it = tflite.interpreter(path, num_threads=num_threads)
-    detail = it.get_input_details()[0]
+    it = runtimes.tflite_interpreter(path, num_threads=num_threads)
+    detail = runtimes.tflite_input(it)
     batch = int(detail["shape"][0])
     x = np.repeat(np.asarray(image, "float32").reshape((1,) + tuple(detail["shape"][1:])), batch, axis=0)
-    it.set_tensor(detail["index"], tflite._to_input(x, detail))
+    it.set_tensor(detail["index"], runtimes.quantize(x, detail))
     return _time(it.invoke, runs)
 
 
@@ -119,7 +120,7 @@ def quantization_report(
     """
     from keras_vit.export import export_model, saved_model, tflite
 
-    model = common.load_model(model)
+    model = saving.load_model(model)
     shape = common.image_shape(model)
     if eval_data is None:
         images, eval_labels = data.mnist_images(shape, num_images, split="test", with_labels=True)

@@ -23,7 +23,13 @@ def _decode(value):
 
 
 def request_inputs(request, input_specs):
-    """``{input_name: numpy array}`` from a row-format request for a signature's inputs."""
+    """``{input_name: numpy array}`` from a row-format request for a signature's inputs.
+
+    Example:
+    >>> import tensorflow as tf
+    >>> request_inputs({"instances": [{"b64": "aGk="}]}, {"image_bytes": tf.TensorSpec((None,), tf.string)})
+    {'image_bytes': array([b'hi'], dtype=object)}
+    """
     instances = request.get("instances")
     if not isinstance(instances, list) or not instances:
         raise ValueError(f"A row-format request needs a non-empty 'instances' list. Received keys: {sorted(request)}")

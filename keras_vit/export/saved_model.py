@@ -16,7 +16,11 @@ Signatures (both with a dynamic batch):
   decoded to RGB, resized bilinearly to ``(H, W)`` and fed to the same model;
   same outputs. Bytes that do not decode fail that request with
   ``InvalidArgumentError`` (an error response in TF Serving); the server and
-  later requests are unaffected.
+  later requests are unaffected. The graph cannot run keras_vit's Pillow
+  reader (:mod:`keras_vit.inference.images`): EXIF orientation is not
+  applied, and the resize is TensorFlow's bilinear (no antialiasing when
+  shrinking); send pixels to ``serving_default`` for the reader's exact
+  result.
 
 The graph holds only TensorFlow ops: it loads with ``tf.saved_model.load`` in a
 process where keras_vit (or Keras) is not importable.
@@ -47,7 +51,15 @@ def existing_versions(model_dir):
 
 
 def version_path(base_path, name, version=None):
-    """``(path, version)`` of the version folder to write; the next free version when None."""
+    """``(path, version)`` of the version folder to write; the next free version when None.
+
+    Example:
+    >>> import tempfile
+    >>> base = tempfile.mkdtemp()
+    >>> os.makedirs(os.path.join(base, "vit", "3"))
+    >>> version_path(base, "vit")[1]  # one above the highest existing version
+    4
+    """
     if not name or os.sep in str(name) or str(name).startswith("."):
         raise ValueError(f"`name` must be a plain folder name. Received: name={name!r}")
     model_dir = os.path.join(os.fspath(base_path), str(name))

@@ -23,9 +23,9 @@ Android's metadata extractor reads), and also written beside the model.
 import os
 import zipfile
 
-import numpy as np
-
 from keras_vit.export import common
+from keras_vit.inference import labels as labels_lib
+from keras_vit.inference import runtimes
 
 FRAGILE_OPS = ("SOFTMAX", "GELU", "MEAN", "SQUARED_DIFFERENCE", "RSQRT")
 
@@ -145,58 +145,21 @@ def attach_labels(path, labels):
 
 
 def read_labels(path):
-    """The labels zipped onto a ``.tflite`` by :func:`attach_labels`, or None."""
-    if not zipfile.is_zipfile(path):
-        return None
-    with zipfile.ZipFile(path) as archive:
-        if "labels.txt" not in archive.namelist():
-            return None
-        return [line for line in archive.read("labels.txt").decode("utf-8").splitlines() if line]
+    """The labels zipped onto a ``.tflite`` by :func:`attach_labels` (as ``keras_vit.predict`` finds them), or None."""
+    return labels_lib.tflite_associated_labels(path)
 
 
-def interpreter(path_or_content, num_threads=None):
-    """An ``ai_edge_litert`` interpreter with tensors allocated."""
-    from ai_edge_litert.interpreter import Interpreter
-
-    if isinstance(path_or_content, (bytes, bytearray)):
-        it = Interpreter(model_content=bytes(path_or_content), num_threads=num_threads)
-    else:
-        it = Interpreter(model_path=os.fspath(path_or_content), num_threads=num_threads)
-    it.allocate_tensors()
-    return it
+interpreter = runtimes.tflite_interpreter  # the predictor's (benchmarks/ times through this name)
 
 
 def run(path_or_content, images, num_threads=None):
-    """Outputs of a TFLite model on ``images`` (float32 NHWC), through ai_edge_litert."""
-    it = interpreter(path_or_content, num_threads)
-    inp = it.get_input_details()[0]
-    out = it.get_output_details()[0]
-    batch = int(inp["shape"][0])
-    results = []
-    for i in range(0, len(images), batch):
-        chunk = np.asarray(images[i : i + batch], dtype="float32")
-        n = len(chunk)
-        if n < batch:
-            chunk = np.concatenate([chunk, np.repeat(chunk[-1:], batch - n, axis=0)])
-        it.set_tensor(inp["index"], _to_input(chunk, inp))
-        it.invoke()
-        results.append(_from_output(it.get_tensor(out["index"]), out)[:n])
-    return np.concatenate(results)
+    """Outputs of a TFLite model on ``images`` (float32 NHWC), through ai_edge_litert.
 
-
-def _to_input(x, detail):
-    if detail["dtype"] == np.float32:
-        return x
-    scale, zero = detail["quantization"]
-    info = np.iinfo(detail["dtype"])
-    return np.clip(np.round(x / scale + zero), info.min, info.max).astype(detail["dtype"])
-
-
-def _from_output(y, detail):
-    if detail["dtype"] == np.float32:
-        return y
-    scale, zero = detail["quantization"]
-    return (y.astype("float32") - zero) * scale
+    The interpreter, the (de)quantisation and the batching are the
+    predictor's (:mod:`keras_vit.inference.runtimes`): an export is verified
+    the way ``keras_vit.predict`` runs it.
+    """
+    return runtimes.run_tflite(runtimes.tflite_interpreter(path_or_content, num_threads), images)
 
 
 def write(content, path, labels):
@@ -207,5 +170,10 @@ def write(content, path, labels):
 
 
 def label_file_path(path):
-    """``model.tflite -> model.labels.txt`` (found by ``keras_vit.inference.labels``)."""
+    """The label file written beside a ``.tflite`` (found by ``keras_vit.inference.labels``).
+
+    Example:
+    >>> label_file_path("models/vit.tflite")
+    'models/vit.labels.txt'
+    """
     return os.path.splitext(os.fspath(path))[0] + ".labels.txt"

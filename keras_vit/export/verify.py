@@ -95,7 +95,12 @@ class VerificationReport:
 
 
 def compare(expected, actual):
-    """``(max_abs_diff, top1_agreement)`` of two ``(N, classes)`` output arrays."""
+    """``(max_abs_diff, top1_agreement)`` of two ``(N, classes)`` output arrays.
+
+    Example:
+    >>> compare([[0.9, 0.1], [0.2, 0.8]], [[0.8, 0.2], [0.6, 0.4]])  # the second image's top-1 class differs
+    (0.4, 0.5)
+    """
     expected = np.asarray(expected, dtype="float64")
     actual = np.asarray(actual, dtype="float64")
     if expected.shape != actual.shape:

@@ -1,4 +1,10 @@
-"""Using a trained model: reading images, class names, and predictors for ``.keras``, SavedModel and TFLite files.
+"""Using a trained model: the one image reader, class names, each model format, and ``predict``.
 
-May import :mod:`keras_vit.models` (to load ``.keras`` files); never the training code.
+- :mod:`~keras_vit.inference.images`: image files to RGB pixels and the one resize; imports nothing of
+  keras_vit, so training, export and inspection read files through it too;
+- :mod:`~keras_vit.inference.labels`: class names stored with a model, label files, ImageNet lists;
+- :mod:`~keras_vit.inference.runtimes`: ``.keras``, SavedModel and ``.tflite`` files loaded and run;
+- :mod:`~keras_vit.inference.predictors`: ``predict``, ``load_predictor`` and the ``keras.applications``-style helpers.
+
+May import :mod:`keras_vit.saving` (to load ``.keras`` files); never the training, export or inspection code.
 """

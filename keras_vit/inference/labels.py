@@ -24,6 +24,8 @@ import functools
 import os
 import zipfile
 
+from keras_vit import saving
+
 IMAGENET1K = "imagenet1k"
 IMAGENET21K = "imagenet21k"
 DATASETS = {IMAGENET1K: ("imagenet1k_labels.txt", 1000), IMAGENET21K: ("imagenet21k_labels.txt", 21843)}
@@ -165,8 +167,8 @@ def _label_files(model_path, loaded):
 
 
 @register_label_reader
-def _tflite_associated_files(model_path, loaded):
-    """A label file zipped onto a ``.tflite`` (how TFLite metadata stores associated files)."""
+def tflite_associated_labels(model_path, loaded=None):
+    """A label file zipped onto a ``.tflite`` (how TFLite metadata stores associated files), or None."""
     if model_path is None or not str(model_path).endswith(".tflite") or not zipfile.is_zipfile(model_path):
         return None
     with zipfile.ZipFile(model_path) as archive:
@@ -184,18 +186,10 @@ def _keras_attribute(model_path, loaded):
     return list(names) if names else None
 
 
-KERAS_METADATA_ENTRY = "keras_vit.json"  # written into the .keras zip by keras_vit.saving.save_model
-
-
 @register_label_reader
 def _keras_archive_metadata(model_path, loaded):
-    """``class_names`` in the ``keras_vit.json`` entry of a ``.keras`` file saved by ``keras-vit train``."""
+    """``class_names`` in the metadata of a ``.keras`` file saved by :func:`keras_vit.saving.save_model`."""
     if model_path is None or not str(model_path).endswith(".keras") or not zipfile.is_zipfile(model_path):
         return None
-    import json
-
-    with zipfile.ZipFile(model_path) as archive:
-        if KERAS_METADATA_ENTRY not in archive.namelist():
-            return None
-        names = json.loads(archive.read(KERAS_METADATA_ENTRY)).get("class_names")
+    names = saving.read_metadata(model_path).get("class_names")
     return [str(name) for name in names] if names else None

@@ -6,12 +6,24 @@ CNN backbone comes along), then every ``TransformerBlock`` is called with
 ``return_attention_scores=True``, which computes the softmax weights
 explicitly whatever kernel the ordinary forward pass uses. Any image size and
 patch size work: the grid is read from the model.
+
+Example:
+>>> import keras_vit
+>>> model = keras_vit.ViT(image_size=32, patch_size=8, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64,
+...                       num_classes=3)
+>>> image = np.zeros((32, 32, 3))
+>>> weights = attention_weights(model, image)  # (layers, heads, tokens, tokens): class token + 4x4 patches
+>>> weights.shape
+(2, 4, 17, 17)
+>>> rollout_map(model, image, weights=weights, size=(60, 90)).shape  # a heatmap for a 90 x 60 photo
+(60, 90)
 """
 
 import weakref
 
 import numpy as np
 
+from keras_vit.inference import images as images_lib
 from keras_vit.layers import PatchEncoder, Patches, TransformerBlock
 
 HEAD_FUSIONS = ("mean", "max", "min")
@@ -154,6 +166,13 @@ def attention_rollout(weights, head_fusion="mean", discard_ratio=0.0):
     Returns:
         ``(tokens, tokens)`` float64; row i says how much of token i's output
         comes from each input token. Rows sum to 1.
+
+    Example:
+    >>> uniform = np.full((2, 1, 3, 3), 1 / 3)  # 2 layers, 1 head, 3 tokens attending to all alike
+    >>> attention_rollout(uniform)
+    array([[0.5 , 0.25, 0.25],
+           [0.25, 0.5 , 0.25],
+           [0.25, 0.25, 0.5 ]])
     """
     weights = np.asarray(weights, dtype="float64")
     if weights.ndim != 4 or weights.shape[-1] != weights.shape[-2]:
@@ -177,12 +196,13 @@ def attention_rollout(weights, head_fusion="mean", discard_ratio=0.0):
     return rollout
 
 
-def rollout_map(model, image, head_fusion="mean", discard_ratio=0.0, weights=None):
+def rollout_map(model, image, head_fusion="mean", discard_ratio=0.0, weights=None, size=None):
     """Attention rollout as a heatmap at the input image's resolution.
 
     The class token's row of the rollout (for GAP models without one, the mean
-    of all rows) is reshaped to the patch grid and resized bilinearly to the
-    model's input size.
+    of all rows) is reshaped to the patch grid and resized bilinearly
+    (:func:`keras_vit.inference.images.resize`, the resize images get) to the
+    model's input size, or straight to ``size``.
 
     Args:
         model: a keras_vit model.
@@ -190,6 +210,9 @@ def rollout_map(model, image, head_fusion="mean", discard_ratio=0.0, weights=Non
             takes it.
         head_fusion, discard_ratio: see :func:`attention_rollout`.
         weights: precomputed ``(layers, heads, tokens, tokens)`` for ``image``.
+        size: ``(height, width)`` of the map; default the model's input size.
+            Give the original image's size to overlay the map on it with one
+            resize from the patch grid, not two.
 
     Returns:
         float32 ``(H, W)``: the share of the class token's information that
@@ -207,28 +230,7 @@ def rollout_map(model, image, head_fusion="mean", discard_ratio=0.0, weights=Non
         relevance = rollout.mean(0)
     if relevance.shape[0] != n:
         raise ValueError(f"Token count does not match the patch grid {grid}. Received: {relevance.shape[0]} patch tokens")
-    return resize_map(relevance.reshape(grid), input_size(model))
-
-
-def resize_map(grid_map, size):
-    """Bilinear resize of a 2-D map to ``(h, w)`` (half-pixel centres, edges clamped)."""
-    grid_map = np.asarray(grid_map, dtype="float64")
-    h, w = size
-
-    def axis_weights(n_in, n_out):
-        pos = (np.arange(n_out) + 0.5) * n_in / n_out - 0.5
-        pos = np.clip(pos, 0, n_in - 1)
-        lo = np.floor(pos).astype(int)
-        hi = np.minimum(lo + 1, n_in - 1)
-        frac = pos - lo
-        m = np.zeros((n_out, n_in))
-        m[np.arange(n_out), lo] += 1 - frac
-        m[np.arange(n_out), hi] += frac
-        return m
-
-    rows = axis_weights(grid_map.shape[0], h)
-    cols = axis_weights(grid_map.shape[1], w)
-    return (rows @ grid_map @ cols.T).astype("float32")
+    return images_lib.resize(relevance.reshape(grid), size or input_size(model))
 
 
 def mean_attention_distance(model, images, weights=None):

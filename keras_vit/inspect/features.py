@@ -39,9 +39,13 @@ def feature_model(model, blocks=None, outputs=None):
         A ``keras.Model`` mapping images to a dict of features.
 
     Example:
-    >>> features = keras_vit.feature_model(model, blocks=[-1])  # doctest: +SKIP
-    >>> features.predict(images)["pooled"].shape  # doctest: +SKIP
-    (8, 768)
+    >>> import keras_vit
+    >>> model = keras_vit.ViT(image_size=32, patch_size=8, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64,
+    ...                       num_classes=3)
+    >>> features = feature_model(model, blocks=[-1])
+    >>> outputs = features.predict(np.zeros((2, 32, 32, 3)), verbose=0)
+    >>> {name: value.shape for name, value in sorted(outputs.items())}
+    {'block_1': (2, 17, 32), 'cls': (2, 32), 'pooled': (2, 32), 'tokens': (2, 17, 32)}
     """
     import keras
 

@@ -14,6 +14,8 @@ import os
 
 import numpy as np
 
+from keras_vit.inference import images as images_lib
+
 
 def _require_matplotlib():
     try:
@@ -42,7 +44,13 @@ def _save(figure, path, dpi=100):
 
 
 def normalize_map(heatmap):
-    """Scale a map to [0, 1]; a constant map becomes all zeros."""
+    """Scale a map to [0, 1]; a constant map becomes all zeros.
+
+    Example:
+    >>> normalize_map([[1.0, 3.0], [2.0, 5.0]])
+    array([[0.  , 0.5 ],
+           [0.25, 1.  ]])
+    """
     heatmap = np.asarray(heatmap, dtype="float64")
     low, high = heatmap.min(), heatmap.max()
     if high - low <= 1e-12 * max(abs(high), 1.0):
@@ -56,12 +64,18 @@ def overlay_heatmap(image, heatmap, alpha=0.5, cmap="jet"):
     Args:
         image: ``(H, W, 3)`` RGB in [0, 255].
         heatmap: ``(H, W)`` (any range; scaled to [0, 1]); resized bilinearly
-            if its size differs from the image's.
+            (:func:`keras_vit.inference.images.resize`) if its size differs
+            from the image's.
         alpha: heatmap opacity in [0, 1].
         cmap: a matplotlib colormap name.
 
     Returns:
         uint8 ``(H, W, 3)``.
+
+    Example:
+    >>> overlay = overlay_heatmap(np.zeros((4, 4, 3)), np.eye(2), alpha=1.0)  # a 2x2 map over a 4x4 image
+    >>> overlay.shape, overlay.dtype
+    ((4, 4, 3), dtype('uint8'))
     """
     _require_matplotlib()
     import matplotlib
@@ -72,10 +86,9 @@ def overlay_heatmap(image, heatmap, alpha=0.5, cmap="jet"):
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"`alpha` must be in [0, 1]. Received: alpha={alpha!r}")
     heatmap = np.asarray(heatmap)
-    if heatmap.shape != image.shape[:2]:
-        from keras_vit.inspect.attention import resize_map
-
-        heatmap = resize_map(heatmap, image.shape[:2])
+    if heatmap.ndim != 2:
+        raise ValueError(f"Expected a heatmap (H, W). Received: shape={heatmap.shape}")
+    heatmap = images_lib.resize(heatmap, image.shape[:2])
     colours = matplotlib.colormaps[cmap](normalize_map(heatmap))[..., :3] * 255.0
     blended = (1.0 - alpha) * image + alpha * colours
     return np.clip(np.round(blended), 0, 255).astype("uint8")

