@@ -273,3 +273,20 @@ def test_named_builder_downloads_its_real_file(served):
     # the independent NumPy forward pass of the same file; 5e-5 as the issue asks of every source
     np.testing.assert_allclose(np.asarray(model(x)), reference.vit_logits(x, original_names(arrays)), rtol=0, atol=5e-5)
     assert os.path.getsize(download.cache_path(preset)) == os.path.getsize(local)
+
+
+def test_docs_table_matches_the_preset_table():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "docs", "models-and-weights.md"), encoding="utf-8") as f:
+        text = f.read()
+    rows = []
+    for line in text.split("## Pretrained weights", 1)[1].split("\n## ", 1)[0].splitlines():
+        cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[1] in presets.tags():
+            top1 = None if cells[4] == "\u2014" else (float(cells[4].split()[0]), cells[4].split()[-1].strip("[]"))
+            rows.append((cells[0], cells[1], int(cells[2]), cells[3], top1))
+    expected = [
+        (variants.builder_name(p.variant), p.tag, p.image_size, p.file, p.top1 and (p.top1, p.top1_source))
+        for p in presets.PRESETS
+    ]
+    assert rows == expected
