@@ -5,7 +5,6 @@ as ``keras.applications`` does.
 """
 
 import numbers
-import os
 
 import keras
 
@@ -105,12 +104,14 @@ def validate_top(num_classes, include_top, pooling, classifier_activation):
         keras.activations.get(classifier_activation)  # raises on an unknown name
 
 
-def validate_weights(weights):
-    """``weights`` is None or an existing file (its content is checked when it is read)."""
-    if weights is not None and not isinstance(weights, (str, os.PathLike)):
-        raise TypeError(f"`weights` must be None or a path to an .npz checkpoint. Received: weights={weights!r}")
-    if weights is not None and not os.path.isfile(os.fspath(weights)):
-        raise ValueError(
-            "`weights` must be None or the path to an original ViT .npz checkpoint. "
-            f"Received: weights={weights!r} (no such file)"
-        )
+def validate_weights(weights, *, variant=None, hybrid=False, image_size=None):
+    """Check ``weights`` and turn it into a local path (or None), before anything is built.
+
+    A preset tag is downloaded (or read from the cache) for ``variant`` at the
+    resolution nearest ``image_size``; see :func:`keras_vit.weights.sources.resolve`
+    for what is accepted and the errors raised. The file's content is checked when
+    it is read.
+    """
+    from keras_vit.weights import sources
+
+    return sources.resolve(weights, variant=variant, hybrid=hybrid, image_size=image_size)

@@ -12,7 +12,8 @@ loader because the model has a ResNet stem.
 from keras_vit import weights as weights_lib
 from keras_vit.layers.resnet import GROUP_NORM_GROUPS, ROOT_WIDTH, backbone_stride, resnet_stem
 from keras_vit.models import variants
-from keras_vit.models.arguments import positive_ints, validate_grid, validate_top, validate_transformer, validate_weights
+from keras_vit.weights import presets
+from keras_vit.models.arguments import positive_ints, positive_pair, validate_grid, validate_top, validate_transformer, validate_weights
 from keras_vit.models.vit import assemble, variant_builder
 
 
@@ -25,6 +26,15 @@ def _validate_resnet(block_units, width):
             f"{GROUP_NORM_GROUPS} GroupNorm groups (e.g. 0.5, 1, 2). Received: width={width!r}"
         )
     return units
+
+
+def _variant_of(block_units, width, patch_size, sizes):
+    """The registry name of a hybrid's shape (``"R50+B/16"``), or None."""
+    for name, entry in variants.HYBRID_VARIANTS.items():
+        same_stem = (block_units, width, positive_pair(patch_size, "patch_size")) == (entry["block_units"], 1, (1, 1))
+        if same_stem and variants.VARIANTS[entry["size"]] == sizes:
+            return name
+    return None
 
 
 def HybridViT(
@@ -64,8 +74,9 @@ def HybridViT(
         num_classes, include_top, weights, pooling, representation_size, dropout,
             attention_dropout, drop_path_rate, classifier_activation,
             include_preprocessing, input_tensor, name: as in :func:`keras_vit.ViT`.
-            ``weights`` is an original hybrid ``.npz`` (e.g. ``R50+ViT-B_16.npz``);
-            its stage sizes must match ``block_units`` (checked before building).
+            ``weights`` is an original hybrid ``.npz`` (e.g. ``R50+ViT-B_16.npz``)
+            or a preset tag of a registered hybrid; its stage sizes must match
+            ``block_units`` (checked before building).
 
     Returns:
         A functional ``keras.Model``; with ``weights``, the report of the load
@@ -81,7 +92,8 @@ def HybridViT(
     (h, w), _ = validate_grid(image_size, patch_size, backbone_stride(units), context=f" for block_units={units}")
     validate_transformer(hidden_size, num_layers, num_heads, mlp_dim)
     validate_top(num_classes, include_top, pooling, classifier_activation)
-    validate_weights(weights)
+    sizes = dict(hidden_size=hidden_size, num_layers=num_layers, mlp_dim=mlp_dim, num_heads=num_heads)
+    weights = validate_weights(weights, variant=_variant_of(units, width, patch_size, sizes), hybrid=True, image_size=(h, w))
     return assemble(
         image_size=(h, w),
         patch_size=patch_size,
@@ -123,6 +135,7 @@ Transformer of width {hidden_size}, depth {num_layers}, MLP {mlp_dim}, {num_head
     Example:
     >>> model = keras_vit.{builder}(num_classes=10)  # doctest: +SKIP
     >>> model = keras_vit.{builder}(weights="{file}.npz", image_size=384)  # doctest: +SKIP
+    >>> model = keras_vit.{builder}(weights="{tag}", num_classes=10)  # doctest: +SKIP
 """
 
 
@@ -131,7 +144,12 @@ def _hybrid_builder(variant):
     builder = variants.builder_name(variant)
     file = variant.replace("/", "_").replace("+", "+ViT-")
     doc = _HYBRID_DOC.format(
-        variant=variant, builder=builder, stride=backbone_stride(config["block_units"]), file=file, **config
+        variant=variant,
+        builder=builder,
+        stride=backbone_stride(config["block_units"]),
+        file=file,
+        tag=presets.presets_of(variant)[0].tag,
+        **config,
     )
     return variant_builder(HybridViT, config, builder, variants.model_name(variant), doc)
 

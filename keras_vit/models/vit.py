@@ -12,6 +12,7 @@ import keras
 from keras_vit import weights as weights_lib
 from keras_vit.layers import LAYER_NORM_EPSILON, PatchEncoder, Patches, TokenPooling, TransformerBlock
 from keras_vit.models import variants
+from keras_vit.weights import presets
 from keras_vit.models.arguments import image_size_pair, validate_grid, validate_top, validate_transformer, validate_weights
 
 
@@ -135,10 +136,14 @@ def ViT(
         num_classes: classes of the head (used when ``include_top``).
         include_top: add the classification head. Without it the model returns
             the pooled representation, or every token with ``pooling=None``.
-        weights: None (random init) or the path to an original Google ``.npz``
-            checkpoint. A pre-logits layer present in the file is added
-            automatically; position embeddings are interpolated to
-            ``image_size``; a head of another size is skipped and left at zero.
+        weights: None (random init), the path to an original Google ``.npz``
+            checkpoint, or a preset tag (``"imagenet21k"``,
+            ``"imagenet21k+imagenet2012"``, ``"augreg_in21k"``,
+            ``"augreg_in21k_ft_in1k"``...: downloaded once, then read from the
+            Keras cache; the model's shape must be a registered variant). A
+            pre-logits layer present in the file is added automatically;
+            position embeddings are interpolated to ``image_size``; a head of
+            another size is skipped and left at zero.
         pooling: ``"token"`` (class token, the paper's default), ``"gap"``
             (mean of the tokens, no class token) or None (``include_top=False``
             only: return the token sequence).
@@ -163,7 +168,8 @@ def ViT(
     (h, w), _ = validate_grid(image_size, patch_size)
     validate_transformer(hidden_size, num_layers, num_heads, mlp_dim)
     validate_top(num_classes, include_top, pooling, classifier_activation)
-    validate_weights(weights)
+    sizes = dict(hidden_size=hidden_size, num_layers=num_layers, mlp_dim=mlp_dim, num_heads=num_heads)
+    weights = validate_weights(weights, variant=variant_of(patch_size, sizes), image_size=(h, w))
     return assemble(
         image_size=(h, w),
         patch_size=patch_size,
@@ -184,6 +190,20 @@ def ViT(
         input_tensor=input_tensor,
         name=name,
     )
+
+
+def variant_of(patch_size, sizes):
+    """The registry name of a plain ViT's shape (``"B/16"``), or None: what a preset tag is looked up by.
+
+    Example:
+    >>> variant_of(16, variants.VARIANTS["Ti"]), variant_of(8, dict(variants.VARIANTS["Ti"], num_layers=6))
+    ('Ti/16', None)
+    """
+    ph, pw = patch_size if isinstance(patch_size, (tuple, list)) else (patch_size, patch_size)
+    for size, config in variants.VARIANTS.items():
+        if ph == pw and config == sizes:
+            return f"{size}/{ph}"
+    return None
 
 
 def assemble(
@@ -288,6 +308,7 @@ MLP {mlp_dim}, {num_heads} heads.
     Example:
     >>> model = keras_vit.{builder}(num_classes=10)  # doctest: +SKIP
     >>> model = keras_vit.{builder}(weights="ViT-{size}_{patch_size}.npz", image_size=384)  # doctest: +SKIP
+    >>> model = keras_vit.{builder}(weights="{tag}", image_size=384, num_classes=10)  # doctest: +SKIP
 """
 
 
@@ -295,7 +316,8 @@ def _vit_builder(variant):
     config = variants.decode_variant(variant)
     size = variant.split("/")[0]
     builder = variants.builder_name(variant)
-    doc = _VARIANT_DOC.format(variant=variant, builder=builder, size=size, **config)
+    tag = presets.presets_of(variant)[0].tag
+    doc = _VARIANT_DOC.format(variant=variant, builder=builder, size=size, tag=tag, **config)
     return variant_builder(ViT, config, builder, variants.model_name(variant), doc)
 
 

@@ -1,0 +1,207 @@
+"""Named pretrained weights: the original Google checkpoints, as one table of data.
+
+A preset is (variant, tag, resolution) -> a file in the ``vit_models`` bucket of
+google-research/vision_transformer. Builders resolve ``weights="<tag>"`` through
+:func:`find` (with their variant and ``image_size``); :mod:`keras_vit.weights.download`
+fetches and caches the file. ``KERAS_VIT_WEIGHTS_URL`` replaces :data:`BASE_URL`
+for every preset (a mirror, an air-gapped site).
+
+Every file name below was looked up, none composed:
+
+* ``imagenet21k/`` and ``imagenet21k+imagenet2012/``: the ``gsutil ls -lh gs://vit_models/imagenet*``
+  listing printed in google-research/vision_transformer ``vit_jax.ipynb``; fine-tuned files are at 384
+  unless named ``-224`` (that repository's ``README.md``, changelog of 2020-10-29);
+* ``augreg/``: the ``url=`` of the ``*.augreg_in21k``, ``*.augreg_in21k_ft_in1k`` and ``*.augreg_in1k``
+  entries of ``default_cfgs`` in huggingface/pytorch-image-models ``timm/models/vision_transformer.py``
+  and ``timm/models/vision_transformer_hybrid.py`` (the tags are timm's; the resolution is the one in
+  timm's model name).
+
+Top-1 figures are ImageNet-1k validation accuracies as their source publishes them, never measured
+here: ``"gr"`` = google-research/vision_transformer ``README.md``; ``"timm"`` =
+huggingface/pytorch-image-models ``results/results-imagenet.csv`` (timm's evaluation of the same
+weights, converted). No source publishes sizes or hashes of these files, so none is recorded; a
+download is checked by the zip CRC of every array instead (:mod:`keras_vit.weights.download`).
+"""
+
+import dataclasses
+import os
+
+BASE_URL = "https://storage.googleapis.com/vit_models"
+URL_ENV = "KERAS_VIT_WEIGHTS_URL"
+
+TOP1_SOURCES = {
+    "gr": "google-research/vision_transformer README.md",
+    "timm": "huggingface/pytorch-image-models results/results-imagenet.csv",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Preset:
+    """One published checkpoint.
+
+    Attributes:
+        variant: the registry name of the architecture (``"B/16"``, ``"R50+B/16"``).
+        tag: the name users pass as ``weights=`` (``"augreg_in21k_ft_in1k"``).
+        image_size: the resolution the file was trained or fine-tuned at.
+        file: the path under :data:`BASE_URL`.
+        top1: published ImageNet-1k top-1 (percent), or None.
+        top1_source: a key of :data:`TOP1_SOURCES`, or None.
+        sha256: the file's SHA-256 where a source publishes it (none does today), checked after download.
+    """
+
+    variant: str
+    tag: str
+    image_size: int
+    file: str
+    top1: float | None = None
+    top1_source: str | None = None
+    sha256: str | None = None
+
+
+_I21K = "imagenet21k"
+_I1K = "imagenet21k+imagenet2012"
+_AUG = "augreg_in21k"
+_AUG_FT = "augreg_in21k_ft_in1k"
+_AUG_1K = "augreg_in1k"
+_FT = "--imagenet2012-steps_20k-lr_"
+
+# (variant, tag, resolution, file under BASE_URL, top-1 %, its source) -- sources in the module docstring
+_TABLE = (
+    # the paper's releases (gr vit_jax.ipynb listing; -224 files: gr README.md)
+    ("B/16", _I21K, 224, "imagenet21k/ViT-B_16.npz", None, None),
+    ("B/32", _I21K, 224, "imagenet21k/ViT-B_32.npz", None, None),
+    ("L/16", _I21K, 224, "imagenet21k/ViT-L_16.npz", None, None),
+    ("L/32", _I21K, 224, "imagenet21k/ViT-L_32.npz", None, None),
+    ("H/14", _I21K, 224, "imagenet21k/ViT-H_14.npz", None, None),
+    ("R50+B/16", _I21K, 224, "imagenet21k/R50+ViT-B_16.npz", None, None),
+    ("R50+L/32", _I21K, 224, "imagenet21k/R50+ViT-L_32.npz", None, None),
+    ("B/16", _I1K, 224, "imagenet21k+imagenet2012/ViT-B_16-224.npz", 81.2, "gr"),
+    ("B/16", _I1K, 384, "imagenet21k+imagenet2012/ViT-B_16.npz", None, None),
+    ("B/32", _I1K, 384, "imagenet21k+imagenet2012/ViT-B_32.npz", None, None),
+    ("L/16", _I1K, 224, "imagenet21k+imagenet2012/ViT-L_16-224.npz", 82.7, "gr"),
+    ("L/16", _I1K, 384, "imagenet21k+imagenet2012/ViT-L_16.npz", None, None),
+    ("L/32", _I1K, 384, "imagenet21k+imagenet2012/ViT-L_32.npz", None, None),
+    ("R50+B/16", _I1K, 384, "imagenet21k+imagenet2012/R50+ViT-B_16.npz", None, None),
+    # AugReg, "How to train your ViT?" (timm default_cfgs; top-1: timm results-imagenet.csv)
+    ("Ti/16", _AUG, 224, "augreg/Ti_16-i21k-300ep-lr_0.001-aug_none-wd_0.03-do_0.0-sd_0.0.npz", None, None),
+    ("S/32", _AUG, 224, "augreg/S_32-i21k-300ep-lr_0.001-aug_light1-wd_0.03-do_0.0-sd_0.0.npz", None, None),
+    ("S/16", _AUG, 224, "augreg/S_16-i21k-300ep-lr_0.001-aug_light1-wd_0.03-do_0.0-sd_0.0.npz", None, None),
+    ("B/32", _AUG, 224, "augreg/B_32-i21k-300ep-lr_0.001-aug_medium1-wd_0.03-do_0.0-sd_0.0.npz", None, None),
+    ("B/16", _AUG, 224, "augreg/B_16-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-do_0.0-sd_0.0.npz", None, None),
+    ("L/16", _AUG, 224, "augreg/L_16-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-do_0.1-sd_0.1.npz", None, None),
+    ("R26+S/32", _AUG, 224, "augreg/R26_S_32-i21k-300ep-lr_0.001-aug_medium2-wd_0.03-do_0.0-sd_0.0.npz", None, None),
+    ("R50+L/32", _AUG, 224, "augreg/R50_L_32-i21k-300ep-lr_0.001-aug_medium2-wd_0.1-do_0.0-sd_0.0.npz", None, None),
+    ("Ti/16", _AUG_FT, 224, f"augreg/Ti_16-i21k-300ep-lr_0.001-aug_none-wd_0.03-do_0.0-sd_0.0{_FT}0.03-res_224.npz", 75.452, "timm"),
+    ("Ti/16", _AUG_FT, 384, f"augreg/Ti_16-i21k-300ep-lr_0.001-aug_none-wd_0.03-do_0.0-sd_0.0{_FT}0.03-res_384.npz", 78.438, "timm"),
+    ("S/32", _AUG_FT, 224, f"augreg/S_32-i21k-300ep-lr_0.001-aug_light1-wd_0.03-do_0.0-sd_0.0{_FT}0.03-res_224.npz", 76.010, "timm"),
+    ("S/32", _AUG_FT, 384, f"augreg/S_32-i21k-300ep-lr_0.001-aug_light1-wd_0.03-do_0.0-sd_0.0{_FT}0.03-res_384.npz", 80.476, "timm"),
+    ("S/16", _AUG_FT, 224, f"augreg/S_16-i21k-300ep-lr_0.001-aug_light1-wd_0.03-do_0.0-sd_0.0{_FT}0.03-res_224.npz", 81.402, "timm"),
+    ("S/16", _AUG_FT, 384, f"augreg/S_16-i21k-300ep-lr_0.001-aug_light1-wd_0.03-do_0.0-sd_0.0{_FT}0.03-res_384.npz", 83.814, "timm"),
+    ("B/32", _AUG_FT, 224, f"augreg/B_32-i21k-300ep-lr_0.001-aug_medium1-wd_0.03-do_0.0-sd_0.0{_FT}0.03-res_224.npz", 80.732, "timm"),
+    ("B/32", _AUG_FT, 384, f"augreg/B_32-i21k-300ep-lr_0.001-aug_light1-wd_0.1-do_0.0-sd_0.0{_FT}0.03-res_384.npz", 83.358, "timm"),
+    ("B/16", _AUG_FT, 224, f"augreg/B_16-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-do_0.0-sd_0.0{_FT}0.01-res_224.npz", 84.534, "timm"),
+    ("B/16", _AUG_FT, 384, f"augreg/B_16-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-do_0.0-sd_0.0{_FT}0.01-res_384.npz", 86.010, "timm"),
+    ("L/16", _AUG_FT, 224, f"augreg/L_16-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-do_0.1-sd_0.1{_FT}0.01-res_224.npz", 85.856, "timm"),
+    ("L/16", _AUG_FT, 384, f"augreg/L_16-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-do_0.1-sd_0.1{_FT}0.01-res_384.npz", 87.096, "timm"),
+    ("R26+S/32", _AUG_FT, 224, f"augreg/R26_S_32-i21k-300ep-lr_0.001-aug_light0-wd_0.03-do_0.1-sd_0.1{_FT}0.03-res_224.npz", 81.856, "timm"),
+    ("R26+S/32", _AUG_FT, 384, f"augreg/R26_S_32-i21k-300ep-lr_0.001-aug_medium2-wd_0.03-do_0.0-sd_0.0{_FT}0.03-res_384.npz", 84.066, "timm"),
+    ("R50+L/32", _AUG_FT, 224, f"augreg/R50_L_32-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-do_0.1-sd_0.1{_FT}0.01-res_224.npz", 84.434, "timm"),
+    ("R50+L/32", _AUG_FT, 384, f"augreg/R50_L_32-i21k-300ep-lr_0.001-aug_medium2-wd_0.1-do_0.0-sd_0.0{_FT}0.01-res_384.npz", 86.188, "timm"),
+    ("S/16", _AUG_1K, 224, f"augreg/S_16-i1k-300ep-lr_0.001-aug_medium2-wd_0.1-do_0.0-sd_0.0{_FT}0.01-res_224.npz", 78.842, "timm"),
+    ("S/16", _AUG_1K, 384, f"augreg/S_16-i1k-300ep-lr_0.001-aug_medium2-wd_0.1-do_0.0-sd_0.0{_FT}0.01-res_384.npz", 81.130, "timm"),
+    ("B/32", _AUG_1K, 224, f"augreg/B_32-i1k-300ep-lr_0.001-aug_medium2-wd_0.1-do_0.1-sd_0.1{_FT}0.01-res_224.npz", 74.908, "timm"),
+    ("B/32", _AUG_1K, 384, f"augreg/B_32-i1k-300ep-lr_0.001-aug_medium2-wd_0.1-do_0.1-sd_0.1{_FT}0.01-res_384.npz", 78.750, "timm"),
+    ("B/16", _AUG_1K, 224, f"augreg/B_16-i1k-300ep-lr_0.001-aug_strong2-wd_0.1-do_0.1-sd_0.1{_FT}0.01-res_224.npz", 79.154, "timm"),
+    ("B/16", _AUG_1K, 384, f"augreg/B_16-i1k-300ep-lr_0.001-aug_strong2-wd_0.1-do_0.1-sd_0.1{_FT}0.01-res_384.npz", 81.102, "timm"),
+)
+
+PRESETS = [Preset(*row) for row in _TABLE]
+
+
+def tags():
+    """Every preset tag, in table order.
+
+    Example:
+    >>> tags()[:2]
+    ['imagenet21k', 'imagenet21k+imagenet2012']
+    """
+    return list(dict.fromkeys(p.tag for p in PRESETS))
+
+
+def is_tag(value):
+    """Whether ``value`` is a preset tag (and not, say, a file name).
+
+    Example:
+    >>> is_tag("augreg_in21k"), is_tag("ViT-B_16.npz")
+    (True, False)
+    """
+    return isinstance(value, str) and value in tags()
+
+
+def presets_of(variant):
+    """The presets of one variant, in table order.
+
+    Example:
+    >>> [(p.tag, p.image_size) for p in presets_of("R50+B/16")]
+    [('imagenet21k', 224), ('imagenet21k+imagenet2012', 384)]
+    """
+    return [p for p in PRESETS if p.variant == variant]
+
+
+def find(variant, tag, image_size=None):
+    """The preset ``tag`` of ``variant`` closest to ``image_size`` (its own file where one exists).
+
+    The file at another resolution than ``image_size`` loads too: its position
+    embeddings are resampled in 2-D (the paper's fine-tuning at a higher resolution).
+
+    Args:
+        variant: the registry name (``"Ti/16"``, ``"R50+B/16"``).
+        tag: a preset tag.
+        image_size: int or ``(height, width)`` of the model; None picks the first file.
+
+    Raises:
+        ValueError: the variant has no file under ``tag``; the message lists the tags it has.
+
+    Example:
+    >>> find("Ti/16", "augreg_in21k_ft_in1k", 384).file.endswith("res_384.npz")
+    True
+    >>> find("H/14", "augreg_in21k")
+    Traceback (most recent call last):
+    ...
+    ValueError: No preset 'augreg_in21k' for ViT-H/14. Its presets: 'imagenet21k' (224). All tags: ...
+    """
+    candidates = [p for p in presets_of(variant) if p.tag == tag]
+    if not candidates:
+        own = {}
+        for p in presets_of(variant):
+            own.setdefault(p.tag, []).append(str(p.image_size))
+        listed = ", ".join(f"{t!r} ({'/'.join(sizes)})" for t, sizes in own.items()) or "none"
+        raise ValueError(
+            f"No preset {tag!r} for {_title(variant)}. Its presets: {listed}. "
+            f"All tags: {', '.join(map(repr, tags()))}."
+        )
+    if image_size is None:
+        return candidates[0]
+    h, w = (image_size, image_size) if isinstance(image_size, int) else tuple(image_size)
+    # the file of this resolution, else the nearest one (ties: the larger)
+    return min(candidates, key=lambda p: (abs(p.image_size - h) + abs(p.image_size - w), -p.image_size))
+
+
+def base_url():
+    """``$KERAS_VIT_WEIGHTS_URL`` (without a trailing ``/``) if set, else :data:`BASE_URL`."""
+    return (os.environ.get(URL_ENV) or BASE_URL).rstrip("/")
+
+
+def url_of(preset):
+    """The URL a preset is downloaded from, under :func:`base_url`.
+
+    Example:
+    >>> url_of(find("B/16", "imagenet21k"))
+    'https://storage.googleapis.com/vit_models/imagenet21k/ViT-B_16.npz'
+    """
+    return f"{base_url()}/{preset.file}"
+
+
+def _title(variant):
+    resnet, _, vit = variant.rpartition("+")
+    return f"{resnet}+ViT-{vit}" if resnet else f"ViT-{vit}"

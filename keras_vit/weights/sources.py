@@ -1,0 +1,75 @@
+"""What ``weights=`` may name, turned into a local path: the one entry point the builders call."""
+
+import importlib.util
+import os
+
+from keras_vit.weights import download, presets
+
+HF_PREFIX = "hf://"
+
+
+def resolve(weights, *, variant=None, hybrid=None, image_size=None):
+    """Turn a builder's ``weights=`` into a local path (or None), downloading what needs it.
+
+    Args:
+        weights: None; the path of a local file or folder; a preset tag
+            (``"imagenet21k"``, ``"augreg_in21k_ft_in1k"``...: see
+            :mod:`keras_vit.weights.presets`); or ``"hf://ORG/NAME"``, a Hugging
+            Face Hub repository (fetched by :func:`keras_vit.weights.hub.fetch`).
+        variant: the registry name of the model being built (``"B/16"``,
+            ``"R50+B/16"``), or None when its shape is no registered variant;
+            needed for a preset tag.
+        hybrid: True when the model is a hybrid (ResNet + ViT); only words the
+            error for a tag given to an unregistered shape.
+        image_size: the model's int or ``(height, width)``; picks the file of that
+            resolution among a tag's files (else the nearest).
+
+    Returns:
+        A local path, or None when ``weights`` is None.
+
+    Raises:
+        TypeError: ``weights`` is not None, a str or a path.
+        ValueError: an unknown value (the message lists what is accepted), a tag
+            without a file for this variant (the message lists its tags), or a tag
+            given to a model of no registered variant.
+
+    Example:
+    >>> resolve(None) is None
+    True
+    >>> resolve("no_such_file.npz")
+    Traceback (most recent call last):
+    ...
+    ValueError: `weights` must be None, a local file or folder, a preset tag (imagenet21k, ...) or 'hf://ORG/NAME'. Received: weights='no_such_file.npz' (no such file)
+    """
+    if weights is None:
+        return None
+    if not isinstance(weights, (str, os.PathLike)):
+        raise TypeError(
+            "`weights` must be None, a path, a preset tag or 'hf://ORG/NAME'. "
+            f"Received: weights={weights!r} of type {type(weights).__name__}"
+        )
+    if isinstance(weights, str) and weights.startswith(HF_PREFIX):
+        try:
+            from keras_vit.weights import hub
+        except ImportError as error:
+            if importlib.util.find_spec("keras_vit.weights.hub") is not None:
+                raise  # the module is there and failed: its own error says why
+            raise ValueError(
+                f"`weights={weights!r}` names a Hugging Face Hub repository, but this version of keras_vit "
+                "has no Hub support (keras_vit.weights.hub). Download the repository's files and pass their path."
+            ) from error
+        return hub.fetch(weights)
+    if os.path.exists(os.fspath(weights)):
+        return os.fspath(weights)
+    if presets.is_tag(weights):
+        if variant is None:
+            kind = "R50ViTB16, R26ViTS32, R50ViTL32" if hybrid else "ViTTi16 ... ViTH14"
+            raise ValueError(
+                f"The preset {weights!r} names the checkpoint of a registered variant, and this model's "
+                f"shape is none of them: build it with a named builder ({kind}) or pass the path of a file."
+            )
+        return download.fetch(presets.find(variant, weights, image_size))
+    raise ValueError(
+        "`weights` must be None, a local file or folder, a preset tag "
+        f"({', '.join(presets.tags())}) or 'hf://ORG/NAME'. Received: weights={weights!r} (no such file)"
+    )
