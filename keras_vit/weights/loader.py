@@ -33,13 +33,16 @@ class LoadReport:
     """
 
     path: str = ""
+    format: str = ""
+    source: str = ""
     loaded: list = dataclasses.field(default_factory=list)
     unused: list = dataclasses.field(default_factory=list)
     resized: dict = dataclasses.field(default_factory=dict)
     skipped: dict = dataclasses.field(default_factory=dict)
 
     def __str__(self):
-        lines = [f"Loaded {len(self.loaded)} tensors from {self.path}"]
+        origin = f"{self.source} ({self.path})" if self.source and self.source != self.path else self.path
+        lines = [f"Loaded {len(self.loaded)} tensors from {origin}" + (f" [{self.format}]" if self.format else "")]
         lines += [f"  resized {k}: {a} -> {b}" for k, (a, b) in self.resized.items()]
         lines += [f"  skipped {k}: {why}" for k, why in self.skipped.items()]
         if self.unused:
@@ -47,7 +50,7 @@ class LoadReport:
         return "\n".join(lines)
 
 
-def load_checkpoint(model, checkpoint, strict=True):
+def load_checkpoint(model, checkpoint, strict=True, source=None):
     """Load an original ViT checkpoint into a keras_vit model.
 
     Args:
@@ -55,6 +58,7 @@ def load_checkpoint(model, checkpoint, strict=True):
         checkpoint: a path to an ``.npz`` file, or a dict of arrays.
         strict: raise on checkpoint keys the model does not use (besides the
             head and pre-logits, which a model without a top has no place for).
+        source: where the checkpoint came from (``hf://...``, a preset), for the report.
 
     Returns:
         A :class:`LoadReport`.
@@ -77,6 +81,11 @@ def load_checkpoint(model, checkpoint, strict=True):
     """
     arrays = read_checkpoint(checkpoint)
     report = LoadReport(path="<arrays>" if isinstance(checkpoint, dict) else os.fspath(checkpoint))
+    if not isinstance(checkpoint, dict):
+        from keras_vit.weights import formats
+
+        report.format = formats.describe(checkpoint).format
+    report.source = str(source) if source is not None else report.path
     targets = targets_of(model)
 
     values = {}
@@ -99,7 +108,9 @@ def load_checkpoint(model, checkpoint, strict=True):
             )
             values[key] = np.zeros(target.shape, dtype=np.float32)
             continue
-        elif not target.accepts(array.shape):
+        elif _merged_heads(key, array.shape, target.shape):
+            array = np.reshape(array, target.shape)  # timm / transformers store (D, heads * head_dim)
+        if not target.accepts(array.shape):
             raise CheckpointError(
                 f"Shape mismatch for checkpoint key {key!r}: checkpoint has {array.shape}, "
                 f"model {model.name!r} expects {target.shape}."
@@ -127,7 +138,7 @@ def load_checkpoint(model, checkpoint, strict=True):
     return report
 
 
-def load_into(model, path):
+def load_into(model, path, source=None):
     """What a builder's ``weights=path`` does once its model is built: load, and keep the report on the model.
 
     This is the one place that sets ``model.load_report`` (the :class:`LoadReport`
@@ -140,8 +151,17 @@ def load_into(model, path):
     >>> print(model.load_report)  # doctest: +SKIP
     Loaded 200 tensors from ViT-B_16.npz
     """
-    model.load_report = load_checkpoint(model, path)
+    model.load_report = load_checkpoint(model, path, source=source)
     return model.load_report
+
+
+def _merged_heads(key, shape, expected):
+    """An attention tensor stored with its head axes merged, e.g. ``(D, D)`` for ``(D, heads, head_dim)``."""
+    if "MultiHeadDotProductAttention" not in key or tuple(shape) == tuple(expected):
+        return False
+    expected = tuple(expected)
+    merged = {expected[:-2] + (int(np.prod(expected[-2:])),), (int(np.prod(expected[:2])),) + expected[2:]}
+    return tuple(shape) in merged
 
 
 def _fit_position_embedding(model, key, array, target, report):

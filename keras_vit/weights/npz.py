@@ -1,4 +1,5 @@
-"""Reading the original Google ViT ``.npz`` checkpoints: arrays (or only their shapes) under canonical keys.
+"""Reading checkpoints under canonical keys: the original Google ViT ``.npz``, and through
+:mod:`keras_vit.weights.formats` timm / transformers ``.safetensors`` files and folders.
 
 Reads the files of google-research/vision_transformer (imagenet21k,
 imagenet21k+imagenet2012 and AugReg releases), in both the original naming
@@ -66,13 +67,16 @@ def _reading(path):
 
 
 def read_checkpoint(path):
-    """Read an ``.npz`` checkpoint into ``{canonical key: np.ndarray}``.
+    """Read a checkpoint into ``{canonical key: np.ndarray}``.
 
-    Opened with ``allow_pickle=False``; every array is read now, so a truncated
-    or corrupt file fails here with its name, never half-way through a load.
+    An ``.npz`` is opened with ``allow_pickle=False``; a timm or transformers
+    ``.safetensors`` file or folder is converted to the original layout
+    (:mod:`keras_vit.weights.formats`); pickle files are refused. Every array is
+    read now, so a truncated or corrupt file fails here with its name, never
+    half-way through a load.
 
     Args:
-        path: the ``.npz`` file, or a dict of arrays (keys of any supported naming).
+        path: a checkpoint file or folder, or a dict of arrays (keys of any supported naming).
 
     Example:
     >>> read_checkpoint({"params/cls": np.zeros((1, 1, 8))})["cls"].shape
@@ -80,6 +84,13 @@ def read_checkpoint(path):
     """
     if isinstance(path, dict):
         return {canonical_key(k): np.asarray(v) for k, v in path.items() if not _optimizer_state(k)}
+    from keras_vit.weights import formats
+
+    return formats.read(path)
+
+
+def npz_arrays(path):
+    """``{canonical key: np.ndarray}`` of an ``.npz`` file (what :func:`read_checkpoint` uses for one)."""
     path = os.fspath(path)
     with _reading(path), np.load(path, allow_pickle=False) as data:
         arrays = {canonical_key(k): np.asarray(data[k]) for k in data.files if not _optimizer_state(k)}
@@ -92,10 +103,12 @@ _HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.f
 
 
 def checkpoint_shapes(path):
-    """``{canonical key: shape}`` of an ``.npz`` checkpoint, from the array headers: the data is not read.
+    """``{canonical key: shape}`` of a checkpoint (any format :func:`read_checkpoint` reads): the data is not read.
 
     What a builder peeks at before it builds (the pre-logits width, the hybrid's
     stages); :func:`read_checkpoint` reads the arrays when they are loaded.
+    :func:`keras_vit.weights.formats.describe` returns these shapes with the
+    file's settings (LayerNorm epsilon, heads, class names).
 
     Example:
     >>> import os, tempfile
@@ -104,6 +117,13 @@ def checkpoint_shapes(path):
     >>> checkpoint_shapes(path)
     {'pre_logits/kernel': (8, 4)}
     """
+    from keras_vit.weights import formats
+
+    return formats.describe(path).shapes
+
+
+def npz_shapes(path):
+    """``{canonical key: shape}`` of an ``.npz`` file, from the array headers."""
     path = os.fspath(path)
     shapes = {}
     with _reading(path), zipfile.ZipFile(path) as archive:

@@ -1,0 +1,327 @@
+"""Which checkpoint format a path holds, and reading it into the original layout.
+
+Three formats, told apart by content (not only by the name):
+
+* ``npz``: an original Google ``.npz`` (:mod:`keras_vit.weights.npz`);
+* ``timm``: a timm ViT state dict in a ``.safetensors`` file, or a folder with
+  ``config.json`` (``"architecture": ...``) and ``model.safetensors`` (a timm
+  Hugging Face Hub repository);
+* ``transformers``: a folder written by ``save_pretrained`` (``config.json``
+  with ``"model_type": "vit"``, ``model.safetensors`` or sharded
+  ``model.safetensors.index.json``), or its ``.safetensors`` with the
+  ``config.json`` beside it.
+
+``.safetensors`` are read with the ``safetensors`` package's NumPy API; pickle
+files (``.bin``, ``.pth``, ``.pt``, ``.ckpt``, PyTorch zip archives) are
+refused, never unpickled. Every foreign layout is converted by
+:mod:`keras_vit.weights.timm` or :mod:`keras_vit.weights.transformers` into the
+original keys, so the one loader checks and loads them all. A timm or
+transformers model trained on inputs normalised with another mean and standard
+deviation than 0.5 gets them folded into the patch embedding (exact: the
+embedding is linear), since keras_vit models scale pixels to [-1, 1].
+"""
+
+import dataclasses
+import json
+import os
+import struct
+import zipfile
+
+import numpy as np
+
+from keras_vit.weights import npz
+from keras_vit.weights import timm as timm_layout
+from keras_vit.weights import transformers as transformers_layout
+from keras_vit.weights.npz import CheckpointError
+
+PICKLE_SUFFIXES = (".bin", ".pth", ".pt", ".ckpt", ".pkl", ".pickle")
+FLOAT_DTYPES = ("F16", "F32", "F64")
+_LAYOUTS = {timm_layout.FORMAT: timm_layout, transformers_layout.FORMAT: transformers_layout}
+
+
+@dataclasses.dataclass
+class CheckpointInfo:
+    """What a checkpoint holds, read without its tensor data.
+
+    Attributes:
+        path: the file or folder.
+        format: ``"npz"``, ``"timm"`` or ``"transformers"``.
+        shapes: ``{original key: shape}`` (attention kernels of foreign layouts
+            with merged head axes).
+        layer_norm_epsilon: the LayerNorm epsilon the weights were trained with.
+        num_heads: heads, when the file says (a config), else None.
+        class_names: names of the head's outputs carried by the file, or None.
+        architecture: timm model name or transformers class, if known.
+        mean, std: input normalisation of a foreign model (None: [-1, 1]).
+    """
+
+    path: str
+    format: str
+    shapes: dict
+    layer_norm_epsilon: float = 1e-6
+    num_heads: int | None = None
+    class_names: list | None = None
+    architecture: str | None = None
+    mean: list | None = None
+    std: list | None = None
+
+
+def _refuse_pickle(path, what=None):
+    raise CheckpointError(
+        f"Checkpoint {path!r} is {what or 'a pickle file (PyTorch .bin/.pth)'}: keras_vit never unpickles weights. "
+        "Use the .safetensors file that the same model publishes (model.safetensors on the Hugging Face Hub), "
+        "or save one with safetensors.torch.save_file(model.state_dict(), 'model.safetensors')."
+    )
+
+
+def _sniff(path):
+    """``"npz"``, ``"safetensors"``, or a ``CheckpointError`` naming the file and what it really is."""
+    if not os.path.isfile(path):
+        raise CheckpointError(f"Checkpoint not found: {path!r}")
+    if path.lower().endswith(PICKLE_SUFFIXES):
+        _refuse_pickle(path)
+    with open(path, "rb") as f:
+        head = f.read(16)
+    if head.startswith(b"PK"):
+        try:
+            with zipfile.ZipFile(path) as archive:
+                names = archive.namelist()
+        except zipfile.BadZipFile as error:
+            raise CheckpointError(f"Cannot read checkpoint {path!r}: a damaged zip/.npz archive ({error}).") from error
+        if any(name.endswith("data.pkl") for name in names):
+            _refuse_pickle(path, "a PyTorch archive (torch.save, pickled)")
+        return "npz"
+    if head.startswith(b"\x93NUMPY"):
+        raise CheckpointError(f"Checkpoint {path!r} is a single NumPy array (.npy), not an .npz checkpoint of named arrays.")
+    if len(head) >= 9 and head[8:9] == b"{" and struct.unpack("<Q", head[:8])[0] < os.path.getsize(path):
+        return "safetensors"
+    if head[:1] == b"\x80":
+        _refuse_pickle(path)
+    raise CheckpointError(
+        f"Checkpoint {path!r} is neither an .npz archive nor a .safetensors file (it starts with {head[:8]!r}). "
+        "The file may be truncated or corrupt; download it again."
+    )
+
+
+def _read_json(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError) as error:
+        raise CheckpointError(f"Cannot read {path!r}: {error}") from error
+
+
+def _folder_files(folder):
+    """The ``.safetensors`` files of a folder and its ``config.json`` (or None)."""
+    config = os.path.join(folder, "config.json")
+    index = os.path.join(folder, "model.safetensors.index.json")
+    if os.path.isfile(index):
+        shards = sorted(set(_read_json(index).get("weight_map", {}).values()))
+        files = [os.path.join(folder, shard) for shard in shards]
+    elif os.path.isfile(os.path.join(folder, "model.safetensors")):
+        files = [os.path.join(folder, "model.safetensors")]
+    else:
+        files = sorted(os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".safetensors"))
+    if not files:
+        pickles = sorted(n for n in os.listdir(folder) if n.endswith(PICKLE_SUFFIXES))
+        if pickles:
+            _refuse_pickle(os.path.join(folder, pickles[0]), f"a folder whose only weights are pickle files ({', '.join(pickles)})")
+        raise CheckpointError(f"Folder {folder!r} holds no model.safetensors (nor any .safetensors file).")
+    return files, (config if os.path.isfile(config) else None)
+
+
+class _Tensors:
+    """The tensors of ``.safetensors`` files: their shapes, or stand-ins, or the data (NumPy API, no torch)."""
+
+    def __init__(self, files):
+        from safetensors import SafetensorError, safe_open
+
+        self.files = files
+        self.where = {}
+        self.shapes = {}
+        for file in files:
+            if not os.path.isfile(file):
+                raise CheckpointError(f"Checkpoint not found: {file!r}")
+            try:
+                with safe_open(file, framework="np") as f:
+                    for key in f.keys():
+                        part = f.get_slice(key)
+                        dtype = part.get_dtype()
+                        if dtype not in FLOAT_DTYPES:
+                            raise CheckpointError(
+                                f"Checkpoint {file!r}: tensor {key!r} has dtype {dtype}; keras_vit reads float16, "
+                                "float32 and float64 (save the weights as float32)."
+                            )
+                        self.where[key] = file
+                        self.shapes[key] = tuple(part.get_shape())
+            except (SafetensorError, OSError, ValueError) as error:
+                raise CheckpointError(
+                    f"Cannot read checkpoint {file!r}: not a valid .safetensors file ({type(error).__name__}: {error}). "
+                    "The file may be truncated or corrupt; download it again."
+                ) from error
+        if not self.shapes:
+            raise CheckpointError(f"Checkpoint {files[0]!r} holds no tensors.")
+
+    def stand_ins(self):
+        """Zero-stride arrays of the right shapes: the layout converters run on them without reading data."""
+        zero = np.zeros((), np.float32)
+        return {key: np.broadcast_to(zero, shape) for key, shape in self.shapes.items()}
+
+    def arrays(self):
+        from safetensors import SafetensorError, safe_open
+
+        arrays = {}
+        for file in self.files:
+            try:
+                with safe_open(file, framework="np") as f:
+                    for key in f.keys():
+                        arrays[key] = np.asarray(f.get_tensor(key))
+            except (SafetensorError, OSError, ValueError) as error:
+                raise CheckpointError(f"Cannot read checkpoint {file!r} ({type(error).__name__}: {error}).") from error
+        return arrays
+
+
+def _open(path):
+    """``(format, _Tensors or None, config dict or None, config path)`` of a checkpoint path."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        files, config_path = _folder_files(path)
+    else:
+        if _sniff(path) == "npz":
+            return "npz", None, None, None
+        files = [path]
+        beside = os.path.join(os.path.dirname(os.path.abspath(path)), "config.json")
+        config_path = beside if os.path.isfile(beside) else None
+    tensors = _Tensors(files)
+    config = _read_json(config_path) if config_path else None
+    if timm_layout.matches(tensors.shapes):
+        return timm_layout.FORMAT, tensors, config if (config or {}).get("architecture") else None, config_path
+    if transformers_layout.matches(tensors.shapes):
+        if config is None:
+            raise CheckpointError(
+                f"Checkpoint {path!r} is a transformers ViT but has no config.json beside it: keras_vit needs its "
+                "num_attention_heads and layer_norm_eps. Load the folder written by save_pretrained."
+            )
+        return transformers_layout.FORMAT, tensors, config, config_path
+    sample = ", ".join(sorted(tensors.shapes)[:5])
+    raise CheckpointError(
+        f"Checkpoint {path!r} is a .safetensors file but neither a timm ViT nor a transformers ViT "
+        f"(keys: {sample}, ...)."
+    )
+
+
+def _layout_settings(fmt, config, config_path):
+    if fmt == timm_layout.FORMAT:
+        return timm_layout.settings(config)
+    return transformers_layout.settings(config, config_path)
+
+
+def _preprocessing(path, settings):
+    """Mean and std of a transformers ``preprocessor_config.json`` next to the weights, if any."""
+    folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+    file = os.path.join(folder, "preprocessor_config.json")
+    if settings.get("mean") is None and os.path.isfile(file):
+        config = _read_json(file)
+        if config.get("do_normalize", True):
+            settings["mean"], settings["std"] = config.get("image_mean"), config.get("image_std")
+    return settings
+
+
+def _convert(fmt, tensors, settings, path):
+    converted = _LAYOUTS[fmt].to_original(tensors, path)
+    if fmt == timm_layout.FORMAT:
+        pool = settings.get("global_pool")
+        if pool not in (None, "", "token", "avg") or (pool == "avg" and "cls" in converted):
+            raise CheckpointError(
+                f"Checkpoint {path!r}: timm global_pool={pool!r} with{'' if 'cls' in converted else 'out'} a class token; "
+                "keras_vit pools the class token ('token') or averages the tokens of a model without one ('avg')."
+            )
+    return converted
+
+
+def describe(path):
+    """A :class:`CheckpointInfo` of a checkpoint file or folder: shapes and settings, no tensor data read.
+
+    Example:
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "c.npz")
+    >>> np.savez(path, cls=np.zeros((1, 1, 8)))
+    >>> info = describe(path)
+    >>> info.format, info.shapes, info.layer_norm_epsilon
+    ('npz', {'cls': (1, 1, 8)}, 1e-06)
+    """
+    path = os.fspath(path)
+    fmt, tensors, config, config_path = _open(path)
+    if fmt == "npz":
+        return CheckpointInfo(path=path, format="npz", shapes=npz.npz_shapes(path))
+    settings = _preprocessing(path, _layout_settings(fmt, config, config_path))
+    shapes = {k: tuple(v.shape) for k, v in _convert(fmt, tensors.stand_ins(), settings, path).items()}
+    if fmt == transformers_layout.FORMAT:
+        has_bias = any(_qkv_bias_key(k) for k in tensors.shapes)
+        transformers_layout.check_config(settings["expected"], shapes, has_bias, config_path or path)
+    _check_heads(settings.get("num_heads"), shapes, config_path or path)
+    return CheckpointInfo(
+        path=path,
+        format=fmt,
+        shapes=shapes,
+        layer_norm_epsilon=settings["layer_norm_epsilon"],
+        num_heads=settings.get("num_heads"),
+        class_names=settings.get("class_names"),
+        architecture=settings.get("architecture"),
+        mean=settings.get("mean"),
+        std=settings.get("std"),
+    )
+
+
+def _qkv_bias_key(key):
+    return key.endswith("attention.attention.query.bias")
+
+
+def _check_heads(num_heads, shapes, path):
+    width = shapes.get("embedding/kernel", (None,) * 4)[3]
+    if num_heads is not None and width is not None and width % num_heads:
+        raise CheckpointError(f"{path!r}: {num_heads} heads do not divide the width {width} of the weights.")
+
+
+def read(path):
+    """``{original key: np.ndarray}`` of any supported checkpoint (see the module docstring).
+
+    Example:
+    >>> read("model.safetensors")["embedding/kernel"].shape  # doctest: +SKIP
+    (16, 16, 3, 192)
+    """
+    path = os.fspath(path)
+    fmt, tensors, config, config_path = _open(path)
+    if fmt == "npz":
+        return npz.npz_arrays(path)
+    settings = _preprocessing(path, _layout_settings(fmt, config, config_path))
+    arrays = {k: np.asarray(v) for k, v in _convert(fmt, tensors.arrays(), settings, path).items()}
+    return fold_normalization(arrays, settings.get("mean"), settings.get("std"))
+
+
+def fold_normalization(arrays, mean, std):
+    """Make a model trained on ``(x / 255 - mean) / std`` inputs take keras_vit's ``x / 127.5 - 1``.
+
+    With ``u = x / 127.5 - 1``, ``(x / 255 - mean) / std = u / (2 std) + (0.5 - mean) / std``: the
+    patch embedding's kernel is scaled per input channel and the constant goes into its bias.
+    Nothing changes when ``mean`` and ``std`` are 0.5 (or None).
+
+    Example:
+    >>> arrays = {"embedding/kernel": np.ones((1, 1, 3, 1)), "embedding/bias": np.zeros(1)}
+    >>> out = fold_normalization(arrays, [0.0, 0.0, 0.0], [1.0, 1.0, 1.0])
+    >>> out["embedding/kernel"].ravel().tolist(), out["embedding/bias"].tolist()
+    ([0.5, 0.5, 0.5], [1.5])
+    """
+    if mean is None or std is None:
+        return arrays
+    mean, std = np.asarray(mean, np.float64), np.asarray(std, np.float64)
+    if mean.shape != (3,) or std.shape != (3,) or np.any(std <= 0):
+        raise CheckpointError(f"Cannot use the input normalisation mean={mean.tolist()}, std={std.tolist()}.")
+    if np.allclose(mean, 0.5) and np.allclose(std, 0.5):
+        return arrays
+    kernel = np.asarray(arrays["embedding/kernel"], np.float64)  # (P, P, C, D)
+    out = dict(arrays)
+    out["embedding/kernel"] = (kernel / (2.0 * std)[None, None, :, None]).astype(arrays["embedding/kernel"].dtype)
+    shift = np.einsum("yxcd,c->d", kernel, (0.5 - mean) / std)
+    out["embedding/bias"] = (np.asarray(arrays["embedding/bias"], np.float64) + shift).astype(arrays["embedding/bias"].dtype)
+    return out

@@ -1,0 +1,202 @@
+"""timm's ViT state dict (``.safetensors``) -> the original checkpoint layout.
+
+timm's ``VisionTransformer`` (``timm/models/vision_transformer.py``) stores a
+ViT as PyTorch tensors: ``patch_embed.proj.weight`` ``(D, C, P, P)``, one fused
+``blocks.{i}.attn.qkv.weight`` ``(3D, D)`` (query, key, value stacked, heads
+inside each), ``nn.Linear`` weights as ``(out, in)``, ``norm`` the final
+LayerNorm (epsilon 1e-6), ``head`` the classifier. timm's own ``_load_weights``
+(the reader of the original ``.npz``) defines the correspondence this module
+inverts: ``qkv.weight = concat(kernel.reshape(D, D).T for query, key, value)``,
+``proj.weight = out_kernel.reshape(D, D).T``, conv kernels ``(P, P, C, D)``
+transposed to ``(D, C, P, P)``.
+
+The attention kernels are returned with their head axes merged
+(``query/kernel`` ``(D, heads * head_dim)``): a state dict does not store the
+number of heads, and the loader splits the merged axes with the model's.
+Missing query/key/value biases (``qkv_bias=False``) become zeros.
+
+Models with parts keras_vit does not implement are refused by name: a
+distillation token (distilled DeiT), register tokens, layer scale, a norm after
+pooling (``fc_norm``), a pre-norm, q/k norms, attention pooling.
+"""
+
+import re
+
+import numpy as np
+
+from keras_vit.weights.npz import CheckpointError
+
+FORMAT = "timm"
+LAYER_NORM_EPSILON = 1e-6  # timm's VisionTransformer: partial(nn.LayerNorm, eps=1e-6)
+
+_BLOCK = re.compile(r"^blocks\.(\d+)\.(.+)$")
+# inside blocks.{i}: timm name -> (original key under encoderblock_{i}, transpose a Linear weight)
+_BLOCK_KEYS = {
+    "norm1.weight": ("LayerNorm_0/scale", False),
+    "norm1.bias": ("LayerNorm_0/bias", False),
+    "attn.proj.weight": ("MultiHeadDotProductAttention_1/out/kernel", True),
+    "attn.proj.bias": ("MultiHeadDotProductAttention_1/out/bias", False),
+    "norm2.weight": ("LayerNorm_2/scale", False),
+    "norm2.bias": ("LayerNorm_2/bias", False),
+    "mlp.fc1.weight": ("MlpBlock_3/Dense_0/kernel", True),
+    "mlp.fc1.bias": ("MlpBlock_3/Dense_0/bias", False),
+    "mlp.fc2.weight": ("MlpBlock_3/Dense_1/kernel", True),
+    "mlp.fc2.bias": ("MlpBlock_3/Dense_1/bias", False),
+}
+_TOP_KEYS = {
+    "cls_token": ("cls", False),
+    "pos_embed": ("Transformer/posembed_input/pos_embedding", False),
+    "patch_embed.proj.bias": ("embedding/bias", False),
+    "norm.weight": ("Transformer/encoder_norm/scale", False),
+    "norm.bias": ("Transformer/encoder_norm/bias", False),
+    "head.weight": ("head/kernel", True),
+    "head.bias": ("head/bias", False),
+    "pre_logits.fc.weight": ("pre_logits/kernel", True),
+    "pre_logits.fc.bias": ("pre_logits/bias", False),
+}
+# parts of timm ViTs that keras_vit has no layer for: key pattern -> what it is
+_UNSUPPORTED = {
+    r"^(dist_token|head_dist\.)": "a distillation token and head (distilled DeiT); use the non-distilled deit_* weights",
+    r"^reg_token": "register tokens",
+    r"\.ls[12]\.gamma$|\.gamma_[12]$": "layer scale (DeiT-III / CaiT style)",
+    r"^fc_norm\.": "a LayerNorm after pooling (fc_norm), where keras_vit normalises before pooling",
+    r"^norm_pre\.": "a LayerNorm before the blocks (pre_norm, CLIP style)",
+    r"\.attn\.(q_norm|k_norm|norm)\.": "query/key normalisation",
+    r"^attn_pool\.": "attention pooling (MAP head)",
+    r"^patch_embed\.norm\.": "a normalised patch embedding",
+}
+MARKERS = ("patch_embed.proj.weight", "blocks.0.attn.qkv.weight")
+
+
+def matches(keys):
+    """Whether a state dict with these keys is a timm ViT.
+
+    Example:
+    >>> matches(["cls_token", "patch_embed.proj.weight", "blocks.0.attn.qkv.weight"]), matches(["cls"])
+    (True, False)
+    """
+    return all(marker in keys for marker in MARKERS)
+
+
+def refuse_unsupported(keys, path):
+    """Raise a ``CheckpointError`` naming the first timm feature in ``keys`` that keras_vit does not implement."""
+    for pattern, what in _UNSUPPORTED.items():
+        found = sorted(k for k in keys if re.search(pattern, k))
+        if found:
+            raise CheckpointError(
+                f"Checkpoint {path!r} is a timm model with {what} (key {found[0]!r}): keras_vit's ViT has no such part, "
+                "so these weights cannot be loaded without changing what the model computes."
+            )
+
+
+def _linear(array, transpose):
+    return array.T if transpose and array.ndim == 2 else array
+
+
+def to_original(tensors, path="<arrays>"):
+    """Rename and transpose a timm ViT state dict into the original ``.npz`` layout.
+
+    Args:
+        tensors: ``{timm key: array}`` (arrays, or stand-ins with the right shape).
+        path: named in errors.
+
+    Returns:
+        ``{original key: array}``; attention kernels have merged head axes.
+
+    Raises:
+        CheckpointError: a key that is neither a plain ViT weight nor a known
+            unsupported part, or a fused qkv weight that is not ``(3D, D)``.
+
+    Example:
+    >>> d = 8
+    >>> arrays = {"patch_embed.proj.weight": np.zeros((d, 3, 4, 4)), "blocks.0.attn.qkv.weight": np.zeros((3 * d, d))}
+    >>> out = to_original(arrays)
+    >>> out["embedding/kernel"].shape, out["Transformer/encoderblock_0/MultiHeadDotProductAttention_1/query/kernel"].shape
+    ((4, 4, 3, 8), (8, 8))
+    """
+    refuse_unsupported(tensors, path)
+    out = {}
+    unknown = []
+    for key, array in tensors.items():
+        block = _BLOCK.match(key)
+        if key == "patch_embed.proj.weight":
+            if array.ndim != 4:
+                raise CheckpointError(f"Checkpoint {path!r}: {key!r} has shape {array.shape}, expected (D, C, P, P).")
+            out["embedding/kernel"] = array.transpose(2, 3, 1, 0)
+        elif key in _TOP_KEYS:
+            name, transpose = _TOP_KEYS[key]
+            out[name] = _linear(array, transpose)
+        elif block and block[2] in ("attn.qkv.weight", "attn.qkv.bias"):
+            out.update(_split_qkv(block[1], block[2], array, path))
+        elif block and block[2] in _BLOCK_KEYS:
+            name, transpose = _BLOCK_KEYS[block[2]]
+            out[f"Transformer/encoderblock_{block[1]}/{name}"] = _linear(array, transpose)
+        else:
+            unknown.append(key)
+    if unknown:
+        raise CheckpointError(
+            f"Checkpoint {path!r} (timm layout) has {len(unknown)} key(s) that are not part of a ViT: "
+            f"{', '.join(sorted(unknown)[:10])}"
+        )
+    _add_missing_qkv_bias(out)
+    return out
+
+
+def _split_qkv(index, name, array, path):
+    prefix = f"Transformer/encoderblock_{index}/MultiHeadDotProductAttention_1"
+    width = array.shape[-1] if name.endswith("weight") else array.shape[0] // 3
+    if array.shape[0] != 3 * width or (name.endswith("weight") and array.ndim != 2):
+        raise CheckpointError(
+            f"Checkpoint {path!r}: 'blocks.{index}.{name}' has shape {array.shape}, expected a fused "
+            "query/key/value tensor of 3 x the width."
+        )
+    parts = {}
+    for i, part in enumerate(("query", "key", "value")):
+        piece = array[i * width:(i + 1) * width]
+        parts[f"{prefix}/{part}/{'kernel' if name.endswith('weight') else 'bias'}"] = _linear(piece, name.endswith("weight"))
+    return parts
+
+
+def _add_missing_qkv_bias(out):
+    """``qkv_bias=False`` models have no query/key/value bias: the original layout's zeros."""
+    for key in [k for k in out if k.endswith("/query/kernel")]:
+        for part in ("query", "key", "value"):
+            bias = key.replace("/query/kernel", f"/{part}/bias")
+            if bias not in out:
+                out[bias] = np.zeros(out[key].shape[-1], dtype=np.float32)
+
+
+# timm architecture name -> number of heads (the only size a state dict does not store)
+_HEADS = {"tiny": 3, "small": 6, "base": 12, "large": 16, "huge": 16}
+
+
+def settings(config):
+    """What a timm ``config.json`` says beyond the weights: heads, epsilon, labels, input normalisation.
+
+    Example:
+    >>> s = settings({"architecture": "deit_small_patch16_224", "pretrained_cfg": {"mean": [0.485, 0.456, 0.406]}})
+    >>> s["num_heads"], s["layer_norm_epsilon"], s["mean"]
+    (6, 1e-06, [0.485, 0.456, 0.406])
+    """
+    config = config or {}
+    pretrained = config.get("pretrained_cfg") or {}
+    architecture = config.get("architecture")
+    heads = (config.get("model_args") or {}).get("num_heads")
+    if heads is None and architecture:
+        match = re.match(r"^(?:vit|deit)_(tiny|small|base|large|huge)_patch", architecture)
+        heads = _HEADS.get(match[1]) if match else None
+    names = config.get("label_names")
+    if isinstance(names, dict):
+        names = [names[k] for k in sorted(names, key=int)]
+    descriptions = config.get("label_descriptions") or {}
+    if names and descriptions:
+        names = [descriptions.get(name, name) for name in names]
+    return {
+        "architecture": architecture,
+        "num_heads": heads,
+        "layer_norm_epsilon": LAYER_NORM_EPSILON,
+        "global_pool": config.get("global_pool"),
+        "class_names": list(names) if names else None,
+        "mean": pretrained.get("mean"),
+        "std": pretrained.get("std"),
+    }
