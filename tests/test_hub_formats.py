@@ -1,5 +1,6 @@
 """timm-layout .safetensors loaded through the builders, and the files refused (offline, torch-free)."""
 
+import json
 import os
 
 import numpy as np
@@ -67,3 +68,95 @@ def test_unsupported_timm_part_is_named(tmp_path):
     safetensors_numpy.save_file(arrays, path)
     with pytest.raises(CheckpointError, match="distillation token"):
         checkpoint_shapes(path)
+
+
+def transformers_folder(folder, p, num_layers=2, d=32, heads=4, mlp=64, num_classes=5, eps=1e-12):
+    """A ``save_pretrained`` folder of ``ViTForImageClassification``, written from modeling_vit's key names."""
+    t = {"vit.embeddings.cls_token": p["cls"],
+         "vit.embeddings.position_embeddings": p["Transformer/posembed_input/pos_embedding"],
+         "vit.embeddings.patch_embeddings.projection.weight": p["embedding/kernel"].transpose(3, 2, 0, 1),
+         "vit.embeddings.patch_embeddings.projection.bias": p["embedding/bias"],
+         "vit.layernorm.weight": p["Transformer/encoder_norm/scale"], "vit.layernorm.bias": p["Transformer/encoder_norm/bias"],
+         "classifier.weight": p["head/kernel"].T, "classifier.bias": p["head/bias"]}
+    for i in range(num_layers):
+        b, e = f"Transformer/encoderblock_{i}/", f"vit.encoder.layer.{i}."
+        a = b + "MultiHeadDotProductAttention_1/"
+        for n in ("query", "key", "value"):  # nn.Linear stores (out, in)
+            t[e + f"attention.attention.{n}.weight"] = p[a + n + "/kernel"].reshape(d, d).T
+            t[e + f"attention.attention.{n}.bias"] = p[a + n + "/bias"].reshape(-1)
+        t[e + "attention.output.dense.weight"] = p[a + "out/kernel"].reshape(d, d).T
+        t[e + "attention.output.dense.bias"] = p[a + "out/bias"]
+        for n, k in (("layernorm_before", "LayerNorm_0"), ("layernorm_after", "LayerNorm_2")):
+            t[e + n + ".weight"], t[e + n + ".bias"] = p[b + k + "/scale"], p[b + k + "/bias"]
+        t[e + "intermediate.dense.weight"] = p[b + "MlpBlock_3/Dense_0/kernel"].T
+        t[e + "intermediate.dense.bias"] = p[b + "MlpBlock_3/Dense_0/bias"]
+        t[e + "output.dense.weight"] = p[b + "MlpBlock_3/Dense_1/kernel"].T
+        t[e + "output.dense.bias"] = p[b + "MlpBlock_3/Dense_1/bias"]
+    os.makedirs(folder, exist_ok=True)
+    safetensors_numpy.save_file({k: np.ascontiguousarray(v, np.float32) for k, v in t.items()},
+                                os.path.join(folder, "model.safetensors"))
+    config = {"model_type": "vit", "architectures": ["ViTForImageClassification"], "hidden_size": d,
+              "num_hidden_layers": num_layers, "num_attention_heads": heads, "intermediate_size": mlp,
+              "patch_size": TINY["patch_size"], "image_size": TINY["image_size"], "num_channels": 3, "qkv_bias": True,
+              "layer_norm_eps": eps, "hidden_act": "gelu", "id2label": {str(i): f"class {i}" for i in range(num_classes)}}
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(config, f)
+    return str(folder)
+
+
+def test_transformers_folder_takes_the_files_epsilon_and_gives_the_reference_logits(tmp_path, monkeypatch):
+    import keras_vit
+    import reference
+    from keras_vit.weights import CheckpointError
+
+    params = vit_checkpoint()
+    folder = transformers_folder(tmp_path / "vit-tiny", params)
+    model = keras_vit.ViT(**TINY, num_classes=5, weights=folder, classifier_activation=None)
+    assert model.load_report.format == "transformers"
+    assert {layer.layer_norm_epsilon for layer in model.layers if isinstance(layer, keras_vit.TransformerBlock)} == {1e-12}
+    monkeypatch.setattr(reference.layer_norm, "__defaults__", (1e-12,))  # the reference at the file's epsilon
+    x = images()
+    np.testing.assert_allclose(np.asarray(model(x)), reference.vit_logits(x, params), atol=5e-5)
+    # loading the same folder into a model built with the original 1e-6 would be silently different: refused
+    plain = keras_vit.ViT(**TINY, num_classes=5)
+    with pytest.raises(CheckpointError, match=r"epsilon 1e-12.*1e-06"):
+        keras_vit.load_checkpoint(plain, folder)
+
+
+def test_hf_source_from_an_offline_hub_cache(tmp_path):
+    """``hf://ORG/NAME`` from a Hugging Face cache (HF_HOME, HF_HUB_OFFLINE=1): no network, as users configure it."""
+    import subprocess
+    import sys
+
+    params = vit_checkpoint()
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hf" / "hub" / "models--google--vit-tiny-test"
+    transformers_folder(repo / "snapshots" / commit, params)
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    np.save(tmp_path / "x.npy", images())
+    code = (
+        "import numpy as np, sys, keras_vit\n"
+        f"m = keras_vit.ViT(image_size={TINY['image_size']}, patch_size={TINY['patch_size']}, hidden_size=32, num_layers=2,"
+        " num_heads=4, mlp_dim=64, num_classes=5, weights='hf://google/vit-tiny-test', classifier_activation=None)\n"
+        f"np.save(r'{tmp_path}/out.npy', np.asarray(m(np.load(r'{tmp_path}/x.npy'))))\n"
+        "print(m.load_report.format)\n"
+        "try:\n    keras_vit.ViT(image_size=32, patch_size=8, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64,"
+        " weights='hf://google/absent')\nexcept Exception as e:\n    print(type(e).__name__, e)\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1", PYTHONPATH=root)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.strip().splitlines()
+    assert lines[-2] == "transformers"
+    assert "google/absent" in lines[-1] and "Error" in lines[-1].split()[0]  # offline, nothing cached: named
+    import reference
+
+    old = reference.layer_norm.__defaults__
+    reference.layer_norm.__defaults__ = (1e-12,)
+    try:
+        expected = reference.vit_logits(images(), params)
+    finally:
+        reference.layer_norm.__defaults__ = old
+    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), expected, atol=5e-5)

@@ -16,10 +16,14 @@ from keras_vit.weights import presets
 from keras_vit.models.arguments import image_size_pair, validate_grid, validate_top, validate_transformer, validate_weights
 
 
-def encoder(x, *, num_layers, num_heads, mlp_dim, dropout=0.0, attention_dropout=0.0, drop_path_rate=0.0):
+def encoder(
+    x, *, num_layers, num_heads, mlp_dim, dropout=0.0, attention_dropout=0.0, drop_path_rate=0.0,
+    layer_norm_epsilon=LAYER_NORM_EPSILON,
+):
     """Stack ``num_layers`` blocks (names ``transformer_block_{i}``) and the final norm.
 
-    Stochastic depth grows linearly with depth from 0 to ``drop_path_rate``.
+    Stochastic depth grows linearly with depth from 0 to ``drop_path_rate``; every LayerNorm
+    uses ``layer_norm_epsilon`` (1e-6 in the original checkpoints, 1e-12 in transformers' ports).
     """
     for i in range(num_layers):
         rate = drop_path_rate * i / max(num_layers - 1, 1)
@@ -29,9 +33,10 @@ def encoder(x, *, num_layers, num_heads, mlp_dim, dropout=0.0, attention_dropout
             dropout=dropout,
             attention_dropout=attention_dropout,
             drop_path=rate,
+            layer_norm_epsilon=layer_norm_epsilon,
             name=f"transformer_block_{i}",
         )(x)
-    return keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name="encoder_norm")(x)
+    return keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="encoder_norm")(x)
 
 
 def head(x, *, num_classes, include_top, pooling, representation_size, classifier_activation):
@@ -64,6 +69,7 @@ def transformer_from_patches(
     attention_dropout,
     drop_path_rate,
     classifier_activation,
+    layer_norm_epsilon=LAYER_NORM_EPSILON,
 ):
     """Patch sequence -> Eq. 1 embedding -> encoder -> head. Shared with the hybrid and the conv-stem model."""
     x = PatchEncoder(
@@ -78,6 +84,7 @@ def transformer_from_patches(
         num_layers=num_layers,
         num_heads=num_heads,
         mlp_dim=mlp_dim,
+        layer_norm_epsilon=layer_norm_epsilon,
         dropout=dropout,
         attention_dropout=attention_dropout,
         drop_path_rate=drop_path_rate,
@@ -226,15 +233,20 @@ def assemble(
     With ``weights``, the file's shapes are peeked at before building
     (:func:`keras_vit.weights.checkpoint_shapes`, no data read): a pre-logits
     layer in the checkpoint is added when ``representation_size`` is None, and
-    ``check_checkpoint(shapes)`` may refuse the file before anything is built.
+    ``check_checkpoint(shapes)`` may refuse the file before anything is built; the
+    LayerNorms take the epsilon the file declares (:func:`keras_vit.weights.describe`).
     The built model is then loaded by :func:`keras_vit.weights.load_into`.
     """
     if weights is not None:
-        shapes = weights_lib.checkpoint_shapes(weights)
+        info = weights_lib.describe(weights)  # shapes and settings only, no tensor data
+        shapes = info.shapes
         if check_checkpoint is not None:
             check_checkpoint(shapes)
         if representation_size is None:
             representation_size = weights_lib.representation_size_of(shapes)
+        # the LayerNorm epsilon the weights were trained with (1e-12 in transformers' ports): another
+        # epsilon changes every output without an error
+        transformer.setdefault("layer_norm_epsilon", info.layer_norm_epsilon)
 
     inputs, x = image_input(image_size, include_preprocessing, input_tensor)
     if stem is not None:

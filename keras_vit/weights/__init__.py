@@ -14,6 +14,7 @@ May import :mod:`keras_vit.layers` (to find the layers a key maps to); never the
 """
 
 from keras_vit.weights.download import DownloadError
+from keras_vit.weights.formats import describe
 from keras_vit.weights.loader import LoadReport, load_checkpoint, load_into
 from keras_vit.weights.mapping import POSEMB_KEY, check_hybrid_stages, targets_of
 from keras_vit.weights.npz import CheckpointError, canonical_key, checkpoint_shapes, read_checkpoint, representation_size_of
@@ -23,6 +24,7 @@ from keras_vit.weights.sources import resolve
 __all__ = [
     "CheckpointError",
     "DownloadError",
+    "describe",
     "LoadReport",
     "POSEMB_KEY",
     "canonical_key",

@@ -50,6 +50,25 @@ class LoadReport:
         return "\n".join(lines)
 
 
+def _check_epsilon(model, epsilon, path):
+    """The model's LayerNorms use the epsilon the weights were trained with, or the load is refused.
+
+    A transformers port (1e-12) loaded into a model built with 1e-6 would give other outputs
+    without any error; the builders take the file's epsilon when given ``weights=``.
+    """
+    import keras
+
+    from keras_vit.layers import TransformerBlock
+
+    used = {float(layer.layer_norm_epsilon) for layer in model.layers if isinstance(layer, TransformerBlock)}
+    used |= {float(layer.epsilon) for layer in model.layers if isinstance(layer, keras.layers.LayerNormalization)}
+    if epsilon is not None and used and any(abs(e - epsilon) > 1e-3 * epsilon for e in used):
+        raise CheckpointError(
+            f"{path!r} was trained with LayerNorm epsilon {epsilon:g}, but the model's LayerNorms use "
+            f"{sorted(used)}; build the model with weights={path!r} (it takes the file's epsilon)"
+        )
+
+
 def load_checkpoint(model, checkpoint, strict=True, source=None):
     """Load an original ViT checkpoint into a keras_vit model.
 
@@ -84,7 +103,9 @@ def load_checkpoint(model, checkpoint, strict=True, source=None):
     if not isinstance(checkpoint, dict):
         from keras_vit.weights import formats
 
-        report.format = formats.describe(checkpoint).format
+        info = formats.describe(checkpoint)
+        report.format = info.format
+        _check_epsilon(model, info.layer_norm_epsilon, report.path)
     report.source = str(source) if source is not None else report.path
     targets = targets_of(model)
 
