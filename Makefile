@@ -19,7 +19,7 @@ train: install
 
 # the tests, and every docstring example in keras_vit/ as a doctest
 test: install
-	$(PY) -m pytest -m "not slow" -q -p no:cacheprovider --doctest-modules keras_vit tests
+	$(PY) -m pytest -m "not slow" -q -p no:cacheprovider -n 2 --doctest-modules keras_vit tests
 
 test-slow: install
 	$(PY) -m pytest -m slow -q -p no:cacheprovider
