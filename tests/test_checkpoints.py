@@ -1,3 +1,6 @@
+import io
+import re
+
 import numpy as np
 import pytest
 
@@ -173,3 +176,55 @@ def test_builder_keeps_the_report_on_the_model(tmp_path):
     fresh = tiny_vit()
     report = weights.load_into(fresh, path)
     assert fresh.load_report is report and report.loaded == model.load_report.loaded
+
+
+def _last_target_key(model):
+    return list(weights.targets_of(model))[-1]
+
+
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (lambda shape: np.full(shape, "x"), "dtype <U1"),
+        (lambda shape: np.ones(shape, bool), "dtype bool"),
+        (lambda shape: np.ones(shape, np.complex64), "dtype complex64"),
+        (lambda shape: np.where(np.arange(np.prod(shape)).reshape(shape) == 1, np.nan, 1.0).astype("float32"), "1 NaN or infinite"),
+        (lambda shape: np.full(shape, np.inf, "float32"), "NaN or infinite"),
+    ],
+    ids=["string", "bool", "complex", "nan", "inf"],
+)
+def test_bad_values_are_refused_before_anything_is_written(tmp_path, bad, match):
+    """Issue 14 item 5: a string array last in line failed after every other array had been assigned."""
+    model = tiny_vit()
+    key = _last_target_key(model)  # assigned last: everything else would already be in the model
+    arrays = vit_checkpoint()
+    arrays[key] = bad(arrays[key].shape)
+    before = [np.asarray(w).copy() for w in model.weights]
+    with pytest.raises(CheckpointError, match=rf"c\.npz.*{re.escape(key)}.*{match}"):
+        keras_vit.load_checkpoint(model, save_npz(tmp_path / "c.npz", arrays))
+    for old, new in zip(before, model.weights):  # nothing half-written (exact: the very same values)
+        np.testing.assert_array_equal(old, np.asarray(new))
+
+
+def test_npy_file_named_npz_is_named(tmp_path):
+    path = tmp_path / "weights.npz"
+    with open(path, "wb") as f:
+        np.save(f, np.zeros((2, 3), "float32"))
+    for read in (keras_vit.read_checkpoint, weights.checkpoint_shapes):
+        with pytest.raises(CheckpointError, match=r"weights\.npz.*one \.npy array"):
+            read(path)
+
+
+def test_entry_claiming_a_huge_shape_is_named_without_allocating(tmp_path):
+    """A header that claims 1e13 elements: a MemoryError before, now an error naming the entry."""
+    import zipfile
+
+    arrays = vit_checkpoint()
+    path = save_npz(tmp_path / "huge.npz", arrays)
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f4", "fortran_order": False, "shape": (10**13,)})
+    with zipfile.ZipFile(path, "a") as archive:
+        archive.writestr("zz/huge.npy", header.getvalue() + b"\0" * 64)  # the header (magic included), 64 bytes
+    for read in (keras_vit.read_checkpoint, weights.checkpoint_shapes):
+        with pytest.raises(CheckpointError, match=r"huge\.npz.*'zz/huge\.npy' claims shape \(10000000000000,\)"):
+            read(path)

@@ -191,3 +191,19 @@ def test_pipeline_argument_errors(mnist):
         data.make_pipeline(mnist.train, 28, 8, augment="flip")
     with pytest.raises(ValueError, match="batch_size=0"):
         data.make_pipeline(mnist.train, 28, 0)
+
+
+def test_jpeg_truncated_mid_scan_is_named_up_front(tmp_path):
+    """Issue 14 item 4: Image.verify() passes a JPEG cut mid-scan; training then failed mid-epoch naming no file."""
+    from PIL import Image
+
+    root = _write_folder(tmp_path / "pets")
+    bad = root / "cat" / "001.jpg"
+    rng = np.random.default_rng(1)
+    Image.fromarray(rng.integers(0, 255, (64, 64, 3), dtype=np.uint8)).save(bad, quality=95)
+    content = bad.read_bytes()
+    bad.write_bytes(content[: len(content) * 3 // 5])  # the headers whole, the scan cut
+    with Image.open(bad) as image:
+        image.verify()  # the old check: passes
+    with pytest.raises(ValueError, match=r"Corrupt.*cat/001\.jpg"):
+        data.load_image_folder(root)

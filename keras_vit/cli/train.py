@@ -15,7 +15,11 @@ held-out test images. Outputs in ``--output``:
 
 Run the same command again after an interruption and it resumes from the
 last backup (every ``--save-freq`` steps), mid-epoch, and ends with as many
-optimizer steps as an uninterrupted run. With ``--strategy multi-worker``
+optimizer steps as an uninterrupted run. A run that stops on a non-finite
+loss exits with status 1 and writes neither ``metrics.json`` nor
+``model.keras``; its last good backup stays. A second run into the same
+``--output`` while one is going exits with status 1, naming the other's pid.
+With ``--strategy multi-worker``
 each worker (``TF_CONFIG`` set) runs the command. The job itself, the same
 for every strategy, is :func:`keras_vit.train.job.run`; this module only turns
 the flags into a :class:`keras_vit.train.job.TrainConfig`.
@@ -24,6 +28,17 @@ the flags into a :class:`keras_vit.train.job.TrainConfig`.
 import argparse
 import dataclasses
 import json
+import sys
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer. Received: {text!r}")
+    return value
 
 
 def add_arguments(parser):
@@ -37,7 +52,7 @@ def add_arguments(parser):
     add("--data-dir", default=None, help="TFDS data directory")
     add("--image-size", type=int, default=None, help="input size (default: the model's own, 224 for paper variants)")
     add("--epochs", type=int, default=None)
-    add("--steps-per-epoch", type=int, default=None, help="optimizer steps per epoch (default: one pass over the training images)")
+    add("--steps-per-epoch", type=_positive_int, default=None, help="optimizer steps per epoch (default: one pass over the training images)")
     add("--batch-size", type=int, default=None, help="global batch size")
     add("--lr", type=float, default=None, help="peak learning rate (after warmup)")
     add("--optimizer", choices=("adamw", "sgd"), default=None)
@@ -57,7 +72,7 @@ def add_arguments(parser):
     add("--jit", action=argparse.BooleanOptionalAction, default=None,
         help="XLA-compile the train step (jit_compile); default: on for the small models, off otherwise")
     add("--strategy", choices=job.STRATEGIES, default="none", help="tf.distribute strategy (multi-worker reads TF_CONFIG)")
-    add("--save-freq", type=int, default=None, help="back up every N steps (default: each epoch)")
+    add("--save-freq", type=_positive_int, default=None, help="back up every N steps (default: each epoch)")
     add("--seed", type=int, default=0)
     add("--no-tensorboard", dest="tensorboard", action="store_false", default="auto",
         help="no TensorBoard logs (default: written when the tensorboard package is installed)")
@@ -74,7 +89,13 @@ def config_from_args(args):
 
 def run(args):
     from keras_vit.train import job
+    from keras_vit.train.callbacks import TrainingDiverged
+    from keras_vit.train.lock import OutputInUse
 
-    metrics = job.run(config_from_args(args))
+    try:
+        metrics = job.run(config_from_args(args))
+    except (TrainingDiverged, OutputInUse) as error:  # not finished: exit non-zero, one line
+        print(f"keras-vit train: error: {error}", file=sys.stderr)
+        return 1
     print(json.dumps({k: metrics[k] for k in ("test_accuracy", "test_loss", "num_test_examples", "train_seconds")}))
     return 0

@@ -1,8 +1,12 @@
 """Callbacks, backups and the resumable fit of a training run.
 
-* :func:`make_callbacks` -- ``ModelCheckpoint``, :class:`Backup` (a
+* :func:`make_callbacks` -- :class:`EpochWeights`, :class:`Backup` (a
   ``BackupAndRestore`` that saves every ``save_freq`` steps, atomically),
-  ``TerminateOnNaN``, ``TensorBoard`` and ``CSVLogger`` (appending).
+  :class:`StopOnNonFinite` (``TerminateOnNaN``), ``TensorBoard`` and
+  ``CSVLogger`` (appending, one row per epoch across resumes).
+* :func:`check_finite` -- a run that stopped on a non-finite loss is not a
+  finished one: :class:`TrainingDiverged`, and no backup or weights file is
+  overwritten by non-finite weights.
 * :class:`Timer` -- the wall time spent training, kept across resumes.
 * :func:`fit_resumable` -- ``model.fit`` (or another function with its
   arguments, such as :meth:`keras_vit.train.distribute.DistributedTrainer.fit`)
@@ -20,6 +24,7 @@ Example:
 >>> fit_resumable(model, train, 30, 62, callbacks=callbacks)                   # doctest: +SKIP
 """
 
+import csv
 import functools
 import json
 import os
@@ -27,16 +32,40 @@ import sys
 import time
 
 import keras
+import numpy as np
 
 from keras_vit.saving import atomic_write
 
 
+class TrainingDiverged(RuntimeError):
+    """Training stopped on a non-finite loss (or left non-finite weights): the run is not finished."""
+
+
+def _finite_or_none(obj):
+    """``obj`` with every NaN or infinite float replaced by None (JSON has no NaN)."""
+    if isinstance(obj, dict):
+        return {key: _finite_or_none(value) for key, value in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite_or_none(value) for value in obj]
+    if isinstance(obj, (float, np.floating)) and not np.isfinite(obj):
+        return None
+    return obj
+
+
 def write_json(path, obj):
-    """Write JSON atomically (temporary file + ``os.replace``)."""
+    """Write JSON atomically (temporary file + ``os.replace``); NaN and infinities are written as ``null``.
+
+    Example:
+    >>> import tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "m.json")
+    >>> write_json(path, {"loss": float("nan"), "accuracy": 0.5})
+    >>> read_json(path)
+    {'accuracy': 0.5, 'loss': None}
+    """
 
     def write(tmp):
         with open(tmp, "w") as f:
-            json.dump(obj, f, indent=2, sort_keys=True)
+            json.dump(_finite_or_none(obj), f, indent=2, sort_keys=True, allow_nan=False)
             f.write("\n")
 
     atomic_write(path, write)
@@ -51,6 +80,68 @@ def read_json(path):
         return {}
 
 
+def nonfinite(model, loss=None):
+    """Why the model's state is not worth keeping: the loss or a weight is NaN or infinite; None when all is finite.
+
+    Example:
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1, name="dense")], name="net")
+    >>> nonfinite(model, 0.5) is None, nonfinite(model, float("nan"))
+    (True, 'the loss is nan')
+    >>> _ = model.get_layer("dense").bias.assign([float("inf")])
+    >>> nonfinite(model)
+    "weight 'net/dense/bias' holds NaN or inf"
+    """
+    if loss is not None and not np.isfinite(float(loss)):
+        return f"the loss is {float(loss)}"
+    for variable in model.weights:
+        if not np.all(np.isfinite(keras.ops.convert_to_numpy(variable))):
+            return f"weight {variable.path!r} holds NaN or inf"
+    return None
+
+
+class StopOnNonFinite(keras.callbacks.TerminateOnNaN):
+    """``TerminateOnNaN`` that remembers where it stopped, for :func:`check_finite`.
+
+    Attributes:
+        stopped: None, or ``{"epoch", "step", "loss"}`` of the first batch
+            whose loss was NaN or infinite (``step``: the optimizer's count).
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.stopped = None
+        self._epoch = 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+
+    def on_batch_end(self, batch, logs=None):
+        super().on_batch_end(batch, logs)
+        loss = (logs or {}).get("loss")
+        if self.stopped is None and loss is not None and not np.isfinite(float(loss)):
+            step = int(self.model.optimizer.iterations.numpy()) if self.model.optimizer is not None else None
+            self.stopped = {"epoch": self._epoch, "step": step, "loss": float(loss)}
+
+
+def check_finite(model, callbacks, backup_dir):
+    """Raise :class:`TrainingDiverged` if training stopped on a non-finite loss or left non-finite weights.
+
+    Keras' ``TerminateOnNaN`` stops ``fit`` gracefully, and a stopped run is
+    not a finished one: the caller writes no outputs, and the last good
+    backup in ``backup_dir`` stays in place (:class:`Backup` never saves a
+    non-finite state).
+    """
+    stop = next((c.stopped for c in callbacks if isinstance(c, StopOnNonFinite) and c.stopped), None)
+    reason = nonfinite(model)
+    if stop is None and reason is None:
+        return
+    where = f"at step {stop['step']} (epoch {stop['epoch'] + 1}): the loss is {stop['loss']}" if stop else f": {reason}"
+    raise TrainingDiverged(
+        f"Training diverged {where}. No model.keras or metrics.json written; the last good backup in "
+        f"{backup_dir!r} is kept (if one was saved). Lower the learning rate (--lr) and run again."
+    )
+
+
 class Backup(keras.callbacks.BackupAndRestore):
     """``BackupAndRestore`` that writes atomically and resumes mid-epoch.
 
@@ -62,10 +153,24 @@ class Backup(keras.callbacks.BackupAndRestore):
     needs the step count to cut the interrupted epoch short); the backup is
     kept at the end of ``fit`` and removed by :func:`fit_resumable` when
     the whole run is done.
+
+    A state whose loss or weights are NaN or infinite (:func:`nonfinite`) is
+    not saved: the last good backup stays. A write that fails (a full disk)
+    raises one ``OSError`` naming the backup, which is left as it was.
     """
 
     def __init__(self, backup_dir, save_freq="epoch"):
         super().__init__(backup_dir, save_freq=save_freq, delete_checkpoint=False)
+        self._loss = None
+        self._warned = False
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._loss = (logs or {}).get("loss")
+        super().on_train_batch_end(batch, logs)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._loss = (logs or {}).get("loss")
+        super().on_epoch_end(epoch, logs)
 
     def on_train_begin(self, logs=None):
         pass  # restored by fit_resumable()
@@ -78,8 +183,22 @@ class Backup(keras.callbacks.BackupAndRestore):
 
     def _save_model(self):
         iterations = int(self.model.optimizer.iterations.numpy())
-        atomic_write(self._weights_path, lambda tmp: self.model.save_weights(tmp, overwrite=True))
-        write_json(self._training_metadata_path, {"epoch": self._current_epoch, "iterations": iterations})
+        reason = nonfinite(self.model, self._loss)
+        if reason is not None:
+            if not self._warned:
+                print(f"{self.backup_dir}: no backup at step {iterations} ({reason}); the last good one is kept", flush=True)
+                self._warned = True
+            return
+        try:
+            atomic_write(self._weights_path, lambda tmp: self.model.save_weights(tmp, overwrite=True))
+            write_json(self._training_metadata_path, {"epoch": self._current_epoch, "iterations": iterations})
+        except OSError as error:  # e.g. ENOSPC: one line, not pages of h5py errors; the old backup is intact
+            raise OSError(
+                error.errno,
+                f"Cannot write the backup {self._weights_path!r} at step {iterations} "
+                f"({error.strerror or error}); the previous backup is kept: make room and run the same command "
+                "again to resume from it",
+            ) from None
 
     def restore(self):
         """Load the last backup into the model; returns the optimizer iterations restored (0 if none)."""
@@ -96,6 +215,18 @@ class Backup(keras.callbacks.BackupAndRestore):
                 os.remove(path)
         if os.path.isdir(self.backup_dir) and not os.listdir(self.backup_dir):
             os.rmdir(self.backup_dir)
+
+
+class EpochWeights(keras.callbacks.Callback):
+    """The model's weights after each epoch in ``path``, written atomically; a non-finite state is not written."""
+
+    def __init__(self, path):
+        super().__init__()
+        self.path = os.fspath(path)
+
+    def on_epoch_end(self, epoch, logs=None):
+        if nonfinite(self.model, (logs or {}).get("loss")) is None:
+            atomic_write(self.path, lambda tmp: self.model.save_weights(tmp, overwrite=True))
 
 
 class Timer(keras.callbacks.Callback):
@@ -136,18 +267,17 @@ def make_callbacks(output_dir, *, save_freq="epoch", tensorboard="auto", checkpo
 
     ``backup/`` (:class:`Backup`, every ``save_freq`` steps; ``backup=False``
     leaves backups to the caller), ``checkpoint.weights.h5``
-    (``ModelCheckpoint``, each epoch), ``TerminateOnNaN``, ``logs/``
+    (:class:`EpochWeights`, each epoch), :class:`StopOnNonFinite`, ``logs/``
     (``TensorBoard``; ``"auto"`` adds it when the ``tensorboard`` package is
     installed, which ``tf.summary`` needs) and ``log.csv`` (``CSVLogger``,
-    appending across resumes).
+    appending across resumes; :func:`fit_resumable` drops the rows of the
+    epochs a resumed run does again).
     """
     os.makedirs(output_dir, exist_ok=True)
     callbacks = [Backup(os.path.join(output_dir, "backup"), save_freq=save_freq)] if backup else []
-    callbacks.append(keras.callbacks.TerminateOnNaN())
+    callbacks.append(StopOnNonFinite())
     if checkpoint:
-        callbacks.append(
-            keras.callbacks.ModelCheckpoint(os.path.join(output_dir, "checkpoint.weights.h5"), save_weights_only=True)
-        )
+        callbacks.append(EpochWeights(os.path.join(output_dir, "checkpoint.weights.h5")))
     callbacks.append(keras.callbacks.CSVLogger(os.path.join(output_dir, "log.csv"), append=True))
     if tensorboard == "auto":
         import importlib.util
@@ -195,7 +325,13 @@ def fit_resumable(
     then the remaining epochs. The run therefore always ends after
     ``epochs * steps_per_epoch`` optimizer steps. The backup is removed once
     the run is complete (``remove_backup=False`` leaves that to the caller,
-    e.g. after it has saved its outputs).
+    e.g. after it has saved its outputs). A run that a callback stopped
+    (``model.stop_training``, e.g. :class:`StopOnNonFinite`) is not complete:
+    it goes no further and its backup is kept.
+
+    A ``CSVLogger`` that appends keeps one row per epoch: when the run
+    resumes in epoch ``e``, rows of epochs ``e`` and later (written after the
+    last backup by the interrupted run) are dropped before training goes on.
 
     Args:
         fit: what trains, called with ``model.fit``'s keyword arguments
@@ -205,8 +341,8 @@ def fit_resumable(
             :meth:`keras_vit.train.distribute.DistributedTrainer.fit`.
 
     Returns:
-        A dict of per-epoch logs (lists) of the epochs run in this call, and
-        ``"resumed_from_step"``.
+        A dict of per-epoch logs (lists) of the epochs run in this call,
+        ``"resumed_from_step"`` and ``"stopped"`` (True when a callback stopped the run early).
     """
     verbose = progress_verbosity(verbose)
     fit = fit or functools.partial(model.fit, shuffle=False)  # the pipeline shuffles (seeded)
@@ -241,11 +377,43 @@ def fit_resumable(
             f"{backup.backup_dir}: resuming at step {start} of {total} (epoch {epoch + 1}, {done} steps into it)",
             flush=True,
         )
+    for logger in callbacks:
+        if isinstance(logger, keras.callbacks.CSVLogger) and logger.append:
+            _drop_log_rows(logger.filename, first_epoch=epoch, separator=logger.sep)
+    model.stop_training = False
     if done:
         run(epoch, epoch + 1, steps_per_epoch - done)
         epoch += 1
-    if epoch < epochs:
+    if epoch < epochs and not model.stop_training:  # fit() would reset the flag of a stopped run
         run(epoch, epochs, steps_per_epoch)
-    if backup is not None and remove_backup:
+    history["stopped"] = bool(model.stop_training)
+    if backup is not None and remove_backup and not history["stopped"]:
         backup.remove()
     return history
+
+
+def _drop_log_rows(path, *, first_epoch, separator=","):
+    """Rewrite the CSV log ``path`` (atomically) without the rows of epochs ``first_epoch`` and later."""
+    if not os.path.isfile(path):
+        return
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f, delimiter=separator))
+    if not rows or "epoch" not in rows[0]:
+        return
+    column = rows[0].index("epoch")
+
+    def kept(row):
+        try:
+            return len(row) == len(rows[0]) and int(row[column]) < first_epoch
+        except ValueError:
+            return False
+
+    body = [row for row in rows[1:] if kept(row)]
+    if len(body) == len(rows) - 1:
+        return
+
+    def write(tmp):
+        with open(tmp, "w", newline="") as f:
+            csv.writer(f, delimiter=separator).writerows([rows[0], *body])
+
+    atomic_write(path, write)

@@ -237,9 +237,12 @@ class WorkerBackup(keras.callbacks.Callback):
         return int(optimizer.iterations.numpy())
 
     def on_train_batch_end(self, batch, logs=None):
+        from keras_vit.train.callbacks import nonfinite
+
         step = int(self.model.optimizer.iterations.numpy())
         if step % self.save_freq == 0 and step < self.total_steps:
-            self._checkpoint().save(checkpoint_number=step)
+            if nonfinite(self.model, (logs or {}).get("loss")) is None:  # a diverged state never replaces a good one
+                self._checkpoint().save(checkpoint_number=step)
 
     def remove(self):
         """Delete this worker's backups (the run is complete)."""

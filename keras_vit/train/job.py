@@ -20,6 +20,12 @@
    backup, mid-epoch, and ends after as many steps as an uninterrupted run;
 5. evaluation on the test split, then the outputs.
 
+A run that stops on a non-finite loss (``TerminateOnNaN``) is not a finished
+one: :func:`run` raises :class:`keras_vit.train.callbacks.TrainingDiverged`,
+writes no ``model.keras`` or ``metrics.json`` and keeps the last good backup.
+Only one run at a time may use an output folder
+(:func:`keras_vit.train.lock.output_lock`).
+
 Outputs in ``output``: ``metrics.json`` (the keys of :data:`METRICS`, the
 same for every strategy), ``model.keras`` (class names inside:
 :func:`keras_vit.saving.read_metadata`), ``log.csv``, ``logs/``
@@ -147,9 +153,12 @@ class TrainConfig:
             image_size=self.image_size or recipes.default_image_size(self.model),
             augment=self.augment or ("digits" if is_mnist else "inception"),
         )
-        for key in ("epochs", "batch_size", "image_size"):
-            if not isinstance(getattr(config, key), int) or getattr(config, key) < 1:
-                raise ValueError(f"`{key}` must be a positive int. Received: {key}={getattr(config, key)!r}")
+        for key in ("epochs", "batch_size", "image_size", "steps_per_epoch", "save_freq"):
+            value = getattr(config, key)
+            if value is None and key in ("steps_per_epoch", "save_freq"):
+                continue  # one pass over the training images; a backup each epoch
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"`{key}` must be a positive int. Received: {key}={value!r}")
         return config
 
 
@@ -171,17 +180,36 @@ def run(config):
 
     Every worker of a multi-worker run returns the same metrics; the chief writes them.
     """
+    from keras_vit.train.lock import output_lock
     from keras_vit.train.model_setup import set_precision
 
     if not isinstance(config, TrainConfig):
         raise TypeError(f"`config` must be a TrainConfig. Received: config of type {type(config).__name__}")
     config = config.resolved()
-    strategy = make_strategy(config.strategy)  # first: a cluster's collectives are configured at start-up
-    set_precision(config.mixed_precision or "float32")
-    try:
-        return _train(config, strategy)
-    finally:
-        keras.mixed_precision.set_global_policy("float32")
+    with output_lock(_lock_folder(config)):  # one run per output folder (per worker folder in a cluster)
+        strategy = make_strategy(config.strategy)  # first: a cluster's collectives are configured at start-up
+        set_precision(config.mixed_precision or "float32")
+        try:
+            return _train(config, strategy)
+        finally:
+            keras.mixed_precision.set_global_policy("float32")
+
+
+def _lock_folder(config):
+    if config.strategy != "multi-worker":
+        return config.output
+    from keras_vit.train import distribute
+
+    return os.path.join(config.output, f"worker-{distribute.worker_info()[0]}")
+
+
+def _remove_temporaries(*folders):
+    """Delete the ``.tmp-*`` files of atomic writes that a killed run left (the lock says no run is writing them)."""
+    for folder in folders:
+        if os.path.isdir(folder):
+            for name in os.listdir(folder):
+                if name.startswith(".tmp-") and os.path.isfile(os.path.join(folder, name)):
+                    os.remove(os.path.join(folder, name))
 
 
 def _say(message):
@@ -228,9 +256,16 @@ def _train(config, strategy):
     chief = index == 0
     output = config.output
     os.makedirs(output, exist_ok=True)
+    if chief:
+        _remove_temporaries(output, os.path.join(output, "backup"))
 
     dataset = data.load_dataset(config.dataset, data_dir=config.data_dir, validation_fraction=config.validation_fraction)
     _say(data.dataset_summary(dataset))
+    if dataset.num_classes < 2:
+        raise ValueError(
+            f"Dataset {dataset.name!r} has {dataset.num_classes} class(es) {dataset.class_names}: a classifier "
+            "needs at least 2 (an image folder needs one subfolder per class)"
+        )
     distribute.check_batch_size(config.batch_size, strategy)
     steps_per_epoch, total_steps, warmup_steps = optimizers.plan_steps(
         dataset.num_train, config.batch_size, epochs=config.epochs, warmup_epochs=config.warmup_epochs,
@@ -278,13 +313,14 @@ def _train(config, strategy):
     if chief:  # the logs and the checkpoint: once per run
         callbacks += callbacks_lib.make_callbacks(output, tensorboard=config.tensorboard, backup=False)
     else:
-        callbacks.append(keras.callbacks.TerminateOnNaN())
+        callbacks.append(callbacks_lib.StopOnNonFinite())
 
     history = callbacks_lib.fit_resumable(
         model, train, config.epochs, steps_per_epoch, callbacks=callbacks, validation_data=validation,
         verbose=config.verbose, fit=fit,
         remove_backup=False,  # until the outputs are written
     )
+    callbacks_lib.check_finite(model, callbacks, backup.backup_dir)  # a diverged run writes nothing more
     train_seconds = timer.total()
     evaluation = evaluate(test)
 

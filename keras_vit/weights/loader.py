@@ -83,9 +83,11 @@ def load_checkpoint(model, checkpoint, strict=True, source=None):
         A :class:`LoadReport`.
 
     Raises:
-        CheckpointError: a key the model needs is missing, or a tensor has a
-            shape that cannot be mapped; the message names the key and both
-            shapes. Nothing is written into the model in that case.
+        CheckpointError: a key the model needs is missing, a tensor has a
+            shape that cannot be mapped (the message names the key and both
+            shapes), a dtype that is not a real number (bool, complex,
+            string, object) or NaN/infinite values (the message names the
+            key). Nothing is written into the model in that case.
 
     Example:
     >>> import keras_vit
@@ -120,6 +122,7 @@ def load_checkpoint(model, checkpoint, strict=True, source=None):
             missing.append(f"{key} (model expects {target.shape})")
             continue
         array = arrays[key]
+        _check_values(report.path, key, array)
         if key == POSEMB_KEY and array.shape != target.shape:
             array = _fit_position_embedding(model, key, array, target, report)
         elif key in HEAD_KEYS and array.shape != target.shape:
@@ -183,6 +186,21 @@ def _merged_heads(key, shape, expected):
     expected = tuple(expected)
     merged = {expected[:-2] + (int(np.prod(expected[-2:])),), (int(np.prod(expected[:2])),) + expected[2:]}
     return tuple(shape) in merged
+
+
+def _check_values(path, key, array):
+    """Refuse a tensor that is not real numbers (bool, complex, string, object) or holds NaN or infinity."""
+    if not (np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)):  # bool is neither
+        raise CheckpointError(
+            f"Checkpoint {path!r}: key {key!r} has dtype {array.dtype} (shape {array.shape}); "
+            "weights must be real numbers (float or int)."
+        )
+    bad = array.size - int(np.count_nonzero(np.isfinite(array)))
+    if bad:
+        raise CheckpointError(
+            f"Checkpoint {path!r}: key {key!r} holds {bad} NaN or infinite value(s) of {array.size}; "
+            "the file is corrupt or comes from a diverged run."
+        )
 
 
 def _fit_position_embedding(model, key, array, target, report):

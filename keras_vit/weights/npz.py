@@ -57,9 +57,14 @@ def _reading(path):
     """Turn a missing, truncated or corrupt file into a ``CheckpointError`` naming it."""
     if not os.path.isfile(path):
         raise CheckpointError(f"Checkpoint not found: {path!r}")
+    with open(path, "rb") as f:
+        if f.read(6) == b"\x93NUMPY":
+            raise CheckpointError(f"Cannot read checkpoint {path!r}: it is one .npy array, not an .npz archive of named arrays.")
     try:
         yield
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError, zipfile.LargeZipFile) as error:
+    except CheckpointError:
+        raise
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError, zipfile.LargeZipFile, MemoryError) as error:
         raise CheckpointError(
             f"Cannot read checkpoint {path!r}: not a valid .npz file ({type(error).__name__}: {error}). "
             "The file may be truncated or corrupt; download it again."
@@ -92,8 +97,12 @@ def read_checkpoint(path):
 def npz_arrays(path):
     """``{canonical key: np.ndarray}`` of an ``.npz`` file (what :func:`read_checkpoint` uses for one)."""
     path = os.fspath(path)
-    with _reading(path), np.load(path, allow_pickle=False) as data:
-        arrays = {canonical_key(k): np.asarray(data[k]) for k in data.files if not _optimizer_state(k)}
+    arrays = {}
+    with _reading(path), zipfile.ZipFile(path) as archive:
+        for member, key in _members(archive):
+            _entry_header(path, archive, member)  # its size checked before anything is allocated
+            with archive.open(member) as stream:
+                arrays[canonical_key(key)] = np.lib.format.read_array(stream, allow_pickle=False)
     if not arrays:
         raise CheckpointError(f"Checkpoint {path!r} holds no arrays.")
     return arrays
@@ -127,20 +136,42 @@ def npz_shapes(path):
     path = os.fspath(path)
     shapes = {}
     with _reading(path), zipfile.ZipFile(path) as archive:
-        for member in archive.namelist():
-            key = member[: -len(".npy")] if member.endswith(".npy") else member
-            if _optimizer_state(key):
-                continue
-            with archive.open(member) as stream:
-                reader = _HEADER_READERS.get(np.lib.format.read_magic(stream))
-                if reader is None:  # a format version without a public header reader: read the array
-                    shape = np.lib.format.read_array(stream, allow_pickle=False).shape
-                else:
-                    shape = reader(stream)[0]
-            shapes[canonical_key(key)] = tuple(shape)
+        for member, key in _members(archive):
+            shapes[canonical_key(key)] = _entry_header(path, archive, member)
     if not shapes:
         raise CheckpointError(f"Checkpoint {path!r} holds no arrays.")
     return shapes
+
+
+def _members(archive):
+    """``(member, key)`` of each array in an ``.npz`` archive, the optimizer state left out."""
+    for member in archive.namelist():
+        key = member[: -len(".npy")] if member.endswith(".npy") else member
+        if not _optimizer_state(key):
+            yield member, key
+
+
+def _entry_header(path, archive, member):
+    """The shape in an archive entry's ``.npy`` header, refused when its data cannot fit the entry's size.
+
+    A corrupt or hostile header can claim any shape (1e13 elements): checked
+    here, that is an error naming the entry, never a ``MemoryError``.
+    """
+    with archive.open(member) as stream:
+        version = np.lib.format.read_magic(stream)
+        reader = _HEADER_READERS.get(version)
+        if reader is None:  # a format version without a public header reader: read the array
+            return tuple(np.lib.format.read_array(stream, allow_pickle=False).shape)
+        shape, _, dtype = reader(stream)
+        offset = stream.tell()
+    claimed = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    available = archive.getinfo(member).file_size - offset
+    if claimed > available and not dtype.hasobject:  # object arrays: refused by read_array (no pickle)
+        raise CheckpointError(
+            f"Cannot read checkpoint {path!r}: entry {member!r} claims shape {tuple(shape)} of {dtype} "
+            f"({claimed:,} bytes) but holds {available:,}. The file is corrupt; download it again."
+        )
+    return tuple(shape)
 
 
 def representation_size_of(checkpoint):

@@ -1,0 +1,258 @@
+"""Training under faults (issue 14): divergence, a full disk, a busy output folder, bad flags, kills at random points."""
+
+import csv
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from helpers import images, tiny_vit
+from keras_vit.train import callbacks as callbacks_lib
+from keras_vit.train import job
+from keras_vit.train import model_setup
+from keras_vit.train import optimizers
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _strict_json(path):
+    """The JSON in ``path``, refusing NaN and Infinity (which ``json.loads`` accepts but JSON does not)."""
+
+    def refuse(constant):
+        raise ValueError(f"{path}: {constant} is not JSON")
+
+    return json.loads(open(path).read(), parse_constant=refuse)
+
+
+def _train_cli(out, *extra):
+    from keras_vit import cli
+
+    return cli.main(["train", "--model", "micro", "--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "32",
+                     "--output", str(out), "--verbose", "0", "--no-tensorboard", *extra])
+
+
+def _weights_file_is_finite(path):
+    import h5py
+
+    arrays = []
+    with h5py.File(path, "r") as f:
+        f.visititems(lambda name, item: arrays.append(item[()]) if isinstance(item, h5py.Dataset) else None)
+    floats = [a for a in arrays if np.issubdtype(np.asarray(a).dtype, np.floating)]
+    return bool(floats) and all(np.all(np.isfinite(a)) for a in floats)
+
+
+def test_diverged_run_fails_writes_no_outputs_and_keeps_the_last_good_backup(tmp_path, capsys):
+    """Item 3: `--lr 1e10` used to exit 0 with an all-NaN model.keras, NaN in metrics.json and no backup."""
+    out = tmp_path / "run"
+    # warmup: the first step runs at learning rate 0, so the backup of step 1 is good; then the rate explodes
+    code = _train_cli(out, "--epochs", "3", "--steps-per-epoch", "4", "--warmup-epochs", "1", "--save-freq", "1",
+                      "--lr", "1e10")
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert "diverged" in err and "--lr" in err and str(out / "backup") in err
+    assert not (out / "model.keras").exists() and not (out / "metrics.json").exists()
+    backup = out / "backup" / "latest.weights.h5"
+    assert backup.exists(), "the last good backup was deleted"
+    assert _weights_file_is_finite(backup)
+    saved = json.loads((out / "backup" / "training_metadata.json").read_text())["iterations"]
+    assert 1 <= saved < 12
+    assert not (out / "checkpoint.weights.h5").exists() or _weights_file_is_finite(out / "checkpoint.weights.h5")
+
+
+def test_nan_learning_rate_is_a_failure_too(tmp_path, capsys):
+    assert _train_cli(tmp_path / "run", "--lr", "nan") == 1
+    assert "diverged" in capsys.readouterr().err
+    assert not (tmp_path / "run" / "model.keras").exists() and not (tmp_path / "run" / "metrics.json").exists()
+
+
+def test_metrics_json_is_always_valid_json(tmp_path):
+    path = tmp_path / "metrics.json"
+    callbacks_lib.write_json(path, {"test_loss": float("nan"), "train_loss": float("inf"), "steps": 3,
+                                    "nested": [np.float32("-inf"), 0.25]})
+    assert _strict_json(path) == {"test_loss": None, "train_loss": None, "steps": 3, "nested": [None, 0.25]}
+
+
+def _compiled_tiny(steps=8):
+    keras.utils.set_random_seed(0)
+    model = tiny_vit(num_classes=5)
+    model_setup.compile_model(model, optimizers.build_optimizer(1e-3, steps, 0), 0.0)
+    x = images(16, 32).astype("float32")
+    y = keras.utils.to_categorical(np.arange(16) % 5, 5)
+    return model, tf.data.Dataset.from_tensor_slices((x, y)).batch(8).repeat()
+
+
+def test_full_disk_during_a_backup_is_one_line_and_keeps_the_previous_backup(tmp_path, monkeypatch):
+    """Item 8: ENOSPC half-way through writing a backup."""
+    model, train = _compiled_tiny()
+    backup = callbacks_lib.Backup(str(tmp_path / "backup"), save_freq=2)
+    real_save = model.save_weights
+    calls = []
+
+    def save_weights(path, overwrite=True):
+        calls.append(path)
+        if len(calls) == 1:
+            return real_save(path, overwrite=overwrite)
+        with open(path, "wb") as f:  # a half-written file, then the disk is full
+            f.write(b"\x89HDF\r\n\x1a\n" + b"\0" * 100)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(model, "save_weights", save_weights)
+    weights = tmp_path / "backup" / "latest.weights.h5"
+    with pytest.raises(OSError) as raised:
+        model.fit(train, epochs=1, steps_per_epoch=4, callbacks=[backup], verbose=0)
+    message = str(raised.value)
+    assert raised.value.errno == errno.ENOSPC and "\n" not in message
+    assert str(weights) in message and "No space left" in message and "step 4" in message
+    assert sorted(os.listdir(tmp_path / "backup")) == ["latest.weights.h5", "training_metadata.json"]  # no temporary
+    assert json.loads((tmp_path / "backup" / "training_metadata.json").read_text())["iterations"] == 2
+    restored, _ = _compiled_tiny()
+    restored.optimizer.build(restored.trainable_variables)
+    restored.load_weights(weights)  # the previous backup, intact
+    assert int(restored.optimizer.iterations.numpy()) == 2
+
+
+def test_a_nan_step_never_replaces_the_backup(tmp_path):
+    model, train = _compiled_tiny()
+    backup = callbacks_lib.Backup(str(tmp_path / "backup"), save_freq=1)
+    stop = callbacks_lib.StopOnNonFinite()
+
+    class Poison(keras.callbacks.Callback):  # the weights turn NaN after step 3, as a diverging update leaves them
+        def on_train_batch_begin(self, batch, logs=None):
+            if int(self.model.optimizer.iterations.numpy()) == 3:
+                head = self.model.get_layer("head")
+                head.kernel.assign(np.full(head.kernel.shape, np.nan, "float32"))
+
+    history = callbacks_lib.fit_resumable(model, train, 2, 4, callbacks=[backup, stop, Poison()], verbose=0)
+    assert history["stopped"] and stop.stopped["step"] == 4 and np.isnan(stop.stopped["loss"])
+    assert len(history["loss"]) == 1  # the second epoch was not run after the stop
+    assert json.loads((tmp_path / "backup" / "training_metadata.json").read_text())["iterations"] == 3
+    assert _weights_file_is_finite(tmp_path / "backup" / "latest.weights.h5")
+    with pytest.raises(callbacks_lib.TrainingDiverged, match=r"step 4 \(epoch 1\): the loss is nan"):
+        callbacks_lib.check_finite(model, [backup, stop], backup.backup_dir)
+
+
+def test_resumed_run_writes_each_epoch_once_in_the_log(tmp_path):
+    """Item 12: killed after an epoch's row but before a backup of that epoch's end: the row came twice."""
+    log = tmp_path / "log.csv"
+
+    def attempt(interrupt_at=None):
+        model, train = _compiled_tiny(12)
+        callbacks = [callbacks_lib.Backup(str(tmp_path / "backup"), save_freq=3), keras.callbacks.CSVLogger(str(log), append=True)]
+
+        class Interrupt(keras.callbacks.Callback):
+            def on_train_batch_end(self, batch, logs=None):
+                if int(self.model.optimizer.iterations.numpy()) == interrupt_at:
+                    raise KeyboardInterrupt("simulated kill")
+
+        callbacks.append(Interrupt())
+        return callbacks_lib.fit_resumable(model, train, 3, 4, callbacks=callbacks, verbose=0)
+
+    with pytest.raises(KeyboardInterrupt):
+        attempt(interrupt_at=5)  # epoch 0's row is written at step 4; the last backup is of step 3
+    assert [r["epoch"] for r in csv.DictReader(open(log))] == ["0"]
+    history = attempt()
+    assert history["resumed_from_step"] == 3
+    assert [r["epoch"] for r in csv.DictReader(open(log))] == ["0", "1", "2"]
+
+
+def test_single_class_folder_is_refused(tmp_path, capsys):
+    """Item 9: one class trained to a meaningless 100 %."""
+    from PIL import Image
+
+    folder = tmp_path / "only-cats"
+    (folder / "cat").mkdir(parents=True)
+    for i in range(6):
+        Image.fromarray(np.full((28, 28, 3), 40 * i, np.uint8)).save(folder / "cat" / f"{i}.png")
+    assert _train_cli(tmp_path / "run", "--dataset", str(folder)) == 2
+    err = capsys.readouterr().err
+    assert str(folder) in err and "at least 2" in err
+    assert not (tmp_path / "run" / "model.keras").exists()
+
+
+@pytest.mark.parametrize("flag, field", [("--save-freq", "save_freq"), ("--steps-per-epoch", "steps_per_epoch")])
+@pytest.mark.parametrize("value", [-3, 0])
+def test_non_positive_step_counts_are_refused(flag, field, value, capsys):
+    """Item 9: `--save-freq -3` was accepted, `--steps-per-epoch -5` got a message about the batch size."""
+    from keras_vit import cli
+
+    parser, _ = cli.build_parser()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["train", flag, str(value)])
+    assert f"argument {flag}: must be a positive integer. Received: '{value}'" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=rf"`{field}` must be a positive int. Received: {field}={value}"):
+        job.TrainConfig(model="micro", **{field: value}).resolved()
+
+
+def test_second_run_into_the_same_output_is_refused_until_the_first_ends(tmp_path, capsys):
+    """Item 10: two runs into one folder shared the backup and interleaved log.csv."""
+    out = tmp_path / "run"
+    out.mkdir()
+    holder = subprocess.Popen(  # another run: holds the folder's lock, as `keras-vit train` does
+        [sys.executable, "-c",
+         "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); "
+         "fcntl.flock(fd, fcntl.LOCK_EX); os.write(fd, b'%d\\n' % os.getpid()); print('held', flush=True); time.sleep(600)",
+         str(out / ".lock")],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert _train_cli(out) == 1
+        err = capsys.readouterr().err
+        assert str(out) in err and f"pid {holder.pid}" in err and "in use" in err
+        assert not (out / "log.csv").exists() and not (out / "backup").exists()
+    finally:
+        holder.send_signal(signal.SIGKILL)  # a crash: the OS drops its lock, no stale lock is left
+        holder.wait()
+    assert _train_cli(out) == 0
+    assert (out / "model.keras").exists()
+
+
+def _check_state(out):
+    """What a kill leaves: model.keras absent or loadable, metrics.json absent or valid, the backup loadable."""
+    import keras_vit
+
+    if (out / "model.keras").exists():
+        assert keras_vit.load_model(out / "model.keras").output_shape == (None, 10)
+    if (out / "metrics.json").exists():
+        assert _strict_json(out / "metrics.json")["steps"] == 40
+    backup = out / "backup" / "latest.weights.h5"
+    if backup.exists():
+        assert _weights_file_is_finite(backup)
+        assert json.loads((out / "backup" / "training_metadata.json").read_text())["iterations"] % 3 == 0
+    if (out / "checkpoint.weights.h5").exists():
+        assert _weights_file_is_finite(out / "checkpoint.weights.h5")
+    if (out / "log.csv").exists():
+        epochs = [r["epoch"] for r in csv.DictReader(open(out / "log.csv"))]
+        assert epochs == [str(i) for i in range(len(epochs))], epochs
+    # a kill between mkstemp and os.replace may leave a .tmp-* file: the next run removes it (checked at the end)
+
+
+@pytest.mark.slow
+def test_training_killed_at_random_points_leaves_the_old_state_or_the_new(tmp_path):
+    """Beyond the list: SIGKILL `keras-vit train` after random delays; every state left must be whole."""
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "keras_vit.cli", "train", "--model", "micro", "--epochs", "4", "--steps-per-epoch",
+               "10", "--batch-size", "32", "--save-freq", "3", "--output", str(out), "--verbose", "2", "--no-tensorboard"]
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    rng = np.random.default_rng(14)
+    for delay in rng.uniform(4.0, 30.0, size=5):
+        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        time.sleep(delay)
+        finished = process.poll() is not None
+        process.send_signal(signal.SIGKILL)
+        _, err = process.communicate()
+        assert not finished or process.returncode == 0, err[-2000:]
+        _check_state(out)
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=500)
+    assert result.returncode == 0, result.stderr[-2000:]
+    _check_state(out)
+    assert _strict_json(out / "metrics.json")["steps"] == 40
+    assert not (out / "backup").exists() and not list(out.rglob(".tmp-*"))
