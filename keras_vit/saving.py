@@ -58,11 +58,30 @@ def save_model(model, path, metadata=None):
 
 
 def read_metadata(path):
-    """The ``keras_vit.json`` metadata of a ``.keras`` file written by :func:`save_model` ({} if none)."""
-    with zipfile.ZipFile(os.fspath(path)) as archive:
-        if METADATA_ENTRY not in archive.namelist():
-            return {}
-        return json.loads(archive.read(METADATA_ENTRY))
+    """The ``keras_vit.json`` metadata of a ``.keras`` file written by :func:`save_model` ({} if none).
+
+    Raises:
+        ValueError: the file is not a zip archive, or its ``keras_vit.json``
+            entry is not a JSON object (the message names the file and the entry).
+    """
+    path = os.fspath(path)
+    try:
+        with zipfile.ZipFile(path) as archive:
+            if METADATA_ENTRY not in archive.namelist():
+                return {}
+            raw = archive.read(METADATA_ENTRY)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as error:
+        raise ValueError(f"Corrupt model file {path!r}: not a readable .keras zip archive ({error})") from None
+    try:
+        metadata = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"Corrupt entry {METADATA_ENTRY!r} in {path!r}: not valid JSON ({error})") from None
+    if not isinstance(metadata, dict):
+        raise ValueError(
+            f"Corrupt entry {METADATA_ENTRY!r} in {path!r}: expected a JSON object. "
+            f"Received: {type(metadata).__name__}"
+        )
+    return metadata
 
 
 def load_model(model, compile=False):
@@ -72,7 +91,8 @@ def load_model(model, compile=False):
 
     Raises:
         FileNotFoundError: no file at ``model``.
-        ValueError: the file is not a readable ``.keras`` archive (the message names it).
+        ValueError: the file is not a readable ``.keras`` archive, e.g. corrupt
+            or truncated (the message names it).
     """
     import keras
 
@@ -83,7 +103,9 @@ def load_model(model, compile=False):
         raise FileNotFoundError(f"Model file not found: {path!r}")
     import keras_vit.registry  # noqa: F401  (registers the layers for loading)
 
+    if not zipfile.is_zipfile(path):  # keras would say "File not found" of a file that is there
+        raise ValueError(f"Corrupt model file {path!r}: not a .keras zip archive (truncated or overwritten?)")
     try:
         return keras.saving.load_model(path, compile=compile, safe_mode=True)
     except Exception as error:  # keras raises many types for a corrupt file
-        raise ValueError(f"Cannot read the model file {path!r} ({type(error).__name__}: {error})") from error
+        raise ValueError(f"Corrupt or unreadable model file {path!r} ({type(error).__name__}: {error})") from error

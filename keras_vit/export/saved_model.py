@@ -8,7 +8,9 @@ existing version is never overwritten.
 Signatures (both with a dynamic batch):
 
 * ``serving_default``: input ``images``, float32 ``(batch, H, W, 3)``, RGB in
-  [0, 255] (NHWC); outputs ``probabilities`` (float32 ``(batch, classes)``),
+  [0, 255] (NHWC); another shape fails the request with
+  ``InvalidArgumentError`` naming the shape received and the one expected
+  (the server and later requests are unaffected); outputs ``probabilities`` (float32 ``(batch, classes)``),
   ``top_k_scores`` (float32), ``top_k_ids`` (int32) and ``top_k_labels``
   (string), each ``(batch, k)``.
 * ``serving_bytes``: input ``image_bytes``, string ``(batch,)`` of JPEG/PNG/
@@ -91,6 +93,9 @@ def build_archive(model, labels, top_k=5):
     label_table = tf.constant([str(v) for v in labels], dtype=tf.string)
 
     def serve(images):
+        # TF Serving does not check a request against the signature's static shape: without this an
+        # image of another size is regrouped by the reshapes (8 rows for 2 images of twice the size)
+        images = tf.ensure_shape(images, (None, h, w, c), name="check_image_shape")
         outputs = tf.cast(model(images, training=False), tf.float32)
         probabilities = outputs if probabilities_out else tf.nn.softmax(outputs, axis=-1)
         scores, ids = tf.math.top_k(probabilities, k=k)

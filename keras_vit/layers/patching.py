@@ -18,7 +18,9 @@ class Patches(keras.layers.Layer):
     which is a Flex op in TFLite).
 
     The image size is checked when the layer is called (or its output shape
-    computed): it must be static and divisible by the patch size.
+    computed): it must be static and divisible by the patch size. The
+    reshapes name the batch size, so a graph traced for one size fails on
+    an image of another size rather than returning rows for no image.
 
     Args:
         patch_size: int or ``(ph, pw)``, positive.
@@ -61,10 +63,14 @@ class Patches(keras.layers.Layer):
         _, h, w, c = images.shape
         gh, gw = self.grid_size(images.shape)
         ph, pw = self._ph, self._pw
-        # (B, H, W, C) -> (B*gh, ph, gw, pw*C) -> (B*gh, gw, ph, pw*C) -> (B, N, ph*pw*C)
-        x = ops.reshape(images, (-1, ph, gw, pw * c))
+        batch = ops.shape(images)[0]
+        # (B, H, W, C) -> (B*gh, ph, gw, pw*C) -> (B*gh, gw, ph, pw*C) -> (B, N, ph*pw*C). The batch is
+        # spelled out, never -1: in a graph traced for HxW (a SavedModel signature, a resized TFLite
+        # input) an image of another size then fails the reshape instead of being regrouped into
+        # more or fewer rows that belong to no image.
+        x = ops.reshape(images, (batch * gh, ph, gw, pw * c))
         x = ops.transpose(x, (0, 2, 1, 3))
-        return ops.reshape(x, (-1, gh * gw, ph * pw * c))
+        return ops.reshape(x, (batch, gh * gw, ph * pw * c))
 
     def compute_output_shape(self, input_shape):
         gh, gw = self.grid_size(input_shape)
