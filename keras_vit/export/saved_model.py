@@ -31,10 +31,10 @@ process where keras_vit (or Keras) is not importable.
 import os
 import re
 import shutil
-import uuid
 
 import numpy as np
 
+from keras_vit import saving
 from keras_vit.export import common
 
 SERVING_SIGNATURE = "serving_default"
@@ -204,8 +204,10 @@ def export_saved_model(model, base_path, name=None, version=None, labels=None, t
     name = name or model.name
     path, version = version_path(base_path, name, version)
     model_dir = os.path.dirname(path)
+    created_model_dir = not os.path.isdir(model_dir)
     os.makedirs(model_dir, exist_ok=True)
-    tmp = os.path.join(model_dir, f".{version}.tmp-{uuid.uuid4().hex[:8]}")
+    saving.remove_stale_temporaries(path, same_target=str.isdigit)  # what killed exports left, any version
+    tmp = saving.temporary_path(path)
     details = {"name": name, "version": version, "signatures": [SERVING_SIGNATURE, BYTES_SIGNATURE]}
     try:
         build_archive(model, labels, top_k).write_out(tmp, verbose=False)
@@ -225,4 +227,13 @@ def export_saved_model(model, base_path, name=None, version=None, labels=None, t
     finally:
         if os.path.exists(tmp):
             shutil.rmtree(tmp, ignore_errors=True)
+        if created_model_dir and not os.path.exists(path):
+            _remove_if_empty(model_dir)  # a failed first export leaves no empty <base>/<name>/
     return path, details
+
+
+def _remove_if_empty(folder):
+    try:
+        os.rmdir(folder)
+    except OSError:  # not empty (another export wrote into it meanwhile) or already gone
+        pass
