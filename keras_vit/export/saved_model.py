@@ -15,14 +15,16 @@ Signatures (both with a dynamic batch):
   (string), each ``(batch, k)``.
 * ``serving_bytes``: input ``image_bytes``, string ``(batch,)`` of JPEG/PNG/
   BMP/GIF file contents (what the REST ``{"b64": ...}`` form arrives as);
-  decoded to RGB, resized bilinearly to ``(H, W)`` and fed to the same model;
-  same outputs. Bytes that do not decode fail that request with
-  ``InvalidArgumentError`` (an error response in TF Serving); the server and
-  later requests are unaffected. The graph cannot run keras_vit's Pillow
-  reader (:mod:`keras_vit.inference.images`): EXIF orientation is not
-  applied, and the resize is TensorFlow's bilinear (no antialiasing when
-  shrinking); send pixels to ``serving_default`` for the reader's exact
-  result.
+  decoded to RGB, turned upright by its EXIF orientation as keras_vit's
+  reader does (JPEG and PNG; :mod:`keras_vit.export.exif`), resized
+  bilinearly to ``(H, W)`` and fed to the same model; same outputs. Bytes
+  that do not decode fail that request with ``InvalidArgumentError`` (an
+  error response in TF Serving); the server and later requests are
+  unaffected. The graph cannot run keras_vit's Pillow reader
+  (:mod:`keras_vit.inference.images`), so two differences remain: the resize
+  is TensorFlow's bilinear (no antialiasing when shrinking), and 16-bit PNGs
+  are decoded by TensorFlow (``tf.io.decode_image`` to 8 bits); send pixels
+  to ``serving_default`` for the reader's exact result.
 
 The graph holds only TensorFlow ops: it loads with ``tf.saved_model.load`` in a
 process where keras_vit (or Keras) is not importable.
@@ -35,7 +37,7 @@ import shutil
 import numpy as np
 
 from keras_vit import saving
-from keras_vit.export import common
+from keras_vit.export import common, exif
 
 SERVING_SIGNATURE = "serving_default"
 BYTES_SIGNATURE = "serving_bytes"
@@ -108,6 +110,7 @@ def build_archive(model, labels, top_k=5):
 
     def decode(data):
         image = tf.io.decode_image(data, channels=c, expand_animations=False)
+        image = exif.apply_orientation(image, exif.orientation(data))  # upright, as keras_vit's reader
         image = tf.image.resize(tf.cast(image, tf.float32), (h, w), method="bilinear")
         return tf.clip_by_value(image, 0.0, 255.0)
 

@@ -18,8 +18,9 @@ image gives the same pixels on every path:
   optionally resized to its input size (no crop).
 
 The serving SavedModel's ``serving_bytes`` signature decodes in the graph
-(``tf.io.decode_image``), where Pillow cannot run: it does not apply EXIF
-orientation.
+(``tf.io.decode_image``), where Pillow cannot run; it applies the EXIF
+orientation of JPEG and PNG files as :func:`read_image` does
+(:mod:`keras_vit.export.exif`) but resizes without antialiasing.
 """
 
 import os
