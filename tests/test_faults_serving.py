@@ -6,6 +6,7 @@ Each test names the case of issue 14 it covers; each failed on the code before t
 import base64
 import importlib.util
 import io
+import json
 import os
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from helpers import TINY, images, tiny_vit
 
 import keras_vit
 from keras_vit import cli, saving
-from keras_vit.export import exif, rest, saved_model, tflite
+from keras_vit.export import rest, saved_model, tflite
 from keras_vit.inference import images as image_io
 from keras_vit.inference import runtimes
 
@@ -106,7 +107,11 @@ def test_tflite_rejects_wrong_size(tflite_path):
     interpreter = runtimes.tflite_interpreter(tflite_path)
     with pytest.raises(ValueError, match=rf"\(batch, {SIZE}, {SIZE}, 3\). Received: shape=\(1, 64, 64, 3\)"):
         runtimes.run_tflite(interpreter, np.zeros((1, 64, 64, 3), "float32"))
+
+
+def test_tflite_model_resized_to_another_size_refuses_to_run(tflite_path):
     # a TFLite input resized to another size: the model itself refuses it (was: 4 rows for one image)
+    interpreter = runtimes.tflite_interpreter(tflite_path)
     interpreter.resize_tensor_input(interpreter.get_input_details()[0]["index"], (1, 2 * SIZE, 2 * SIZE, 3))
     with pytest.raises((RuntimeError, ValueError)):
         interpreter.allocate_tensors()
@@ -146,6 +151,8 @@ def _encode(pixels, fmt, orientation=None, byte_order="II"):
 
 @pytest.mark.parametrize("fmt,byte_order", [("JPEG", "II"), ("JPEG", "MM"), ("PNG", "II")])
 def test_exif_orientation_in_the_graph_matches_the_reader(tmp_path, fmt, byte_order):
+    from keras_vit.export import exif
+
     for value in range(1, 9):
         data = _encode(_pattern(), fmt, value, byte_order)
         path = tmp_path / f"o{value}.{fmt.lower()}"
@@ -161,6 +168,8 @@ def test_exif_orientation_in_the_graph_matches_the_reader(tmp_path, fmt, byte_or
 
 @pytest.mark.parametrize("data", [b"", b"\xff\xd8 no exif", b"\xff\xd8\xff\xe1\x00\x08Exif\x00\x00II*\x00\xff\xff", b"x" * 100])
 def test_exif_orientation_of_files_without_a_valid_tag_is_1(data):
+    from keras_vit.export import exif
+
     assert int(exif.orientation(tf.constant(data))) == 1
 
 
@@ -364,3 +373,77 @@ def test_stale_temporaries_of_killed_writers_are_removed(model, tmp_path, tflite
     (stale_version / "variables").mkdir(parents=True)
     path, _ = saved_model.export_saved_model(model, str(tmp_path), name="vit", labels=LABELS, version=5)
     assert sorted(os.listdir(tmp_path / "vit")) == ["5"]  # the killed export of version 3 is gone
+
+
+# --- beyond the list: exports killed at random points leave the old state or the new one -------------
+
+_EXPORT_SCRIPT = """
+import sys
+import numpy as np
+from keras_vit.export import export_model
+model, folder = sys.argv[1], sys.argv[2]
+x = np.random.default_rng(0).uniform(0, 255, (8, 32, 32, 3)).astype("float32")
+export_model(model, "tflite", folder + "/vit.tflite", eval_data=x, num_images=8, report=folder + "/report.json")
+export_model(model, "saved_model", folder, name="vit", eval_data=x, num_images=8, warmup=False)
+print("done", flush=True)
+"""
+
+
+def _leftovers_are_old_or_new(folder, old_tflite, new_outputs, x):
+    """Every visible file is complete; the hidden ones are temporaries named for their writer."""
+    import re
+
+    for name in os.listdir(folder):
+        if name.startswith("."):
+            assert re.fullmatch(r"\..+\.tmp-\d+-[0-9a-f]{8}.*", name), name
+    tflite_file = os.path.join(folder, "vit.tflite")
+    content = open(tflite_file, "rb").read()
+    if content != old_tflite:  # the new file, whole: it loads and gives the new model's scores
+        got = runtimes.run_tflite(runtimes.tflite_interpreter(tflite_file), x)
+        np.testing.assert_allclose(got, new_outputs, atol=1e-4)
+    if os.path.exists(os.path.join(folder, "report.json")):
+        assert json.loads(open(os.path.join(folder, "report.json")).read())["format"] == "tflite"
+    versions = os.path.join(folder, "vit")
+    for name in os.listdir(versions) if os.path.isdir(versions) else []:
+        if name.startswith("."):
+            assert re.fullmatch(r"\.\d+\.tmp-\d+-[0-9a-f]{8}", name), name
+            continue
+        loaded = tf.saved_model.load(os.path.join(versions, name))  # a version folder is always complete
+        np.testing.assert_allclose(loaded.signatures["serving_default"](images=tf.constant(x))["probabilities"],
+                                   new_outputs, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_exports_killed_at_random_points_leave_old_or_new_state(model, tmp_path):
+    import random
+    import time
+
+    rng = random.Random(14)  # fixed seed: the same kill points every run
+    path = str(tmp_path / "model.keras")
+    saving.save_model(model, path, metadata={"class_names": LABELS})
+    x = images(8, seed=0)
+    new_outputs = model.predict_on_batch(x)
+    keras.utils.set_random_seed(1)
+    old = tiny_vit(num_classes=len(LABELS))  # the old state: another model's export at the same path
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "tests")]))
+    command = [sys.executable, "-c", _EXPORT_SCRIPT, path, str(tmp_path / "out")]
+    start = time.monotonic()
+    os.makedirs(tmp_path / "out")
+    subprocess.run(command, check=True, env=env, capture_output=True)  # one whole run: how long it takes
+    full = time.monotonic() - start
+    for iteration in range(5):
+        folder = tmp_path / f"run{iteration}"
+        folder.mkdir()
+        tflite.write(tflite.convert(old), str(folder / "vit.tflite"), LABELS)
+        old_tflite = (folder / "vit.tflite").read_bytes()
+        process = subprocess.Popen([*command[:-1], str(folder)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.3, full))
+        process.kill()
+        process.wait()
+        _leftovers_are_old_or_new(str(folder), old_tflite, new_outputs, x)
+        # the next export removes what the killed one left and ends in the new state
+        subprocess.run([*command[:-1], str(folder)], check=True, env=env, capture_output=True)
+        hidden = [n for n in os.listdir(folder) if n.startswith(".")]
+        hidden += [n for n in os.listdir(folder / "vit") if n.startswith(".")]
+        assert hidden == [], (iteration, hidden)
+        _leftovers_are_old_or_new(str(folder), old_tflite, new_outputs, x)
