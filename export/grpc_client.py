@@ -50,8 +50,13 @@ def main(argv=None):
     import tensorflow as tf
 
     try:
-        response = predict(args.server, build_request(args.images, args.model, version=args.version))
-    except grpc.RpcError as error:  # e.g. INVALID_ARGUMENT for bytes that are not an image
+        request = build_request(args.images, args.model, version=args.version)
+    except OSError as error:  # a missing or unreadable image: one line, no traceback
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    try:
+        response = predict(args.server, request)
+    except grpc.RpcError as error:  # UNAVAILABLE when no server answers, INVALID_ARGUMENT for bytes that are not an image
         print(f"error {error.code().name}: {error.details()}", file=sys.stderr)
         return 1
     labels = tf.make_ndarray(response.outputs["top_k_labels"])

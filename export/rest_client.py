@@ -51,7 +51,11 @@ def predict(server, model, body, version=None, timeout=30):
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as error:  # TF Serving answers op errors with 400 + {"error": ...}
-        return error.code, json.loads(error.read() or b"{}")
+        body = error.read() or b"{}"
+        try:
+            return error.code, json.loads(body)
+        except ValueError:  # a proxy's HTML page, not TF Serving's JSON
+            return error.code, {"error": body.decode("utf-8", errors="replace").strip()[:500]}
 
 
 def main(argv=None):
@@ -63,8 +67,17 @@ def main(argv=None):
     parser.add_argument("--pixels", action="store_true", help="send pixels to serving_default")
     parser.add_argument("--size", type=int, nargs=2, default=(224, 224), metavar=("H", "W"))
     args = parser.parse_args(argv)
-    body = build_pixel_request(args.images, args.size) if args.pixels else build_request(args.images)
-    status, answer = predict(args.server, args.model, body, args.version)
+    try:
+        body = build_pixel_request(args.images, args.size) if args.pixels else build_request(args.images)
+    except (OSError, ValueError) as error:  # an image that cannot be read: one line, no traceback
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    try:
+        status, answer = predict(args.server, args.model, body, args.version)
+    except (urllib.error.URLError, OSError, ValueError) as error:  # refused, unreachable, timed out, not JSON
+        reason = getattr(error, "reason", error)
+        print(f"error: cannot reach {args.server} ({reason})", file=sys.stderr)
+        return 1
     if status != 200:
         print(f"error {status}: {answer.get('error', answer)}", file=sys.stderr)
         return 1

@@ -21,24 +21,87 @@ True
 
 import json
 import os
-import tempfile
+import re
+import shutil
+import uuid
 import zipfile
 
 METADATA_ENTRY = "keras_vit.json"
 
 
-def atomic_write(path, write):
-    """Write through ``write(tmp_path)`` then ``os.replace`` onto ``path``."""
-    directory = os.path.dirname(os.path.abspath(path))
+_TMP = re.compile(r"\.(?P<base>.+)\.tmp-(?P<pid>\d+)-[0-9a-f]{8}(?P<suffix>.*)")
+
+
+def temporary_path(path, suffix=""):
+    """A hidden temporary path beside ``path``: ``.<name>.tmp-<pid>-<random><suffix>``.
+
+    The writer's process id is in the name, so :func:`remove_stale_temporaries`
+    can tell what a killed writer left from what a running one is writing.
+    Stale temporaries of ``path`` are removed first.
+
+    Example:
+    >>> name = os.path.basename(temporary_path("/tmp/vit.tflite"))
+    >>> name.startswith(f".vit.tflite.tmp-{os.getpid()}-")
+    True
+    """
+    directory, base = os.path.split(os.path.abspath(os.fspath(path)))
     os.makedirs(directory, exist_ok=True)
+    remove_stale_temporaries(path)
+    return os.path.join(directory, f".{base}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}{suffix}")
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # e.g. PermissionError: it exists, owned by someone else
+        return True
+    return True
+
+
+def remove_stale_temporaries(path, same_target=None):
+    """Remove the temporaries of ``path`` (see :func:`temporary_path`) whose writer has died.
+
+    A writer killed between creating its temporary and renaming it into
+    place (SIGKILL, power loss) cannot clean up; the next write of the same
+    path does. ``same_target(name)`` widens "of ``path``" to every sibling
+    name it accepts (e.g. every SavedModel version folder). Returns the paths
+    removed.
+    """
+    directory, base = os.path.split(os.path.abspath(os.fspath(path)))
+    same_target = same_target or base.__eq__
+    removed = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in names:
+        match = _TMP.fullmatch(name)
+        if not match or not same_target(match["base"]) or _alive(int(match["pid"])):
+            continue
+        stale = os.path.join(directory, name)
+        if os.path.isdir(stale) and not os.path.islink(stale):
+            shutil.rmtree(stale, ignore_errors=True)
+        else:
+            try:
+                os.remove(stale)
+            except FileNotFoundError:
+                pass  # another writer cleaned it first
+        removed.append(stale)
+    return removed
+
+
+def atomic_write(path, write):
+    """Write through ``write(tmp_path)`` then ``os.replace`` onto ``path``.
+
+    The temporary is hidden beside ``path`` (:func:`temporary_path`); one left
+    by a killed writer is removed by the next write of ``path``.
+    """
     suffix = "".join(os.path.basename(path).partition(".")[1:])  # keep ".keras", ".weights.h5"
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=directory)
-    os.close(fd)
+    tmp = temporary_path(path, suffix)
     try:
         write(tmp)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -58,11 +121,30 @@ def save_model(model, path, metadata=None):
 
 
 def read_metadata(path):
-    """The ``keras_vit.json`` metadata of a ``.keras`` file written by :func:`save_model` ({} if none)."""
-    with zipfile.ZipFile(os.fspath(path)) as archive:
-        if METADATA_ENTRY not in archive.namelist():
-            return {}
-        return json.loads(archive.read(METADATA_ENTRY))
+    """The ``keras_vit.json`` metadata of a ``.keras`` file written by :func:`save_model` ({} if none).
+
+    Raises:
+        ValueError: the file is not a zip archive, or its ``keras_vit.json``
+            entry is not a JSON object (the message names the file and the entry).
+    """
+    path = os.fspath(path)
+    try:
+        with zipfile.ZipFile(path) as archive:
+            if METADATA_ENTRY not in archive.namelist():
+                return {}
+            raw = archive.read(METADATA_ENTRY)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as error:
+        raise ValueError(f"Corrupt model file {path!r}: not a readable .keras zip archive ({error})") from None
+    try:
+        metadata = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"Corrupt entry {METADATA_ENTRY!r} in {path!r}: not valid JSON ({error})") from None
+    if not isinstance(metadata, dict):
+        raise ValueError(
+            f"Corrupt entry {METADATA_ENTRY!r} in {path!r}: expected a JSON object. "
+            f"Received: {type(metadata).__name__}"
+        )
+    return metadata
 
 
 def load_model(model, compile=False):
@@ -72,7 +154,8 @@ def load_model(model, compile=False):
 
     Raises:
         FileNotFoundError: no file at ``model``.
-        ValueError: the file is not a readable ``.keras`` archive (the message names it).
+        ValueError: the file is not a readable ``.keras`` archive, e.g. corrupt
+            or truncated (the message names it).
     """
     import keras
 
@@ -83,7 +166,9 @@ def load_model(model, compile=False):
         raise FileNotFoundError(f"Model file not found: {path!r}")
     import keras_vit.registry  # noqa: F401  (registers the layers for loading)
 
+    if not zipfile.is_zipfile(path):  # keras would say "File not found" of a file that is there
+        raise ValueError(f"Corrupt model file {path!r}: not a .keras zip archive (truncated or overwritten?)")
     try:
         return keras.saving.load_model(path, compile=compile, safe_mode=True)
     except Exception as error:  # keras raises many types for a corrupt file
-        raise ValueError(f"Cannot read the model file {path!r} ({type(error).__name__}: {error})") from error
+        raise ValueError(f"Corrupt or unreadable model file {path!r} ({type(error).__name__}: {error})") from error

@@ -12,14 +12,13 @@ Example:
 """
 
 import os
-import uuid
 
 from keras_vit.export import common, data, onnx, saved_model, tflite, verify
 from keras_vit.export.common import FORMATS, QUANTIZE_MODES, ExportError, ExportVerificationError
 from keras_vit.export.data import as_images, mnist_images
 from keras_vit.export.verify import TOLERANCES, VerificationReport
 from keras_vit.inference.predictors import softmax
-from keras_vit.saving import load_model
+from keras_vit.saving import atomic_write, load_model, temporary_path
 
 __all__ = [
     "FORMATS",
@@ -32,12 +31,6 @@ __all__ = [
     "export_model",
     "mnist_images",
 ]
-
-
-def _tmp_beside(path):
-    directory, base = os.path.split(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    return os.path.join(directory, f".{base}.tmp-{uuid.uuid4().hex[:8]}")
 
 
 def export_model(
@@ -175,7 +168,7 @@ def _export_saved_model(model, base, name, version, labels, top_k, images, expec
 
 
 def _export_tflite(model, output, quantize, labels, calibration, images, expected, bars, batch_size, float_ops):
-    tmp = _tmp_beside(output)
+    tmp = temporary_path(output)
     attempts = [tuple(float_ops)] if float_ops != "auto" else [(), tflite.FRAGILE_OPS]
     if quantize != "int8":
         attempts = [()]
@@ -208,8 +201,7 @@ def _export_tflite(model, output, quantize, labels, calibration, images, expecte
             )
         if result.passed:
             os.replace(tmp, output)
-            with open(tflite.label_file_path(output), "w", encoding="utf-8") as f:
-                f.write("".join(f"{label}\n" for label in labels))
+            atomic_write(tflite.label_file_path(output), lambda path: _write_lines(path, labels))
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
@@ -217,7 +209,7 @@ def _export_tflite(model, output, quantize, labels, calibration, images, expecte
 
 
 def _export_onnx(model, output, labels, images, expected, bars, opset):
-    tmp = _tmp_beside(output)
+    tmp = temporary_path(output)
     try:
         proto = onnx.convert(model, opset)
         onnx.write(proto, tmp, labels)
@@ -232,3 +224,8 @@ def _export_onnx(model, output, labels, images, expected, bars, opset):
         if os.path.exists(tmp):
             os.remove(tmp)
     return result
+
+
+def _write_lines(path, lines):
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("".join(f"{line}\n" for line in lines))

@@ -10,13 +10,19 @@ without a server.
 """
 
 import base64
+import binascii
 
 import numpy as np
 
 
 def _decode(value):
     if isinstance(value, dict) and set(value) == {"b64"}:
-        return base64.b64decode(value["b64"])
+        if not isinstance(value["b64"], str):
+            raise ValueError(f"A 'b64' value must be a base64 string. Received: {type(value['b64']).__name__}")
+        try:
+            return base64.b64decode(value["b64"])
+        except binascii.Error as error:
+            raise ValueError(f"A 'b64' value is not valid base64 ({error})") from None
     if isinstance(value, list):
         return [_decode(v) for v in value]
     return value
@@ -30,6 +36,8 @@ def request_inputs(request, input_specs):
     >>> request_inputs({"instances": [{"b64": "aGk="}]}, {"image_bytes": tf.TensorSpec((None,), tf.string)})
     {'image_bytes': array([b'hi'], dtype=object)}
     """
+    if not isinstance(request, dict):
+        raise ValueError(f"The request body must be a JSON object. Received: {type(request).__name__}")
     instances = request.get("instances")
     if not isinstance(instances, list) or not instances:
         raise ValueError(f"A row-format request needs a non-empty 'instances' list. Received keys: {sorted(request)}")
@@ -69,19 +77,27 @@ def predict(loaded, request):
 
     Returns:
         ``(status, body)``: ``(200, {"predictions": [...]})`` with one object
-        of named outputs per instance, or ``(400, {"error": message})``.
+        of named outputs per instance, or ``(400, {"error": message})`` for
+        any request it cannot answer (not an object, no ``instances``, a
+        ``signature_name`` that is not a known name, a ``b64`` that is not
+        a base64 string, values of the wrong type or shape).
     """
     import tensorflow as tf
 
+    if not isinstance(request, dict):
+        return 400, {"error": f"The request body must be a JSON object. Received: {type(request).__name__}"}
     signature_name = request.get("signature_name", "serving_default")
+    if not isinstance(signature_name, str):
+        return 400, {"error": f"'signature_name' must be a string. Received: {signature_name!r}"}
     if signature_name not in loaded.signatures:
         return 400, {"error": f"Serving signature name: \"{signature_name}\" not found in signature def"}
     fn = loaded.signatures[signature_name]
     specs = fn.structured_input_signature[1]
     try:
         inputs = request_inputs(request, specs)
-        outputs = fn(**{name: tf.constant(value) for name, value in inputs.items()})
-    except (ValueError, tf.errors.OpError) as error:
+        tensors = {name: tf.constant(value, dtype=specs[name].dtype) for name, value in inputs.items()}
+        outputs = fn(**tensors)
+    except (ValueError, TypeError, tf.errors.OpError) as error:  # a malformed request is answered, never raised
         message = error.message if isinstance(error, tf.errors.OpError) else str(error)
         return 400, {"error": message}
     arrays = {name: tensor.numpy() for name, tensor in outputs.items()}

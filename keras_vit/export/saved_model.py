@@ -8,19 +8,23 @@ existing version is never overwritten.
 Signatures (both with a dynamic batch):
 
 * ``serving_default``: input ``images``, float32 ``(batch, H, W, 3)``, RGB in
-  [0, 255] (NHWC); outputs ``probabilities`` (float32 ``(batch, classes)``),
+  [0, 255] (NHWC); another shape fails the request with
+  ``InvalidArgumentError`` naming the shape received and the one expected
+  (the server and later requests are unaffected); outputs ``probabilities`` (float32 ``(batch, classes)``),
   ``top_k_scores`` (float32), ``top_k_ids`` (int32) and ``top_k_labels``
   (string), each ``(batch, k)``.
 * ``serving_bytes``: input ``image_bytes``, string ``(batch,)`` of JPEG/PNG/
   BMP/GIF file contents (what the REST ``{"b64": ...}`` form arrives as);
-  decoded to RGB, resized bilinearly to ``(H, W)`` and fed to the same model;
-  same outputs. Bytes that do not decode fail that request with
-  ``InvalidArgumentError`` (an error response in TF Serving); the server and
-  later requests are unaffected. The graph cannot run keras_vit's Pillow
-  reader (:mod:`keras_vit.inference.images`): EXIF orientation is not
-  applied, and the resize is TensorFlow's bilinear (no antialiasing when
-  shrinking); send pixels to ``serving_default`` for the reader's exact
-  result.
+  decoded to RGB, turned upright by its EXIF orientation as keras_vit's
+  reader does (JPEG and PNG; :mod:`keras_vit.export.exif`), resized
+  bilinearly to ``(H, W)`` and fed to the same model; same outputs. Bytes
+  that do not decode fail that request with ``InvalidArgumentError`` (an
+  error response in TF Serving); the server and later requests are
+  unaffected. The graph cannot run keras_vit's Pillow reader
+  (:mod:`keras_vit.inference.images`), so two differences remain: the resize
+  is TensorFlow's bilinear (no antialiasing when shrinking), and 16-bit PNGs
+  are decoded by TensorFlow (``tf.io.decode_image`` to 8 bits); send pixels
+  to ``serving_default`` for the reader's exact result.
 
 The graph holds only TensorFlow ops: it loads with ``tf.saved_model.load`` in a
 process where keras_vit (or Keras) is not importable.
@@ -29,11 +33,11 @@ process where keras_vit (or Keras) is not importable.
 import os
 import re
 import shutil
-import uuid
 
 import numpy as np
 
-from keras_vit.export import common
+from keras_vit import saving
+from keras_vit.export import common, exif
 
 SERVING_SIGNATURE = "serving_default"
 BYTES_SIGNATURE = "serving_bytes"
@@ -91,6 +95,9 @@ def build_archive(model, labels, top_k=5):
     label_table = tf.constant([str(v) for v in labels], dtype=tf.string)
 
     def serve(images):
+        # TF Serving does not check a request against the signature's static shape: without this an
+        # image of another size is regrouped by the reshapes (8 rows for 2 images of twice the size)
+        images = tf.ensure_shape(images, (None, h, w, c), name="check_image_shape")
         outputs = tf.cast(model(images, training=False), tf.float32)
         probabilities = outputs if probabilities_out else tf.nn.softmax(outputs, axis=-1)
         scores, ids = tf.math.top_k(probabilities, k=k)
@@ -103,6 +110,7 @@ def build_archive(model, labels, top_k=5):
 
     def decode(data):
         image = tf.io.decode_image(data, channels=c, expand_animations=False)
+        image = exif.apply_orientation(image, exif.orientation(data))  # upright, as keras_vit's reader
         image = tf.image.resize(tf.cast(image, tf.float32), (h, w), method="bilinear")
         return tf.clip_by_value(image, 0.0, 255.0)
 
@@ -199,8 +207,10 @@ def export_saved_model(model, base_path, name=None, version=None, labels=None, t
     name = name or model.name
     path, version = version_path(base_path, name, version)
     model_dir = os.path.dirname(path)
+    created_model_dir = not os.path.isdir(model_dir)
     os.makedirs(model_dir, exist_ok=True)
-    tmp = os.path.join(model_dir, f".{version}.tmp-{uuid.uuid4().hex[:8]}")
+    saving.remove_stale_temporaries(path, same_target=str.isdigit)  # what killed exports left, any version
+    tmp = saving.temporary_path(path)
     details = {"name": name, "version": version, "signatures": [SERVING_SIGNATURE, BYTES_SIGNATURE]}
     try:
         build_archive(model, labels, top_k).write_out(tmp, verbose=False)
@@ -220,4 +230,13 @@ def export_saved_model(model, base_path, name=None, version=None, labels=None, t
     finally:
         if os.path.exists(tmp):
             shutil.rmtree(tmp, ignore_errors=True)
+        if created_model_dir and not os.path.exists(path):
+            _remove_if_empty(model_dir)  # a failed first export leaves no empty <base>/<name>/
     return path, details
+
+
+def _remove_if_empty(folder):
+    try:
+        os.rmdir(folder)
+    except OSError:  # not empty (another export wrote into it meanwhile) or already gone
+        pass

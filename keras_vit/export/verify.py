@@ -10,6 +10,7 @@ absolute tolerance, quantized ones to a top-1 agreement floor
 
 import dataclasses
 import json
+import os
 
 import numpy as np
 
@@ -70,9 +71,15 @@ class VerificationReport:
         return dataclasses.asdict(self)
 
     def write_json(self, path):
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(self.to_dict(), f, indent=2, sort_keys=True, default=str)
-            f.write("\n")
+        """Write the report as JSON, atomically (a killed export leaves the old report or none)."""
+        from keras_vit.saving import atomic_write
+
+        def write(tmp):
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(self.to_dict(), f, indent=2, sort_keys=True, default=str)
+                f.write("\n")
+
+        atomic_write(os.fspath(path), write)
 
     def summary(self):
         bars = ", ".join(

@@ -18,11 +18,13 @@ image gives the same pixels on every path:
   optionally resized to its input size (no crop).
 
 The serving SavedModel's ``serving_bytes`` signature decodes in the graph
-(``tf.io.decode_image``), where Pillow cannot run: it does not apply EXIF
-orientation.
+(``tf.io.decode_image``), where Pillow cannot run; it applies the EXIF
+orientation of JPEG and PNG files as :func:`read_image` does
+(:mod:`keras_vit.export.exif`) but resizes without antialiasing.
 """
 
 import os
+import stat
 
 import numpy as np
 
@@ -60,6 +62,7 @@ def list_images(folder_or_files, recursive=False):
 
     Raises:
         ValueError: a folder holds no image file (the message names it).
+        PermissionError: a folder may not be listed (the message names it).
 
     Example:
     >>> import tempfile
@@ -77,15 +80,22 @@ def list_images(folder_or_files, recursive=False):
         if not os.path.isdir(item):
             paths.append(item)
             continue
-        if recursive:
-            found = [os.path.join(root, name) for root, _, names in os.walk(item) for name in names]
-        else:
-            found = [os.path.join(item, name) for name in os.listdir(item)]
+        try:
+            if recursive:
+                found = [os.path.join(root, name) for root, _, names in os.walk(item, onerror=_raise) for name in names]
+            else:
+                found = [os.path.join(item, name) for name in os.listdir(item)]
+        except PermissionError as error:
+            raise PermissionError(f"Permission denied: cannot list folder {error.filename or item!r}") from None
         found = sorted(path for path in found if is_image_file(path) and os.path.isfile(path))
         if not found:
             raise ValueError(f"No image files ({', '.join(IMAGE_EXTENSIONS)}) in folder: {item!r}")
         paths.extend(found)
     return paths
+
+
+def _raise(error):
+    raise error
 
 
 def _to_rgb(image, path):
@@ -131,10 +141,12 @@ def read_image(path):
 
     Raises:
         FileNotFoundError: no such file.
+        PermissionError: the file, or a folder on its path, may not be read.
         IsADirectoryError: ``path`` is a folder.
         ValueError: the file is not an image Pillow can decode, is truncated
-            or corrupt, or holds values outside the range of its type; the
-            message names the file.
+            or corrupt, has more pixels than Pillow's decompression-bomb
+            limit (``PIL.Image.MAX_IMAGE_PIXELS``) allows, or holds values
+            outside the range of its type; the message names the file.
 
     Example:
     >>> import tempfile
@@ -148,14 +160,22 @@ def read_image(path):
     from PIL import Image, ImageOps, UnidentifiedImageError
 
     path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"No such file: {path!r}")
-    if os.path.isdir(path):
+    try:
+        is_dir = stat.S_ISDIR(os.stat(path).st_mode)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"No such file: {path!r}") from None
+    except PermissionError:  # os.path.exists says False in a folder we may not search: not "no such file"
+        raise PermissionError(f"Permission denied: cannot reach {path!r} (a folder on the path is not searchable)") from None
+    if is_dir:
         raise IsADirectoryError(f"Expected an image file, got a folder: {path!r}")
     try:
         with Image.open(path) as image:
             image.load()  # decode every byte: a truncated or corrupt file fails here, not later
             image = ImageOps.exif_transpose(image)
+    except PermissionError:
+        raise PermissionError(f"Permission denied: cannot read {path!r}") from None
+    except Image.DecompressionBombError as error:  # not an OSError: it would end a whole predict run
+        raise ValueError(f"Image too large to decode safely: {path!r} ({error})") from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as error:
         raise ValueError(f"Corrupt or unreadable image: {path!r} ({error})") from None
     return _to_rgb(image, path)

@@ -4,8 +4,9 @@
 (:mod:`keras_vit.inference.images`), resizes them to the model's input size,
 runs whichever format it was given (:mod:`keras_vit.inference.runtimes`), and
 returns the top-k classes of each image; ``preprocess_input`` and
-``decode_predictions`` follow ``keras.applications``. A file that cannot be
-read gets an error entry and the others are still classified.
+``decode_predictions`` follow ``keras.applications``. A file or folder that
+cannot be read (missing, not permitted, corrupt, too large to decode safely)
+gets an error entry and the others are still classified.
 """
 
 import os
@@ -205,7 +206,7 @@ def predict(model, images, top_k=5, labels=None, batch_size=16, include_preproce
     for item in [images] if isinstance(images, (str, os.PathLike)) else images:
         try:
             paths = images_lib.list_images(item)
-        except ValueError as error:  # a folder without images: probably a mistake, reported as one
+        except (OSError, ValueError) as error:  # a folder without images, or one we may not list: reported
             results.append({"path": os.fspath(item), "error": str(error)})
             continue
         for path in paths:

@@ -11,6 +11,7 @@ exporter verifies its ``.tflite`` files with.
 
 import collections
 import os
+import threading
 
 import numpy as np
 
@@ -205,6 +206,13 @@ def run_tflite(interpreter, images):
     input_detail = tflite_input(interpreter)
     output_detail = tflite_output(interpreter)
     batch = int(input_detail["shape"][0])
+    images = np.asarray(images)
+    expected = tuple(int(v) for v in input_detail["shape"][1:])
+    if images.ndim != 4 or images.shape[1:] != expected:
+        raise ValueError(
+            f"The TFLite model takes images of shape (batch, {', '.join(map(str, expected))}). "
+            f"Received: shape={images.shape}"
+        )
     results = []
     for i in range(0, len(images), batch):
         chunk = np.asarray(images[i : i + batch], dtype="float32")
@@ -222,15 +230,26 @@ def run_tflite(interpreter, images):
 def tflite_runtime(path, include_preprocessing=None):
     """A ``.tflite`` file with one ``(batch, H, W, 3)`` input, run by LiteRT.
 
+    ``run`` may be called from several threads at once: each thread runs its
+    own interpreter.
+
     It is taken to scale [0, 255] pixels itself (as keras_vit exports do)
     unless ``include_preprocessing=False``.
     """
     interpreter = tflite_interpreter(path)
     _, h, w, _ = tflite_input(interpreter)["shape"]
     output_detail = tflite_output(interpreter)
+    # A LiteRT interpreter holds its input and output tensors: two threads sharing one overwrite each
+    # other's images (RuntimeError, or another image's scores). One interpreter per thread, the
+    # flatbuffer read once; a thread's interpreter goes with the thread.
+    content = open(os.fspath(path), "rb").read()
+    local = threading.local()
+    local.interpreter = interpreter
 
     def run(images):
-        return run_tflite(interpreter, images)
+        if getattr(local, "interpreter", None) is None:
+            local.interpreter = tflite_interpreter(content)
+        return run_tflite(local.interpreter, images)
 
     num_classes = int(output_detail["shape"][-1])
     out_scale = output_detail["quantization"][0] if _is_quantized(output_detail) else 0.0

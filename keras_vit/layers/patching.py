@@ -18,7 +18,12 @@ class Patches(keras.layers.Layer):
     which is a Flex op in TFLite).
 
     The image size is checked when the layer is called (or its output shape
-    computed): it must be static and divisible by the patch size.
+    computed): it must be static and divisible by the patch size. The first
+    call with a static size fixes it (as a ``Dense`` layer's first call fixes
+    its input width): a model built for 224x224 rejects 384x384 images with
+    a message naming both sizes. The reshapes name the batch size, so a graph
+    traced for one size fails on an image of another size rather than
+    returning rows that belong to no image.
 
     Args:
         patch_size: int or ``(ph, pw)``, positive.
@@ -58,13 +63,36 @@ class Patches(keras.layers.Layer):
         return h // self._ph, w // self._pw
 
     def call(self, images):
-        _, h, w, c = images.shape
-        gh, gw = self.grid_size(images.shape)
+        images, (h, w) = self._image_size(images)
+        c = images.shape[-1]
+        gh, gw = self.grid_size((None, h, w, c))
         ph, pw = self._ph, self._pw
-        # (B, H, W, C) -> (B*gh, ph, gw, pw*C) -> (B*gh, gw, ph, pw*C) -> (B, N, ph*pw*C)
-        x = ops.reshape(images, (-1, ph, gw, pw * c))
+        batch = ops.shape(images)[0]
+        # (B, H, W, C) -> (B*gh, ph, gw, pw*C) -> (B*gh, gw, ph, pw*C) -> (B, N, ph*pw*C). The batch is
+        # spelled out, never -1: in a graph traced for HxW (a SavedModel signature, a resized TFLite
+        # input) an image of another size then fails the reshape instead of being regrouped into
+        # more or fewer rows that belong to no image.
+        x = ops.reshape(images, (batch * gh, ph, gw, pw * c))
         x = ops.transpose(x, (0, 2, 1, 3))
-        return ops.reshape(x, (-1, gh * gw, ph * pw * c))
+        return ops.reshape(x, (batch, gh * gw, ph * pw * c))
+
+    def _image_size(self, images):
+        """``(images, (H, W))``, the first static size fixing the layer's (Keras checks ``input_spec``).
+
+        A size Keras relaxed to None when it retraced (``predict_on_batch`` after
+        a call with other images) is taken to be the fixed one and checked
+        when the graph runs.
+        """
+        _, h, w, _ = images.shape
+        fixed = self.input_spec.axes if isinstance(self.input_spec, keras.InputSpec) else {}
+        if (h is None or w is None) and fixed.get(1) is not None and fixed.get(2) is not None:
+            h, w = fixed[1], fixed[2]
+            images = _checked_size(images, (h, w))
+        elif h is not None and w is not None and not fixed:
+            # like Dense's input width: a model built for HxW rejects other sizes with a message naming
+            # both, here and not as a reshape into rows that belong to no image
+            self.input_spec = keras.InputSpec(ndim=4, axes={1: h, 2: w})
+        return images, (h, w)
 
     def compute_output_shape(self, input_shape):
         gh, gw = self.grid_size(input_shape)
@@ -74,6 +102,18 @@ class Patches(keras.layers.Layer):
         config = super().get_config()
         config.update({"patch_size": self.patch_size})
         return config
+
+
+def _checked_size(images, size):
+    """``images``, failing when the graph runs if they are not ``size`` (the message names both sizes)."""
+    if keras.backend.backend() != "tensorflow":
+        return images  # other backends trace static shapes; the reshapes still refuse another size
+    import tensorflow as tf
+
+    same = tf.reduce_all(tf.equal(tf.shape(images)[1:3], tf.constant(size, tf.int32)))
+    message = f"Patches was built for images of size (H, W) = {tuple(size)}. Received: (batch, H, W, C) ="
+    with tf.control_dependencies([tf.debugging.Assert(same, [message, tf.shape(images)], summarize=4)]):
+        return tf.identity(images)  # the reshapes wait for the check
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -146,6 +186,24 @@ class PatchEncoder(keras.layers.Layer):
             x = ops.concatenate([cls, x], axis=1)
         x = x + ops.cast(self.position_embedding, x.dtype)
         return self.dropout_layer(x, training=training)
+
+    def _image_size(self, images):
+        """``(images, (H, W))``, the first static size fixing the layer's (Keras checks ``input_spec``).
+
+        A size Keras relaxed to None when it retraced (``predict_on_batch`` after
+        a call with other images) is taken to be the fixed one and checked
+        when the graph runs.
+        """
+        _, h, w, _ = images.shape
+        fixed = self.input_spec.axes if isinstance(self.input_spec, keras.InputSpec) else {}
+        if (h is None or w is None) and fixed.get(1) is not None and fixed.get(2) is not None:
+            h, w = fixed[1], fixed[2]
+            images = _checked_size(images, (h, w))
+        elif h is not None and w is not None and not fixed:
+            # like Dense's input width: a model built for HxW rejects other sizes with a message naming
+            # both, here and not as a reshape into rows that belong to no image
+            self.input_spec = keras.InputSpec(ndim=4, axes={1: h, 2: w})
+        return images, (h, w)
 
     def compute_output_shape(self, input_shape):
         return (input_shape[0], self.num_tokens, self.hidden_size)
