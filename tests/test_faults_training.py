@@ -119,6 +119,24 @@ def test_full_disk_during_a_backup_is_one_line_and_keeps_the_previous_backup(tmp
     assert int(restored.optimizer.iterations.numpy()) == 2
 
 
+def test_a_disk_without_room_for_the_backup_is_refused_before_hdf5_writes(tmp_path, monkeypatch):
+    """Item 8 on a real full disk: HDF5 printed ~580 lines and crashed; the space is now checked before writing."""
+    import collections
+    import shutil
+
+    model, train = _compiled_tiny()
+    backup = callbacks_lib.Backup(str(tmp_path / "backup"), save_freq=2)
+    model.fit(train, epochs=1, steps_per_epoch=2, callbacks=[backup], verbose=0)  # a first, good backup
+    before = (tmp_path / "backup" / "latest.weights.h5").read_bytes()
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(10**9, 10**9 - 50_000, 50_000))
+    monkeypatch.setattr(model, "save_weights", lambda *a, **k: pytest.fail("HDF5 was asked to write on a full disk"))
+    with pytest.raises(OSError, match=r"latest\.weights\.h5.*step 4 \(No space left on device: 50,000 bytes free") as raised:
+        model.fit(train, epochs=1, steps_per_epoch=2, callbacks=[backup], verbose=0)
+    assert raised.value.errno == errno.ENOSPC and "\n" not in str(raised.value)
+    assert (tmp_path / "backup" / "latest.weights.h5").read_bytes() == before
+
+
 def test_a_nan_step_never_replaces_the_backup(tmp_path):
     model, train = _compiled_tiny()
     backup = callbacks_lib.Backup(str(tmp_path / "backup"), save_freq=1)
@@ -243,7 +261,7 @@ def test_training_killed_at_random_points_leaves_the_old_state_or_the_new(tmp_pa
                "10", "--batch-size", "32", "--save-freq", "3", "--output", str(out), "--verbose", "2", "--no-tensorboard"]
     env = dict(os.environ, PYTHONPATH=ROOT)
     rng = np.random.default_rng(14)
-    for delay in rng.uniform(4.0, 30.0, size=5):
+    for delay in rng.uniform(4.0, 36.0, size=5):
         process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         time.sleep(delay)
         finished = process.poll() is not None

@@ -25,9 +25,11 @@ Example:
 """
 
 import csv
+import errno
 import functools
 import json
 import os
+import shutil
 import sys
 import time
 
@@ -97,6 +99,35 @@ def nonfinite(model, loss=None):
         if not np.all(np.isfinite(keras.ops.convert_to_numpy(variable))):
             return f"weight {variable.path!r} holds NaN or inf"
     return None
+
+
+def check_space(path, model):
+    """Raise ``OSError(ENOSPC)`` naming ``path`` when its disk cannot hold the model's weights and optimizer state.
+
+    HDF5 does not fail cleanly on a full disk: pages of errors, then a
+    segmentation fault when the half-written file is closed. So the space a
+    weights file needs (the bytes of every variable plus 10 %, and 2 KiB of
+    structure per variable) is checked before it is written.
+    """
+    variables = list(model.weights) + (list(model.optimizer.variables) if model.optimizer is not None else [])
+    need = 1.1 * sum(int(np.prod(v.shape)) * _itemsize(v.dtype) for v in variables) + 2048 * len(variables)
+    free = shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free
+    if free < need:
+        raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)}: {free:,} bytes free, about {int(need):,} needed", path)
+
+
+def _itemsize(dtype):
+    try:
+        return np.dtype(dtype).itemsize
+    except TypeError:  # bfloat16 and other types NumPy does not name
+        return 4
+
+
+def save_weights(model, path):
+    """``model.save_weights(path)`` atomically, after :func:`check_space`."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    check_space(path, model)
+    atomic_write(path, lambda tmp: model.save_weights(tmp, overwrite=True))
 
 
 class StopOnNonFinite(keras.callbacks.TerminateOnNaN):
@@ -190,7 +221,7 @@ class Backup(keras.callbacks.BackupAndRestore):
                 self._warned = True
             return
         try:
-            atomic_write(self._weights_path, lambda tmp: self.model.save_weights(tmp, overwrite=True))
+            save_weights(self.model, self._weights_path)
             write_json(self._training_metadata_path, {"epoch": self._current_epoch, "iterations": iterations})
         except OSError as error:  # e.g. ENOSPC: one line, not pages of h5py errors; the old backup is intact
             raise OSError(
@@ -226,7 +257,7 @@ class EpochWeights(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         if nonfinite(self.model, (logs or {}).get("loss")) is None:
-            atomic_write(self.path, lambda tmp: self.model.save_weights(tmp, overwrite=True))
+            save_weights(self.model, self.path)
 
 
 class Timer(keras.callbacks.Callback):

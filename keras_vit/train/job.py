@@ -358,6 +358,7 @@ def _train(config, strategy):
     }
     if chief:
         metadata = {"class_names": dataset.class_names, "dataset": dataset.name, "image_size": config.image_size}
+        callbacks_lib.check_space(os.path.join(output, "model.keras"), model)  # HDF5 on a full disk: a crash
         saving.save_model(model, os.path.join(output, "model.keras"), metadata=dict(metadata, model=config.model))
         callbacks_lib.write_json(os.path.join(output, "metrics.json"), metrics)
     if multi_worker:
