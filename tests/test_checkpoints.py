@@ -211,7 +211,7 @@ def test_npy_file_named_npz_is_named(tmp_path):
     with open(path, "wb") as f:
         np.save(f, np.zeros((2, 3), "float32"))
     for read in (keras_vit.read_checkpoint, weights.checkpoint_shapes):
-        with pytest.raises(CheckpointError, match=r"weights\.npz.*one \.npy array"):
+        with pytest.raises(CheckpointError, match=r"weights\.npz.* single NumPy array \(\.npy\)"):
             read(path)
 
 

@@ -57,9 +57,6 @@ def _reading(path):
     """Turn a missing, truncated or corrupt file into a ``CheckpointError`` naming it."""
     if not os.path.isfile(path):
         raise CheckpointError(f"Checkpoint not found: {path!r}")
-    with open(path, "rb") as f:
-        if f.read(6) == b"\x93NUMPY":
-            raise CheckpointError(f"Cannot read checkpoint {path!r}: it is one .npy array, not an .npz archive of named arrays.")
     try:
         yield
     except CheckpointError:
