@@ -248,7 +248,7 @@ def test_failure_mid_export_leaves_no_version(model, tmp_path, monkeypatch):
     monkeypatch.setattr(saved_model, "write_warmup", broken)
     with pytest.raises(RuntimeError, match="disk full"):
         export_model(model, "saved_model", str(tmp_path), name="m", num_images=8)
-    assert os.listdir(tmp_path / "m") == []  # neither the version nor the temporary folder
+    assert not (tmp_path / "m").exists()  # neither the version nor the temporary folder, nor m/ itself
 
 
 def test_failed_verification_leaves_no_version(model, tmp_path):
@@ -256,7 +256,7 @@ def test_failed_verification_leaves_no_version(model, tmp_path):
     with pytest.raises(ExportVerificationError) as info:
         export_model(model, "saved_model", str(tmp_path), name="m", num_images=8, max_abs_diff=-1.0, report=str(report_path))
     assert not info.value.report.passed and info.value.report.path == str(tmp_path / "m" / "1")
-    assert os.listdir(tmp_path / "m") == []
+    assert not (tmp_path / "m").exists()  # issue 14 #12: no empty <base>/<name>/ left
     assert json.loads(report_path.read_text())["passed"] is False
 
 

@@ -207,10 +207,11 @@ def export_saved_model(model, base_path, name=None, version=None, labels=None, t
     name = name or model.name
     path, version = version_path(base_path, name, version)
     model_dir = os.path.dirname(path)
-    created_model_dir = not os.path.isdir(model_dir)
-    os.makedirs(model_dir, exist_ok=True)
-    saving.remove_stale_temporaries(path, same_target=str.isdigit)  # what killed exports left, any version
-    tmp = saving.temporary_path(path)
+    # the version is built beside <name>/, as .<name>.<version>.tmp-<pid>-<random>: a kill at any point
+    # leaves no visible <name>/ or version, and the next export removes what a killed one left
+    target = os.path.join(os.fspath(base_path), f"{name}.{version}")
+    saving.remove_stale_temporaries(target, same_target=lambda base: re.fullmatch(rf"{re.escape(str(name))}\.\d+", base))
+    tmp = saving.temporary_path(target)
     details = {"name": name, "version": version, "signatures": [SERVING_SIGNATURE, BYTES_SIGNATURE]}
     try:
         build_archive(model, labels, top_k).write_out(tmp, verbose=False)
@@ -224,19 +225,12 @@ def export_saved_model(model, base_path, name=None, version=None, labels=None, t
                 print("keras_vit.export: warmup requests skipped (pip install 'keras-vit[serving]' to write them)")
         if check is not None:
             check(tmp)
+        os.makedirs(model_dir, exist_ok=True)
         if os.path.exists(path):  # another writer got there first
             raise FileExistsError(f"SavedModel version already exists: {path!r}")
         os.rename(tmp, path)
     finally:
         if os.path.exists(tmp):
             shutil.rmtree(tmp, ignore_errors=True)
-        if created_model_dir and not os.path.exists(path):
-            _remove_if_empty(model_dir)  # a failed first export leaves no empty <base>/<name>/
     return path, details
 
-
-def _remove_if_empty(folder):
-    try:
-        os.rmdir(folder)
-    except OSError:  # not empty (another export wrote into it meanwhile) or already gone
-        pass

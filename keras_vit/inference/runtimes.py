@@ -242,7 +242,8 @@ def tflite_runtime(path, include_preprocessing=None):
     # A LiteRT interpreter holds its input and output tensors: two threads sharing one overwrite each
     # other's images (RuntimeError, or another image's scores). One interpreter per thread, the
     # flatbuffer read once; a thread's interpreter goes with the thread.
-    content = open(os.fspath(path), "rb").read()
+    with open(os.fspath(path), "rb") as f:
+        content = f.read()
     local = threading.local()
     local.interpreter = interpreter
 

@@ -187,24 +187,6 @@ class PatchEncoder(keras.layers.Layer):
         x = x + ops.cast(self.position_embedding, x.dtype)
         return self.dropout_layer(x, training=training)
 
-    def _image_size(self, images):
-        """``(images, (H, W))``, the first static size fixing the layer's (Keras checks ``input_spec``).
-
-        A size Keras relaxed to None when it retraced (``predict_on_batch`` after
-        a call with other images) is taken to be the fixed one and checked
-        when the graph runs.
-        """
-        _, h, w, _ = images.shape
-        fixed = self.input_spec.axes if isinstance(self.input_spec, keras.InputSpec) else {}
-        if (h is None or w is None) and fixed.get(1) is not None and fixed.get(2) is not None:
-            h, w = fixed[1], fixed[2]
-            images = _checked_size(images, (h, w))
-        elif h is not None and w is not None and not fixed:
-            # like Dense's input width: a model built for HxW rejects other sizes with a message naming
-            # both, here and not as a reshape into rows that belong to no image
-            self.input_spec = keras.InputSpec(ndim=4, axes={1: h, 2: w})
-        return images, (h, w)
-
     def compute_output_shape(self, input_shape):
         return (input_shape[0], self.num_tokens, self.hidden_size)
 
