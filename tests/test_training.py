@@ -152,7 +152,7 @@ def test_interrupted_run_resumes_mid_epoch_with_the_same_step_count(tmp_path):
         assert json.load(f) == {"epoch": 1, "iterations": 6}  # last backup: every 2 steps
     log_before = (out / "log.csv").read_text()
     assert log_before.count("\n") == 2  # header + epoch 0
-    assert not [p for p in os.listdir(out / "backup") if p.startswith(".tmp")]
+    assert not [p for p in os.listdir(out / "backup") if ".tmp-" in p]  # temporaries are .<name>.tmp-<pid>-<random>
 
     model, history = _run(out, epochs, steps)
     assert history["resumed_from_step"] == 6
