@@ -120,9 +120,7 @@ def to_original(tensors, path="<arrays>"):
     for key, array in tensors.items():
         block = _BLOCK.match(key)
         if key == "patch_embed.proj.weight":
-            if array.ndim != 4:
-                raise CheckpointError(f"Checkpoint {path!r}: {key!r} has shape {array.shape}, expected (D, C, P, P).")
-            out["embedding/kernel"] = array.transpose(2, 3, 1, 0)
+            out["embedding/kernel"] = patch_kernel(key, array, path)
         elif key in _TOP_KEYS:
             name, transpose = _TOP_KEYS[key]
             out[name] = _linear(array, transpose)
@@ -133,9 +131,21 @@ def to_original(tensors, path="<arrays>"):
             out[f"Transformer/encoderblock_{block[1]}/{name}"] = _linear(array, transpose)
         else:
             unknown.append(key)
+    return finish(out, unknown, path, "timm")
+
+
+def patch_kernel(key, array, path):
+    """A PyTorch patch-embedding convolution ``(D, C, P, P)`` as the original ``embedding/kernel`` ``(P, P, C, D)``."""
+    if array.ndim != 4:
+        raise CheckpointError(f"Checkpoint {path!r}: {key!r} has shape {array.shape}, expected (D, C, P, P).")
+    return array.transpose(2, 3, 1, 0)
+
+
+def finish(out, unknown, path, layout):
+    """Refuse the keys no ViT has (named, at most 10 shown), then add the q/k/v biases a file left out; returns ``out``."""
     if unknown:
         raise CheckpointError(
-            f"Checkpoint {path!r} (timm layout) has {len(unknown)} key(s) that are not part of a ViT: "
+            f"Checkpoint {path!r} ({layout} layout) has {len(unknown)} key(s) that are not part of a ViT: "
             f"{', '.join(sorted(unknown)[:10])}"
         )
     _add_missing_qkv_bias(out)

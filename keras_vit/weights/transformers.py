@@ -20,7 +20,7 @@ import re
 import numpy as np
 
 from keras_vit.weights.npz import CheckpointError
-from keras_vit.weights.timm import _add_missing_qkv_bias
+from keras_vit.weights.timm import finish, patch_kernel
 
 FORMAT = "transformers"
 LAYER_NORM_EPSILON = 1e-12  # ViTConfig's default layer_norm_eps
@@ -90,22 +90,14 @@ def to_original(tensors, path="<arrays>"):
         short = _strip(key)
         layer = _LAYER.match(short)
         if short == "embeddings.patch_embeddings.projection.weight":
-            if array.ndim != 4:
-                raise CheckpointError(f"Checkpoint {path!r}: {key!r} has shape {array.shape}, expected (D, C, P, P).")
-            out["embedding/kernel"] = array.transpose(2, 3, 1, 0)
+            out["embedding/kernel"] = patch_kernel(key, array, path)
         elif short in _TOP_KEYS:
             out[_TOP_KEYS[short]] = array.T if short.endswith("dense.weight") or short == "classifier.weight" else array
         elif layer and layer[2] in _LAYER_KEYS:
             out[f"Transformer/encoderblock_{layer[1]}/{_LAYER_KEYS[layer[2]]}"] = array.T if array.ndim == 2 else array
         elif short not in _IGNORED:
             unknown.append(key)
-    if unknown:
-        raise CheckpointError(
-            f"Checkpoint {path!r} (transformers ViT layout) has {len(unknown)} key(s) that are not part of a ViT: "
-            f"{', '.join(sorted(unknown)[:10])}"
-        )
-    _add_missing_qkv_bias(out)
-    return out
+    return finish(out, unknown, path, "transformers ViT")
 
 
 def settings(config, path="<config>"):
