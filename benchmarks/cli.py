@@ -20,6 +20,7 @@ import tempfile
 import time
 
 from benchmarks import common, plan, report
+from keras_vit import hardware
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_PEERS = os.path.join(ROOT, ".venv-peers", "bin", "python")
@@ -126,6 +127,10 @@ def run_task(task, args):
             env.pop(key, None)
         else:
             env[key] = value
+    if not task.get("peer"):
+        # keras_vit is measured as the keras-vit command runs it: oneDNN on where TensorFlow leaves it off
+        # (AVX2 CPUs); peers (keras-hub) keep TensorFlow's default, as their users get it
+        env.update(hardware.onednn_environment(environ=env))
     start = time.perf_counter()
     if args.in_process and not task.get("peer") and not task.get("env"):
         return [_in_process(task, start)]
@@ -142,6 +147,7 @@ def run_task(task, args):
         record["status"] = "error"
         records = [record]
     for record in records:
+        record.setdefault("tf_onednn", env.get(hardware.ONEDNN_VARIABLE, "default"))
         if record.get("status") == "error" and task.get("peer") == "keras-hub" and "ModuleNotFoundError" in str(record.get("error")):
             record.update(status="skipped", reason=f"keras-hub is not installed in {python}")
         record["section"] = task["section"]
@@ -277,7 +283,6 @@ def machine(peers_python=None):
     default only on CPUs with AVX512_VNNI, AVX512_BF16 or AMX; ``TF_ENABLE_ONEDNN_OPTS``
     overrides).
     """
-    from keras_vit import hardware
 
     cpu = hardware.cpu_info()
     info = {
@@ -285,6 +290,7 @@ def machine(peers_python=None):
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
         "cpu": cpu.model,
+        "cpu_family": cpu.family,
         "cpu_isa": cpu.isa,
         "cpu_flags": sorted(cpu.flags),
         "onednn": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default"),

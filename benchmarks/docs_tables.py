@@ -16,8 +16,9 @@ batch=8``): ``run`` (the command and the machine), ``peers`` (keras_vit
 against timm and keras-hub per model, batch and precision), ``runtimes``
 (every inference and export runtime of one model and batch), ``training``,
 ``limit`` (the GEMM rates), ``agreement`` (top-1 agreement with float32),
-``ratios`` (the comparisons a reader asks for first) and ``records`` (any run,
-one row per measurement). A results file that does not exist renders as a
+``ratios`` (the comparisons a reader asks for first), ``records`` (any run,
+one row per measurement) and ``paired`` (``python -m benchmarks.paired_peer``
+files, comma-separated, one row each). A results file that does not exist renders as a
 one-line notice, so a place can be kept for a run still to come.
 
 Standard library only, no TensorFlow: the check runs in the fast test suite.
@@ -320,8 +321,56 @@ def render_gpu(run, variant="default", **_):
     return [head + (f", keras_vit variant `{variant}`" if variant != "default" else "") + ":*", ""] + _table(header, rows)
 
 
+def _onednn(machine, emulated):
+    value = str(machine.get("onednn"))
+    if value in ("1", "0"):
+        return ("on" if value == "1" else "off") + f" (TF_ENABLE_ONEDNN_OPTS={value}" + (
+            ", TF's default on AVX2)" if value == "0" and emulated else ")")
+    native = any(f in machine.get("cpu_flags", []) for f in ("avx512_vnni", "avx512_bf16", "avx_vnni"))
+    return "on (TF's default with VNNI/BF16)" if native else "off (TF's default)"
+
+
+def _paired_command(run):
+    """The command, with ``TF_ENABLE_ONEDNN_OPTS=1`` in front where the run had it set and the command does not say."""
+    command = run.get("command", "(not recorded)")
+    emulated = run.get("machine", {}).get("emulation")
+    if emulated and str(run["machine"].get("onednn")) == "1" and "TF_ENABLE_ONEDNN_OPTS" not in command:
+        command = "TF_ENABLE_ONEDNN_OPTS=1 " + command
+    return command
+
+
+def render_paired(runs, **_):
+    """One row per ``python -m benchmarks.paired_peer`` file: runtimes timed turn by turn, their medians and ratios.
+
+    The marker names several files, comma-separated (``paired a.json,b.json``).
+    """
+    rows, machines = [], []
+    for run in runs:
+        machine, rates, ratios = run.get("machine", {}), run["summary"]["rates"], run["summary"]["per_round"]
+        emulated = machine.get("emulation", {}).get("cpu_isa")
+        cpu = f"{emulated} emulated on {machine.get('cpu_isa')}" if emulated else machine.get("cpu_isa", "?")
+        onednn = _onednn(machine, emulated)
+        others = [f"{name} {rates[name]['median']:.2f}" for name in ("tflite-float32", "onnxruntime") if name in rates]
+        gemm = ratios.get("keras-function / best GEMM of the round")
+        rows.append([
+            f"`{run['file']}`", cpu, onednn, f"ViT-{run['model']}", run["batch_size"], run["threads"],
+            _num(rates["keras-function"]["median"]), _num(rates.get("keras-xla", {}).get("median")),
+            _num(rates["timm"]["median"]), ", ".join(others) or "-",
+            _x(ratios.get("keras-function / timm")), _x(ratios.get("keras-xla / timm")), _pct(gemm),
+        ])
+        machines.append(cpu_name(machine))
+    header = ["file", "CPU", "TensorFlow oneDNN", "model", "batch", "threads", "keras-function img/s",
+              "keras-xla img/s", "timm img/s", "exports img/s", "keras-function / timm", "keras-xla / timm",
+              "keras-function of the best GEMM"]
+    machine_note = "; ".join(sorted(set(machines)))
+    commands = ["", "Commands, one per row:", "", "```bash"] + [_paired_command(run) for run in runs] + ["```"]
+    return [f"*Medians over rounds (each round times every runtime once, in turn); machine: {machine_note}:*", ""] + _table(
+        header, rows) + commands
+
+
 KINDS = {
     "gpu": render_gpu,
+    "paired": render_paired,
     "run": render_run,
     "peers": render_peers,
     "runtimes": render_runtimes,
@@ -346,6 +395,16 @@ def load_run(filename, results=RESULTS):
     return run
 
 
+def load_paired(filename, results=RESULTS):
+    path = os.path.join(results, filename)
+    with open(path) as f:
+        run = json.load(f)
+    if not isinstance(run, dict) or "rates" not in run.get("summary", {}):
+        raise ValueError(f"{path!r} is not a paired_peer results file: it has no summary.rates")
+    run["file"] = filename
+    return run
+
+
 def render_block(spec, results=RESULTS):
     """The Markdown for one ``<!-- table: KIND FILE key=value ... -->`` marker (without the markers)."""
     words = spec.split()
@@ -358,8 +417,12 @@ def render_block(spec, results=RESULTS):
         if not sep:
             raise ValueError(f"Bad table option: expected key=value. Received: {word!r} in {spec!r}")
         options[key] = value
-    if not os.path.exists(os.path.join(results, filename)):
-        return f"*No `benchmarks/results/{filename}` yet: nothing measured for this table.*\n\n"
+    filenames = filename.split(",") if kind == "paired" else [filename]
+    missing = [name for name in filenames if not os.path.exists(os.path.join(results, name))]
+    if missing:
+        return f"*No `benchmarks/results/{missing[0]}` yet: nothing measured for this table.*\n\n"
+    if kind == "paired":
+        return "\n".join(render_paired([load_paired(name, results) for name in filenames], **options)) + "\n\n"
     return "\n".join(KINDS[kind](load_run(filename, results), **options)) + "\n\n"
 
 

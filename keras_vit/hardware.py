@@ -15,6 +15,15 @@ never one it only emulates:
 
 The CPU's flags are read from ``/proc/cpuinfo`` (Linux); elsewhere they are
 unknown and the CPU is treated as having no native bfloat16.
+
+It also knows when TensorFlow leaves its oneDNN kernels off: TensorFlow 2.21 on
+Linux turns them on by default only on CPUs with AVX512_VNNI, AVX512_BF16,
+AVX_VNNI or AMX (``DefaultOneDnnPolicy`` in ``tensorflow/core/util/port.cc``).
+On an AVX2-only CPU it runs Eigen, and keras_vit's fused attention and MLP
+kernels lose to timm there. :func:`onednn_environment` is what the ``keras-vit``
+command sets before importing TensorFlow; a program that imports keras_vit as a
+library sets ``TF_ENABLE_ONEDNN_OPTS=1`` itself (importing keras_vit changes no
+environment variable).
 """
 
 import dataclasses
@@ -23,6 +32,9 @@ import os
 # the flags that change what keras_vit should run (Linux /proc/cpuinfo names)
 CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8", "avx512_vnni", "avx_vnni")
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+# TensorFlow turns oneDNN on by default on Linux only with one of these (tensorflow/core/util/port.cc)
+ONEDNN_DEFAULT_CPU_FLAGS = ("avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile", "amx_int8", "amx_bf16")
+ONEDNN_VARIABLE = "TF_ENABLE_ONEDNN_OPTS"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +44,7 @@ class CPU:
     model: str
     cores: int
     flags: frozenset
+    family: str = None  # /proc/cpuinfo "cpu family" (AMD: 25 = Zen 3/4, 26 = Zen 5), None where unknown
 
     @property
     def native_bfloat16(self):
@@ -57,7 +70,7 @@ class GPU:
 
 def cpu_info(cpuinfo_path="/proc/cpuinfo"):
     """The :class:`CPU` of this machine (flags from ``/proc/cpuinfo``; empty where it does not exist)."""
-    model, flags = "unknown", set()
+    model, family, flags = "unknown", None, set()
     try:
         with open(cpuinfo_path, encoding="utf-8", errors="replace") as f:
             for line in f:
@@ -65,11 +78,13 @@ def cpu_info(cpuinfo_path="/proc/cpuinfo"):
                 key = key.strip()
                 if key == "model name" and model == "unknown":
                     model = value.strip()
+                elif key == "cpu family" and family is None:
+                    family = value.strip()
                 elif key == "flags" and not flags:
                     flags = set(value.split())
     except OSError:
         pass
-    return CPU(model=model, cores=os.cpu_count() or 1, flags=frozenset(f for f in CPU_FLAGS if f in flags))
+    return CPU(model=model, cores=os.cpu_count() or 1, flags=frozenset(f for f in CPU_FLAGS if f in flags), family=family)
 
 
 def gpu_info():
@@ -134,16 +149,64 @@ def _cc(gpu):
     return "unknown" if gpu.capability is None else ".".join(str(v) for v in gpu.capability)
 
 
-def describe(cpu=None, gpus=None):
-    """Lines for ``keras-vit info``: the CPU and its relevant flags, the GPUs, the mixed-precision choice."""
+def onednn_default(cpu=None):
+    """Whether TensorFlow turns its oneDNN kernels on by itself on this CPU (Linux x86 rule)."""
+    cpu = cpu_info() if cpu is None else cpu
+    return any(flag in cpu.flags for flag in ONEDNN_DEFAULT_CPU_FLAGS)
+
+
+def onednn_environment(cpu=None, environ=None):
+    """The environment the ``keras-vit`` command sets before TensorFlow starts: ``{}`` or oneDNN on.
+
+    ``{"TF_ENABLE_ONEDNN_OPTS": "1"}`` on an x86 CPU with AVX2 where TensorFlow
+    would leave oneDNN off (no VNNI, BF16 or AMX); ``{}`` where TensorFlow turns
+    it on anyway, on other CPUs, and whenever the user has set the variable.
+
+    Example:
+    >>> onednn_environment(CPU("AMD EPYC", 2, frozenset({"avx2", "fma"})), environ={})
+    {'TF_ENABLE_ONEDNN_OPTS': '1'}
+    >>> onednn_environment(CPU("AMD EPYC", 2, frozenset({"avx2", "avx512f", "avx512_vnni"})), environ={})
+    {}
+    >>> onednn_environment(CPU("AMD EPYC", 2, frozenset({"avx2"})), environ={"TF_ENABLE_ONEDNN_OPTS": "0"})
+    {}
+    """
+    cpu = cpu_info() if cpu is None else cpu
+    environ = os.environ if environ is None else environ
+    if ONEDNN_VARIABLE in environ or "avx2" not in cpu.flags or onednn_default(cpu):
+        return {}
+    return {ONEDNN_VARIABLE: "1"}
+
+
+def onednn_state(cpu=None, environ=None, set_by_keras_vit=False):
+    """``(on, why)``: whether TensorFlow runs oneDNN kernels in a process started with ``environ``.
+
+    ``set_by_keras_vit``: the variable in ``environ`` was set by :func:`onednn_environment`, not the user.
+    """
+    cpu = cpu_info() if cpu is None else cpu
+    environ = os.environ if environ is None else environ
+    value = environ.get(ONEDNN_VARIABLE)
+    if value is not None:
+        on = value.strip().lower() in ("1", "true")
+        by = "set by keras-vit: TensorFlow leaves oneDNN off on this CPU" if set_by_keras_vit else "set in the environment"
+        return on, f"{ONEDNN_VARIABLE}={value}, {by}"
+    if onednn_default(cpu):
+        return True, "TensorFlow's default on a CPU with " + ", ".join(f for f in ONEDNN_DEFAULT_CPU_FLAGS if f in cpu.flags)
+    return False, (f"TensorFlow's default without {'/'.join(ONEDNN_DEFAULT_CPU_FLAGS[:3])} or AMX: Eigen kernels, "
+                   f"slower for ViT; the keras-vit command sets {ONEDNN_VARIABLE}=1, set it yourself in a program")
+
+
+def describe(cpu=None, gpus=None, environ=None, onednn_set_by_keras_vit=False):
+    """Lines for ``keras-vit info``: the CPU and its flags, the GPUs, the mixed-precision choice, oneDNN."""
     cpu = cpu_info() if cpu is None else cpu
     gpus = gpu_info() if gpus is None else gpus
     present = [f for f in CPU_FLAGS if f in cpu.flags]
     lines = [
-        f"cpu: {cpu.model}, {cpu.cores} logical cores, {cpu.isa}",
+        f"cpu: {cpu.model}{f' (family {cpu.family})' if cpu.family else ''}, {cpu.cores} logical cores, {cpu.isa}",
         f"cpu flags: {', '.join(present) or 'none of ' + ', '.join(CPU_FLAGS)}",
         "gpu: " + ("; ".join(f"{g.name} (compute capability {_cc(g)})" for g in gpus) if gpus else "none"),
     ]
     policy, reason = mixed_policy(cpu, gpus)
     lines.append(f"--mixed-precision: {policy} ({reason})")
+    on, why = onednn_state(cpu, environ, onednn_set_by_keras_vit)
+    lines.append(f"tensorflow onednn: {'on' if on else 'off'} ({why})")
     return lines

@@ -4,6 +4,7 @@ The CPU and GPU are mocked, so every case runs on every machine.
 """
 
 import io
+import os
 import subprocess
 import sys
 
@@ -92,6 +93,7 @@ def test_describe_names_cpu_flags_gpu_and_policy():
 def test_info_command_prints_the_machine():
     out = subprocess.run([sys.executable, "-m", "keras_vit.cli", "info"], capture_output=True, text=True, check=True).stdout
     assert "\ncpu: " in out and "\ncpu flags: " in out and "\n--mixed-precision: " in out
+    assert "\ntensorflow onednn: on (" in out or "\ntensorflow onednn: off (" in out
 
 
 class _Stream(io.StringIO):
@@ -108,3 +110,33 @@ def test_progress_bar_on_a_terminal_one_line_per_epoch_elsewhere():
     assert callbacks_lib.progress_verbosity("auto", _Stream(False)) == 2
     assert callbacks_lib.progress_verbosity("0", _Stream(True)) == 0
     assert callbacks_lib.progress_verbosity(1, _Stream(False)) == 1
+
+
+def test_onednn_on_where_tensorflow_leaves_it_off():
+    assert hardware.onednn_environment(EPYC_AVX2, environ={}) == {"TF_ENABLE_ONEDNN_OPTS": "1"}
+    assert hardware.onednn_environment(ZEN4, environ={}) == {}  # TensorFlow turns it on itself (VNNI, BF16)
+    assert hardware.onednn_environment(SAPPHIRE_RAPIDS, environ={}) == {}  # AMX
+    assert hardware.onednn_environment(EPYC_AVX2, environ={"TF_ENABLE_ONEDNN_OPTS": "0"}) == {}  # the user decides
+    assert hardware.onednn_environment(hardware.CPU("arm", 2, frozenset()), environ={}) == {}
+    assert hardware.describe(EPYC_AVX2, [], environ={})[4].startswith("tensorflow onednn: off (TensorFlow's default")
+    assert hardware.describe(ZEN4, [], environ={})[4] == (
+        "tensorflow onednn: on (TensorFlow's default on a CPU with avx512_vnni, avx512_bf16)")
+    line = hardware.describe(EPYC_AVX2, [], environ={"TF_ENABLE_ONEDNN_OPTS": "1"}, onednn_set_by_keras_vit=True)[4]
+    assert line.startswith("tensorflow onednn: on (TF_ENABLE_ONEDNN_OPTS=1, set by keras-vit")
+
+
+_COMMAND_ON_AVX2 = """
+import os
+from keras_vit import cli, hardware
+hardware.cpu_info = lambda: hardware.CPU("AMD EPYC 7B12", 2, frozenset({"avx2", "fma"}))
+cli.quiet_tensorflow()
+from tensorflow.python.util import _pywrap_util_port
+print(os.environ.get("TF_ENABLE_ONEDNN_OPTS"), _pywrap_util_port.IsMklEnabled(), cli.ENVIRONMENT_SET)
+"""
+
+
+def test_keras_vit_command_turns_onednn_on_before_tensorflow_starts():
+    # the real process start: TensorFlow reads the variable once, when it loads; an AVX2 CPU is simulated
+    env = {k: v for k, v in os.environ.items() if k != "TF_ENABLE_ONEDNN_OPTS"}
+    out = subprocess.run([sys.executable, "-c", _COMMAND_ON_AVX2], capture_output=True, text=True, check=True, env=env)
+    assert out.stdout.split("\n")[-2] == "1 True {'TF_ENABLE_ONEDNN_OPTS': '1'}"

@@ -44,11 +44,11 @@ def run(args):
         n = params.count_hybrid_params(image_size=args.image_size, num_classes=args.num_classes, **c)
         print(_row(name, c, n, f"  {c['block_units']}"))
     from keras_vit import hardware
-    from keras_vit.cli import native_stderr_hidden
+    from keras_vit.cli import ENVIRONMENT_SET, native_stderr_hidden
 
     print()
     with native_stderr_hidden():  # TensorFlow's CUDA probing on a machine without a GPU
-        lines = hardware.describe()
+        lines = hardware.describe(onednn_set_by_keras_vit=hardware.ONEDNN_VARIABLE in ENVIRONMENT_SET)
     for line in lines:
         print(line)
     return 0
