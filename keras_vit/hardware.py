@@ -195,6 +195,30 @@ def onednn_state(cpu=None, environ=None, set_by_keras_vit=False):
                    f"slower for ViT; the keras-vit command sets {ONEDNN_VARIABLE}=1, set it yourself in a program")
 
 
+def _tensorflow_onednn():
+    """Whether the TensorFlow of this process runs oneDNN kernels (None: TensorFlow not started)."""
+    import sys
+
+    if "tensorflow" not in sys.modules:
+        return None
+    from tensorflow.python.util import _pywrap_util_port
+
+    return bool(_pywrap_util_port.IsMklEnabled())
+
+
+def onednn_notice(cpu=None):
+    """A one-line advice when this process's TensorFlow runs without oneDNN on an x86 AVX2 CPU, else None.
+
+    :func:`keras_vit.predict` warns with it once per process for Keras and SavedModel models.
+    """
+    cpu = cpu_info() if cpu is None else cpu
+    if "avx2" not in cpu.flags or _tensorflow_onednn() is not False:
+        return None
+    return (f"TensorFlow runs without its oneDNN kernels on this CPU ({cpu.model}: no "
+            f"{'/'.join(ONEDNN_DEFAULT_CPU_FLAGS[:3])} or AMX), where keras_vit runs 20-25 % slower "
+            f"(docs/performance.md, emulated AVX2): start the program with {ONEDNN_VARIABLE}=1, or use the TFLite export")
+
+
 def describe(cpu=None, gpus=None, environ=None, onednn_set_by_keras_vit=False):
     """Lines for ``keras-vit info``: the CPU and its flags, the GPUs, the mixed-precision choice, oneDNN."""
     cpu = cpu_info() if cpu is None else cpu

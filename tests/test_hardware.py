@@ -7,6 +7,7 @@ import io
 import os
 import subprocess
 import sys
+import warnings
 
 import keras
 import pytest
@@ -140,3 +141,20 @@ def test_keras_vit_command_turns_onednn_on_before_tensorflow_starts():
     env = {k: v for k, v in os.environ.items() if k != "TF_ENABLE_ONEDNN_OPTS"}
     out = subprocess.run([sys.executable, "-c", _COMMAND_ON_AVX2], capture_output=True, text=True, check=True, env=env)
     assert out.stdout.split("\n")[-2] == "1 True {'TF_ENABLE_ONEDNN_OPTS': '1'}"
+
+
+def test_predict_advises_onednn_once_where_tensorflow_runs_without_it(monkeypatch):
+    from helpers import tiny_vit
+    from keras_vit.inference import predictors
+
+    monkeypatch.setattr(hardware, "cpu_info", lambda: EPYC_AVX2)
+    monkeypatch.setattr(hardware, "_tensorflow_onednn", lambda: False)  # as TensorFlow's default on EPYC_AVX2
+    monkeypatch.setattr(predictors, "_ADVISED", [])
+    model = tiny_vit(num_classes=3)
+    with pytest.warns(UserWarning, match="TF_ENABLE_ONEDNN_OPTS=1"):
+        predictors.load_predictor(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        predictors.load_predictor(model)  # once per process
+    monkeypatch.setattr(hardware, "_tensorflow_onednn", lambda: True)
+    assert hardware.onednn_notice(EPYC_AVX2) is None and hardware.onednn_notice(ZEN4) is None

@@ -10,10 +10,11 @@ gets an error entry and the others are still classified.
 """
 
 import os
+import warnings
 
 import numpy as np
 
-from keras_vit import saving
+from keras_vit import hardware, saving
 from keras_vit.inference import images as images_lib
 from keras_vit.inference import labels as labels_lib
 from keras_vit.inference import runtimes
@@ -128,6 +129,19 @@ class Predictor:
         return to_probabilities(self.runtime.run(x), self.runtime.atol)
 
 
+_ADVISED = []
+
+
+def _advise_onednn():
+    """Warn once per process when TensorFlow runs this CPU without oneDNN (keras_vit.hardware.onednn_notice)."""
+    if _ADVISED:
+        return
+    _ADVISED.append(True)
+    notice = hardware.onednn_notice()
+    if notice:
+        warnings.warn(notice, stacklevel=3)
+
+
 def load_predictor(model, labels=None, include_preprocessing=None):
     """Load a model for :func:`predict`: a ``keras.Model``, or a path to a ``.keras``/SavedModel/``.tflite``.
 
@@ -142,6 +156,8 @@ def load_predictor(model, labels=None, include_preprocessing=None):
     """
     if isinstance(model, Predictor):
         return model
+    if not isinstance(model, (str, os.PathLike)) or runtimes.model_format(os.fspath(model)) != "tflite":
+        _advise_onednn()
     if not isinstance(model, (str, os.PathLike)):
         return Predictor(runtimes.keras_runtime(model, include_preprocessing), "keras", labels=labels)
     path = os.fspath(model)
