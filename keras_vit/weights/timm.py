@@ -203,6 +203,7 @@ def settings(config):
         names = [descriptions.get(name, name) for name in names]
     return {
         "architecture": architecture,
+        "tag": pretrained.get("tag"),
         "num_heads": heads,
         "layer_norm_epsilon": LAYER_NORM_EPSILON,
         "global_pool": config.get("global_pool"),
