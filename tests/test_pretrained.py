@@ -152,7 +152,8 @@ def test_source_without_a_head(tmp_path):
     folder = transformers_folder(tmp_path / "vit-in21k", {**params, "head/kernel": np.zeros((32, 1)), "head/bias": np.zeros(1)})
     state = safetensors_numpy.load_file(os.path.join(folder, "model.safetensors"))
     state = {k: v for k, v in state.items() if not k.startswith("classifier.")}
-    state["vit.pooler.dense.weight"], state["vit.pooler.dense.bias"] = params["pre_logits/kernel"].T.copy(), params["pre_logits/bias"]
+    state["vit.pooler.dense.weight"] = params["pre_logits/kernel"].T.copy()  # nn.Linear: (out, in)
+    state["vit.pooler.dense.bias"] = params["pre_logits/bias"]
     safetensors_numpy.save_file(state, os.path.join(folder, "model.safetensors"))
 
     features = keras_vit.from_pretrained(folder)

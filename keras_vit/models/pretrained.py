@@ -163,7 +163,12 @@ def class_names_of(info, num_classes, tag=None):
 
 
 def _hub_tag(source):
-    """The pretrained tag in a timm Hub name: ``hf://timm/vit_base_patch16_224.augreg2_in21k_ft_in1k`` -> ``augreg2_in21k_ft_in1k``."""
+    """The pretrained tag in a timm Hub name, or None.
+
+    Example:
+    >>> _hub_tag("hf://timm/vit_base_patch16_224.augreg2_in21k_ft_in1k@main"), _hub_tag("hf://google/vit-base-patch16-224")
+    ('augreg2_in21k_ft_in1k', None)
+    """
     source = str(source)
     if not source.startswith(sources.HF_PREFIX):
         return None

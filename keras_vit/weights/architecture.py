@@ -58,7 +58,9 @@ def infer(info, source=None, known_heads=None):
     patch, hidden = int(kernel[0]), int(kernel[3])
     layers = sorted({int(m[1]) for m in map(_BLOCK.match, shapes) if m})
     if not layers or layers != list(range(len(layers))):
-        raise CheckpointError(f"{source!r}: encoder blocks {layers or 'none'} are not numbered 0..N-1 ('Transformer/encoderblock_{{i}}/...').")
+        raise CheckpointError(
+            f"{source!r}: encoder blocks {layers or 'none'} are not numbered 0..N-1 ('Transformer/encoderblock_{{i}}/...')."
+        )
     dense = _shape(shapes, "Transformer/encoderblock_0/MlpBlock_3/Dense_0/kernel", 2, source, "(D, mlp_dim)")
     arch = dict(patch_size=patch, hidden_size=hidden, num_layers=len(layers), mlp_dim=int(dense[1]))
 

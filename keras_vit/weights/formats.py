@@ -11,7 +11,9 @@ Three formats, told apart by content (not only by the name):
   ``model.safetensors.index.json``), or its ``.safetensors`` with the
   ``config.json`` beside it.
 
-``.safetensors`` are read with the ``safetensors`` package's NumPy API; pickle
+``.safetensors`` are read with the ``safetensors`` package's NumPy API (bfloat16
+tensors from the file's own layout, NumPy having no such type; 16-bit tensors are
+widened to float32, exactly); pickle
 files (``.bin``, ``.pth``, ``.pt``, ``.ckpt``, PyTorch zip archives) are
 refused, never unpickled. Every foreign layout is converted by
 :mod:`keras_vit.weights.timm` or :mod:`keras_vit.weights.transformers` into the
@@ -183,7 +185,8 @@ class _Tensors:
                         if self.dtypes[key] != "BF16":
                             array = np.asarray(f.get_tensor(key))
                             arrays[key] = array.astype(np.float32) if array.dtype == np.float16 else array
-                arrays.update(_bfloat16_tensors(file, [k for k in self.where if self.where[k] == file and self.dtypes[k] == "BF16"]))
+                halves = [k for k, where in self.where.items() if where == file and self.dtypes[k] == "BF16"]
+                arrays.update(_bfloat16_tensors(file, halves))
             except (SafetensorError, OSError, ValueError) as error:
                 raise CheckpointError(f"Cannot read checkpoint {file!r} ({type(error).__name__}: {error}).") from error
         return arrays
