@@ -64,9 +64,12 @@ def test_unsupported_timm_part_is_named(tmp_path):
 
     arrays = timm_state_dict(vit_checkpoint())
     arrays["dist_token"] = np.zeros((1, 1, 32), np.float32)
+    arrays["head_dist.weight"], arrays["head_dist.bias"] = arrays["head.weight"], arrays["head.bias"]
+    arrays["pos_embed"] = np.concatenate([arrays["pos_embed"][:, :1], arrays["pos_embed"]], axis=1)  # 2 prefix tokens
     path = str(tmp_path / "deit.safetensors")
     safetensors_numpy.save_file(arrays, path)
-    with pytest.raises(CheckpointError, match="distillation token"):
+    with pytest.raises(CheckpointError, match=r"distillation token.*does not support.*keys 'dist_token', "
+                       r"'head_dist\.bias', 'head_dist\.weight'"):
         checkpoint_shapes(path)
 
 
@@ -160,3 +163,28 @@ def test_hf_source_from_an_offline_hub_cache(tmp_path):
     finally:
         reference.layer_norm.__defaults__ = old
     np.testing.assert_allclose(np.load(tmp_path / "out.npy"), expected, atol=5e-5)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_precision_safetensors_load_widened_and_checked(tmp_path, dtype):
+    """timm / Hub files are often bf16 or f16: read exactly, widened to float32, NaN still refused by key."""
+    import keras_vit
+    from keras_vit.weights import CheckpointError
+
+    ml_dtypes = pytest.importorskip("ml_dtypes")  # writes bfloat16 through safetensors' NumPy API
+    half = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.float16
+    params = vit_checkpoint()
+    state = {k: v.astype(half) for k, v in timm_state_dict(params).items()}
+    path = str(tmp_path / "model.safetensors")
+    safetensors_numpy.save_file(state, path)
+    # the reference on the same rounded numbers (the inverse of timm_state_dict's transposes)
+    rounded = {k: v.astype(half).astype(np.float32) for k, v in params.items()}
+    model = keras_vit.ViT(**TINY, num_classes=5, weights=path, classifier_activation=None)
+    x = images()
+    np.testing.assert_allclose(np.asarray(model(x)), vit_logits(x, rounded), atol=5e-5)
+
+    state["norm.weight"] = state["norm.weight"].copy()
+    state["norm.weight"][3] = np.nan
+    safetensors_numpy.save_file(state, path)
+    with pytest.raises(CheckpointError, match=r"'Transformer/encoder_norm/scale' holds 1 NaN"):
+        keras_vit.ViT(**TINY, num_classes=5, weights=path)

@@ -290,3 +290,28 @@ def test_docs_table_matches_the_preset_table():
         for p in presets.PRESETS
     ]
     assert rows == expected
+
+
+def test_from_pretrained_preset_builds_the_variant_at_the_files_resolution_with_imagenet_names(served, tiny_preset, monkeypatch):
+    """``from_pretrained("VARIANT:TAG")``: the file nearest ``image_size`` downloaded once, ImageNet-1k names for an in1k head."""
+    ft = [presets.Preset("T/8", "augreg_in21k_ft_in1k", size, f"test/T_8-ft-res_{size}.npz") for size in (32, 48)]
+    monkeypatch.setattr(presets, "PRESETS", [*presets.PRESETS, *ft])
+    arrays = vit_checkpoint(num_classes=1000)
+    publish(served.bucket, ft[0].file, arrays)
+    publish(served.bucket, ft[1].file, vit_checkpoint(num_classes=1000, grid=(6, 6)))
+
+    model = keras_vit.from_pretrained("T/8:augreg_in21k_ft_in1k", classifier_activation=None)
+    assert served.requests == ["/" + ft[0].file] and model.name == "vit_t8" and model.input_shape == (None, 32, 32, 3)
+    x = images(2)
+    # the independent NumPy forward pass of the same file; 5e-5 as the issue asks of every source
+    np.testing.assert_allclose(np.asarray(model(x)), reference.vit_logits(x, arrays), atol=5e-5)
+    assert model.class_names[:2] == ["tench", "goldfish"]
+    assert model.load_report.source == "T/8:augreg_in21k_ft_in1k" and model.load_report.path == download.cache_path(ft[0])
+
+    tuned = keras_vit.from_pretrained("T/8:augreg_in21k_ft_in1k", image_size=48, num_classes=10)
+    assert served.requests[-1] == "/" + ft[1].file and not tuned.load_report.resized  # the 48 file: no resampling
+    assert not hasattr(tuned, "class_names")
+    served.stop()
+    count = len(served.requests)
+    assert keras_vit.from_pretrained("T/8:augreg_in21k_ft_in1k").load_report.path == download.cache_path(ft[0])
+    assert len(served.requests) == count  # from the cache, the server stopped

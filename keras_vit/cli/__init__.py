@@ -19,6 +19,7 @@ COMMANDS = {
     "predict": "keras_vit.cli.predict",
     "attention": "keras_vit.cli.attention",
     "train": "keras_vit.cli.train",
+    "convert": "keras_vit.cli.convert",
 }
 
 # what the command set in its own environment before TensorFlow started (see keras_vit.hardware.onednn_environment)

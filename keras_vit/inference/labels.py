@@ -60,6 +60,27 @@ def imagenet_labels(dataset=IMAGENET1K):
     return [lemmas.split(",")[0].strip() for _, lemmas in imagenet_classes(dataset)]
 
 
+def imagenet_dataset_of(tag, num_classes):
+    """The ImageNet label set a pretrained head was trained on, from its tag, or None.
+
+    ``tag`` is a preset tag (``"imagenet21k+imagenet2012"``, ``"augreg_in21k_ft_in1k"``) or a timm
+    pretrained tag (``"augreg2_in21k_ft_in1k"``, ``"fb_in1k"``): the dataset it ends with names the
+    head's classes when their number is that dataset's (1000 for ImageNet-1k / ILSVRC-2012, 21843
+    for the ImageNet-21k head of the original checkpoints).
+
+    Example:
+    >>> imagenet_dataset_of("augreg_in21k_ft_in1k", 1000), imagenet_dataset_of("imagenet21k", 21843)
+    ('imagenet1k', 'imagenet21k')
+    >>> imagenet_dataset_of("augreg_in21k_ft_in1k", 10) is None, imagenet_dataset_of(None, 1000) is None
+    (True, True)
+    """
+    endings = {IMAGENET1K: ("in1k", "imagenet2012", "imagenet1k"), IMAGENET21K: ("in21k", "imagenet21k")}
+    for dataset, suffixes in endings.items():
+        if tag and str(tag).lower().endswith(suffixes) and num_classes == DATASETS[dataset][1]:
+            return dataset
+    return None
+
+
 def read_label_file(path):
     """Class names from a text file, one per line (blank lines skipped).
 

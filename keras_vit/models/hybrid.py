@@ -28,7 +28,7 @@ def _validate_resnet(block_units, width):
     return units
 
 
-def _variant_of(block_units, width, patch_size, sizes):
+def variant_of(block_units, width, patch_size, sizes):
     """The registry name of a hybrid's shape (``"R50+B/16"``), or None."""
     for name, entry in variants.HYBRID_VARIANTS.items():
         same_stem = (block_units, width, positive_pair(patch_size, "patch_size")) == (entry["block_units"], 1, (1, 1))
@@ -93,7 +93,7 @@ def HybridViT(
     validate_transformer(hidden_size, num_layers, num_heads, mlp_dim)
     validate_top(num_classes, include_top, pooling, classifier_activation)
     sizes = dict(hidden_size=hidden_size, num_layers=num_layers, mlp_dim=mlp_dim, num_heads=num_heads)
-    weights = validate_weights(weights, variant=_variant_of(units, width, patch_size, sizes), hybrid=True, image_size=(h, w))
+    weights = validate_weights(weights, variant=variant_of(units, width, patch_size, sizes), hybrid=True, image_size=(h, w))
     return assemble(
         image_size=(h, w),
         patch_size=patch_size,

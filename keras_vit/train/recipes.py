@@ -57,7 +57,7 @@ def recipe(model_name, fine_tune=False):
 def build_model(model_name, num_classes, image_size=None, weights=None, drop_path_rate=0.0):
     """Build a model by name: a small config, a paper variant or the hybrid.
 
-    ``weights`` (an original ``.npz``) loads a checkpoint for fine-tuning:
+    ``weights`` (what a builder's ``weights=`` takes: a file, ``hf://``, a preset tag) loads a checkpoint for fine-tuning:
     the head is replaced by a zero-initialised one with ``num_classes``
     outputs and the position embeddings are interpolated to ``image_size``.
     """

@@ -11,7 +11,9 @@ Three formats, told apart by content (not only by the name):
   ``model.safetensors.index.json``), or its ``.safetensors`` with the
   ``config.json`` beside it.
 
-``.safetensors`` are read with the ``safetensors`` package's NumPy API; pickle
+``.safetensors`` are read with the ``safetensors`` package's NumPy API (bfloat16
+tensors from the file's own layout, NumPy having no such type; 16-bit tensors are
+widened to float32, exactly); pickle
 files (``.bin``, ``.pth``, ``.pt``, ``.ckpt``, PyTorch zip archives) are
 refused, never unpickled. Every foreign layout is converted by
 :mod:`keras_vit.weights.timm` or :mod:`keras_vit.weights.transformers` into the
@@ -35,7 +37,7 @@ from keras_vit.weights import transformers as transformers_layout
 from keras_vit.weights.npz import CheckpointError
 
 PICKLE_SUFFIXES = (".bin", ".pth", ".pt", ".ckpt", ".pkl", ".pickle")
-FLOAT_DTYPES = ("F16", "F32", "F64")
+FLOAT_DTYPES = ("BF16", "F16", "F32", "F64")
 _LAYOUTS = {timm_layout.FORMAT: timm_layout, transformers_layout.FORMAT: transformers_layout}
 
 
@@ -52,6 +54,7 @@ class CheckpointInfo:
         num_heads: heads, when the file says (a config), else None.
         class_names: names of the head's outputs carried by the file, or None.
         architecture: timm model name or transformers class, if known.
+        tag: the pretrained tag of a timm file (``pretrained_cfg.tag``: ``"augreg2_in21k_ft_in1k"``), if known.
         mean, std: input normalisation of a foreign model (None: [-1, 1]).
     """
 
@@ -62,6 +65,7 @@ class CheckpointInfo:
     num_heads: int | None = None
     class_names: list | None = None
     architecture: str | None = None
+    tag: str | None = None
     mean: list | None = None
     std: list | None = None
 
@@ -139,6 +143,7 @@ class _Tensors:
         self.files = files
         self.where = {}
         self.shapes = {}
+        self.dtypes = {}
         for file in files:
             if not os.path.isfile(file):
                 raise CheckpointError(f"Checkpoint not found: {file!r}")
@@ -149,10 +154,11 @@ class _Tensors:
                         dtype = part.get_dtype()
                         if dtype not in FLOAT_DTYPES:
                             raise CheckpointError(
-                                f"Checkpoint {file!r}: tensor {key!r} has dtype {dtype}; keras_vit reads float16, "
-                                "float32 and float64 (save the weights as float32)."
+                                f"Checkpoint {file!r}: tensor {key!r} has dtype {dtype}; keras_vit reads bfloat16, "
+                                "float16, float32 and float64 (save the weights as float32)."
                             )
                         self.where[key] = file
+                        self.dtypes[key] = dtype
                         self.shapes[key] = tuple(part.get_shape())
             except (SafetensorError, OSError, ValueError) as error:
                 raise CheckpointError(
@@ -168,6 +174,7 @@ class _Tensors:
         return {key: np.broadcast_to(zero, shape) for key, shape in self.shapes.items()}
 
     def arrays(self):
+        """``{key: array}``; 16-bit floats widened to float32 (exactly), so folding and resampling run in float32."""
         from safetensors import SafetensorError, safe_open
 
         arrays = {}
@@ -175,10 +182,40 @@ class _Tensors:
             try:
                 with safe_open(file, framework="np") as f:
                     for key in f.keys():
-                        arrays[key] = np.asarray(f.get_tensor(key))
+                        if self.dtypes[key] != "BF16":
+                            array = np.asarray(f.get_tensor(key))
+                            arrays[key] = array.astype(np.float32) if array.dtype == np.float16 else array
+                halves = [k for k, where in self.where.items() if where == file and self.dtypes[k] == "BF16"]
+                arrays.update(_bfloat16_tensors(file, halves))
             except (SafetensorError, OSError, ValueError) as error:
                 raise CheckpointError(f"Cannot read checkpoint {file!r} ({type(error).__name__}: {error}).") from error
         return arrays
+
+
+def _bfloat16_tensors(file, keys):
+    """The ``BF16`` tensors ``keys`` of a ``.safetensors`` file as float32, read from the file's own layout.
+
+    NumPy has no bfloat16 (safetensors' NumPy API returns one only when ``ml_dtypes`` is
+    imported), and bfloat16 is the upper half of a float32: its 16 bits shifted left by 16 are
+    the same number as a float32. The layout (an 8-byte little-endian header size, a JSON header
+    with each tensor's ``dtype``, ``shape`` and ``data_offsets`` into the data that follows) is
+    the one ``safe_open`` has just validated.
+    """
+    if not keys:
+        return {}
+    out = {}
+    with open(file, "rb") as f:
+        (size,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(size))
+        for key in keys:
+            begin, end = header[key]["data_offsets"]
+            shape = tuple(header[key]["shape"])
+            f.seek(8 + size + begin)
+            bits = np.frombuffer(f.read(end - begin), dtype="<u2")
+            if bits.size != int(np.prod(shape, dtype=np.int64)):
+                raise CheckpointError(f"Checkpoint {file!r}: tensor {key!r} holds {bits.size} values for shape {shape}.")
+            out[key] = (bits.astype(np.uint32) << 16).view(np.float32).reshape(shape)
+    return out
 
 
 def _open(path):
@@ -268,6 +305,7 @@ def describe(path):
         num_heads=settings.get("num_heads"),
         class_names=settings.get("class_names"),
         architecture=settings.get("architecture"),
+        tag=settings.get("tag"),
         mean=settings.get("mean"),
         std=settings.get("std"),
     )

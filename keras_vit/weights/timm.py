@@ -56,7 +56,10 @@ _TOP_KEYS = {
 }
 # parts of timm ViTs that keras_vit has no layer for: key pattern -> what it is
 _UNSUPPORTED = {
-    r"^(dist_token|head_dist\.)": "a distillation token and head (distilled DeiT); use the non-distilled deit_* weights",
+    r"^(dist_token|head_dist\.)": (
+        "a distillation token and head (distilled DeiT, deit_*_distilled_*: its position embeddings cover 2 extra "
+        "tokens), which keras_vit does not support; the non-distilled deit_* weights load"
+    ),
     r"^reg_token": "register tokens",
     r"\.ls[12]\.gamma$|\.gamma_[12]$": "layer scale (DeiT-III / CaiT style)",
     r"^fc_norm\.": "a LayerNorm after pooling (fc_norm), where keras_vit normalises before pooling",
@@ -84,7 +87,8 @@ def refuse_unsupported(keys, path):
         found = sorted(k for k in keys if re.search(pattern, k))
         if found:
             raise CheckpointError(
-                f"Checkpoint {path!r} is a timm model with {what} (key {found[0]!r}): keras_vit's ViT has no such part, "
+                f"Checkpoint {path!r} is a timm model with {what} (keys {', '.join(map(repr, found[:6]))}"
+                f"{', ...' if len(found) > 6 else ''}): keras_vit's ViT has no such part, "
                 "so these weights cannot be loaded without changing what the model computes."
             )
 
@@ -203,6 +207,7 @@ def settings(config):
         names = [descriptions.get(name, name) for name in names]
     return {
         "architecture": architecture,
+        "tag": pretrained.get("tag"),
         "num_heads": heads,
         "layer_norm_epsilon": LAYER_NORM_EPSILON,
         "global_pool": config.get("global_pool"),

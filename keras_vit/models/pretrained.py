@@ -1,0 +1,193 @@
+"""``keras_vit.from_pretrained(source, **overrides)``: the model a checkpoint describes, built and loaded.
+
+The builders (``keras_vit.ViTB16(weights=...)``) load weights into the
+architecture the user chose; :func:`from_pretrained` reads the architecture
+from the source itself (:func:`keras_vit.weights.architecture.infer`), so a
+timm or transformers model of any size, a hybrid ``.npz`` or a preset builds
+with one call. The class names the source carries go with the model
+(``model.class_names``, then into a saved ``.keras`` by ``keras-vit convert``).
+"""
+
+import os
+
+from keras_vit.inference import labels as labels_lib
+from keras_vit.models import hybrid, variants
+from keras_vit.models.vit import ViT, variant_of
+from keras_vit.weights import architecture, download, formats, presets, sources
+
+# read from the checkpoint: an override must agree with the file
+FROM_FILE = ("patch_size", "hidden_size", "num_layers", "mlp_dim", "num_heads", "representation_size", "block_units", "width")
+# free to choose: the head, the resolution, regularisation, the input, the name
+OVERRIDES = (
+    "num_classes", "image_size", "include_top", "pooling", "dropout", "attention_dropout", "drop_path_rate",
+    "classifier_activation", "include_preprocessing", "input_tensor", "name",
+)
+PRESET_EXAMPLE = "B/16:augreg_in21k_ft_in1k"
+
+
+def from_pretrained(source, **overrides):
+    """Build the ViT that ``source`` describes and load its weights.
+
+    Args:
+        source: one of
+            - a local original ``.npz`` (plain or hybrid), a timm ``.safetensors`` (with its
+              ``config.json`` beside it, if any), or a transformers ``save_pretrained`` folder;
+            - ``"hf://ORG/NAME[@revision]"``: a timm or transformers repository on the Hugging
+              Face Hub (through its cache, see :mod:`keras_vit.weights.hub`);
+            - ``"VARIANT:TAG"``, a preset (``"B/16:augreg_in21k_ft_in1k"``,
+              ``"R50+B/16:imagenet21k"``; ``keras-vit info --presets`` lists them), downloaded
+              once into the Keras cache; the file of the resolution nearest ``image_size``.
+        **overrides: ``num_classes`` (another number than the file's: a new, zero-initialised
+            head for fine-tuning), ``image_size`` (position embeddings resampled in 2-D),
+            ``include_top``, ``pooling`` (None with ``include_top=False``: the token sequence),
+            ``dropout``, ``attention_dropout``, ``drop_path_rate``, ``classifier_activation``
+            (default ``"softmax"``), ``include_preprocessing``, ``input_tensor``, ``name``; and
+            ``num_heads`` for a timm file without a config naming it. The sizes fixed by the
+            weights (``patch_size``, ``hidden_size``, ``num_layers``, ``mlp_dim``,
+            ``representation_size``, a hybrid's ``block_units`` and ``width``) may be given
+            only with the file's values.
+
+    Returns:
+        A functional ``keras.Model`` with ``model.load_report`` (what was loaded, resized,
+        skipped, from where) and, when the source names its classes and the head is its own,
+        ``model.class_names`` (transformers ``id2label``, timm ``label_names``, ImageNet-1k or
+        -21k names for a head trained on it).
+
+    Raises:
+        ValueError: ``source`` is none of the above; the architecture cannot be read from it
+            (the message names the source and what is missing); an override contradicts the
+            weights or is unknown. :class:`~keras_vit.weights.CheckpointError` (a ``ValueError``)
+            for a file that cannot be read or loaded.
+
+    Example:
+    >>> model = keras_vit.from_pretrained("hf://google/vit-base-patch16-224")  # doctest: +SKIP
+    >>> model.class_names[:2]  # doctest: +SKIP
+    ['tench, Tinca tinca', 'goldfish, Carassius auratus']
+    >>> model = keras_vit.from_pretrained("B/16:augreg_in21k_ft_in1k", num_classes=10, image_size=384)  # doctest: +SKIP
+    """
+    path, preset = locate(source, overrides.get("image_size"))
+    info = formats.describe(path)
+    arch = architecture.infer(info, str(source), known_heads=_registered_heads())
+    kwargs = arguments(arch, overrides, source)
+    builder = hybrid.HybridViT if "block_units" in arch else ViT
+    model = builder(weights=path, **kwargs)
+    model.load_report.source = str(source)
+    if kwargs.get("include_top", True) and kwargs.get("num_classes") == arch["num_classes"]:
+        tag = preset.tag if preset else info.tag or _hub_tag(source)
+        names = class_names_of(info, arch["num_classes"], tag)
+        if names:
+            model.class_names = names
+    return model
+
+
+def locate(source, image_size=None):
+    """``(local path, preset or None)`` of a :func:`from_pretrained` source, downloading what needs it."""
+    if not isinstance(source, (str, os.PathLike)):
+        raise TypeError(f"`source` must be a path, 'hf://ORG/NAME' or a preset 'VARIANT:TAG'. Received: {source!r}")
+    if os.path.exists(os.fspath(source)):
+        return os.fspath(source), None
+    source = os.fspath(source)
+    if source.startswith(sources.HF_PREFIX):
+        return sources.resolve(source), None
+    variant, colon, tag = source.rpartition(":")
+    if colon and presets.presets_of(variant):
+        preset = presets.find(variant, tag, image_size)  # a tag this variant lacks: the error lists its tags
+        return download.fetch(preset), preset
+    with_presets = ", ".join(dict.fromkeys(p.variant for p in presets.PRESETS))
+    hint = f" A preset tag needs its variant: {variant or 'B/16'}:{tag or source}." if presets.is_tag(tag or source) else ""
+    raise ValueError(
+        f"from_pretrained: {source!r} is neither a file or folder, 'hf://ORG/NAME' nor a preset 'VARIANT:TAG' "
+        f"(e.g. {PRESET_EXAMPLE!r}; variants with presets: {with_presets}; tags: {', '.join(presets.tags())}).{hint}"
+    )
+
+
+def arguments(arch, overrides, source):
+    """Builder keyword arguments: the architecture ``arch`` read from ``source``, with ``overrides`` checked and applied."""
+    if "weights" in overrides:
+        raise ValueError(f"from_pretrained loads the weights of {str(source)!r}; it takes no `weights` argument.")
+    unknown = sorted(set(overrides) - set(FROM_FILE) - set(OVERRIDES))
+    if unknown:
+        raise ValueError(
+            f"Unknown argument(s) {unknown} for from_pretrained({str(source)!r}); "
+            f"accepted: {', '.join(OVERRIDES)} (and {', '.join(FROM_FILE)} equal to the file's)."
+        )
+    for name in FROM_FILE:
+        have = arch.get(name)
+        if name in overrides and have is not None and _normal(overrides[name]) != _normal(have):
+            raise ValueError(
+                f"{str(source)!r} has {name}={have!r}, fixed by its weights. Received: {name}={overrides[name]!r}"
+            )
+    kwargs = {k: arch[k] for k in ("patch_size", "hidden_size", "num_layers", "mlp_dim", "image_size", "representation_size")}
+    kwargs.update({k: arch[k] for k in ("block_units", "width") if k in arch})
+    kwargs["num_heads"] = overrides.get("num_heads", arch["num_heads"])
+    if kwargs["num_heads"] is None:
+        raise ValueError(
+            f"Cannot tell the number of attention heads of {str(source)!r}: its attention weights store the heads "
+            f"merged (width {arch['hidden_size']}), no config.json names them (timm 'architecture' or "
+            "'model_args.num_heads') and its sizes are no registered variant's. "
+            f"Pass them: from_pretrained({str(source)!r}, num_heads=...)."
+        )
+    kwargs.update({k: v for k, v in overrides.items() if k in OVERRIDES})
+    num_classes = overrides.get("num_classes", arch["num_classes"])
+    kwargs["include_top"] = overrides.get("include_top", num_classes is not None)
+    if kwargs["include_top"] and num_classes is None:
+        raise ValueError(
+            f"{str(source)!r} has no classification head: pass num_classes=N for a new, zero-initialised head, "
+            "or include_top=False for the pooled features."
+        )
+    if num_classes is not None:
+        kwargs["num_classes"] = num_classes
+    pooling = overrides.get("pooling", arch["pooling"])
+    if pooling != arch["pooling"] and not (pooling is None and not kwargs["include_top"]):
+        raise ValueError(
+            f"{str(source)!r} was trained with pooling={arch['pooling']!r} "
+            f"({'a class token' if arch['pooling'] == 'token' else 'no class token'}); only None (the token "
+            f"sequence, with include_top=False) may replace it. Received: pooling={pooling!r}"
+        )
+    kwargs["pooling"] = pooling
+    kwargs.setdefault("name", _default_name(kwargs))
+    return kwargs
+
+
+def class_names_of(info, num_classes, tag=None):
+    """Names of a source head's ``num_classes`` classes, or None.
+
+    The file's own (transformers ``id2label``, timm ``label_names``), else the ImageNet-1k or -21k
+    names when ``tag`` (a preset's, a timm ``pretrained_cfg.tag``) says the head was trained on
+    that dataset (:func:`keras_vit.inference.labels.imagenet_dataset_of`).
+    """
+    if info.class_names and len(info.class_names) == num_classes:
+        return [str(name) for name in info.class_names]
+    dataset = labels_lib.imagenet_dataset_of(tag, num_classes)
+    return labels_lib.imagenet_labels(dataset) if dataset else None
+
+
+def _hub_tag(source):
+    """The pretrained tag in a timm Hub name, or None.
+
+    Example:
+    >>> _hub_tag("hf://timm/vit_base_patch16_224.augreg2_in21k_ft_in1k@main"), _hub_tag("hf://google/vit-base-patch16-224")
+    ('augreg2_in21k_ft_in1k', None)
+    """
+    source = str(source)
+    if not source.startswith(sources.HF_PREFIX):
+        return None
+    name = source.partition("@")[0].rpartition("/")[2]
+    return name.partition(".")[2] or None
+
+
+def _registered_heads():
+    return {(c["hidden_size"], c["num_layers"], c["mlp_dim"]): c["num_heads"] for c in variants.VARIANTS.values()}
+
+
+def _normal(value):
+    return tuple(value) if isinstance(value, (list, tuple)) else value
+
+
+def _default_name(kwargs):
+    sizes = {k: kwargs[k] for k in ("hidden_size", "num_layers", "mlp_dim", "num_heads")}
+    if "block_units" in kwargs:
+        variant = hybrid.variant_of(kwargs["block_units"], kwargs["width"], kwargs["patch_size"], sizes)
+        return variants.model_name(variant) if variant else "hybrid_vit"
+    variant = variant_of(kwargs["patch_size"], sizes)
+    return variants.model_name(variant) if variant else "vit"
