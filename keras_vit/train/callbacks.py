@@ -295,6 +295,31 @@ class EMAValidation(keras.callbacks.Callback):
         self._raw = None
 
 
+class _KeepRawWeights(keras.callbacks.Callback):
+    """Undo the EMA weights that ``model.fit`` puts into the model when it ends (``finalize_variable_values``).
+
+    :func:`fit_resumable` may call ``fit`` twice (the rest of an interrupted
+    epoch, then the other epochs), and training goes on from the raw weights,
+    as a backup does. The raw weights are copied after the last epoch of each
+    ``fit`` (or the one a callback stopped) and put back when it ends.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self._raw = None
+
+    def on_train_begin(self, logs=None):
+        self._raw = None
+
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch == (self.params or {}).get("epochs", 0) - 1 or self.model.stop_training:
+            self._raw = [keras.ops.convert_to_numpy(v) for v in self.model.trainable_variables]
+
+    def on_train_end(self, logs=None):
+        for variable, value in zip(self.model.trainable_variables, self._raw or ()):
+            variable.assign(value)
+
+
 class Timer(keras.callbacks.Callback):
     """Wall time spent in ``fit``, kept across resumes in ``path`` (a JSON file written each epoch)."""
 
@@ -392,7 +417,11 @@ def fit_resumable(
     ``epochs * steps_per_epoch`` optimizer steps. Steps are optimizer
     updates: an optimizer that accumulates N batches per update
     (:mod:`keras_vit.train.accumulation`) takes ``N * steps_per_epoch``
-    batches per epoch, and a backup taken mid-update resumes mid-update. The backup is removed once
+    batches per epoch, and a backup taken mid-update resumes mid-update. With a
+    weight EMA (``use_ema``) the model holds the raw weights at the end, as
+    the backups do (``model.fit`` alone would leave the average in it):
+    ``model.optimizer.finalize_variable_values(model.trainable_variables)``
+    puts the average in. The backup is removed once
     the run is complete (``remove_backup=False`` leaves that to the caller,
     e.g. after it has saved its outputs). A run that a callback stopped
     (``model.stop_training``, e.g. :class:`StopOnNonFinite`) is not complete:
@@ -419,6 +448,8 @@ def fit_resumable(
     if backup is not None:
         backup.set_model(model)
     per_update = accumulate_steps(model.optimizer)
+    if getattr(getattr(model.optimizer, "inner_optimizer", model.optimizer), "use_ema", False):
+        callbacks = [*callbacks, _KeepRawWeights()]
     start = backup.restore() if backup is not None else 0  # batches
     total = epochs * steps_per_epoch
     history = {"resumed_from_step": start // per_update}
