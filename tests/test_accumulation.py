@@ -276,8 +276,9 @@ MIRRORED = textwrap.dedent(
 
     for name in ("sgd", "adamw"):
         for a, b in zip(train(name, 8, 2), train(name, 16, 1)):
-            # float32 sums in another order (~1e-7 relative; the largest difference seen was 1.5e-7)
-            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+            # float32 sums in another order: the largest difference seen was 1.5e-7 on weights up to 0.9, within
+            # rtol 1e-6; a per-batch schedule or clipping would move them by ~1e-3 (lr 0.1)
+            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
     """
 )
 # a process of its own: TensorFlow reuses collective instance keys across MirroredStrategy objects, and

@@ -8,6 +8,7 @@
   finished one: :class:`TrainingDiverged`, and no backup or weights file is
   overwritten by non-finite weights.
 * :class:`Timer` -- the wall time spent training, kept across resumes.
+* :class:`EMAValidation` -- validation on the weight EMA (``use_ema``) during ``fit``.
 * :func:`fit_resumable` -- ``model.fit`` (or another function with its
   arguments, such as :meth:`keras_vit.train.distribute.DistributedTrainer.fit`)
   that restarts from the last backup *mid-epoch*: the number of optimizer
@@ -433,7 +434,7 @@ def fit_resumable(
 
     Args:
         fit: what trains, called with ``model.fit``'s keyword arguments
-            (``initial_epoch``, ``epochs``, ``steps_per_epoch``, ``callbacks``,
+            (``initial_epoch``, ``epochs``, ``steps_per_epoch`` in batches, ``callbacks``,
             ``validation_data``, ``verbose``) and returning a ``History``;
             default ``model.fit``. The multi-worker job passes
             :meth:`keras_vit.train.distribute.DistributedTrainer.fit`.
