@@ -273,6 +273,15 @@ class EpochWeights(keras.callbacks.Callback):
             save_weights(self.model, self.path)
 
 
+def _trainable_values(model):
+    return [keras.ops.convert_to_numpy(v) for v in model.trainable_variables]
+
+
+def _assign_trainable(model, values):
+    for variable, value in zip(model.trainable_variables, values or ()):
+        variable.assign(value)
+
+
 class EMAValidation(keras.callbacks.Callback):
     """Validate on the optimizer's moving average of the weights (``use_ema``); train on with the raw weights.
 
@@ -286,13 +295,11 @@ class EMAValidation(keras.callbacks.Callback):
         self._raw = None
 
     def on_test_begin(self, logs=None):
-        variables = self.model.trainable_variables
-        self._raw = [keras.ops.convert_to_numpy(v) for v in variables]
-        self.model.optimizer.finalize_variable_values(variables)
+        self._raw = _trainable_values(self.model)
+        self.model.optimizer.finalize_variable_values(self.model.trainable_variables)
 
     def on_test_end(self, logs=None):
-        for variable, value in zip(self.model.trainable_variables, self._raw or ()):
-            variable.assign(value)
+        _assign_trainable(self.model, self._raw)
         self._raw = None
 
 
@@ -314,11 +321,10 @@ class _KeepRawWeights(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         if epoch == (self.params or {}).get("epochs", 0) - 1 or self.model.stop_training:
-            self._raw = [keras.ops.convert_to_numpy(v) for v in self.model.trainable_variables]
+            self._raw = _trainable_values(self.model)
 
     def on_train_end(self, logs=None):
-        for variable, value in zip(self.model.trainable_variables, self._raw or ()):
-            variable.assign(value)
+        _assign_trainable(self.model, self._raw)
 
 
 class Timer(keras.callbacks.Callback):
