@@ -38,6 +38,7 @@ import tensorflow as tf
 from keras_vit.train.accumulation import accumulate_steps
 from keras_vit.train.accumulation import batches_taken
 
+
 def check_batch_size(batch_size, strategy):
     """The global batch must split evenly over the strategy's replicas; returns the per-replica batch."""
     replicas = strategy.num_replicas_in_sync
