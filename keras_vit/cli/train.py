@@ -44,6 +44,7 @@ def _positive_int(text):
 def add_arguments(parser):
     from keras_vit.train import job
     from keras_vit.train import recipes
+    from keras_vit.train.optimizers import EMA_DECAY
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     add = parser.add_argument
@@ -52,8 +53,14 @@ def add_arguments(parser):
     add("--data-dir", default=None, help="TFDS data directory")
     add("--image-size", type=int, default=None, help="input size (default: the model's own, 224 for paper variants)")
     add("--epochs", type=int, default=None)
-    add("--steps-per-epoch", type=_positive_int, default=None, help="optimizer steps per epoch (default: one pass over the training images)")
-    add("--batch-size", type=int, default=None, help="global batch size")
+    add("--steps-per-epoch", type=_positive_int, default=None, help="optimizer updates per epoch (default: one pass over the training images)")
+    add("--batch-size", type=int, default=None, help="global batch size of each forward/backward pass")
+    add("--accumulate", type=_positive_int, default=1, metavar="N",
+        help="gradient accumulation: one optimizer update per N batches (an update sees N x --batch-size images); "
+        "--steps-per-epoch, --save-freq, --warmup-epochs and the learning-rate schedule count updates")
+    add("--ema", type=float, nargs="?", const=EMA_DECAY, default=None, metavar="DECAY",
+        help=f"keep an exponential moving average of the weights, updated after each optimizer update "
+        f"(decay {EMA_DECAY}, timm's default, if no DECAY); evaluation, model.keras and exports use it")
     add("--lr", type=float, default=None, help="peak learning rate (after warmup)")
     add("--optimizer", choices=("adamw", "sgd"), default=None)
     add("--weight-decay", type=float, default=None)
@@ -75,7 +82,7 @@ def add_arguments(parser):
     add("--jit", action=argparse.BooleanOptionalAction, default=None,
         help="XLA-compile the train step (jit_compile); default: on for the small models, off otherwise")
     add("--strategy", choices=job.STRATEGIES, default="none", help="tf.distribute strategy (multi-worker reads TF_CONFIG)")
-    add("--save-freq", type=_positive_int, default=None, help="back up every N steps (default: each epoch)")
+    add("--save-freq", type=_positive_int, default=None, help="back up every N optimizer updates (default: each epoch)")
     add("--seed", type=int, default=0)
     add("--no-tensorboard", dest="tensorboard", action="store_false", default="auto",
         help="no TensorBoard logs (default: written when the tensorboard package is installed)")

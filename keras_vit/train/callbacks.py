@@ -8,6 +8,7 @@
   finished one: :class:`TrainingDiverged`, and no backup or weights file is
   overwritten by non-finite weights.
 * :class:`Timer` -- the wall time spent training, kept across resumes.
+* :class:`EMAValidation` -- validation on the weight EMA (``use_ema``) during ``fit``.
 * :func:`fit_resumable` -- ``model.fit`` (or another function with its
   arguments, such as :meth:`keras_vit.train.distribute.DistributedTrainer.fit`)
   that restarts from the last backup *mid-epoch*: the number of optimizer
@@ -37,6 +38,8 @@ import keras
 import numpy as np
 
 from keras_vit.saving import atomic_write
+from keras_vit.train.accumulation import accumulate_steps
+from keras_vit.train.accumulation import batches_taken
 
 
 class TrainingDiverged(RuntimeError):
@@ -214,6 +217,7 @@ class Backup(keras.callbacks.BackupAndRestore):
 
     def _save_model(self):
         iterations = int(self.model.optimizer.iterations.numpy())
+        batches = batches_taken(self.model.optimizer)
         reason = nonfinite(self.model, self._loss)
         if reason is not None:
             if not self._warned:
@@ -222,7 +226,10 @@ class Backup(keras.callbacks.BackupAndRestore):
             return
         try:
             save_weights(self.model, self._weights_path)
-            write_json(self._training_metadata_path, {"epoch": self._current_epoch, "iterations": iterations})
+            metadata = {"epoch": self._current_epoch, "iterations": iterations}
+            if batches != iterations:  # gradient accumulation: the batches, mid-update too
+                metadata["batches"] = batches
+            write_json(self._training_metadata_path, metadata)
         except OSError as error:  # e.g. ENOSPC: one line, not pages of h5py errors; the old backup is intact
             raise OSError(
                 error.errno,
@@ -232,13 +239,19 @@ class Backup(keras.callbacks.BackupAndRestore):
             ) from None
 
     def restore(self):
-        """Load the last backup into the model; returns the optimizer iterations restored (0 if none)."""
+        """Load the last backup into the model; returns the batches the optimizer had taken (0 if none).
+
+        The batches are the optimizer's updates (``iterations``) unless it
+        accumulates gradients (:func:`keras_vit.train.accumulation.batches_taken`);
+        the sums of a backup taken mid-update are restored with it.
+        """
         if not os.path.exists(self._weights_path):
             return 0
         if self.model.optimizer is not None and not self.model.optimizer.built:
-            self.model.optimizer.build(self.model.trainable_variables)
+            with self.model.distribute_strategy.scope():  # mirrored slots under MirroredStrategy
+                self.model.optimizer.build(self.model.trainable_variables)
         self.model.load_weights(self._weights_path)
-        return int(self.model.optimizer.iterations.numpy())
+        return batches_taken(self.model.optimizer)
 
     def remove(self):
         for path in (self._weights_path, self._training_metadata_path):
@@ -258,6 +271,60 @@ class EpochWeights(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         if nonfinite(self.model, (logs or {}).get("loss")) is None:
             save_weights(self.model, self.path)
+
+
+def _trainable_values(model):
+    return [keras.ops.convert_to_numpy(v) for v in model.trainable_variables]
+
+
+def _assign_trainable(model, values):
+    for variable, value in zip(model.trainable_variables, values or ()):
+        variable.assign(value)
+
+
+class EMAValidation(keras.callbacks.Callback):
+    """Validate on the optimizer's moving average of the weights (``use_ema``); train on with the raw weights.
+
+    ``fit`` wraps each validation in ``on_test_begin`` / ``on_test_end``: the
+    EMA weights are put into the model there and the raw ones back after, so
+    training, backups and resumes go on from the raw weights.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self._raw = None
+
+    def on_test_begin(self, logs=None):
+        self._raw = _trainable_values(self.model)
+        self.model.optimizer.finalize_variable_values(self.model.trainable_variables)
+
+    def on_test_end(self, logs=None):
+        _assign_trainable(self.model, self._raw)
+        self._raw = None
+
+
+class _KeepRawWeights(keras.callbacks.Callback):
+    """Undo the EMA weights that ``model.fit`` puts into the model when it ends (``finalize_variable_values``).
+
+    :func:`fit_resumable` may call ``fit`` twice (the rest of an interrupted
+    epoch, then the other epochs), and training goes on from the raw weights,
+    as a backup does. The raw weights are copied after the last epoch of each
+    ``fit`` (or the one a callback stopped) and put back when it ends.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self._raw = None
+
+    def on_train_begin(self, logs=None):
+        self._raw = None
+
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch == (self.params or {}).get("epochs", 0) - 1 or self.model.stop_training:
+            self._raw = _trainable_values(self.model)
+
+    def on_train_end(self, logs=None):
+        _assign_trainable(self.model, self._raw)
 
 
 class Timer(keras.callbacks.Callback):
@@ -354,7 +421,14 @@ def fit_resumable(
     a saved state, the model and optimizer are restored and training goes on
     from the optimizer's step count: first the rest of the interrupted epoch,
     then the remaining epochs. The run therefore always ends after
-    ``epochs * steps_per_epoch`` optimizer steps. The backup is removed once
+    ``epochs * steps_per_epoch`` optimizer steps. Steps are optimizer
+    updates: an optimizer that accumulates N batches per update
+    (:mod:`keras_vit.train.accumulation`) takes ``N * steps_per_epoch``
+    batches per epoch, and a backup taken mid-update resumes mid-update. With a
+    weight EMA (``use_ema``) the model holds the raw weights at the end, as
+    the backups do (``model.fit`` alone would leave the average in it):
+    ``model.optimizer.finalize_variable_values(model.trainable_variables)``
+    puts the average in. The backup is removed once
     the run is complete (``remove_backup=False`` leaves that to the caller,
     e.g. after it has saved its outputs). A run that a callback stopped
     (``model.stop_training``, e.g. :class:`StopOnNonFinite`) is not complete:
@@ -366,7 +440,7 @@ def fit_resumable(
 
     Args:
         fit: what trains, called with ``model.fit``'s keyword arguments
-            (``initial_epoch``, ``epochs``, ``steps_per_epoch``, ``callbacks``,
+            (``initial_epoch``, ``epochs``, ``steps_per_epoch`` in batches, ``callbacks``,
             ``validation_data``, ``verbose``) and returning a ``History``;
             default ``model.fit``. The multi-worker job passes
             :meth:`keras_vit.train.distribute.DistributedTrainer.fit`.
@@ -380,12 +454,15 @@ def fit_resumable(
     backup = next((c for c in callbacks if callable(getattr(c, "restore", None)) and callable(getattr(c, "remove", None))), None)
     if backup is not None:
         backup.set_model(model)
-    start = backup.restore() if backup is not None else 0
+    per_update = accumulate_steps(model.optimizer)
+    if getattr(getattr(model.optimizer, "inner_optimizer", model.optimizer), "use_ema", False):
+        callbacks = [*callbacks, _KeepRawWeights()]
+    start = backup.restore() if backup is not None else 0  # batches
     total = epochs * steps_per_epoch
-    history = {"resumed_from_step": start}
-    if start > total:
+    history = {"resumed_from_step": start // per_update}
+    if start > total * per_update:
         raise ValueError(
-            f"The backup in {backup.backup_dir} has taken {start} steps, more than this run's {total}; "
+            f"The backup in {backup.backup_dir} has taken {start // per_update} steps, more than this run's {total}; "
             "use a new output folder"
         )
 
@@ -402,10 +479,13 @@ def fit_resumable(
         for key, values in h.history.items():
             history.setdefault(key, []).extend(values)
 
-    epoch, done = divmod(start, steps_per_epoch)
+    batches_per_epoch = steps_per_epoch * per_update
+    epoch, done = divmod(start, batches_per_epoch)
     if start and verbose:
+        summed = f" and {start % per_update} of its {per_update} batches" if start % per_update else ""
         print(
-            f"{backup.backup_dir}: resuming at step {start} of {total} (epoch {epoch + 1}, {done} steps into it)",
+            f"{backup.backup_dir}: resuming at step {start // per_update} of {total}{summed} "
+            f"(epoch {epoch + 1}, {done // per_update} steps into it)",
             flush=True,
         )
     for logger in callbacks:
@@ -413,10 +493,10 @@ def fit_resumable(
             _drop_log_rows(logger.filename, first_epoch=epoch, separator=logger.sep)
     model.stop_training = False
     if done:
-        run(epoch, epoch + 1, steps_per_epoch - done)
+        run(epoch, epoch + 1, batches_per_epoch - done)
         epoch += 1
     if epoch < epochs and not model.stop_training:  # fit() would reset the flag of a stopped run
-        run(epoch, epochs, steps_per_epoch)
+        run(epoch, epochs, batches_per_epoch)
     history["stopped"] = bool(model.stop_training)
     if backup is not None and remove_backup and not history["stopped"]:
         backup.remove()

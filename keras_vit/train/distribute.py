@@ -26,6 +26,7 @@ its own ``task.index``) and run the same command::
         keras-vit train --strategy multi-worker --output runs/mw
 """
 
+import functools
 import json
 import os
 import shutil
@@ -33,6 +34,9 @@ import shutil
 import keras
 import numpy as np
 import tensorflow as tf
+
+from keras_vit.train.accumulation import accumulate_steps
+from keras_vit.train.accumulation import batches_taken
 
 
 def check_batch_size(batch_size, strategy):
@@ -80,6 +84,17 @@ class DistributedTrainer:
         check_batch_size(global_batch_size, strategy)
         if model.optimizer is None:
             raise ValueError("Compile the model under the strategy's scope first. Received: model.optimizer=None")
+        if getattr(model.optimizer, "gradient_accumulation_steps", None):
+            raise ValueError(
+                "Keras' gradient_accumulation_steps cannot run under a distribution strategy (its cond holds the "
+                "gradient all-reduce); use keras_vit.build_optimizer(..., accumulate=N). Received: "
+                f"gradient_accumulation_steps={model.optimizer.gradient_accumulation_steps}"
+            )
+        if accumulate_steps(model.optimizer) > 1 and isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer):
+            raise ValueError(
+                "Gradient accumulation with mixed_float16 loss scaling is not supported by DistributedTrainer: "
+                "use bfloat16 (or float32), or no accumulation"
+            )
         self.model = model
         self.strategy = strategy
         self.global_batch_size = global_batch_size
@@ -107,15 +122,20 @@ class DistributedTrainer:
             correct = tf.reduce_sum(tf.cast(tf.argmax(probs, -1) == tf.argmax(labels, -1), tf.float32))
             return grads, loss, correct
 
-        def step_fn(images, labels):
+        def step_fn(images, labels, update):
             grads, loss, correct = replica_step(images, labels)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            if accumulate_steps(optimizer) == 1:
+                optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            elif update:  # the last batch of an update; decided in Python: a cond may not hold the all-reduce
+                optimizer.apply_accumulated(grads, model.trainable_variables)
+            else:
+                optimizer.accumulate(grads, model.trainable_variables)
             return loss, correct
 
         @tf.function
-        def train_step(iterator):
+        def train_step(iterator, update):  # a Python bool: one trace per value
             images, labels = next(iterator)
-            loss, correct = self.strategy.run(step_fn, args=(images, labels))
+            loss, correct = self.strategy.run(functools.partial(step_fn, update=update), args=(images, labels))
             return (
                 self.strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None),
                 self.strategy.reduce(tf.distribute.ReduceOp.SUM, correct, axis=None),
@@ -127,17 +147,26 @@ class DistributedTrainer:
         """Train like ``model.fit`` on ``x`` (a dataset function whose pipelines repeat).
 
         Runs epochs ``initial_epoch`` to ``epochs - 1`` of ``steps_per_epoch``
-        steps on one iterator, calling the callbacks (and a progress line or
+        batches on one iterator, calling the callbacks (and a progress line or
         bar for ``verbose`` 2 or 1) as ``model.fit`` does; after each epoch
-        ``validation_data`` (a dataset function, finite) is evaluated and its
+        ``validation_data`` (a dataset function, finite) is evaluated, between
+        the callbacks' ``on_test_begin`` and ``on_test_end``, and its
         loss and accuracy are logged as ``val_loss`` and ``val_accuracy``.
         Stops after the epoch in which a callback sets ``model.stop_training``.
+        An optimizer that accumulates N batches per update
+        (:mod:`keras_vit.train.accumulation`) updates on every Nth batch it
+        has taken.
 
         Returns:
             The ``keras.callbacks.History`` of the run.
         """
+        optimizer = self.model.optimizer
+        if not optimizer.built:  # its slots, sums and EMA: mirrored variables, made in the strategy's scope
+            with self.strategy.scope():
+                optimizer.build(self.model.trainable_variables)
         if self._train_step is None:
             self._train_step = self._make_train_step()
+        per_update, batches = accumulate_steps(optimizer), batches_taken(optimizer)
         history = keras.callbacks.History()
         callbacks = keras.callbacks.CallbackList(
             [*callbacks, history], add_progbar=bool(verbose), model=self.model,
@@ -152,14 +181,17 @@ class DistributedTrainer:
             total_loss = total_correct = 0.0
             for step in range(steps_per_epoch):
                 callbacks.on_train_batch_begin(step)
-                loss, correct = self._train_step(iterator)
+                batches += 1
+                loss, correct = self._train_step(iterator, batches % per_update == 0)
                 total_loss, total_correct = total_loss + float(loss), total_correct + float(correct)
                 logs = {"accuracy": total_correct / ((step + 1) * self.global_batch_size), "loss": total_loss / (step + 1)}
                 callbacks.on_train_batch_end(step, logs)
                 if self.model.stop_training:
                     break
             if validation_data is not None:
+                callbacks.on_test_begin()
                 result = self.evaluate(validation_data)
+                callbacks.on_test_end({"accuracy": result["accuracy"], "loss": result["loss"]})
                 logs = dict(logs, val_accuracy=result["accuracy"], val_loss=result["loss"])
             callbacks.on_epoch_end(epoch, logs)
             if self.model.stop_training:
@@ -225,7 +257,7 @@ class WorkerBackup(keras.callbacks.Callback):
         return self._manager
 
     def restore(self):
-        """Restore the newest backup that every worker holds; returns its step (0 if none)."""
+        """Restore the newest backup that every worker holds; returns the batches taken then (0 if none)."""
         optimizer = self.model.optimizer
         if not optimizer.built:
             with self.strategy.scope():
@@ -234,13 +266,16 @@ class WorkerBackup(keras.callbacks.Callback):
         step = common_backup_step(self.strategy, manager, self.save_freq, self.total_steps)
         if step:
             manager.checkpoint.restore(os.path.join(self.backup_dir, f"ckpt-{step}")).assert_existing_objects_matched()
-        return int(optimizer.iterations.numpy())
+        return batches_taken(optimizer)
 
     def on_train_batch_end(self, batch, logs=None):
         from keras_vit.train.callbacks import nonfinite
 
-        step = int(self.model.optimizer.iterations.numpy())
-        if step % self.save_freq == 0 and step < self.total_steps:
+        optimizer = self.model.optimizer
+        step = int(optimizer.iterations.numpy())
+        # with accumulation, only right after an update: the sums, local to each replica, are zero then
+        update_done = batches_taken(optimizer) % accumulate_steps(optimizer) == 0
+        if update_done and step % self.save_freq == 0 and step < self.total_steps:
             if nonfinite(self.model, (logs or {}).get("loss")) is None:  # a diverged state never replaces a good one
                 self._checkpoint().save(checkpoint_number=step)
 

@@ -15,10 +15,15 @@
    validation each epoch: ``model.fit`` on one device and under
    ``MirroredStrategy``, :meth:`keras_vit.train.distribute.DistributedTrainer.fit`
    (the same callbacks and logs) under ``MultiWorkerMirroredStrategy``, where
-   ``model.fit`` fails in Keras 3 (keras issue 20585). Run the same job again
+   ``model.fit`` fails in Keras 3 (keras issue 20585), and under
+   ``MirroredStrategy`` with gradient accumulation (``accumulate``), which
+   ``model.fit`` cannot run there (:mod:`keras_vit.train.accumulation`). Run the same job again
    in the same folder after an interruption and it goes on from the last
    backup, mid-epoch, and ends after as many steps as an uninterrupted run;
-5. evaluation on the test split, then the outputs.
+5. evaluation on the test split, then the outputs; with ``ema``, both use
+   the moving average of the weights (so does validation each epoch:
+   :class:`keras_vit.train.callbacks.EMAValidation`), while the backups
+   hold the raw weights and the average (optimizer state) to resume from.
 
 A run that stops on a non-finite loss (``TerminateOnNaN``) is not a finished
 one: :func:`run` raises :class:`keras_vit.train.callbacks.TrainingDiverged`,
@@ -56,7 +61,7 @@ METRICS = (
     "train_accuracy", "train_loss", "validation_accuracy", "validation_loss",
     "epochs", "steps_per_epoch", "steps", "resumed_from_step", "train_seconds",
     "dataset", "num_train_examples", "num_validation_examples",
-    "model", "parameters", "image_size", "batch_size", "learning_rate", "optimizer", "augment",
+    "model", "parameters", "image_size", "batch_size", "accumulate", "ema", "learning_rate", "optimizer", "augment",
     "mixed_precision", "jit_compile", "strategy", "workers", "replicas",
 )  # fmt: skip
 # fields that default to the model's recipe (keras_vit.train.recipes) when left None
@@ -77,7 +82,14 @@ class TrainConfig:
         image_size: input size (default: the model's own).
         epochs, steps_per_epoch: the run's length (default steps: one pass
             over the training images).
-        batch_size: the global batch size.
+        batch_size: the global batch size of each forward and backward pass.
+        accumulate: batches per optimizer update (gradient accumulation): an
+            update sees ``accumulate * batch_size`` images, and the steps
+            (``steps_per_epoch``, ``save_freq``, warmup, the schedule) count updates.
+        ema: the decay of an exponential moving average of the weights
+            (e.g. :data:`keras_vit.train.optimizers.EMA_DECAY`, 0.9998),
+            updated after each update; evaluation, ``model.keras`` and
+            exports use it. None: no average.
         lr, optimizer, weight_decay, warmup_epochs, label_smoothing: the
             recipe (:func:`keras_vit.train.optimizers.build_optimizer`).
         layer_decay: layer-wise learning-rate decay (fine-tuning), e.g. 0.75.
@@ -108,6 +120,8 @@ class TrainConfig:
     epochs: int | None = None
     steps_per_epoch: int | None = None
     batch_size: int | None = None
+    accumulate: int = 1
+    ema: float | None = None
     lr: float | None = None
     optimizer: str | None = None
     weight_decay: float | None = None
@@ -153,12 +167,14 @@ class TrainConfig:
             image_size=self.image_size or recipes.default_image_size(self.model),
             augment=self.augment or ("digits" if is_mnist else "inception"),
         )
-        for key in ("epochs", "batch_size", "image_size", "steps_per_epoch", "save_freq"):
+        for key in ("epochs", "batch_size", "image_size", "steps_per_epoch", "save_freq", "accumulate"):
             value = getattr(config, key)
             if value is None and key in ("steps_per_epoch", "save_freq"):
                 continue  # one pass over the training images; a backup each epoch
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"`{key}` must be a positive int. Received: {key}={value!r}")
+        if config.ema is not None and not 0.0 < config.ema < 1.0:
+            raise ValueError(f"`ema` (the EMA decay) must be in (0, 1), e.g. 0.9998. Received: ema={config.ema!r}")
         return config
 
 
@@ -252,6 +268,8 @@ def _train(config, strategy):
     from keras_vit.train import recipes
 
     multi_worker = config.strategy == "multi-worker"
+    # the custom loop: model.fit fails under MultiWorkerMirroredStrategy, and cannot accumulate under MirroredStrategy
+    custom_loop = multi_worker or (config.strategy == "mirrored" and config.accumulate > 1)
     index, num_workers = distribute.worker_info() if multi_worker else (0, 1)
     chief = index == 0
     output = config.output
@@ -267,11 +285,11 @@ def _train(config, strategy):
             "needs at least 2 (an image folder needs one subfolder per class)"
         )
     distribute.check_batch_size(config.batch_size, strategy)
-    steps_per_epoch, total_steps, warmup_steps = optimizers.plan_steps(
-        dataset.num_train, config.batch_size, epochs=config.epochs, warmup_epochs=config.warmup_epochs,
+    steps_per_epoch, total_steps, warmup_steps = optimizers.plan_steps(  # in optimizer updates
+        dataset.num_train, config.batch_size * config.accumulate, epochs=config.epochs, warmup_epochs=config.warmup_epochs,
         steps_per_epoch=config.steps_per_epoch,
     )
-    train, validation, test = _pipelines(dataset, config, strategy, per_worker=multi_worker)
+    train, validation, test = _pipelines(dataset, config, strategy, per_worker=custom_loop)
 
     keras.utils.set_random_seed(config.seed)
     with strategy.scope():
@@ -285,13 +303,15 @@ def _train(config, strategy):
             _say("frozen: " + ", ".join(model_setup.freeze(model, config.freeze_blocks)))
         optimizer = optimizers.build_optimizer(
             config.lr, total_steps, warmup_steps, name=config.optimizer, weight_decay=config.weight_decay,
-            layer_decay=config.layer_decay, model=model,
+            layer_decay=config.layer_decay, model=model, accumulate=config.accumulate, ema=config.ema,
         )
         model_setup.compile_model(model, optimizer, config.label_smoothing, jit_compile=config.jit)
     replicas = strategy.num_replicas_in_sync
     _say(
         f"model {config.model}: {model.count_params():,} parameters, input {config.image_size}x{config.image_size}; "
-        f"{config.epochs} epochs x {steps_per_epoch} steps of {config.batch_size}"
+        f"{config.epochs} epochs x {steps_per_epoch} steps of {config.batch_size * config.accumulate}"
+        + (f" ({config.accumulate} accumulated batches of {config.batch_size})" if config.accumulate > 1 else "")
+        + (f"; weight EMA, decay {config.ema}" if config.ema is not None else "")
         + (f" on {replicas} replicas" if replicas > 1 else "")
         + (f"; worker {index} of {num_workers}" if multi_worker else "")
     )
@@ -301,15 +321,20 @@ def _train(config, strategy):
             os.path.join(output, f"worker-{index}", "backup"), strategy,
             save_freq=config.save_freq or steps_per_epoch, total_steps=total_steps,
         )
+    else:  # save_freq counts batches: a multiple of `accumulate` lands between updates
+        save_freq = config.save_freq * config.accumulate if config.save_freq else "epoch"
+        backup = callbacks_lib.Backup(os.path.join(output, "backup"), save_freq=save_freq)
+    if custom_loop:
         trainer = distribute.DistributedTrainer(
             model, strategy, config.batch_size, label_smoothing=config.label_smoothing, jit_compile=config.jit
         )
         fit, evaluate = trainer.fit, trainer.evaluate
     else:
-        backup = callbacks_lib.Backup(os.path.join(output, "backup"), save_freq=config.save_freq or "epoch")
         fit, evaluate = None, lambda split: model_setup.evaluate(model, split)  # None: model.fit
     timer = callbacks_lib.Timer(os.path.join(backup.backup_dir, "train_seconds.json"))
     callbacks = [backup, timer]
+    if config.ema is not None:
+        callbacks.append(callbacks_lib.EMAValidation())
     if chief:  # the logs and the checkpoint: once per run
         callbacks += callbacks_lib.make_callbacks(output, tensorboard=config.tensorboard, backup=False)
     else:
@@ -321,6 +346,8 @@ def _train(config, strategy):
         remove_backup=False,  # until the outputs are written
     )
     callbacks_lib.check_finite(model, callbacks, backup.backup_dir)  # a diverged run writes nothing more
+    if config.ema is not None:  # from here on the model holds the average; the backup keeps the raw weights
+        model.optimizer.finalize_variable_values(model.trainable_variables)
     train_seconds = timer.total()
     evaluation = evaluate(test)
 
@@ -347,6 +374,8 @@ def _train(config, strategy):
         "parameters": int(model.count_params()),
         "image_size": config.image_size,
         "batch_size": config.batch_size,
+        "accumulate": config.accumulate,
+        "ema": config.ema,
         "learning_rate": config.lr,
         "optimizer": config.optimizer,
         "augment": config.augment,

@@ -6,9 +6,10 @@
 * :func:`build_optimizer` -- AdamW (or SGD with momentum, which the paper used
   for fine-tuning) on that schedule, gradients clipped at global norm 1,
   decoupled weight decay that skips biases, LayerNorm and the class/position
-  embeddings, and optional layer-wise learning-rate decay
+  embeddings, optional layer-wise learning-rate decay
   (:class:`LayerDecayAdamW`, :class:`LayerDecaySGD`, registered as
-  ``keras_vit>LayerDecayAdamW`` and ``keras_vit>LayerDecaySGD``).
+  ``keras_vit>LayerDecayAdamW`` and ``keras_vit>LayerDecaySGD``), gradient
+  accumulation (:mod:`keras_vit.train.accumulation`) and a weight EMA.
 
 Example:
 >>> schedule = warmup_cosine(1e-3, total_steps=100, warmup_steps=10)
@@ -20,8 +21,12 @@ Example:
 
 import keras
 
+from keras_vit.train.accumulation import AccumulatingAdamW
+from keras_vit.train.accumulation import AccumulatingSGD
 from keras_vit.train.model_setup import block_number
 
+# timm's train.py --model-ema-decay default (its ModelEmaV2's own default is 0.9999)
+EMA_DECAY = 0.9998
 NO_WEIGHT_DECAY = ("bias", "gamma", "beta", "class_token", "position_embedding")
 OPTIMIZERS = ("adamw", "sgd")
 _HEAD_LAYERS = ("encoder_norm", "pool", "pre_logits", "head", "predictions")
@@ -131,13 +136,13 @@ class _LayerDecay:
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
-class LayerDecayAdamW(_LayerDecay, keras.optimizers.AdamW):
-    """``keras.optimizers.AdamW`` with per-layer learning-rate multipliers (``lr_multipliers``)."""
+class LayerDecayAdamW(_LayerDecay, AccumulatingAdamW):
+    """``keras.optimizers.AdamW`` with per-layer learning-rate multipliers (``lr_multipliers``) and ``accumulate_steps``."""
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
-class LayerDecaySGD(_LayerDecay, keras.optimizers.SGD):
-    """``keras.optimizers.SGD`` with per-layer learning-rate multipliers (``lr_multipliers``)."""
+class LayerDecaySGD(_LayerDecay, AccumulatingSGD):
+    """``keras.optimizers.SGD`` with per-layer learning-rate multipliers (``lr_multipliers``) and ``accumulate_steps``."""
 
 
 def build_optimizer(
@@ -152,13 +157,15 @@ def build_optimizer(
     layer_decay=None,
     model=None,
     no_weight_decay=NO_WEIGHT_DECAY,
+    accumulate=1,
+    ema=None,
 ):
     """The paper's optimizer: warmup + cosine, global-norm clipping, selective weight decay.
 
     Args:
         learning_rate: peak learning rate, reached after ``warmup_steps``.
-        total_steps: optimizer steps of the whole run (schedule length).
-        warmup_steps: linear warmup steps.
+        total_steps: optimizer updates of the whole run (schedule length).
+        warmup_steps: linear warmup updates.
         name: ``"adamw"`` (pre-training, from-scratch runs) or ``"sgd"``
             (with ``momentum``; the paper's fine-tuning optimizer).
         weight_decay: decoupled weight decay; not applied to variables whose
@@ -169,6 +176,16 @@ def build_optimizer(
             ``i`` of ``L`` gets ``layer_decay ** (L - i)``, the embedding
             ``layer_decay ** (L + 1)``, the head 1. Needs ``model``.
         model: the model, for ``layer_decay``.
+        accumulate: batches per update (gradient accumulation,
+            :mod:`keras_vit.train.accumulation`): each update applies the
+            mean gradient of ``accumulate`` batches, like one batch that many
+            times larger. ``iterations``, the schedule and ``total_steps``
+            count updates.
+        ema: keep an exponential moving average of the weights with this
+            decay, updated after each update: ``ema = ema * d + (1 - d) * w``
+            (the first update sets it to ``w``). ``optimizer.finalize_variable_values(
+            model.trainable_variables)`` puts it into the model.
+            :data:`EMA_DECAY` (0.9998) is timm's default.
 
     Returns:
         A Keras optimizer.
@@ -177,6 +194,8 @@ def build_optimizer(
         raise ValueError(f"Unknown optimizer: expected one of {OPTIMIZERS}. Received: name={name!r}")
     if learning_rate <= 0:
         raise ValueError(f"`learning_rate` must be positive. Received: learning_rate={learning_rate!r}")
+    if ema is not None and not 0.0 < ema < 1.0:
+        raise ValueError(f"`ema` (the EMA decay) must be in (0, 1), e.g. {EMA_DECAY}. Received: ema={ema!r}")
     schedule = warmup_cosine(learning_rate, total_steps, warmup_steps)
     kwargs = dict(learning_rate=schedule, weight_decay=weight_decay or None, global_clipnorm=clipnorm)
     if layer_decay is not None and layer_decay != 1.0:
@@ -185,12 +204,17 @@ def build_optimizer(
         multipliers = layer_decay_multipliers(model, layer_decay)
         cls = LayerDecayAdamW if name == "adamw" else LayerDecaySGD
         kwargs["lr_multipliers"] = multipliers
+    elif accumulate != 1:
+        cls = AccumulatingAdamW if name == "adamw" else AccumulatingSGD
     else:
         cls = keras.optimizers.AdamW if name == "adamw" else keras.optimizers.SGD
+    if accumulate != 1:
+        kwargs["accumulate_steps"] = accumulate  # checked by the class
+    if ema is not None:
+        kwargs.update(use_ema=True, ema_momentum=float(ema))
     if name == "sgd":
         kwargs["momentum"] = momentum
     optimizer = cls(**kwargs)
     if weight_decay and no_weight_decay:
         optimizer.exclude_from_weight_decay(var_names=list(no_weight_decay))
     return optimizer
-
