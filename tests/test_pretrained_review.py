@@ -81,7 +81,7 @@ def test_a_config_that_is_not_a_json_object_is_named(tmp_path):
     ({"0": "a", "1": "b", "2": "c", "3": "d", "5": "f"}, r"lacks index 4.*has 5 outside 0\.\.4"),
     ({"0": "a", "1": "b", "01": "x", "2": "c", "3": "d"}, r"index 1 twice"),
     ({"a": "x"}, r"key 'a' is not an index"),
-    (["a", "b", "c", "d", "e"], r"expected a JSON object"),
+    ("cats", r"is 'cats', expected a JSON object"),
 ])
 def test_id2label_that_does_not_name_each_index_is_not_used(tmp_path, labels, problem):
     """A gap or a stray key used to shift the names (index 4 named after key 5); the weights still load."""
@@ -95,6 +95,7 @@ def test_label_names_out_of_order_are_put_in_index_order(tmp_path):
     folder = edit_config(transformers_folder(tmp_path / "vit", vit_checkpoint()),
                          id2label={"3": "d", "0": "a", "4": "e", "1": "b", "2": "c"})
     assert describe(folder).class_names == ["a", "b", "c", "d", "e"]
+    assert describe(edit_config(folder, id2label=["a", "b", "c", "d", "e"])).class_names == ["a", "b", "c", "d", "e"]
     config = dict(TIMM_CONFIG, label_names={"0": "a", "1": "b", "2": "c", "3": "d", "7": "h"})
     with pytest.warns(UserWarning, match=r"label_names.*lacks index 4"):
         assert describe(timm_file(tmp_path / "timm", vit_checkpoint(), config)).class_names is None
@@ -118,15 +119,20 @@ def test_timm_config_that_disagrees_with_the_weights_is_refused(tmp_path, change
         describe(path)
 
 
-def test_timm_config_that_agrees_is_read():
-    """The fields checked above, all agreeing (and the names timm really uses), pass."""
+def test_timm_config_that_agrees_is_read(tmp_path):
+    """Every field checked above, agreeing with the weights, passes; the real names give the paper's sizes."""
     from keras_vit.weights import timm
 
-    config = {"architecture": "vit_tiny_patch16_224", "num_classes": 1000, "num_features": 192,
-              "pretrained_cfg": {"tag": "augreg_in21k_ft_in1k", "input_size": [3, 224, 224]}}
-    expected = timm.settings(config)["expected"]
+    config = dict(TIMM_CONFIG, num_features=32, pretrained_cfg={"input_size": [3, 32, 32]},
+                  model_args={"num_heads": 4, "embed_dim": 32, "depth": 2, "patch_size": 8, "img_size": 32,
+                              "qkv_bias": True, "class_token": True, "num_classes": 5})
+    assert describe(timm_file(tmp_path / "timm", vit_checkpoint(), config)).num_heads == 4
+    expected = timm.settings({"architecture": "vit_tiny_patch16_224", "num_classes": 1000, "num_features": 192,
+                              "pretrained_cfg": {"input_size": [3, 224, 224]}})["expected"]
     assert [(q, v) for q, _, v in expected] == [
-        ("hidden_size", 192), ("hidden_size", 192), ("patch_size", 16), ("num_classes", 1000), ("image_size", [224, 224])]
+        ("hidden_size", 192), ("num_features", 192), ("patch_size", 16), ("num_classes", 1000),
+        ("image_size", (224, 224)),
+    ]
 
 
 def test_a_block_missing_part_of_its_qkv_bias_is_refused(tmp_path):
@@ -164,7 +170,7 @@ def test_the_same_tensor_twice_is_refused(tmp_path):
     folder.mkdir()
     safetensors_numpy.save_file(state, str(folder / "a.safetensors"))
     safetensors_numpy.save_file({**state, "norm.weight": state["norm.weight"] * 2}, str(folder / "b.safetensors"))
-    with pytest.raises(CheckpointError, match=r"'norm\.bias' is in both .*a\.safetensors' and .*b\.safetensors'"):
+    with pytest.raises(CheckpointError, match=r"Tensor '[^']+' is in both .*a\.safetensors' and .*b\.safetensors'"):
         describe(folder)
 
     vit = transformers_folder(tmp_path / "vit", vit_checkpoint())
@@ -175,6 +181,24 @@ def test_the_same_tensor_twice_is_refused(tmp_path):
     with pytest.raises(CheckpointError, match=r"'layernorm\.weight' and 'vit\.layernorm\.weight' are both "
                                               r"'Transformer/encoder_norm/scale'"):
         describe(vit)
+
+
+def test_a_sharded_index_that_does_not_match_its_shards_is_named(tmp_path):
+    """An index mapping tensors to a shard that does not hold them (shards of two downloads) was called 'not a ViT'."""
+    state = timm_state_dict(vit_checkpoint())
+    keys = sorted(state)
+    folder = tmp_path / "sharded"
+    folder.mkdir()
+    safetensors_numpy.save_file({k: state[k] for k in keys[::2]}, str(folder / "model-1.safetensors"))
+    safetensors_numpy.save_file({k: state[k] for k in keys[1::2]}, str(folder / "model-2.safetensors"))
+    write_json(folder / "model.safetensors.index.json", {"weight_map": {k: "model-1.safetensors" for k in keys}})
+    message = (rf"index\.json' does not match its shards \({len(keys[1::2])} tensor\(s\): "
+               r"'.+': index says 'model-1\.safetensors', found in no shard")
+    with pytest.raises(CheckpointError, match=message):
+        describe(folder)
+    write_json(folder / "model.safetensors.index.json",
+               {"weight_map": {k: f"model-{1 + i % 2}.safetensors" for i, k in enumerate(keys)}})
+    assert describe(folder).format == "timm" and describe(folder).num_heads is None
 
 
 def test_an_integer_tensor_is_named_by_its_dtype_not_called_corrupt(tmp_path):

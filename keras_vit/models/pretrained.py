@@ -89,12 +89,16 @@ def locate(source, image_size=None):
     source = os.fspath(source)
     if source.startswith(sources.HF_PREFIX):
         return sources.resolve(source), None
-    variant, colon, tag = source.rpartition(":")
-    if colon and presets.presets_of(variant):
+    written, colon, tag = source.rpartition(":")
+    variant = presets.variant_named(written) if colon else None
+    if variant:
         preset = presets.find(variant, tag, image_size)  # a tag this variant lacks: the error lists its tags
         return download.fetch(preset), preset
     with_presets = ", ".join(dict.fromkeys(p.variant for p in presets.PRESETS))
-    hint = f" A preset tag needs its variant: {variant or 'B/16'}:{tag or source}." if presets.is_tag(tag or source) else ""
+    hint = ""
+    if presets.is_tag(tag):
+        needs = f" A preset tag needs its variant: B/16:{tag}."
+        hint = f" {written!r} is no variant with presets." if written else needs
     raise ValueError(
         f"from_pretrained: {source!r} is neither a file or folder, 'hf://ORG/NAME' nor a preset 'VARIANT:TAG' "
         f"(e.g. {PRESET_EXAMPLE!r}; variants with presets: {with_presets}; tags: {', '.join(presets.tags())}).{hint}"
