@@ -279,3 +279,11 @@ def test_class_names_survive_save_model_load_model_and_predict(tmp_path):
     keras_vit.save_model(keras_vit.from_pretrained(folder, num_classes=3), tuned)
     assert "class_names" not in saving.read_metadata(tuned)
     assert not getattr(keras_vit.load_model(tuned), "class_names", None)
+
+
+def test_class_names_of_another_count_than_the_head_are_named(tmp_path):
+    """id2label of 2 names for a head of 5: the weights load, a warning says why the model has no names."""
+    folder = edit_config(transformers_folder(tmp_path / "vit", vit_checkpoint()), id2label={"0": "a", "1": "b"})
+    with pytest.warns(UserWarning, match=r"vit' names 2 classes but its head has 5 outputs; the model gets no class names"):
+        model = keras_vit.from_pretrained(folder)
+    assert not getattr(model, "class_names", None)

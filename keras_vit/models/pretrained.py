@@ -9,6 +9,7 @@ with one call. The class names the source carries go with the model
 """
 
 import os
+import warnings
 
 from keras_vit.inference import labels as labels_lib
 from keras_vit.models import hybrid, variants
@@ -162,6 +163,13 @@ def class_names_of(info, num_classes, tag=None):
     """
     if info.class_names and len(info.class_names) == num_classes:
         return [str(name) for name in info.class_names]
+    if info.class_names:
+        warnings.warn(
+            f"{info.path!r} names {len(info.class_names)} classes but its head has {num_classes} outputs; the model "
+            "gets no class names from the file (pass labels= to predict and export).",
+            UserWarning,
+            stacklevel=3,
+        )
     dataset = labels_lib.imagenet_dataset_of(tag, num_classes)
     return labels_lib.imagenet_labels(dataset) if dataset else None
 
