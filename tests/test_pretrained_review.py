@@ -287,3 +287,11 @@ def test_class_names_of_another_count_than_the_head_are_named(tmp_path):
     with pytest.warns(UserWarning, match=r"vit' names 2 classes but its head has 5 outputs; the model gets no class names"):
         model = keras_vit.from_pretrained(folder)
     assert not getattr(model, "class_names", None)
+
+
+def test_an_absent_transformers_field_is_called_absent_not_said(tmp_path):
+    """ViTConfig's default stands in for an absent field; the message no longer claims the file says 768."""
+    folder = edit_config(transformers_folder(tmp_path / "vit", vit_checkpoint()), hidden_size=None)
+    with pytest.raises(CheckpointError, match=r"config\.json has no hidden_size \(ViTConfig's default 768\) "
+                                              r"but the weights have 32"):
+        describe(folder)

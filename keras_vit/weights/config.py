@@ -127,7 +127,8 @@ def check_against_weights(expected, shapes, has_qkv_bias, path):
             ``hidden_size``, ``num_layers``, ``mlp_dim``, ``patch_size``, ``image_size`` (an
             ``(height, width)`` pair, compared as a grid of patches with the position embeddings),
             ``num_channels``, ``qkv_bias``, ``class_token``, ``num_classes``, ``num_features``; ``field`` is how the
-            config says it (``"model_args.embed_dim=64"``).
+            config says it (``"model_args.embed_dim=64"``, or ``"has no hidden_size (...)"`` for a
+            default standing in for an absent field).
         shapes: ``{original key: shape}`` of the converted weights.
         has_qkv_bias: whether the file holds query/key/value biases.
         path: the config file, named in the error.
@@ -153,13 +154,14 @@ def check_against_weights(expected, shapes, has_qkv_bias, path):
     posemb = shapes.get("Transformer/posembed_input/pos_embedding")
     positions = posemb[1] - (1 if found["class_token"] else 0) if posemb is not None and len(posemb) == 3 else None
     for quantity, field, value in expected:
+        said = field if field.startswith("has no ") else f"says {field}"
         if quantity == "image_size":
             if positions is None or kernel is None:
                 continue
             rows, cols = value[0] // kernel[0], value[1] // kernel[1]
             if rows * cols != positions:
                 raise CheckpointError(
-                    f"{path!r}: config.json says {field} ({rows} x {cols} patches of {kernel[0]}) "
+                    f"{path!r}: config.json {said} ({rows} x {cols} patches of {kernel[0]}) "
                     f"but the weights' position embeddings cover {positions} patches."
                 )
             continue
@@ -168,4 +170,4 @@ def check_against_weights(expected, shapes, has_qkv_bias, path):
         want = tuple(want) if isinstance(want, list) else want
         if have is not None and have != want:
             shown = have[0] if quantity == "patch_size" and have[0] == have[1] else have
-            raise CheckpointError(f"{path!r}: config.json says {field} but the weights have {shown!r}.")
+            raise CheckpointError(f"{path!r}: config.json {said} but the weights have {shown!r}.")

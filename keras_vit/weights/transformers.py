@@ -112,6 +112,11 @@ def to_original(tensors, path="<arrays>"):
     return finish(out, unknown, path, "transformers ViT")
 
 
+def _said(config, field, value):
+    """How an error quotes ``field``: its value in the file, or ViTConfig's default for an absent field."""
+    return f"{field}={value!r}" if field in config else f"has no {field} (ViTConfig's default {value!r})"
+
+
 def settings(config, path="<config>"):
     """What a transformers ``config.json`` says: heads, epsilon, sizes to check, labels.
 
@@ -151,10 +156,10 @@ def settings(config, path="<config>"):
         ("num_channels", "num_channels", 3),
     ):
         value = config_lib.number(config, field, default, path, integer=True)
-        expected.append((quantity, f"{field}={value!r}", value))
+        expected.append((quantity, _said(config, field, value), value))
     for field, default in (("patch_size", 16), ("image_size", 224)):
         value = config.get(field, default)
-        expected.append((field, f"{field}={value!r}", config_lib.size_pair(value, path, field)))
+        expected.append((field, _said(config, field, value), config_lib.size_pair(value, path, field)))
     qkv_bias = config.get("qkv_bias", True)
     if not isinstance(qkv_bias, bool):
         raise CheckpointError(f"{path!r}: qkv_bias={qkv_bias!r}, expected true or false.")
