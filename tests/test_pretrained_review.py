@@ -6,6 +6,7 @@ Every source is written by the test (tiny sizes, the writers of :mod:`test_hub_f
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -295,3 +296,14 @@ def test_an_absent_transformers_field_is_called_absent_not_said(tmp_path):
     with pytest.raises(CheckpointError, match=r"config\.json has no hidden_size \(ViTConfig's default 768\) "
                                               r"but the weights have 32"):
         describe(folder)
+
+
+@pytest.mark.parametrize("override", [{"representation_size": 16}, {"block_units": (3, 4)}, {"width": 1}])
+def test_a_size_the_file_lacks_is_refused_not_ignored(tmp_path, override):
+    """A pre-logits layer or ResNet stages the weights do not have were silently left out of the model."""
+    from helpers import save_npz
+
+    path = save_npz(tmp_path / "c.npz", vit_checkpoint())
+    (name, value), = override.items()
+    with pytest.raises(ValueError, match=rf"has {name}=None, fixed by its weights\. Received: {re.escape(f'{name}={value!r}')}"):
+        keras_vit.from_pretrained(path, **override)

@@ -117,8 +117,9 @@ def arguments(arch, overrides, source):
             f"accepted: {', '.join(OVERRIDES)} (and {', '.join(FROM_FILE)} equal to the file's)."
         )
     for name in FROM_FILE:
-        have = arch.get(name)
-        if name in overrides and have is not None and _normal(overrides[name]) != _normal(have):
+        have = arch.get(name)  # None: the file has none (no pre-logits, no ResNet), or, for num_heads, unknown
+        known = have is not None or name != "num_heads"
+        if name in overrides and known and _normal(overrides[name]) != _normal(have):
             raise ValueError(
                 f"{str(source)!r} has {name}={have!r}, fixed by its weights. Received: {name}={overrides[name]!r}"
             )
