@@ -109,7 +109,14 @@ def atomic_write(path, write):
 
 
 def save_model(model, path, metadata=None):
-    """Save ``model`` as ``.keras`` atomically, with ``metadata`` (e.g. ``{"class_names": [...]}``) inside."""
+    """Save ``model`` as ``.keras`` atomically, with ``metadata`` (e.g. ``{"class_names": [...]}``) inside.
+
+    A model's ``class_names`` attribute (set by :func:`keras_vit.from_pretrained` and
+    :func:`load_model`) goes into the metadata unless ``metadata`` names classes itself.
+    """
+    names = getattr(model, "class_names", None)
+    if names and "class_names" not in (metadata or {}):
+        metadata = {**(metadata or {}), "class_names": [str(name) for name in names]}
 
     def write(tmp):
         model.save(tmp)
@@ -150,7 +157,8 @@ def read_metadata(path):
 def load_model(model, compile=False):
     """A ``keras.Model`` from a ``.keras`` path (safe mode), or ``model`` itself if it is one.
 
-    Class names saved by :func:`save_model` are read with :func:`read_metadata`.
+    Class names saved by :func:`save_model` are read with :func:`read_metadata` and set as
+    ``model.class_names``, so that predicting with or exporting the loaded model names its classes.
 
     Raises:
         FileNotFoundError: no file at ``model``.
@@ -169,6 +177,13 @@ def load_model(model, compile=False):
     if not zipfile.is_zipfile(path):  # keras would say "File not found" of a file that is there
         raise ValueError(f"Corrupt model file {path!r}: not a .keras zip archive (truncated or overwritten?)")
     try:
-        return keras.saving.load_model(path, compile=compile, safe_mode=True)
+        loaded = keras.saving.load_model(path, compile=compile, safe_mode=True)
     except Exception as error:  # keras raises many types for a corrupt file
         raise ValueError(f"Corrupt or unreadable model file {path!r} ({type(error).__name__}: {error})") from error
+    try:
+        names = read_metadata(path).get("class_names")
+    except ValueError:  # a damaged keras_vit.json: the model loads; predict reports the entry
+        names = None
+    if names:
+        loaded.class_names = [str(name) for name in names]
+    return loaded

@@ -9,6 +9,7 @@ with one call. The class names the source carries go with the model
 """
 
 import os
+import warnings
 
 from keras_vit.inference import labels as labels_lib
 from keras_vit.models import hybrid, variants
@@ -89,12 +90,16 @@ def locate(source, image_size=None):
     source = os.fspath(source)
     if source.startswith(sources.HF_PREFIX):
         return sources.resolve(source), None
-    variant, colon, tag = source.rpartition(":")
-    if colon and presets.presets_of(variant):
+    written, colon, tag = source.rpartition(":")
+    variant = presets.variant_named(written) if colon else None
+    if variant:
         preset = presets.find(variant, tag, image_size)  # a tag this variant lacks: the error lists its tags
         return download.fetch(preset), preset
     with_presets = ", ".join(dict.fromkeys(p.variant for p in presets.PRESETS))
-    hint = f" A preset tag needs its variant: {variant or 'B/16'}:{tag or source}." if presets.is_tag(tag or source) else ""
+    hint = ""
+    if presets.is_tag(tag):
+        needs = f" A preset tag needs its variant: B/16:{tag}."
+        hint = f" {written!r} is no variant with presets." if written else needs
     raise ValueError(
         f"from_pretrained: {source!r} is neither a file or folder, 'hf://ORG/NAME' nor a preset 'VARIANT:TAG' "
         f"(e.g. {PRESET_EXAMPLE!r}; variants with presets: {with_presets}; tags: {', '.join(presets.tags())}).{hint}"
@@ -112,8 +117,9 @@ def arguments(arch, overrides, source):
             f"accepted: {', '.join(OVERRIDES)} (and {', '.join(FROM_FILE)} equal to the file's)."
         )
     for name in FROM_FILE:
-        have = arch.get(name)
-        if name in overrides and have is not None and _normal(overrides[name]) != _normal(have):
+        have = arch.get(name)  # None: the file has none (no pre-logits, no ResNet), or, for num_heads, unknown
+        known = have is not None or name != "num_heads"
+        if name in overrides and known and _normal(overrides[name]) != _normal(have):
             raise ValueError(
                 f"{str(source)!r} has {name}={have!r}, fixed by its weights. Received: {name}={overrides[name]!r}"
             )
@@ -158,6 +164,13 @@ def class_names_of(info, num_classes, tag=None):
     """
     if info.class_names and len(info.class_names) == num_classes:
         return [str(name) for name in info.class_names]
+    if info.class_names:
+        warnings.warn(
+            f"{info.path!r} names {len(info.class_names)} classes but its head has {num_classes} outputs; the model "
+            "gets no class names from the file (pass labels= to predict and export).",
+            UserWarning,
+            stacklevel=3,
+        )
     dataset = labels_lib.imagenet_dataset_of(tag, num_classes)
     return labels_lib.imagenet_labels(dataset) if dataset else None
 

@@ -31,6 +31,7 @@ import zipfile
 
 import numpy as np
 
+from keras_vit.weights import config as config_lib
 from keras_vit.weights import npz
 from keras_vit.weights import timm as timm_layout
 from keras_vit.weights import transformers as transformers_layout
@@ -108,11 +109,13 @@ def _sniff(path):
 
 
 def _read_json(path):
+    """The JSON object in ``path``, or a ``CheckpointError`` naming the file (unreadable, not JSON, not an object)."""
     try:
         with open(path, encoding="utf-8") as f:
-            return json.load(f)
+            value = json.load(f)
     except (OSError, ValueError) as error:
         raise CheckpointError(f"Cannot read {path!r}: {error}") from error
+    return config_lib.json_object(value, path)
 
 
 def _folder_files(folder):
@@ -120,8 +123,8 @@ def _folder_files(folder):
     config = os.path.join(folder, "config.json")
     index = os.path.join(folder, "model.safetensors.index.json")
     if os.path.isfile(index):
-        shards = sorted(set(_read_json(index).get("weight_map", {}).values()))
-        files = [os.path.join(folder, shard) for shard in shards]
+        weight_map = config_lib.json_object(_read_json(index).get("weight_map", {}), index, "weight_map")
+        files = [os.path.join(folder, shard) for shard in sorted(set(weight_map.values()))]
     elif os.path.isfile(os.path.join(folder, "model.safetensors")):
         files = [os.path.join(folder, "model.safetensors")]
     else:
@@ -132,6 +135,26 @@ def _folder_files(folder):
             _refuse_pickle(os.path.join(folder, pickles[0]), f"a folder whose only weights are pickle files ({', '.join(pickles)})")
         raise CheckpointError(f"Folder {folder!r} holds no model.safetensors (nor any .safetensors file).")
     return files, (config if os.path.isfile(config) else None)
+
+
+def _check_index(folder, tensors):
+    """The shards of a sharded folder hold exactly the tensors its index maps to them (no mixed-up shard)."""
+    index = os.path.join(folder, "model.safetensors.index.json")
+    if not os.path.isfile(index):
+        return
+    weight_map = _read_json(index).get("weight_map", {})
+    found = {key: os.path.basename(file) for key, file in tensors.where.items()}
+    wrong = sorted(k for k in set(weight_map) | set(found) if found.get(k) != weight_map.get(k))
+    if wrong:
+        shown = "; ".join(
+            f"{k!r}: index says {weight_map.get(k)!r}, found in {repr(found[k]) if k in found else 'no shard'}"
+            for k in wrong[:5]
+        )
+        raise CheckpointError(
+            f"{index!r} does not match its shards ({len(wrong)} tensor(s): {shown}"
+            f"{' ...' if len(wrong) > 5 else ''}); "
+            "the shards and the index come from different downloads. Download the model again."
+        )
 
 
 class _Tensors:
@@ -157,9 +180,17 @@ class _Tensors:
                                 f"Checkpoint {file!r}: tensor {key!r} has dtype {dtype}; keras_vit reads bfloat16, "
                                 "float16, float32 and float64 (save the weights as float32)."
                             )
+                        if key in self.where:  # two files of one folder: which one wins would be file order
+                            raise CheckpointError(
+                                f"Tensor {key!r} is in both {self.where[key]!r} and {file!r}; a model's weights are "
+                                "one .safetensors file or the shards of one model.safetensors.index.json. "
+                                "Move the other file out of the folder, or pass the file itself."
+                            )
                         self.where[key] = file
                         self.dtypes[key] = dtype
                         self.shapes[key] = tuple(part.get_shape())
+            except CheckpointError:
+                raise
             except (SafetensorError, OSError, ValueError) as error:
                 raise CheckpointError(
                     f"Cannot read checkpoint {file!r}: not a valid .safetensors file ({type(error).__name__}: {error}). "
@@ -230,6 +261,8 @@ def _open(path):
         beside = os.path.join(os.path.dirname(os.path.abspath(path)), "config.json")
         config_path = beside if os.path.isfile(beside) else None
     tensors = _Tensors(files)
+    if os.path.isdir(path):
+        _check_index(path, tensors)
     config = _read_json(config_path) if config_path else None
     if timm_layout.matches(tensors.shapes):
         return timm_layout.FORMAT, tensors, config if (config or {}).get("architecture") else None, config_path
@@ -249,18 +282,35 @@ def _open(path):
 
 def _layout_settings(fmt, config, config_path):
     if fmt == timm_layout.FORMAT:
-        return timm_layout.settings(config)
+        return timm_layout.settings(config, config_path or "<config>")
     return transformers_layout.settings(config, config_path)
 
 
-def _preprocessing(path, settings):
-    """Mean and std of a transformers ``preprocessor_config.json`` next to the weights, if any."""
+def _preprocessing(path, settings, config_path):
+    """The settings with the input mean and std checked: timm's ``pretrained_cfg``, else a transformers
+    ``preprocessor_config.json`` next to the weights, if any."""
+    where = (config_path, "pretrained_cfg.mean", "pretrained_cfg.std")
     folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
     file = os.path.join(folder, "preprocessor_config.json")
     if settings.get("mean") is None and os.path.isfile(file):
         config = _read_json(file)
         if config.get("do_normalize", True):
             settings["mean"], settings["std"] = config.get("image_mean"), config.get("image_std")
+            where = (file, "image_mean", "image_std")
+    for value, field in ((settings.get("mean"), where[1]), (settings.get("std"), where[2])):
+        if value is None:
+            continue
+        positive = field == where[2]
+        if (
+            not isinstance(value, list)
+            or len(value) != 3
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) for v in value)
+            or (positive and min(value) <= 0)
+        ):
+            raise CheckpointError(
+                f"{where[0]!r}: {field}={value!r}, expected 3 {'positive ' if positive else ''}numbers, "
+                "one per RGB channel."
+            )
     return settings
 
 
@@ -291,11 +341,10 @@ def describe(path):
     fmt, tensors, config, config_path = _open(path)
     if fmt == "npz":
         return CheckpointInfo(path=path, format="npz", shapes=npz.npz_shapes(path))
-    settings = _preprocessing(path, _layout_settings(fmt, config, config_path))
+    settings = _preprocessing(path, _layout_settings(fmt, config, config_path), config_path)
     shapes = {k: tuple(v.shape) for k, v in _convert(fmt, tensors.stand_ins(), settings, path).items()}
-    if fmt == transformers_layout.FORMAT:
-        has_bias = any(_qkv_bias_key(k) for k in tensors.shapes)
-        transformers_layout.check_config(settings["expected"], shapes, has_bias, config_path or path)
+    has_bias = any(k.endswith(("attention.attention.query.bias", "attn.qkv.bias")) for k in tensors.shapes)
+    config_lib.check_against_weights(settings["expected"], shapes, has_bias, config_path or path)
     _check_heads(settings.get("num_heads"), shapes, config_path or path)
     return CheckpointInfo(
         path=path,
@@ -309,10 +358,6 @@ def describe(path):
         mean=settings.get("mean"),
         std=settings.get("std"),
     )
-
-
-def _qkv_bias_key(key):
-    return key.endswith("attention.attention.query.bias")
 
 
 def _check_heads(num_heads, shapes, path):
@@ -332,7 +377,7 @@ def read(path):
     fmt, tensors, config, config_path = _open(path)
     if fmt == "npz":
         return npz.npz_arrays(path)
-    settings = _preprocessing(path, _layout_settings(fmt, config, config_path))
+    settings = _preprocessing(path, _layout_settings(fmt, config, config_path), config_path)
     arrays = {k: np.asarray(v) for k, v in _convert(fmt, tensors.arrays(), settings, path).items()}
     return fold_normalization(arrays, settings.get("mean"), settings.get("std"))
 

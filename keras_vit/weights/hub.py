@@ -43,22 +43,54 @@ def fetch(source):
     import os
 
     from huggingface_hub import constants, snapshot_download
-    from huggingface_hub.errors import LocalEntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError
+    from huggingface_hub.errors import (
+        HFValidationError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
 
     repo, revision = parse(source)
     try:
         folder = snapshot_download(repo, revision=revision, allow_patterns=ALLOW_PATTERNS)
+    except HFValidationError as error:
+        raise ValueError(
+            f"{source!r} is not a Hugging Face repository id ({error}). Expected hf://ORG/NAME[@revision]."
+        ) from error
     except (RepositoryNotFoundError, RevisionNotFoundError) as error:
         raise CheckpointError(f"{source}: no such Hugging Face repository or revision ({type(error).__name__}).") from error
     except LocalEntryNotFoundError as error:
-        raise CheckpointError(
-            f"{source} is not in the Hugging Face cache {constants.HF_HUB_CACHE!r} and the Hub cannot be reached "
-            f"(HF_HUB_OFFLINE={int(bool(constants.HF_HUB_OFFLINE))}). Connect once to download it, or set HF_HOME "
-            "to a cache that holds it."
-        ) from error
+        message = offline_message(source, repo, revision, constants.HF_HUB_CACHE, constants.HF_HUB_OFFLINE)
+        raise CheckpointError(message) from error
     if not any(name.endswith(".safetensors") for name in os.listdir(folder)):
         raise CheckpointError(
             f"{source} publishes no .safetensors weights in this revision: keras_vit never reads pickle files "
             "(pytorch_model.bin, .pth). Use a repository or revision that has model.safetensors."
         )
     return folder
+
+
+def offline_message(source, repo, revision, cache, offline):
+    """What to do when ``source`` is not in the Hugging Face ``cache`` and cannot be downloaded.
+
+    Example:
+    >>> print(offline_message("hf://o/n", "o/n", None, "/hf/hub", True))  # doctest: +NORMALIZE_WHITESPACE
+    hf://o/n is not in the Hugging Face cache '/hf/hub', and HF_HUB_OFFLINE=1 forbids downloading it: unset
+    HF_HUB_OFFLINE (or set it to 0) where the Hub can be reached, and it is downloaded into the cache once.
+    Without network access here, run `hf download o/n --include '*.json' --include '*.safetensors'` where
+    there is, then copy that machine's cache folder (HF_HOME/hub) here, or point HF_HOME at a cache that
+    holds it.
+    """
+    if offline:
+        why = (
+            "and HF_HUB_OFFLINE=1 forbids downloading it: unset HF_HUB_OFFLINE (or set it to 0) where the Hub "
+            "can be reached, and it is downloaded into the cache once"
+        )
+    else:
+        why = "and the Hub cannot be reached (no network, or HF_ENDPOINT wrong?)"
+    command = f"hf download {repo}" + (f" --revision {revision}" if revision else "")
+    return (
+        f"{source} is not in the Hugging Face cache {cache!r}, {why}. Without network access here, run "
+        f"`{command} --include '*.json' --include '*.safetensors'` where there is, then copy that machine's "
+        "cache folder (HF_HOME/hub) here, or point HF_HOME at a cache that holds it."
+    )

@@ -115,7 +115,7 @@ def load_checkpoint(model, checkpoint, strict=True, source=None):
     missing = []
     for key, target in targets.items():
         if key not in arrays:
-            if key in HEAD_KEYS:
+            if key in HEAD_KEYS and not any(k in arrays for k in HEAD_KEYS):  # half a head is a damaged file
                 report.skipped[key] = "not in the checkpoint; head left at its zero initialisation"
                 values[key] = np.zeros(tuple(target.variable.shape), dtype=np.float32)
                 continue

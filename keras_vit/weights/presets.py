@@ -148,6 +148,20 @@ def presets_of(variant):
     return [p for p in PRESETS if p.variant == variant]
 
 
+def variant_named(name):
+    """The variant with presets that ``name`` writes, as the registry or the messages do, or None.
+
+    ``"ViT-B/16"`` and ``"R50+ViT-B/16"`` (how the messages print a variant) and any letter case
+    name the registry's ``"B/16"`` and ``"R50+B/16"``.
+
+    Example:
+    >>> variant_named("ViT-Ti/16"), variant_named("r50+vit-b/16"), variant_named("X/16")
+    ('Ti/16', 'R50+B/16', None)
+    """
+    key = str(name).lower().replace("vit-", "")
+    return next((p.variant for p in PRESETS if p.variant.lower() == key), None)
+
+
 def find(variant, tag, image_size=None):
     """The preset ``tag`` of ``variant`` closest to ``image_size`` (its own file where one exists).
 

@@ -24,6 +24,7 @@ import re
 
 import numpy as np
 
+from keras_vit.weights import config as config_lib
 from keras_vit.weights.npz import CheckpointError
 
 FORMAT = "timm"
@@ -172,46 +173,97 @@ def _split_qkv(index, name, array, path):
 
 
 def _add_missing_qkv_bias(out):
-    """``qkv_bias=False`` models have no query/key/value bias: the original layout's zeros."""
+    """``qkv_bias=False`` models have no query/key/value bias: the original layout's zeros.
+
+    Only for a file without any: one that lacks some of them is damaged, and the loader names
+    the missing keys.
+    """
+    if any(k.endswith(("/query/bias", "/key/bias", "/value/bias")) for k in out):
+        return
     for key in [k for k in out if k.endswith("/query/kernel")]:
         for part in ("query", "key", "value"):
-            bias = key.replace("/query/kernel", f"/{part}/bias")
-            if bias not in out:
-                out[bias] = np.zeros(out[key].shape[-1], dtype=np.float32)
+            out[key.replace("/query/kernel", f"/{part}/bias")] = np.zeros(out[key].shape[-1], dtype=np.float32)
 
 
-# timm architecture name -> number of heads (the only size a state dict does not store)
-_HEADS = {"tiny": 3, "small": 6, "base": 12, "large": 16, "huge": 16}
+# timm architecture name -> (number of heads, width): the paper's sizes (timm's vit_tiny ... vit_huge, DeiT)
+_SIZES = {"tiny": (3, 192), "small": (6, 384), "base": (12, 768), "large": (16, 1024), "huge": (16, 1280)}
+_NAME = re.compile(r"^(?:vit|deit)_(tiny|small|base|large|huge)_patch")
 
 
-def settings(config):
+def settings(config, path="<config>"):
     """What a timm ``config.json`` says beyond the weights: heads, epsilon, labels, input normalisation.
+
+    The sizes it states (``model_args``, ``num_features``, ``num_classes``, the width and patch in the
+    ``architecture`` name, ``pretrained_cfg.input_size``) go to ``"expected"``, to be checked against
+    the weights (:func:`keras_vit.weights.config.check_against_weights`): a config.json of another
+    model would otherwise give these weights its number of heads.
 
     Example:
     >>> s = settings({"architecture": "deit_small_patch16_224", "pretrained_cfg": {"mean": [0.485, 0.456, 0.406]}})
     >>> s["num_heads"], s["layer_norm_epsilon"], s["mean"]
     (6, 1e-06, [0.485, 0.456, 0.406])
+    >>> [(quantity, value) for quantity, _, value in s["expected"]]  # from the name: width 384, patch 16
+    [('hidden_size', 384), ('patch_size', 16)]
     """
-    config = config or {}
-    pretrained = config.get("pretrained_cfg") or {}
+    config = config_lib.json_object(config or {}, path)
+    pretrained = config_lib.json_object(config.get("pretrained_cfg") or {}, path, "pretrained_cfg")
+    args = config_lib.json_object(config.get("model_args") or {}, path, "model_args")
     architecture = config.get("architecture")
-    heads = (config.get("model_args") or {}).get("num_heads")
-    if heads is None and architecture:
-        match = re.match(r"^(?:vit|deit)_(tiny|small|base|large|huge)_patch", architecture)
-        heads = _HEADS.get(match[1]) if match else None
+    name = _NAME.match(architecture) if isinstance(architecture, str) else None
+    heads = config_lib.number(args, "num_heads", None, path, integer=True)
+    if heads is None and name:
+        heads = _SIZES[name[1]][0]
+    expected = _expected(config, args, pretrained, architecture, name, path)
     names = config.get("label_names")
-    if isinstance(names, dict):
-        names = [names[k] for k in sorted(names, key=int)]
+    names = config_lib.indexed_names(names, "label_names", path)
     descriptions = config.get("label_descriptions") or {}
-    if names and descriptions:
-        names = [descriptions.get(name, name) for name in names]
+    if names and isinstance(descriptions, dict):
+        names = [str(descriptions.get(name, name)) for name in names]
     return {
         "architecture": architecture,
         "tag": pretrained.get("tag"),
         "num_heads": heads,
         "layer_norm_epsilon": LAYER_NORM_EPSILON,
-        "global_pool": config.get("global_pool"),
-        "class_names": list(names) if names else None,
+        "global_pool": args.get("global_pool", config.get("global_pool")),
+        "class_names": names or None,
         "mean": pretrained.get("mean"),
         "std": pretrained.get("std"),
+        "expected": expected,
     }
+
+
+def _expected(config, args, pretrained, architecture, name, path):
+    """``[(quantity, field, value), ...]``: the sizes a timm config states, as timm builds the model from them."""
+    expected = []
+
+    def integer(source, field, quantity, label):
+        value = config_lib.number(source, field, None, path, integer=True)
+        if value is not None:
+            expected.append((quantity, f"{label}={value!r}", value))
+
+    integer(args, "embed_dim", "hidden_size", "model_args.embed_dim")
+    if "embed_dim" not in args and name:  # timm builds the name's width unless model_args overrides it
+        width = _SIZES[name[1]][1]
+        expected.append(("hidden_size", f"architecture={architecture!r} (width {width})", width))
+    integer(config, "num_features", "num_features", "num_features")
+    integer(args, "depth", "num_layers", "model_args.depth")
+    integer(args, "patch_size", "patch_size", "model_args.patch_size")
+    patch = re.search(r"_patch(\d+)", architecture) if isinstance(architecture, str) else None
+    if "patch_size" not in args and patch:
+        expected.append(("patch_size", f"architecture={architecture!r} (patch {patch[1]})", int(patch[1])))
+    for source, label in ((args, "model_args.num_classes"), (config, "num_classes")):
+        value = source.get("num_classes")
+        if value is not None and value != 0:  # 0: timm's model without a head
+            value = config_lib.number(source, "num_classes", None, path, integer=True)
+            expected.append(("num_classes", f"{label}={value!r}", value))
+    for field in ("qkv_bias", "class_token"):
+        if field in args:
+            expected.append((field, f"model_args.{field}={args[field]!r}", args[field]))
+    if "img_size" in args:
+        expected.append(("image_size", f"model_args.img_size={args['img_size']!r}",
+                         config_lib.size_pair(args["img_size"], path, "model_args.img_size")))
+    elif isinstance(pretrained.get("input_size"), list) and len(pretrained["input_size"]) == 3:
+        size = pretrained["input_size"]
+        expected.append(("image_size", f"pretrained_cfg.input_size={size!r}",
+                         config_lib.size_pair(size[1:], path, "pretrained_cfg.input_size")))
+    return expected

@@ -17,8 +17,9 @@ Attention kernels come back with merged head axes, as from
 
 import re
 
-import numpy as np
+import numpy as np  # noqa: F401  (the doctests' np)
 
+from keras_vit.weights import config as config_lib
 from keras_vit.weights.npz import CheckpointError
 from keras_vit.weights.timm import finish, patch_kernel
 
@@ -84,28 +85,47 @@ def to_original(tensors, path="<arrays>"):
     >>> out["embedding/kernel"].shape, out["head/kernel"].shape
     ((4, 4, 3, 8), (8, 10))
     """
-    out = {}
+    out, origin = {}, {}
     unknown = []
     for key, array in tensors.items():
         short = _strip(key)
         layer = _LAYER.match(short)
         if short == "embeddings.patch_embeddings.projection.weight":
-            out["embedding/kernel"] = patch_kernel(key, array, path)
+            name, value = "embedding/kernel", patch_kernel(key, array, path)
         elif short in _TOP_KEYS:
-            out[_TOP_KEYS[short]] = array.T if short.endswith("dense.weight") or short == "classifier.weight" else array
+            name = _TOP_KEYS[short]
+            value = array.T if short.endswith("dense.weight") or short == "classifier.weight" else array
         elif layer and layer[2] in _LAYER_KEYS:
-            out[f"Transformer/encoderblock_{layer[1]}/{_LAYER_KEYS[layer[2]]}"] = array.T if array.ndim == 2 else array
-        elif short not in _IGNORED:
-            unknown.append(key)
+            name = f"Transformer/encoderblock_{layer[1]}/{_LAYER_KEYS[layer[2]]}"
+            value = array.T if array.ndim == 2 else array
+        else:
+            if short not in _IGNORED:
+                unknown.append(key)
+            continue
+        if name in origin:  # "vit.layernorm.weight" and "layernorm.weight": which one would win is dict order
+            first, second = sorted((origin[name], key))
+            raise CheckpointError(
+                f"Checkpoint {path!r}: keys {first!r} and {second!r} are both {name!r} "
+                "(with and without the 'vit.' prefix); keep one of them."
+            )
+        out[name], origin[name] = value, key
     return finish(out, unknown, path, "transformers ViT")
+
+
+def _said(config, field, value):
+    """How an error quotes ``field``: its value in the file, or ViTConfig's default for an absent field."""
+    return f"{field}={value!r}" if field in config else f"has no {field} (ViTConfig's default {value!r})"
 
 
 def settings(config, path="<config>"):
     """What a transformers ``config.json`` says: heads, epsilon, sizes to check, labels.
 
+    Every field read is type-checked (:mod:`keras_vit.weights.config`); absent fields take
+    ``ViTConfig``'s defaults.
+
     Raises:
-        CheckpointError: a ``model_type`` other than ``"vit"``, or a
-            ``hidden_act`` other than the exact GELU.
+        CheckpointError: a ``model_type`` other than ``"vit"``, a ``hidden_act`` other than the
+            exact GELU, or a field of the wrong type (the message names it and its value).
 
     Example:
     >>> s = settings({"model_type": "vit", "layer_norm_eps": 1e-12, "num_attention_heads": 3,
@@ -113,6 +133,7 @@ def settings(config, path="<config>"):
     >>> s["layer_norm_epsilon"], s["num_heads"], s["class_names"]
     (1e-12, 3, ['cat', 'dog'])
     """
+    config = config_lib.json_object(config, path)
     model_type = config.get("model_type")
     if model_type != "vit":
         raise CheckpointError(
@@ -124,55 +145,29 @@ def settings(config, path="<config>"):
         raise CheckpointError(
             f"{path!r} has hidden_act={act!r}; keras_vit's ViT uses the exact (erf) GELU, transformers' 'gelu'."
         )
-    labels = config.get("id2label") or {}
-    names = [str(labels[k]) for k in sorted(labels, key=int)]
+    names = config_lib.indexed_names(config.get("id2label"), "id2label", path) or []
     if all(re.fullmatch(r"LABEL_\d+", name) for name in names):  # transformers' placeholder labels
         names = []
-    image_size = config.get("image_size", 224)
-    patch_size = config.get("patch_size", 16)
+    expected = []  # (quantity, the field as the config says it, value): checked against the weights
+    for quantity, field, default in (
+        ("hidden_size", "hidden_size", 768),
+        ("num_layers", "num_hidden_layers", 12),
+        ("mlp_dim", "intermediate_size", 3072),
+        ("num_channels", "num_channels", 3),
+    ):
+        value = config_lib.number(config, field, default, path, integer=True)
+        expected.append((quantity, _said(config, field, value), value))
+    for field, default in (("patch_size", 16), ("image_size", 224)):
+        value = config.get(field, default)
+        expected.append((field, _said(config, field, value), config_lib.size_pair(value, path, field)))
+    qkv_bias = config.get("qkv_bias", True)
+    if not isinstance(qkv_bias, bool):
+        raise CheckpointError(f"{path!r}: qkv_bias={qkv_bias!r}, expected true or false.")
+    expected.append(("qkv_bias", f"qkv_bias={qkv_bias!r}", qkv_bias))
     return {
         "architecture": (config.get("architectures") or ["ViTModel"])[0],
-        "num_heads": config.get("num_attention_heads", 12),
-        "layer_norm_epsilon": float(config.get("layer_norm_eps", LAYER_NORM_EPSILON)),
+        "num_heads": config_lib.number(config, "num_attention_heads", 12, path, integer=True),
+        "layer_norm_epsilon": config_lib.number(config, "layer_norm_eps", LAYER_NORM_EPSILON, path),
         "class_names": names or None,
-        "expected": {  # config field -> value the weights must agree with
-            "hidden_size": config.get("hidden_size", 768),
-            "num_hidden_layers": config.get("num_hidden_layers", 12),
-            "intermediate_size": config.get("intermediate_size", 3072),
-            "patch_size": patch_size,
-            "image_size": image_size,
-            "num_channels": config.get("num_channels", 3),
-            "qkv_bias": config.get("qkv_bias", True),
-        },
+        "expected": expected,
     }
-
-
-def check_config(expected, shapes, has_qkv_bias, path):
-    """Refuse weights whose shapes disagree with their ``config.json`` (naming the field and both values).
-
-    Example:
-    >>> check_config({"hidden_size": 8}, {"embedding/kernel": (4, 4, 3, 16)}, True, "m")
-    Traceback (most recent call last):
-    ...
-    keras_vit.weights.npz.CheckpointError: 'm': config.json says hidden_size=8 but the weights have 16.
-    """
-    kernel = shapes.get("embedding/kernel")
-    found = {}
-    if kernel is not None:
-        found.update(patch_size=kernel[0], num_channels=kernel[2], hidden_size=kernel[3])
-        posemb = shapes.get("Transformer/posembed_input/pos_embedding")
-        if posemb is not None:
-            side = int(round(np.sqrt(posemb[1] - 1)))
-            found["image_size"] = side * kernel[0]
-    found["num_hidden_layers"] = len({k.split("/")[1] for k in shapes if k.startswith("Transformer/encoderblock_")})
-    dense = shapes.get("Transformer/encoderblock_0/MlpBlock_3/Dense_0/kernel")
-    if dense is not None:
-        found["intermediate_size"] = dense[-1]
-    found["qkv_bias"] = has_qkv_bias
-    for field, value in expected.items():
-        have = found.get(field)
-        want = tuple(value) if isinstance(value, list) else value
-        if field == "image_size" and isinstance(want, tuple):
-            want = want[0]
-        if have is not None and have != want:
-            raise CheckpointError(f"{path!r}: config.json says {field}={value!r} but the weights have {have!r}.")

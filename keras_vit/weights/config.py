@@ -1,0 +1,173 @@
+"""Fields of a timm or transformers ``config.json``: read with their types checked, then checked against the weights.
+
+A config file is written by hand as often as by a library, and the one beside a
+state dict may belong to another model. Every field keras_vit reads is checked
+for its type here (an error names the file, the field and the value), the class
+names of ``id2label`` / ``label_names`` are taken only when they name each index
+of the head once, and every size a config states is compared with the weights'
+shapes by :func:`check_against_weights`, so a config cannot give the weights
+another model's number of heads or epsilon without an error.
+"""
+
+import math
+import numbers
+import warnings
+
+from keras_vit.weights.npz import CheckpointError
+
+
+def json_object(value, path, field=None):
+    """``value`` if it is a JSON object (a dict), else a ``CheckpointError`` naming ``path`` (and ``field``).
+
+    Example:
+    >>> json_object([1], "config.json")
+    Traceback (most recent call last):
+    ...
+    keras_vit.weights.npz.CheckpointError: 'config.json': expected a JSON object ({"field": value, ...}). Received: list
+    """
+    if isinstance(value, dict):
+        return value
+    if field is None:
+        raise CheckpointError(
+            f'{path!r}: expected a JSON object ({{"field": value, ...}}). Received: {type(value).__name__}'
+        )
+    raise CheckpointError(f"{path!r}: {field}={value!r}, expected a JSON object.")
+
+
+def number(config, field, default, path, integer=False):
+    """``config[field]`` (``default`` when absent): a positive number, or a positive integer when ``integer``.
+
+    Example:
+    >>> number({"layer_norm_eps": 1e-12}, "layer_norm_eps", 1e-12, "c")
+    1e-12
+    >>> number({"num_attention_heads": "4"}, "num_attention_heads", 12, "c", integer=True)
+    Traceback (most recent call last):
+    ...
+    keras_vit.weights.npz.CheckpointError: 'c': num_attention_heads='4', expected a positive integer.
+    """
+    if field not in config:
+        return default
+    value = config[field]
+    kind = numbers.Integral if integer else numbers.Real
+    if isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value) or value <= 0:
+        raise CheckpointError(f"{path!r}: {field}={value!r}, expected a positive {'integer' if integer else 'number'}.")
+    return int(value) if integer else float(value)
+
+
+def size_pair(value, path, field):
+    """An int or ``[height, width]`` size as ``(height, width)``, or a ``CheckpointError`` naming the field.
+
+    Example:
+    >>> size_pair(224, "c", "image_size"), size_pair([3, 384, 384][1:], "c", "input_size")
+    ((224, 224), (384, 384))
+    """
+    pair = [value, value] if isinstance(value, numbers.Integral) and not isinstance(value, bool) else value
+    if (
+        not isinstance(pair, (list, tuple))
+        or len(pair) != 2
+        or not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v > 0 for v in pair)
+    ):
+        raise CheckpointError(f"{path!r}: {field}={value!r}, expected a positive integer or [height, width].")
+    return int(pair[0]), int(pair[1])
+
+
+def indexed_names(mapping, field, path):
+    """The names of a head's outputs from ``{"0": name, "1": name, ...}`` (or a list), in index order.
+
+    Keys may come in any order; they must be the indices ``0 .. N-1``, each once. Anything else
+    (a gap, a stray or repeated index, a key that is no number) would shift names onto the wrong
+    outputs, so the names are not used: a warning names the file, the field and the problem, and
+    the weights load without class names.
+
+    Example:
+    >>> indexed_names({"1": "dog", "0": "cat"}, "id2label", "config.json")
+    ['cat', 'dog']
+    """
+    if mapping is None or isinstance(mapping, list):
+        return [str(name) for name in mapping] if mapping else None
+    problem = None
+    if not isinstance(mapping, dict):
+        problem = f"is {mapping!r}, expected a JSON object {{index: name}}"
+    else:
+        names = {}
+        for key, name in mapping.items():
+            try:
+                index = int(key)
+            except (TypeError, ValueError):
+                problem = f"key {key!r} is not an index"
+                break
+            if index in names:
+                problem = f"names index {index} twice (keys {sorted(k for k in mapping if int(k) == index)})"
+                break
+            names[index] = str(name)
+        if problem is None:
+            count = len(names)
+            missing = sorted(set(range(count)) - set(names))
+            if not missing:
+                return [names[i] for i in range(count)]
+            extra = sorted(set(names) - set(range(count)))
+            problem = (
+                f"lacks index {', '.join(map(str, missing))} and has {', '.join(map(str, extra))} "
+                f"outside 0..{count - 1}"
+            )
+    warnings.warn(
+        f"{path!r}: {field} {problem}; the model gets no class names from it "
+        "(predict prints class_0, class_1, ...; pass labels= to name them).",
+        UserWarning,
+        stacklevel=2,
+    )
+    return None
+
+
+def check_against_weights(expected, shapes, has_qkv_bias, path):
+    """Refuse weights whose shapes disagree with their config (naming the field and both values).
+
+    Args:
+        expected: ``[(quantity, field, value), ...]``: what the config states. ``quantity`` is one of
+            ``hidden_size``, ``num_layers``, ``mlp_dim``, ``patch_size``, ``image_size`` (an
+            ``(height, width)`` pair, compared as a grid of patches with the position embeddings),
+            ``num_channels``, ``qkv_bias``, ``class_token``, ``num_classes``, ``num_features``; ``field`` is how the
+            config says it (``"model_args.embed_dim=64"``, or ``"has no hidden_size (...)"`` for a
+            default standing in for an absent field).
+        shapes: ``{original key: shape}`` of the converted weights.
+        has_qkv_bias: whether the file holds query/key/value biases.
+        path: the config file, named in the error.
+
+    Example:
+    >>> check_against_weights([("hidden_size", "hidden_size=8", 8)], {"embedding/kernel": (4, 4, 3, 16)}, True, "m")
+    Traceback (most recent call last):
+    ...
+    keras_vit.weights.npz.CheckpointError: 'm': config.json says hidden_size=8 but the weights have 16.
+    """
+    kernel = shapes.get("embedding/kernel")
+    found = {"qkv_bias": has_qkv_bias, "class_token": "cls" in shapes}
+    if kernel is not None:
+        found.update(patch_size=(kernel[0], kernel[1]), num_channels=kernel[2], hidden_size=kernel[3])
+    blocks = {k.split("/")[1] for k in shapes if k.startswith("Transformer/encoderblock_")}
+    found["num_layers"] = len(blocks) or None
+    dense = shapes.get("Transformer/encoderblock_0/MlpBlock_3/Dense_0/kernel")
+    found["mlp_dim"] = dense[-1] if dense is not None else None
+    pre_logits = shapes.get("pre_logits/kernel")  # timm's num_features is the pre-logits width where there is one
+    found["num_features"] = pre_logits[-1] if pre_logits is not None else found.get("hidden_size")
+    head = shapes.get("head/kernel")
+    found["num_classes"] = head[-1] if head is not None else None
+    posemb = shapes.get("Transformer/posembed_input/pos_embedding")
+    positions = posemb[1] - (1 if found["class_token"] else 0) if posemb is not None and len(posemb) == 3 else None
+    for quantity, field, value in expected:
+        said = field if field.startswith("has no ") else f"says {field}"
+        if quantity == "image_size":
+            if positions is None or kernel is None:
+                continue
+            rows, cols = value[0] // kernel[0], value[1] // kernel[1]
+            if rows * cols != positions:
+                raise CheckpointError(
+                    f"{path!r}: config.json {said} ({rows} x {cols} patches of {kernel[0]}) "
+                    f"but the weights' position embeddings cover {positions} patches."
+                )
+            continue
+        have = found.get(quantity)
+        want = (value, value) if quantity == "patch_size" and isinstance(value, int) else value
+        want = tuple(want) if isinstance(want, list) else want
+        if have is not None and have != want:
+            shown = have[0] if quantity == "patch_size" and have[0] == have[1] else have
+            raise CheckpointError(f"{path!r}: config.json {said} but the weights have {shown!r}.")
