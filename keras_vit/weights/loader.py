@@ -1,7 +1,9 @@
 """Loading an original checkpoint into a built keras_vit model, all or nothing, with a report.
 
-Position embeddings are resampled in 2-D when the grid changes; a head of
-another size is skipped and left at zero (the paper's fine-tuning rule).
+Position embeddings are resampled in 2-D when the grid changes, the
+patch-embedding kernel by FlexiViT's pseudo-inverse resize when the patch size
+does (:mod:`keras_vit.weights.patchemb`); a head of another size is skipped and
+left at zero (the paper's fine-tuning rule).
 Everything is checked before any weight is written, so a failed load leaves
 the model as it was.
 """
@@ -13,8 +15,9 @@ import re
 
 import numpy as np
 
-from keras_vit.weights.mapping import HEAD_KEYS, POSEMB_KEY, targets_of
+from keras_vit.weights.mapping import HEAD_KEYS, PATCH_KERNEL_KEY, POSEMB_KEY, targets_of
 from keras_vit.weights.npz import CheckpointError, read_checkpoint
+from keras_vit.weights.patchemb import resample_patch_embedding
 from keras_vit.weights.posemb import model_grid, resize_position_embedding
 
 logger = logging.getLogger("keras_vit")
@@ -125,6 +128,9 @@ def load_checkpoint(model, checkpoint, strict=True, source=None):
         _check_values(report.path, key, array)
         if key == POSEMB_KEY and array.shape != target.shape:
             array = _fit_position_embedding(model, key, array, target, report)
+        elif key == PATCH_KERNEL_KEY and array.shape != target.shape and _same_channels_and_width(array, target):
+            report.resized[key] = (array.shape, target.shape)  # another patch size (FlexiViT)
+            array = resample_patch_embedding(array, target.shape[:2])
         elif key in HEAD_KEYS and array.shape != target.shape:
             report.skipped[key] = (
                 f"checkpoint shape {array.shape} != model shape {target.shape}; "
@@ -177,6 +183,11 @@ def load_into(model, path, source=None):
     """
     model.load_report = load_checkpoint(model, path, source=source)
     return model.load_report
+
+
+def _same_channels_and_width(array, target):
+    """A ``(ph, pw, C, D)`` kernel that differs from the model's only in its patch size."""
+    return array.ndim == 4 and tuple(array.shape[2:]) == tuple(target.shape[2:])
 
 
 def _merged_heads(key, shape, expected):

@@ -17,6 +17,7 @@ from keras_vit.layers.resnet import ResidualUnit, StdConv2D
 from keras_vit.weights.npz import CheckpointError
 
 POSEMB_KEY = "Transformer/posembed_input/pos_embedding"
+PATCH_KERNEL_KEY = "embedding/kernel"
 HEAD_KEYS = ("head/kernel", "head/bias")
 
 # inside encoder block i: checkpoint key under Transformer/encoderblock_{i}/ -> weight path under the block
@@ -129,7 +130,7 @@ def vit_targets(model):
     channels = patches.input.shape[-1]
     prefix = encoder.name
     targets = {
-        "embedding/kernel": _target(weights, f"{prefix}/projection/kernel", model, (ph, pw, channels, encoder.hidden_size)),
+        PATCH_KERNEL_KEY: _target(weights, f"{prefix}/projection/kernel", model, (ph, pw, channels, encoder.hidden_size)),
         "embedding/bias": _target(weights, f"{prefix}/projection/bias", model),
     }
     if encoder.class_token:
