@@ -19,6 +19,7 @@ COMMANDS = {
     "predict": "keras_vit.cli.predict",
     "attention": "keras_vit.cli.attention",
     "train": "keras_vit.cli.train",
+    "resize": "keras_vit.cli.resize",
 }
 
 

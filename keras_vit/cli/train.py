@@ -62,7 +62,7 @@ def add_arguments(parser):
     add("--layer-decay", type=float, default=None, help="layer-wise learning-rate decay (fine-tuning), e.g. 0.75")
     add("--freeze-blocks", type=int, default=0, help="freeze the embedding and the first N blocks (-1: all blocks)")
     add("--drop-path", type=float, default=None, help="stochastic depth rate (default: the model's recipe)")
-    add("--weights", default=None, help="original ViT .npz checkpoint to fine-tune from (new zero head)")
+    add("--weights", default=None, help="weights to fine-tune from (new zero head), resized to --image-size: an original .npz, a preset tag, hf://ORG/NAME, a timm or transformers checkpoint, or a keras_vit .keras model")
     add("--augment", choices=("none", "digits", "inception"), default=None, help="default: digits for MNIST, inception otherwise")
     add("--randaugment", action="store_true")
     add("--mixup", type=float, default=0.0, help="probability of MixUp per batch")

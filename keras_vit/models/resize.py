@@ -38,8 +38,8 @@ def input_size(model):
     return None if h is None or w is None else (int(h), int(w))
 
 
-def _stem_output_size(model, image_size):
-    """``(rows, cols)`` of the feature map that ``patches`` cuts, for images of ``image_size``."""
+def feature_map_size(model, image_size):
+    """``(rows, cols)`` of the feature map that ``patches`` cuts (the image itself, or a stem's output) for ``image_size``."""
     patches, _ = _image_layers(model)
     if patches.input is model.inputs[0]:
         return tuple(image_size)
@@ -70,7 +70,7 @@ def native_image_size(model):
     if size is not None:
         return size
     patches, _ = _image_layers(model)
-    rows, cols = _stem_output_size(model, (_PROBE, _PROBE))
+    rows, cols = feature_map_size(model, (_PROBE, _PROBE))
     if _PROBE % rows or _PROBE % cols:
         raise ValueError(f"Cannot read the stem's stride of model {model.name!r}: {_PROBE} pixels give a {rows}x{cols} feature map")
     (gh, gw), (ph, pw) = model_grid(model), patches.patch_size_pair
@@ -89,7 +89,7 @@ def _target_grid(model, image_size, patch_size):
                 f"Received: patch_size={patch_size}"
             )
         return gh * ph // nh, gw * pw // nw
-    rows, cols = _stem_output_size(model, image_size)
+    rows, cols = feature_map_size(model, image_size)
     if rows % nh or cols % nw:
         stem = "" if (rows, cols) == tuple(image_size) else f" (a {rows}x{cols} feature map)"
         raise ValueError(

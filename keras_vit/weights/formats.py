@@ -1,6 +1,6 @@
 """Which checkpoint format a path holds, and reading it into the original layout.
 
-Three formats, told apart by content (not only by the name):
+Four formats, told apart by content (not only by the name):
 
 * ``npz``: an original Google ``.npz`` (:mod:`keras_vit.weights.npz`);
 * ``timm``: a timm ViT state dict in a ``.safetensors`` file, or a folder with
@@ -9,7 +9,8 @@ Three formats, told apart by content (not only by the name):
 * ``transformers``: a folder written by ``save_pretrained`` (``config.json``
   with ``"model_type": "vit"``, ``model.safetensors`` or sharded
   ``model.safetensors.index.json``), or its ``.safetensors`` with the
-  ``config.json`` beside it.
+  ``config.json`` beside it;
+* ``keras``: a ``.keras`` model saved by keras_vit (:mod:`keras_vit.weights.keras_file`).
 
 ``.safetensors`` are read with the ``safetensors`` package's NumPy API; pickle
 files (``.bin``, ``.pth``, ``.pt``, ``.ckpt``, PyTorch zip archives) are
@@ -29,7 +30,7 @@ import zipfile
 
 import numpy as np
 
-from keras_vit.weights import npz
+from keras_vit.weights import keras_file, npz
 from keras_vit.weights import timm as timm_layout
 from keras_vit.weights import transformers as transformers_layout
 from keras_vit.weights.npz import CheckpointError
@@ -45,7 +46,7 @@ class CheckpointInfo:
 
     Attributes:
         path: the file or folder.
-        format: ``"npz"``, ``"timm"`` or ``"transformers"``.
+        format: ``"npz"``, ``"timm"``, ``"transformers"`` or ``"keras"``.
         shapes: ``{original key: shape}`` (attention kernels of foreign layouts
             with merged head axes).
         layer_norm_epsilon: the LayerNorm epsilon the weights were trained with.
@@ -75,7 +76,7 @@ def _refuse_pickle(path, what=None):
 
 
 def _sniff(path):
-    """``"npz"``, ``"safetensors"``, or a ``CheckpointError`` naming the file and what it really is."""
+    """``"npz"``, ``"keras"``, ``"safetensors"``, or a ``CheckpointError`` naming the file and what it really is."""
     if not os.path.isfile(path):
         raise CheckpointError(f"Checkpoint not found: {path!r}")
     if path.lower().endswith(PICKLE_SUFFIXES):
@@ -90,7 +91,7 @@ def _sniff(path):
             raise CheckpointError(f"Cannot read checkpoint {path!r}: a damaged zip/.npz archive ({error}).") from error
         if any(name.endswith("data.pkl") for name in names):
             _refuse_pickle(path, "a PyTorch archive (torch.save, pickled)")
-        return "npz"
+        return keras_file.FORMAT if keras_file.is_keras_archive(names) else "npz"
     if head.startswith(b"\x93NUMPY"):
         raise CheckpointError(f"Checkpoint {path!r} is a single NumPy array (.npy), not an .npz checkpoint of named arrays.")
     if len(head) >= 9 and head[8:9] == b"{" and struct.unpack("<Q", head[:8])[0] < os.path.getsize(path):
@@ -187,8 +188,9 @@ def _open(path):
     if os.path.isdir(path):
         files, config_path = _folder_files(path)
     else:
-        if _sniff(path) == "npz":
-            return "npz", None, None, None
+        kind = _sniff(path)
+        if kind in ("npz", keras_file.FORMAT):
+            return kind, None, None, None
         files = [path]
         beside = os.path.join(os.path.dirname(os.path.abspath(path)), "config.json")
         config_path = beside if os.path.isfile(beside) else None
@@ -254,6 +256,10 @@ def describe(path):
     fmt, tensors, config, config_path = _open(path)
     if fmt == "npz":
         return CheckpointInfo(path=path, format="npz", shapes=npz.npz_shapes(path))
+    if fmt == keras_file.FORMAT:
+        arrays, epsilon, class_names = keras_file.contents(path)
+        shapes = {key: tuple(array.shape) for key, array in arrays.items()}
+        return CheckpointInfo(path=path, format=fmt, shapes=shapes, layer_norm_epsilon=epsilon, class_names=class_names)
     settings = _preprocessing(path, _layout_settings(fmt, config, config_path))
     shapes = {k: tuple(v.shape) for k, v in _convert(fmt, tensors.stand_ins(), settings, path).items()}
     if fmt == transformers_layout.FORMAT:
@@ -294,6 +300,8 @@ def read(path):
     fmt, tensors, config, config_path = _open(path)
     if fmt == "npz":
         return npz.npz_arrays(path)
+    if fmt == keras_file.FORMAT:
+        return keras_file.read(path)
     settings = _preprocessing(path, _layout_settings(fmt, config, config_path))
     arrays = {k: np.asarray(v) for k, v in _convert(fmt, tensors.arrays(), settings, path).items()}
     return fold_normalization(arrays, settings.get("mean"), settings.get("std"))

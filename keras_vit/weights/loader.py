@@ -15,7 +15,7 @@ import re
 
 import numpy as np
 
-from keras_vit.weights.mapping import HEAD_KEYS, PATCH_KERNEL_KEY, POSEMB_KEY, targets_of
+from keras_vit.weights.mapping import HEAD_KEYS, PATCH_KERNEL_KEY, POSEMB_KEY, keras_targets, targets_of
 from keras_vit.weights.npz import CheckpointError, read_checkpoint
 from keras_vit.weights.patchemb import resample_patch_embedding
 from keras_vit.weights.posemb import model_grid, resize_position_embedding
@@ -113,6 +113,8 @@ def load_checkpoint(model, checkpoint, strict=True, source=None):
         _check_epsilon(model, info.layer_norm_epsilon, report.path)
     report.source = str(source) if source is not None else report.path
     targets = targets_of(model)
+    if report.format == "keras":  # a .keras source also carries the weights of a conv stem
+        targets.update(keras_targets(model, targets))
 
     values = {}
     missing = []
