@@ -255,7 +255,8 @@ def mean_attention_distance(model, images, weights=None):
 
     Args:
         model: a keras_vit model.
-        images: ``(batch, H, W, 3)`` as the model takes them.
+        images: ``(batch, H, W, 3)`` as the model takes them; None with
+            ``weights`` of images of the model's input (or native) size.
         weights: precomputed ``(batch, layers, heads, tokens, tokens)``.
 
     Returns:
@@ -267,7 +268,12 @@ def mean_attention_distance(model, images, weights=None):
     weights = np.asarray(weights, dtype="float64")
     if weights.ndim == 4:
         weights = weights[None]
-    h, w = np.shape(images)[1:3]
+    if images is None:  # weights alone: images of the model's input size (native size for any-size models)
+        from keras_vit.models.resize import native_image_size
+
+        h, w = native_image_size(model)
+    else:
+        h, w = np.shape(images)[1:3]
     gh, gw = patch_grid(model, (h, w))
     n = gh * gw
     patch_weights = weights[..., -n:, -n:]

@@ -54,6 +54,8 @@ class CheckpointInfo:
         class_names: names of the head's outputs carried by the file, or None.
         architecture: timm model name or transformers class, if known.
         mean, std: input normalisation of a foreign model (None: [-1, 1]).
+        grid: ``(rows, cols)`` of the position embeddings when the file says
+            (a ``.keras`` model), else None (a square is assumed).
     """
 
     path: str
@@ -65,6 +67,7 @@ class CheckpointInfo:
     architecture: str | None = None
     mean: list | None = None
     std: list | None = None
+    grid: tuple | None = None
 
 
 def _refuse_pickle(path, what=None):
@@ -257,9 +260,11 @@ def describe(path):
     if fmt == "npz":
         return CheckpointInfo(path=path, format="npz", shapes=npz.npz_shapes(path))
     if fmt == keras_file.FORMAT:
-        arrays, epsilon, class_names = keras_file.contents(path)
+        arrays, epsilon, class_names, grid = keras_file.contents(path)
         shapes = {key: tuple(array.shape) for key, array in arrays.items()}
-        return CheckpointInfo(path=path, format=fmt, shapes=shapes, layer_norm_epsilon=epsilon, class_names=class_names)
+        return CheckpointInfo(
+            path=path, format=fmt, shapes=shapes, layer_norm_epsilon=epsilon, class_names=class_names, grid=grid,
+        )
     settings = _preprocessing(path, _layout_settings(fmt, config, config_path))
     shapes = {k: tuple(v.shape) for k, v in _convert(fmt, tensors.stand_ins(), settings, path).items()}
     if fmt == transformers_layout.FORMAT:

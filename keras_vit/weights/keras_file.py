@@ -30,12 +30,13 @@ def is_keras_archive(names):
 
 @functools.lru_cache(maxsize=1)
 def _contents(path, mtime_ns, size):
-    """``(arrays, layer_norm_epsilon, class_names)`` of a ``.keras`` file, read once per version of the file."""
+    """``(arrays, layer_norm_epsilon, class_names, grid)`` of a ``.keras`` file, read once per version of the file."""
     import keras
 
     from keras_vit.layers import TransformerBlock
     from keras_vit.saving import load_model, read_metadata
     from keras_vit.weights.mapping import keras_targets, targets_of
+    from keras_vit.weights.posemb import model_grid
 
     try:
         model = load_model(path)
@@ -47,11 +48,14 @@ def _contents(path, mtime_ns, size):
     targets = targets_of(model)
     targets.update(keras_targets(model, targets))
     arrays = {key: np.reshape(keras.ops.convert_to_numpy(t.variable), t.shape) for key, t in targets.items()}
-    return arrays, max(epsilons), read_metadata(path).get("class_names")
+    return arrays, max(epsilons), read_metadata(path).get("class_names"), model_grid(model)
 
 
 def contents(path):
-    """``(arrays, layer_norm_epsilon, class_names)`` of the ``.keras`` file at ``path``."""
+    """``(arrays, layer_norm_epsilon, class_names, grid)`` of the ``.keras`` file at ``path``.
+
+    ``grid`` is the ``(rows, cols)`` of its position embeddings (not always a square).
+    """
     path = os.path.abspath(os.fspath(path))
     stat = os.stat(path)
     return _contents(path, stat.st_mtime_ns, stat.st_size)

@@ -105,11 +105,13 @@ def load_checkpoint(model, checkpoint, strict=True, source=None):
     """
     arrays = read_checkpoint(checkpoint)
     report = LoadReport(path="<arrays>" if isinstance(checkpoint, dict) else os.fspath(checkpoint))
+    grid = None  # of the checkpoint's position embeddings: a square unless the file says
     if not isinstance(checkpoint, dict):
         from keras_vit.weights import formats
 
         info = formats.describe(checkpoint)
         report.format = info.format
+        grid = info.grid
         _check_epsilon(model, info.layer_norm_epsilon, report.path)
     report.source = str(source) if source is not None else report.path
     targets = targets_of(model)
@@ -129,7 +131,7 @@ def load_checkpoint(model, checkpoint, strict=True, source=None):
         array = arrays[key]
         _check_values(report.path, key, array)
         if key == POSEMB_KEY and array.shape != target.shape:
-            array = _fit_position_embedding(model, key, array, target, report)
+            array = _fit_position_embedding(model, key, array, target, report, grid)
         elif key == PATCH_KERNEL_KEY and array.shape != target.shape and _same_channels_and_width(array, target):
             report.resized[key] = (array.shape, target.shape)  # another patch size (FlexiViT)
             array = resample_patch_embedding(array, target.shape[:2])
@@ -216,13 +218,13 @@ def _check_values(path, key, array):
         )
 
 
-def _fit_position_embedding(model, key, array, target, report):
+def _fit_position_embedding(model, key, array, target, report, grid=None):
     prefix = target.shape[1] - int(np.prod(model_grid(model)))
     if array.ndim != 3 or array.shape[0] != 1 or array.shape[2] != target.shape[2] or prefix < 0:
         raise CheckpointError(
             f"Shape mismatch for checkpoint key {key!r}: checkpoint has {array.shape}, "
             f"model {model.name!r} expects {target.shape}."
         )
-    resized = resize_position_embedding(array, model_grid(model), num_prefix_tokens=prefix)
+    resized = resize_position_embedding(array, model_grid(model), grid, num_prefix_tokens=prefix)
     report.resized[key] = (array.shape, target.shape)
     return resized
