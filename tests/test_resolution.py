@@ -7,6 +7,9 @@ the graph where the loader does it in float64, a difference of ~1e-7 per embeddi
 the encoder keeps well under 1e-5.
 """
 
+import os
+import re
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -304,3 +307,14 @@ def test_train_weights_from_a_keras_file_of_another_size(tmp_path):
         npz = str(tmp_path / "c.npz")
         np.savez(npz, cls=np.zeros((1, 1, 64)))
         recipes.build_model("mnist", 3, weights=npz)
+
+
+def test_docs_examples_run(capsys):
+    page = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "resolution.md")
+    with open(page, encoding="utf-8") as f:
+        blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
+    assert len(blocks) == 2
+    for block in blocks:
+        exec(block, {})
+    out = capsys.readouterr().out
+    assert "(None, None, None, 3)" in out and "(2, 3)" in out and "(16, 16)" in out

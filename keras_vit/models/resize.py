@@ -136,7 +136,7 @@ def resize_model(model, image_size=SAME, patch_size=None):
     >>> import keras_vit
     >>> model = keras_vit.ViT(image_size=32, patch_size=8, hidden_size=32, num_layers=1, num_heads=4, mlp_dim=64)
     >>> bigger = resize_model(model, image_size=64)
-    >>> bigger.input_shape, bigger.get_layer("patch_encoder").position_embedding.shape
+    >>> bigger.input_shape, tuple(bigger.get_layer("patch_encoder").position_embedding.shape)
     ((None, 64, 64, 3), (1, 65, 32))
     >>> resize_model(model, image_size=None).input_shape
     (None, None, None, 3)
