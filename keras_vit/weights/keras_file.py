@@ -72,5 +72,7 @@ def read(path):
     >>> read(path)["embedding/kernel"].shape
     (8, 8, 3, 32)
     """
-    return dict(contents(path)[0])
+    arrays = dict(contents(path)[0])
+    _contents.cache_clear()  # read once for the builder's describe and load, not held for the process
+    return arrays
 
