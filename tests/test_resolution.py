@@ -46,12 +46,19 @@ def _build(kind, image_size, **extra):
 
 
 def _randomize_head(model, seed=0):
-    """The zero-initialised head (and class token) made random, so the logits depend on every token."""
+    """The zero-initialised head (and class token) made random, so the logits depend on every token.
+
+    The head's scale is LeCun's (1 / sqrt(width)): logits of order 1, as a trained head gives, so that
+    an absolute tolerance on them means what it says for every width.
+    """
     rng = np.random.default_rng(seed)
     for layer in model.layers:
         for variable in layer.weights:
-            if layer.name == "head" or variable.name == "class_token":
-                variable.assign(rng.normal(0, 0.5, variable.shape).astype("float32"))
+            if layer.name == "head":
+                width = model.get_layer("head").kernel.shape[0]
+                variable.assign(rng.normal(0, 1 / np.sqrt(width), variable.shape).astype("float32"))
+            elif variable.name == "class_token":
+                variable.assign(rng.normal(0, 0.02, variable.shape).astype("float32"))
     return model
 
 
