@@ -254,6 +254,18 @@ def test_loader_resamples_a_checkpoint_of_another_patch_size(tmp_path):
     np.testing.assert_allclose(np.asarray(model.get_layer("patch_encoder").projection.kernel), expected.reshape(48, 32), atol=1e-6)
 
 
+def test_variant_builder_takes_another_patch_size(tmp_path):
+    from helpers import save_npz, vit_checkpoint
+
+    ti16 = keras_vit.decode_variant("Ti/16")
+    arrays = vit_checkpoint(patch_size=16, grid=(2, 2), num_classes=3,
+                            **{k: ti16[k] for k in ("hidden_size", "num_layers", "num_heads", "mlp_dim")})
+    model = keras_vit.ViTTi16(num_classes=3, image_size=32, patch_size=8, weights=save_npz(tmp_path / "Ti16.npz", arrays))
+    assert model.get_layer("patches").patch_size_pair == (8, 8) and model.name == "vit_ti16"
+    assert model.load_report.resized["embedding/kernel"] == ((16, 16, 3, 192), (8, 8, 3, 192))
+    assert model.load_report.resized["Transformer/posembed_input/pos_embedding"] == ((1, 5, 192), (1, 17, 192))
+
+
 # --------------------------------------------------------------------------- exports and inspection
 
 
