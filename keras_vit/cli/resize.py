@@ -11,6 +11,8 @@ model are kept; the output is written atomically.
 import argparse
 import re
 
+_KEEP = object()  # --image-size not given (argparse converts string defaults with `type`; this it leaves alone)
+
 
 def parse_image_size(text):
     """``"384" -> 384``, ``"384x512" -> (384, 512)``, ``"none"`` -> None (any size).
@@ -31,21 +33,22 @@ def add_arguments(parser):
     parser.add_argument("model", help="the .keras file")
     parser.add_argument("--output", required=True, help="the .keras file to write")
     parser.add_argument(
-        "--image-size", type=parse_image_size, default="same",
+        "--image-size", type=parse_image_size, default=_KEEP,
         help="N, HxW, or 'none' for any size (default: the model's own)",
     )
     parser.add_argument("--patch-size", type=parse_image_size, help="N or HxW (default: the model's own)")
 
 
 def run(args):
-    from keras_vit.models.resize import describe_size, resize_model
+    from keras_vit.models.resize import SAME, describe_size, resize_model
     from keras_vit.saving import load_model, read_metadata, save_model
 
-    if args.image_size == "same" and args.patch_size is None:
+    if args.image_size is _KEEP and args.patch_size is None:
         raise ValueError("Nothing to change: give --image-size and/or --patch-size")
     metadata = read_metadata(args.model)
     model = load_model(args.model)
-    resized = resize_model(model, image_size=args.image_size, patch_size=args.patch_size)
+    image_size = SAME if args.image_size is _KEEP else args.image_size
+    resized = resize_model(model, image_size=image_size, patch_size=args.patch_size)
     if "image_size" in metadata:  # what keras-vit train records
         size = resized.input_shape[1]
         metadata["image_size"] = size if size == resized.input_shape[2] else list(resized.input_shape[1:3])
