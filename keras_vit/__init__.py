@@ -25,6 +25,7 @@ _EXPORTS = {
     "keras_vit.models.vit": ("ViT", "ViTB16", "ViTB32", "ViTH14", "ViTL16", "ViTL32", "ViTS16", "ViTS32", "ViTTi16"),
     "keras_vit.models.small": ("conv_stem_vit",),
     "keras_vit.models.pretrained": ("from_pretrained",),
+    "keras_vit.models.resize": ("native_image_size", "resize_model"),
     "keras_vit.weights": ("CheckpointError", "LoadReport", "load_checkpoint", "read_checkpoint", "resize_position_embedding"),
     "keras_vit.train.data": ("ImageDataset", "load_dataset", "load_image_folder", "load_mnist", "load_tfds", "make_pipeline"),
     "keras_vit.train.optimizers": ("LayerDecayAdamW", "LayerDecaySGD", "build_optimizer", "layer_decay_multipliers", "warmup_cosine"),

@@ -32,6 +32,10 @@ models = {
     "hybrid": lambda: keras_vit.HybridViT(image_size=32, block_units=(1, 1), width=0.5, patch_size=1, hidden_size=32,
                                           num_layers=1, num_heads=4, mlp_dim=64, num_classes=4, classifier_activation=None),
     "ti16": lambda: keras_vit.ViTTi16(num_classes=7, image_size=32, classifier_activation=None),
+    # any size, embeddings stored for 2 x 2 patches and resampled to the 4 x 4 of x in the graph
+    "vit_any_size": lambda: keras_vit.ViT(image_size=None, native_image_size=16, patch_size=8, hidden_size=32,
+                                          num_layers=2, num_heads=4, mlp_dim=64, num_classes=5,
+                                          classifier_activation=None),
 }
 folder, save = sys.argv[1], sys.argv[2] == "save"
 x = np.load(folder + "/x.npy")

@@ -33,11 +33,15 @@ class LayerHarnessTest(testing.TestCase):
             keras.config.enable_traceback_filtering()
         super().tearDown()
 
-    @parameterized.named_parameters(("square", 2, (2, 4, 6, 3), (2, 6, 12)), ("pair", (2, 3), (2, 4, 6, 3), (2, 4, 18)))
-    def test_patches(self, patch_size, input_shape, output_shape):
+    @parameterized.named_parameters(
+        ("square", 2, True, (2, 4, 6, 3), (2, 6, 12)),
+        ("pair", (2, 3), True, (2, 4, 6, 3), (2, 4, 18)),
+        ("grid", (2, 3), False, (2, 4, 6, 3), (2, 2, 2, 18)),
+    )
+    def test_patches(self, patch_size, flatten, input_shape, output_shape):
         self.run_layer_test(
             Patches,
-            {"patch_size": patch_size},
+            {"patch_size": patch_size, "flatten": flatten},
             input_shape=input_shape,
             expected_output_shape=output_shape,
             expected_output_dtype="float32",
@@ -60,6 +64,20 @@ class LayerHarnessTest(testing.TestCase):
             expected_num_trainable_weights=num_weights,  # projection kernel and bias, position embedding, [class]
             expected_num_non_trainable_weights=0,
             expected_num_seed_generators=num_seeds,
+            run_training_check=True,
+            run_mixed_precision_check=True,
+        )
+
+    def test_patch_encoder_on_another_grid(self):
+        self.run_layer_test(
+            PatchEncoder,
+            {"num_patches": 6, "hidden_size": WIDTH, "grid_size": (2, 3)},
+            input_shape=(BATCH, 3, 4, 12),  # position embeddings resampled from 2 x 3 to 3 x 4
+            expected_output_shape=(BATCH, 13, WIDTH),
+            expected_output_dtype="float32",
+            expected_num_trainable_weights=4,
+            expected_num_non_trainable_weights=0,
+            expected_num_seed_generators=0,
             run_training_check=True,
             run_mixed_precision_check=True,
         )

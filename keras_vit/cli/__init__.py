@@ -20,6 +20,7 @@ COMMANDS = {
     "attention": "keras_vit.cli.attention",
     "train": "keras_vit.cli.train",
     "convert": "keras_vit.cli.convert",
+    "resize": "keras_vit.cli.resize",
 }
 
 # what the command set in its own environment before TensorFlow started (see keras_vit.hardware.onednn_environment)

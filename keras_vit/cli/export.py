@@ -10,6 +10,7 @@ import sys
 
 
 def add_arguments(parser):
+    from keras_vit.cli.resize import parse_image_size
     from keras_vit.export import FORMATS, QUANTIZE_MODES
 
     parser.add_argument("model", help="the .keras file")
@@ -36,6 +37,11 @@ def add_arguments(parser):
     parser.add_argument("--max-abs-diff", type=float, help="override the max-abs-diff tolerance")
     parser.add_argument("--min-top1-agreement", type=float, help="override the top-1 agreement floor")
     parser.add_argument("--no-warmup", action="store_true", help="do not write TF Serving warmup requests")
+    parser.add_argument(
+        "--image-size", type=parse_image_size,
+        help="N or HxW: export at this size (the model resized); for a model of any size, the fixed size of "
+        "TFLite/ONNX and of serving_bytes' resize (default: its native size)",
+    )
 
 
 def run(args):
@@ -52,7 +58,7 @@ def run(args):
             eval_data=args.eval_data, representative_data=args.representative_data, num_images=args.num_images,
             name=args.name, version=args.version, top_k=args.top_k, batch_size=args.batch_size,
             float_ops=float_ops, max_abs_diff=args.max_abs_diff, min_top1_agreement=args.min_top1_agreement,
-            warmup=not args.no_warmup, report=args.report,
+            warmup=not args.no_warmup, report=args.report, image_size=args.image_size,
         )
     except ExportVerificationError as error:
         print(f"keras-vit export: FAILED verification\n{error.report.summary()}", file=sys.stderr)

@@ -70,9 +70,9 @@ def add_arguments(parser):
     add("--freeze-blocks", type=int, default=0, help="freeze the embedding and the first N blocks (-1: all blocks)")
     add("--drop-path", type=float, default=None, help="stochastic depth rate (default: the model's recipe)")
     add("--weights", default=None, metavar="SOURCE",
-        help="pretrained weights of --model's architecture to fine-tune from (new zero head, position embeddings "
-        "resized): an original .npz, a timm .safetensors, a transformers folder, hf://ORG/NAME, or a preset tag "
-        "(imagenet21k, augreg_in21k_ft_in1k, ...: keras-vit info --presets)")
+        help="pretrained weights to fine-tune from (new zero head, position embeddings resized to --image-size): "
+        "an original .npz, a timm .safetensors, a transformers folder, hf://ORG/NAME, a keras_vit .keras model, "
+        "or a preset tag (imagenet21k, augreg_in21k_ft_in1k, ...: keras-vit info --presets)")
     add("--augment", choices=("none", "digits", "inception"), default=None, help="default: digits for MNIST, inception otherwise")
     add("--randaugment", action="store_true")
     add("--mixup", type=float, default=0.0, help="probability of MixUp per batch")

@@ -52,6 +52,7 @@ def export_model(
     warmup=True,
     opset=onnx.DEFAULT_OPSET,
     report=None,
+    image_size=None,
 ):
     """Export ``model``, run the export in its runtime, compare it with Keras.
 
@@ -81,6 +82,12 @@ def export_model(
         warmup: write TF Serving warmup requests (needs tensorflow-serving-api).
         opset: ONNX opset.
         report: optional path of a JSON report (written pass or fail).
+        image_size: int or ``(height, width)`` to export at: the model is
+            resized to it first (:func:`keras_vit.resize_model`). A model built
+            with ``image_size=None`` is exported to TFLite and ONNX at this size
+            (default: its native size); its SavedModel keeps taking any size in
+            ``serving_default`` and ``serving_bytes`` resizes images to this size
+            (default: its native size).
 
     Returns:
         The :class:`VerificationReport` (``report.path`` is the export).
@@ -99,8 +106,7 @@ def export_model(
     if float_ops != "auto":
         tflite.check_op_names(float_ops)
     model_path = None if not isinstance(model, (str, os.PathLike)) else os.fspath(model)
-    model = load_model(model)
-    shape = common.image_shape(model)
+    model, shape = _at_size(load_model(model), format, image_size)
     labels = common.resolve_labels(model, labels, model_path)
     if format == "saved_model":  # fail before any work
         saved_model.version_path(output, name or model.name, version)
@@ -120,7 +126,7 @@ def export_model(
     bars = verify.tolerance_for(format, quantize, max_abs_diff, min_top1_agreement)
 
     if format == "saved_model":
-        result = _export_saved_model(model, output, name, version, labels, top_k, images, expected, bars, warmup)
+        result = _export_saved_model(model, output, name, version, labels, top_k, images, expected, bars, warmup, shape[:2])
     elif format == "tflite":
         result = _export_tflite(model, output, quantize, labels, calibration, images, expected, bars, batch_size, float_ops)
     else:
@@ -133,7 +139,23 @@ def export_model(
     return result
 
 
-def _export_saved_model(model, base, name, version, labels, top_k, images, expected, bars, warmup):
+def _at_size(model, format, image_size):
+    """``(model, (H, W, C))``: the model to export, resized where needed, and the size of its images."""
+    from keras_vit.models.arguments import positive_pair
+    from keras_vit.models.resize import input_size, native_image_size, resize_model
+
+    current = input_size(model)
+    size = None if image_size is None else positive_pair(image_size, "image_size")
+    if current is None:  # any size: fixed for TFLite and ONNX, the bytes signature's resize for TF Serving
+        size = size or native_image_size(model)
+        if format != "saved_model":
+            model = resize_model(model, size)
+    elif size is not None and size != current:
+        model = resize_model(model, size)
+    return model, tuple(size or current) + tuple(model.input_shape[-1:])
+
+
+def _export_saved_model(model, base, name, version, labels, top_k, images, expected, bars, warmup, image_size):
     import tensorflow as tf
 
     if not common.outputs_are_probabilities(model):
@@ -155,7 +177,7 @@ def _export_saved_model(model, base, name, version, labels, top_k, images, expec
     try:
         path, details = saved_model.export_saved_model(
             model, base, name=name, version=version, labels=labels, top_k=top_k,
-            warmup_images=images if warmup else None, check=check,
+            warmup_images=images if warmup else None, check=check, image_size=image_size,
         )
     except ExportVerificationError as error:
         error.report.path = target

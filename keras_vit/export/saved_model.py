@@ -10,14 +10,19 @@ Signatures (both with a dynamic batch):
 * ``serving_default``: input ``images``, float32 ``(batch, H, W, 3)``, RGB in
   [0, 255] (NHWC); another shape fails the request with
   ``InvalidArgumentError`` naming the shape received and the one expected
-  (the server and later requests are unaffected); outputs ``probabilities`` (float32 ``(batch, classes)``),
+  (the server and later requests are unaffected). The SavedModel of a model
+  built with ``image_size=None`` takes ``(batch, None, None, 3)``: any size
+  the patch size divides (another fails the request, naming both). Outputs
+  ``probabilities`` (float32 ``(batch, classes)``),
   ``top_k_scores`` (float32), ``top_k_ids`` (int32) and ``top_k_labels``
   (string), each ``(batch, k)``.
 * ``serving_bytes``: input ``image_bytes``, string ``(batch,)`` of JPEG/PNG/
   BMP/GIF file contents (what the REST ``{"b64": ...}`` form arrives as);
   decoded to RGB, turned upright by its EXIF orientation as keras_vit's
   reader does (JPEG and PNG; :mod:`keras_vit.export.exif`), resized
-  bilinearly to ``(H, W)`` and fed to the same model; same outputs. Bytes
+  bilinearly to ``(H, W)`` (for an ``image_size=None`` model, the size
+  given to the export, by default its native size) and fed to the same
+  model; same outputs. Bytes
   that do not decode fail that request with ``InvalidArgumentError`` (an
   error response in TF Serving); the server and later requests are
   unaffected. The graph cannot run keras_vit's Pillow reader
@@ -81,12 +86,18 @@ def version_path(base_path, name, version=None):
     return path, int(version)
 
 
-def build_archive(model, labels, top_k=5):
-    """A ``keras.export.ExportArchive`` holding both serving signatures."""
+def build_archive(model, labels, top_k=5, image_size=None):
+    """A ``keras.export.ExportArchive`` holding both serving signatures.
+
+    ``image_size``: ``(H, W)`` of the bytes signature's resize, needed for a
+    model of any input size (``image_size=None``); default the model's input size.
+    """
     import keras
     import tensorflow as tf
 
-    h, w, c = common.image_shape(model)
+    _, mh, mw, c = model.input_shape
+    dynamic = mh is None or mw is None
+    h, w = image_size if image_size is not None else common.image_shape(model)[:2]
     classes = common.num_outputs(model)
     k = min(int(top_k), classes)
     if k < 1:
@@ -97,7 +108,7 @@ def build_archive(model, labels, top_k=5):
     def serve(images):
         # TF Serving does not check a request against the signature's static shape: without this an
         # image of another size is regrouped by the reshapes (8 rows for 2 images of twice the size)
-        images = tf.ensure_shape(images, (None, h, w, c), name="check_image_shape")
+        images = tf.ensure_shape(images, (None, mh, mw, c), name="check_image_shape")
         outputs = tf.cast(model(images, training=False), tf.float32)
         probabilities = outputs if probabilities_out else tf.nn.softmax(outputs, axis=-1)
         scores, ids = tf.math.top_k(probabilities, k=k)
@@ -120,8 +131,9 @@ def build_archive(model, labels, top_k=5):
 
     archive = keras.export.ExportArchive()
     archive.track(model)
+    pixels = (None, None, None, c) if dynamic else (None, h, w, c)
     archive.add_endpoint(
-        SERVING_SIGNATURE, serve, input_signature=[tf.TensorSpec((None, h, w, c), tf.float32, name=PIXELS_INPUT)]
+        SERVING_SIGNATURE, serve, input_signature=[tf.TensorSpec(pixels, tf.float32, name=PIXELS_INPUT)]
     )
     archive.add_endpoint(
         BYTES_SIGNATURE, serve_bytes, input_signature=[tf.TensorSpec((None,), tf.string, name=BYTES_INPUT)]
@@ -184,7 +196,9 @@ def run_signature(loaded, images, batch_size=32):
     return np.concatenate(out)
 
 
-def export_saved_model(model, base_path, name=None, version=None, labels=None, top_k=5, warmup_images=None, check=None):
+def export_saved_model(
+    model, base_path, name=None, version=None, labels=None, top_k=5, warmup_images=None, check=None, image_size=None,
+):
     """Write a TF Serving version folder atomically.
 
     Args:
@@ -200,6 +214,7 @@ def export_saved_model(model, base_path, name=None, version=None, labels=None, t
             (written when tensorflow-serving-api is installed); None skips.
         check: optional ``check(tmp_path)`` run on the finished temporary
             folder before it is renamed into place; raising aborts the export.
+        image_size: ``(H, W)`` of ``serving_bytes``'s resize (see :func:`build_archive`).
 
     Returns:
         ``(path, details)``: the version folder and facts for the report.
@@ -214,7 +229,7 @@ def export_saved_model(model, base_path, name=None, version=None, labels=None, t
     tmp = saving.temporary_path(target)
     details = {"name": name, "version": version, "signatures": [SERVING_SIGNATURE, BYTES_SIGNATURE]}
     try:
-        build_archive(model, labels, top_k).write_out(tmp, verbose=False)
+        build_archive(model, labels, top_k, image_size).write_out(tmp, verbose=False)
         os.makedirs(os.path.join(tmp, "assets"), exist_ok=True)
         with open(os.path.join(tmp, "assets", "labels.txt"), "w", encoding="utf-8") as f:
             f.write("".join(f"{label}\n" for label in labels))

@@ -81,10 +81,12 @@ def keras_runtime(model, include_preprocessing=None):
     if include_preprocessing is None:
         include_preprocessing = model_takes_pixels(model)
     shape = model.input_shape
-    if isinstance(shape, list) or len(shape) != 4 or None in shape[1:3]:
-        raise ValueError(
-            f"Expected a model with one (batch, H, W, 3) image input of fixed size. Received: input_shape={shape}"
-        )
+    if isinstance(shape, list) or len(shape) != 4:
+        raise ValueError(f"Expected a model with one (batch, H, W, 3) image input. Received: input_shape={shape}")
+    if None in shape[1:3]:  # a model of any size (image_size=None) classifies images at its native size
+        from keras_vit.models.resize import native_image_size
+
+        shape = (None,) + native_image_size(model) + shape[3:]
 
     def run(images):
         # predict_on_batch per chunk, not model.predict: on 2 CPU cores model.predict ran ViT-B/16 at 3.1

@@ -5,7 +5,8 @@ The attention model re-runs a trained model's own layers: everything up to
 CNN backbone comes along), then every ``TransformerBlock`` is called with
 ``return_attention_scores=True``, which computes the softmax weights
 explicitly whatever kernel the ordinary forward pass uses. Any image size and
-patch size work: the grid is read from the model.
+patch size work: the grid is read from the model, or for a model built with
+``image_size=None`` from the image (any size the patch size divides).
 
 Example:
 >>> import keras_vit
@@ -45,10 +46,20 @@ def transformer_blocks(model):
     return blocks
 
 
-def patch_grid(model):
-    """``(rows, cols)`` of the token grid, from the ``Patches`` layer (or the token count and input shape)."""
+def patch_grid(model, image_size=None):
+    """``(rows, cols)`` of the token grid, from the ``Patches`` layer (or the token count and input shape).
+
+    For a model built with ``image_size=None``, the grid of images of
+    ``image_size`` ``(H, W)`` (default: the native size its position
+    embeddings are stored for).
+    """
     encoder = _patch_encoder(model)
     patches = [layer for layer in model.layers if isinstance(layer, Patches)]
+    if len(patches) == 1 and not patches[0].flatten:  # any size: the grid of this image
+        from keras_vit.models.resize import feature_map_size, native_image_size
+
+        rows, cols = feature_map_size(model, image_size or native_image_size(model))
+        return patches[0].grid_size((None, rows, cols, None))
     if len(patches) == 1:
         grid = patches[0].grid_size(patches[0].input.shape)
         if grid[0] * grid[1] == encoder.num_patches:
@@ -206,11 +217,11 @@ def rollout_map(model, image, head_fusion="mean", discard_ratio=0.0, weights=Non
 
     Args:
         model: a keras_vit model.
-        image: one image ``(H, W, 3)`` at the model's input size, as the model
-            takes it.
+        image: one image ``(H, W, 3)`` at the model's input size (any size the
+            patch size divides for an ``image_size=None`` model), as the model takes it.
         head_fusion, discard_ratio: see :func:`attention_rollout`.
         weights: precomputed ``(layers, heads, tokens, tokens)`` for ``image``.
-        size: ``(height, width)`` of the map; default the model's input size.
+        size: ``(height, width)`` of the map; default the image's size.
             Give the original image's size to overlay the map on it with one
             resize from the patch grid, not two.
 
@@ -222,7 +233,8 @@ def rollout_map(model, image, head_fusion="mean", discard_ratio=0.0, weights=Non
     if weights is None:
         weights = attention_weights(model, image)
     rollout = attention_rollout(weights, head_fusion, discard_ratio)
-    grid = patch_grid(model)
+    image_size = tuple(np.shape(image)[:2])
+    grid = patch_grid(model, image_size)
     n = grid[0] * grid[1]
     if _patch_encoder(model).class_token:
         relevance = rollout[0, 1:]
@@ -230,7 +242,7 @@ def rollout_map(model, image, head_fusion="mean", discard_ratio=0.0, weights=Non
         relevance = rollout.mean(0)
     if relevance.shape[0] != n:
         raise ValueError(f"Token count does not match the patch grid {grid}. Received: {relevance.shape[0]} patch tokens")
-    return images_lib.resize(relevance.reshape(grid), size or input_size(model))
+    return images_lib.resize(relevance.reshape(grid), size or image_size)
 
 
 def mean_attention_distance(model, images, weights=None):
@@ -243,19 +255,26 @@ def mean_attention_distance(model, images, weights=None):
 
     Args:
         model: a keras_vit model.
-        images: ``(batch, H, W, 3)`` as the model takes them.
+        images: ``(batch, H, W, 3)`` as the model takes them; None with
+            ``weights`` of images of the model's input (or native) size.
         weights: precomputed ``(batch, layers, heads, tokens, tokens)``.
 
     Returns:
         float64 ``(layers, heads)``.
     """
+    images = np.asarray(images)[None] if np.ndim(images) == 3 else images
     if weights is None:
-        weights = attention_weights(model, np.asarray(images)[None] if np.ndim(images) == 3 else images)
+        weights = attention_weights(model, images)
     weights = np.asarray(weights, dtype="float64")
     if weights.ndim == 4:
         weights = weights[None]
-    gh, gw = patch_grid(model)
-    h, w = input_size(model)
+    if images is None:  # weights alone: images of the model's input size (native size for any-size models)
+        from keras_vit.models.resize import native_image_size
+
+        h, w = native_image_size(model)
+    else:
+        h, w = np.shape(images)[1:3]
+    gh, gw = patch_grid(model, (h, w))
     n = gh * gw
     patch_weights = weights[..., -n:, -n:]
     patch_weights = patch_weights / patch_weights.sum(-1, keepdims=True)
@@ -274,7 +293,7 @@ def position_embedding_similarity(model):
         patch ``(i, j)``'s embedding with every patch's.
     """
     encoder = _patch_encoder(model)
-    gh, gw = patch_grid(model)
+    gh, gw = encoder.stored_grid or patch_grid(model)
     posemb = np.asarray(encoder.position_embedding, dtype="float64")[0]
     posemb = posemb[-gh * gw :]  # drop the class token's position
     unit = posemb / np.maximum(np.linalg.norm(posemb, axis=-1, keepdims=True), 1e-12)

@@ -1,9 +1,11 @@
 """Images to tokens: ``Patches`` cuts the image, ``PatchEncoder`` is Eq. 1 of the paper."""
 
+import math
+
 import keras
 from keras import ops
 
-from keras_vit.layers import kernels
+from keras_vit.layers import kernels, resampling
 from keras_vit.layers.checks import PACKAGE as _PACKAGE, built_when_created, check_rate, pair, positive_int
 
 
@@ -17,31 +19,42 @@ class Patches(keras.layers.Layer):
     Implemented with reshape and a 4-D transpose (no ``extract_patches``,
     which is a Flex op in TFLite).
 
-    The image size is checked when the layer is called (or its output shape
-    computed): it must be static and divisible by the patch size. The first
-    call with a static size fixes it (as a ``Dense`` layer's first call fixes
-    its input width): a model built for 224x224 rejects 384x384 images with
-    a message naming both sizes. The reshapes name the batch size, so a graph
-    traced for one size fails on an image of another size rather than
-    returning rows that belong to no image.
+    With ``flatten=True`` (a model of fixed image size) the image size must be
+    static and divisible by the patch size, checked when the layer is called
+    (or its output shape computed). The first call with a static size fixes
+    it (as a ``Dense`` layer's first call fixes its input width): a model built
+    for 224x224 rejects 384x384 images with a message naming both sizes. The
+    reshapes name the batch size, so a graph traced for one size fails on an
+    image of another size rather than returning rows that belong to no image.
+
+    With ``flatten=False`` (a model built with ``image_size=None``) the output
+    keeps the grid, ``(batch, H / P, W / P, P * P * C)``, for a
+    :class:`PatchEncoder` that resamples its position embeddings to it; any
+    ``H`` and ``W`` divisible by the patch size are taken, sizes known only when
+    the graph runs included (an indivisible one fails with both sizes named).
 
     Args:
         patch_size: int or ``(ph, pw)``, positive.
+        flatten: return the patches as one sequence (True) or on their grid.
 
     Call arguments:
         images: ``(batch, H, W, C)``.
 
     Returns:
-        ``(batch, (H / ph) * (W / pw), ph * pw * C)``.
+        ``(batch, (H / ph) * (W / pw), ph * pw * C)``, or
+        ``(batch, H / ph, W / pw, ph * pw * C)`` with ``flatten=False``.
 
     Example:
     >>> tuple(Patches(16)(keras.ops.zeros((2, 224, 224, 3))).shape)
     (2, 196, 768)
+    >>> tuple(Patches(16, flatten=False)(keras.ops.zeros((2, 64, 96, 3))).shape)
+    (2, 4, 6, 768)
     """
 
-    def __init__(self, patch_size, **kwargs):
+    def __init__(self, patch_size, flatten=True, **kwargs):
         super().__init__(**kwargs)
         self.patch_size = patch_size
+        self.flatten = bool(flatten)
         self._ph, self._pw = pair(patch_size, "patch_size")
         built_when_created(self)  # no weights: built when created, so model.quantize() never meets it unbuilt
 
@@ -63,18 +76,29 @@ class Patches(keras.layers.Layer):
         return h // self._ph, w // self._pw
 
     def call(self, images):
-        images, (h, w) = self._image_size(images)
+        if self.flatten:
+            images, (h, w) = self._image_size(images)
+        else:
+            _, h, w, _ = images.shape
+            if h is None or w is None:
+                images = _checked_divisible(images, (self._ph, self._pw))
         c = images.shape[-1]
-        gh, gw = self.grid_size((None, h, w, c))
+        shape = ops.shape(images)
+        if h is None or w is None:  # known when the graph runs
+            gh, gw = shape[1] // self._ph, shape[2] // self._pw
+        else:
+            gh, gw = self.grid_size((None, h, w, c))
         ph, pw = self._ph, self._pw
-        batch = ops.shape(images)[0]
+        batch = shape[0]
         # (B, H, W, C) -> (B*gh, ph, gw, pw*C) -> (B*gh, gw, ph, pw*C) -> (B, N, ph*pw*C). The batch is
         # spelled out, never -1: in a graph traced for HxW (a SavedModel signature, a resized TFLite
         # input) an image of another size then fails the reshape instead of being regrouped into
         # more or fewer rows that belong to no image.
         x = ops.reshape(images, (batch * gh, ph, gw, pw * c))
         x = ops.transpose(x, (0, 2, 1, 3))
-        return ops.reshape(x, (batch, gh * gw, ph * pw * c))
+        if self.flatten:
+            return ops.reshape(x, (batch, gh * gw, ph * pw * c))
+        return ops.reshape(x, (batch, gh, gw, ph * pw * c))
 
     def _image_size(self, images):
         """``(images, (H, W))``, the first static size fixing the layer's (Keras checks ``input_spec``).
@@ -95,13 +119,33 @@ class Patches(keras.layers.Layer):
         return images, (h, w)
 
     def compute_output_shape(self, input_shape):
+        batch, h, w, channels = input_shape
+        depth = self._ph * self._pw * channels
+        if not self.flatten and (h is None or w is None):  # checked when the graph runs
+            return (batch, None if h is None else h // self._ph, None if w is None else w // self._pw, depth)
         gh, gw = self.grid_size(input_shape)
-        return (input_shape[0], gh * gw, self._ph * self._pw * input_shape[3])
+        return (batch, gh * gw, depth) if self.flatten else (batch, gh, gw, depth)
 
     def get_config(self):
         config = super().get_config()
-        config.update({"patch_size": self.patch_size})
+        config.update({"patch_size": self.patch_size, "flatten": self.flatten})
         return config
+
+
+def _checked_divisible(images, patch_size):
+    """``images``, failing when the graph runs if the patch size does not divide their size (both named)."""
+    if keras.backend.backend() != "tensorflow":
+        return images  # other backends trace static shapes: Patches.grid_size checks them
+    import tensorflow as tf
+
+    size = tf.shape(images)[1:3]
+    whole = tf.reduce_all(tf.equal(size % tf.constant(patch_size, tf.int32), 0))
+    message = (
+        f"The image size must be divisible by the patch size {tuple(patch_size)} (H, W). "
+        "Received: (batch, H, W, C) ="
+    )
+    with tf.control_dependencies([tf.debugging.Assert(whole, [message, tf.shape(images)], summarize=4)]):
+        return tf.identity(images)
 
 
 def _checked_size(images, size):
@@ -124,31 +168,52 @@ class PatchEncoder(keras.layers.Layer):
     prepended to the sequence, and learned 1-D position embeddings added to
     every token (class token included), then optional dropout.
 
+    The position embeddings are stored for ``num_patches`` patches on a grid
+    of ``grid_size`` rows and columns. Patches given on their grid,
+    ``(batch, rows, cols, P*P*C)`` (``Patches(flatten=False)``), may come on
+    another grid, sizes known only when the graph runs included: the grid of
+    position embeddings is then resampled in 2-D to it (the class token's
+    position kept), with the interpolation of the checkpoint loader
+    (:mod:`keras_vit.layers.resampling`); on the stored grid they are added as
+    they are.
+
     Args:
-        num_patches: number of patches N in the input sequence.
+        num_patches: number of patches N in the input sequence (the stored grid's).
         hidden_size: the model width D.
         class_token: prepend the learnable ``[class]`` token (False for GAP
             models, as in the original code).
         dropout: dropout rate after adding position embeddings.
+        grid_size: ``(rows, cols)`` of the stored grid, ``rows * cols ==
+            num_patches``; None: a square grid (needed only for patches given on
+            their grid).
 
     Call arguments:
-        patches: ``(batch, N, P*P*C)``.
+        patches: ``(batch, N, P*P*C)``, or ``(batch, rows, cols, P*P*C)``.
 
     Returns:
-        ``(batch, N + 1, D)`` (``N`` without a class token).
+        ``(batch, tokens, D)``: ``tokens`` is the number of patches, plus one
+        with a class token.
 
     Example:
     >>> encoder = PatchEncoder(num_patches=196, hidden_size=192)
     >>> tuple(encoder(keras.ops.zeros((2, 196, 768))).shape)
     (2, 197, 192)
+    >>> tuple(encoder(keras.ops.zeros((2, 24, 20, 768))).shape)  # 14 x 14 embeddings resampled to 24 x 20
+    (2, 481, 192)
     """
 
-    def __init__(self, num_patches, hidden_size, *, class_token=True, dropout=0.0, **kwargs):
+    def __init__(self, num_patches, hidden_size, *, class_token=True, dropout=0.0, grid_size=None, **kwargs):
         super().__init__(**kwargs)
         self.num_patches = positive_int(num_patches, "num_patches")
         self.hidden_size = positive_int(hidden_size, "hidden_size")
         self.class_token = bool(class_token)
         self.dropout = check_rate(dropout, "dropout")
+        self.grid_size = None if grid_size is None else pair(grid_size, "grid_size")
+        if self.grid_size is not None and self.grid_size[0] * self.grid_size[1] != self.num_patches:
+            raise ValueError(
+                "`grid_size` must have `num_patches` cells. "
+                f"Received: grid_size={grid_size!r}, num_patches={num_patches!r}"
+            )
         self.projection = keras.layers.Dense(
             self.hidden_size,
             kernel_initializer="lecun_normal",
@@ -159,10 +224,29 @@ class PatchEncoder(keras.layers.Layer):
 
     @property
     def num_tokens(self):
-        return self.num_patches + (1 if self.class_token else 0)
+        return self.num_patches + self.num_prefix_tokens
+
+    @property
+    def num_prefix_tokens(self):
+        """Tokens before the patches: 1 with a class token, else 0."""
+        return 1 if self.class_token else 0
+
+    @property
+    def stored_grid(self):
+        """``(rows, cols)`` of the stored position embeddings: ``grid_size``, else a square; None if neither."""
+        if self.grid_size is not None:
+            return self.grid_size
+        side = math.isqrt(self.num_patches)
+        return (side, side) if side * side == self.num_patches else None
 
     def build(self, input_shape):
-        if input_shape[1] is not None and input_shape[1] != self.num_patches:
+        if len(input_shape) == 4:
+            if self.stored_grid is None:
+                raise ValueError(
+                    f"PatchEncoder needs grid_size=(rows, cols) for patches given on a grid: num_patches="
+                    f"{self.num_patches} is not a square. Received: input_shape={tuple(input_shape)}"
+                )
+        elif input_shape[1] is not None and input_shape[1] != self.num_patches:
             raise ValueError(
                 f"PatchEncoder expects {self.num_patches} patches. "
                 f"Received: input_shape={tuple(input_shape)}"
@@ -176,18 +260,43 @@ class PatchEncoder(keras.layers.Layer):
             shape=(1, self.num_tokens, self.hidden_size),
             initializer=keras.initializers.RandomNormal(stddev=0.02),
             name="position_embedding",
+            autocast=False,  # resampled in float32 (under a 16-bit policy too), then cast
         )
 
+    def position_embedding_for(self, grid):
+        """The position embeddings for a ``(rows, cols)`` grid: the stored ones, resampled in 2-D if it differs.
+
+        ``rows`` and ``cols`` may be scalar tensors known only when the graph runs.
+        """
+        rows, cols = self.stored_grid
+        if all(isinstance(n, int) for n in grid) and tuple(grid) == (rows, cols):
+            return self.position_embedding
+        posemb = ops.convert_to_tensor(self.position_embedding)
+        prefix = posemb[:, : self.num_prefix_tokens]
+        patches = ops.reshape(posemb[0, self.num_prefix_tokens :], (rows, cols, self.hidden_size))
+        patches = resampling.resize_grid(patches, grid)
+        patches = ops.reshape(patches, (1, grid[0] * grid[1], self.hidden_size))
+        return ops.concatenate([prefix, patches], axis=1)
+
     def call(self, patches, training=None):
+        position = self.position_embedding
+        if len(patches.shape) == 4:
+            shape = ops.shape(patches)
+            position = self.position_embedding_for((shape[1], shape[2]))
+            patches = ops.reshape(patches, (shape[0], shape[1] * shape[2], patches.shape[-1]))
         x = kernels.dense(patches, self.projection)
         if self.class_token:
             cls = ops.cast(self.cls, x.dtype)
             cls = ops.broadcast_to(cls, (ops.shape(x)[0], 1, self.hidden_size))
             x = ops.concatenate([cls, x], axis=1)
-        x = x + ops.cast(self.position_embedding, x.dtype)
+        x = x + ops.cast(position, x.dtype)
         return self.dropout_layer(x, training=training)
 
     def compute_output_shape(self, input_shape):
+        if len(input_shape) == 4:
+            rows, cols = input_shape[1], input_shape[2]
+            tokens = None if rows is None or cols is None else rows * cols + self.num_prefix_tokens
+            return (input_shape[0], tokens, self.hidden_size)
         return (input_shape[0], self.num_tokens, self.hidden_size)
 
     def get_config(self):
@@ -198,6 +307,7 @@ class PatchEncoder(keras.layers.Layer):
                 "hidden_size": self.hidden_size,
                 "class_token": self.class_token,
                 "dropout": self.dropout,
+                "grid_size": self.grid_size,
             }
         )
         return config

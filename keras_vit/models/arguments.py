@@ -9,6 +9,7 @@ import numbers
 import keras
 
 POOLING_MODES = ("token", "gap")
+DEFAULT_IMAGE_SIZE = 224  # the builders' image_size, and the native size of an image_size=None model
 
 
 def _is_int(value):
@@ -81,14 +82,35 @@ def validate_transformer(hidden_size, num_layers, num_heads, mlp_dim):
         )
 
 
-def validate_grid(image_size, patch_size, stride=1, context=""):
+def stored_image_size(image_size, native_image_size, default=DEFAULT_IMAGE_SIZE):
+    """The image size a model's position embeddings are stored for, and the argument that set it.
+
+    ``image_size`` itself; for ``image_size=None`` (any size at call time) the
+    ``native_image_size``, by default ``default``. A ``native_image_size`` given
+    with a fixed ``image_size`` is refused.
+
+    Example:
+    >>> stored_image_size(384, None), stored_image_size(None, None), stored_image_size(None, 384)
+    ((384, 'image_size'), (224, 'native_image_size'), (384, 'native_image_size'))
+    """
+    if image_size is None:
+        return (default if native_image_size is None else native_image_size), "native_image_size"
+    if native_image_size is not None:
+        raise ValueError(
+            "`native_image_size` is the size whose grid the position embeddings of an image_size=None model "
+            f"are stored for. Received: image_size={image_size!r}, native_image_size={native_image_size!r}"
+        )
+    return image_size, "image_size"
+
+
+def validate_grid(image_size, patch_size, stride=1, context="", name="image_size"):
     """Check that ``image_size`` is cut into whole patches (after a backbone of total ``stride``); return both pairs."""
-    h, w = image_size_pair(image_size)
+    h, w = positive_pair(image_size, name)
     ph, pw = positive_pair(patch_size, "patch_size")
     if h % (stride * ph) or w % (stride * pw):
         what = "the patch size" if stride == 1 else f"the backbone stride times the patch size ({stride} x {(ph, pw)}{context})"
         raise ValueError(
-            f"The image size must be divisible by {what}. Received: image_size={image_size}, patch_size={patch_size}"
+            f"The image size must be divisible by {what}. Received: {name}={image_size}, patch_size={patch_size}"
         )
     return (h, w), (ph, pw)
 

@@ -13,7 +13,9 @@ from keras_vit import weights as weights_lib
 from keras_vit.layers.resnet import GROUP_NORM_GROUPS, ROOT_WIDTH, backbone_stride, resnet_stem
 from keras_vit.models import variants
 from keras_vit.weights import presets
-from keras_vit.models.arguments import positive_ints, positive_pair, validate_grid, validate_top, validate_transformer, validate_weights
+from keras_vit.models.arguments import (
+    positive_ints, positive_pair, stored_image_size, validate_grid, validate_top, validate_transformer, validate_weights,
+)
 from keras_vit.models.vit import assemble, variant_builder
 
 
@@ -58,6 +60,7 @@ def HybridViT(
     classifier_activation="softmax",
     include_preprocessing=True,
     input_tensor=None,
+    native_image_size=None,
     name="hybrid_vit",
 ):
     """Build a hybrid ViT: ResNet-v2 (GroupNorm, weight standardisation) + Transformer.
@@ -70,10 +73,12 @@ def HybridViT(
             multiple of the 32 GroupNorm groups).
         patch_size: patch size on the feature map (1 for the paper's hybrids).
         hidden_size, num_layers, num_heads, mlp_dim: the Transformer's shape.
-        image_size: int or ``(h, w)``, divisible by the stride times the patch size.
+        image_size: int or ``(h, w)``, divisible by the stride times the patch
+            size; None: any such size, the grid being the feature map's (see
+            :func:`keras_vit.ViT`).
         num_classes, include_top, weights, pooling, representation_size, dropout,
             attention_dropout, drop_path_rate, classifier_activation,
-            include_preprocessing, input_tensor, name: as in :func:`keras_vit.ViT`.
+            include_preprocessing, input_tensor, native_image_size, name: as in :func:`keras_vit.ViT`.
             ``weights`` is an original hybrid ``.npz`` (e.g. ``R50+ViT-B_16.npz``)
             or a preset tag of a registered hybrid; its stage sizes must match
             ``block_units`` (checked before building).
@@ -89,13 +94,16 @@ def HybridViT(
     16
     """
     units = _validate_resnet(block_units, width)
-    (h, w), _ = validate_grid(image_size, patch_size, backbone_stride(units), context=f" for block_units={units}")
+    size, argument = stored_image_size(image_size, native_image_size)
+    stride = backbone_stride(units)
+    (h, w), _ = validate_grid(size, patch_size, stride, context=f" for block_units={units}", name=argument)
     validate_transformer(hidden_size, num_layers, num_heads, mlp_dim)
     validate_top(num_classes, include_top, pooling, classifier_activation)
     sizes = dict(hidden_size=hidden_size, num_layers=num_layers, mlp_dim=mlp_dim, num_heads=num_heads)
     weights = validate_weights(weights, variant=variant_of(units, width, patch_size, sizes), hybrid=True, image_size=(h, w))
     return assemble(
-        image_size=(h, w),
+        image_size=None if image_size is None else (h, w),
+        native_image_size=(h, w),
         patch_size=patch_size,
         hidden_size=hidden_size,
         num_layers=num_layers,
@@ -114,6 +122,7 @@ def HybridViT(
         input_tensor=input_tensor,
         name=name,
         stem=lambda x: resnet_stem(x, units, width),
+        stride=stride,
         check_checkpoint=lambda shapes: weights_lib.check_hybrid_stages(shapes, units, str(weights)),
     )
 
@@ -123,11 +132,13 @@ Transformer of width {hidden_size}, depth {num_layers}, MLP {mlp_dim}, {num_head
 
     Args:
         num_classes: classes of the head (default 1000).
-        image_size: int or (height, width), divisible by {stride} (default 224).
+        image_size: int or (height, width), divisible by {stride} (default 224);
+            None: any such size (see :func:`keras_vit.ViT`).
         include_top, weights, pooling, representation_size, dropout,
         attention_dropout, drop_path_rate, classifier_activation,
-        include_preprocessing, input_tensor, name: as in :func:`keras_vit.ViT`
-        (keyword-only).
+        include_preprocessing, input_tensor, native_image_size, name: as in
+        :func:`keras_vit.ViT` (keyword-only).
+        patch_size: patches of another size than 1 on the feature map (keyword-only).
 
     Returns:
         A functional ``keras.Model``; inputs are RGB images in [0, 255].
@@ -151,7 +162,7 @@ def _hybrid_builder(variant):
         tag=presets.presets_of(variant)[0].tag,
         **config,
     )
-    return variant_builder(HybridViT, config, builder, variants.model_name(variant), doc)
+    return variant_builder(HybridViT, config, builder, variants.model_name(variant), doc, variant)
 
 
 # variant name -> builder, for every hybrid of the registry

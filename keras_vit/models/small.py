@@ -6,9 +6,8 @@ Their named configurations are ``SMALL_MODELS`` in :mod:`keras_vit.models.varian
 
 import keras
 
-from keras_vit.layers import Patches
 from keras_vit.models import vit
-from keras_vit.models.arguments import positive_ints, positive_pair, validate_top, validate_transformer
+from keras_vit.models.arguments import positive_ints, positive_pair, stored_image_size, validate_top, validate_transformer
 from keras_vit.models.variants import SMALL_MODELS  # noqa: F401  (importable from here, as before the registry)
 
 
@@ -26,6 +25,7 @@ def conv_stem_vit(
     drop_path_rate=0.0,
     classifier_activation="softmax",
     include_preprocessing=True,
+    native_image_size=None,
     name="vit_conv_stem",
 ):
     """A ViT whose patches come from a small conv stem (Section 3.1, "Hybrid Architecture").
@@ -35,7 +35,9 @@ def conv_stem_vit(
     ``stem_channels=()`` gives a plain ViT. The rest -- patches, Eq. 1
     embedding, encoder, class-token head -- is the standard ViT
     (:func:`keras_vit.models.vit.transformer_from_patches`), so every layer
-    name after the stem matches :func:`keras_vit.ViT`.
+    name after the stem matches :func:`keras_vit.ViT`. ``image_size=None`` takes
+    any size (position embeddings stored for ``native_image_size``, default 28),
+    as :func:`keras_vit.ViT` does.
 
     Example:
     >>> from keras_vit.models.variants import SMALL_MODELS
@@ -43,7 +45,8 @@ def conv_stem_vit(
     >>> model.get_layer("patch_encoder").num_patches, model.output_shape
     (49, (None, 10))
     """
-    positive_pair(image_size, "image_size")
+    size, argument = stored_image_size(image_size, native_image_size, default=28)
+    positive_pair(size, argument)
     positive_pair(patch_size, "patch_size")
     positive_ints(stem_channels, "stem_channels")
     validate_transformer(hidden_size, num_layers, num_heads, mlp_dim)
@@ -53,9 +56,10 @@ def conv_stem_vit(
         x = keras.layers.Conv2D(channels, 3, strides=1 if i == 0 else 2, padding="same", use_bias=False, name=f"stem_conv_{i}")(x)
         x = keras.layers.BatchNormalization(name=f"stem_norm_{i}")(x)
         x = keras.layers.Activation("gelu", name=f"stem_act_{i}")(x)
-    patches = Patches(patch_size, name="patches")(x)
+    patches, grid = vit.cut_patches(x, patch_size, size, stride=2 ** max(len(stem_channels) - 1, 0))
     outputs = vit.transformer_from_patches(
         patches,
+        grid_size=grid,
         hidden_size=hidden_size,
         num_layers=num_layers,
         num_heads=num_heads,

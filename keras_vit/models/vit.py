@@ -13,7 +13,9 @@ from keras_vit import weights as weights_lib
 from keras_vit.layers import LAYER_NORM_EPSILON, PatchEncoder, Patches, TokenPooling, TransformerBlock
 from keras_vit.models import variants
 from keras_vit.weights import presets
-from keras_vit.models.arguments import image_size_pair, validate_grid, validate_top, validate_transformer, validate_weights
+from keras_vit.models.arguments import (
+    DEFAULT_IMAGE_SIZE, image_size_pair, stored_image_size, validate_grid, validate_top, validate_transformer, validate_weights,
+)
 
 
 def encoder(
@@ -57,6 +59,7 @@ def head(x, *, num_classes, include_top, pooling, representation_size, classifie
 def transformer_from_patches(
     patches,
     *,
+    grid_size=None,
     hidden_size,
     num_layers,
     num_heads,
@@ -71,12 +74,18 @@ def transformer_from_patches(
     classifier_activation,
     layer_norm_epsilon=LAYER_NORM_EPSILON,
 ):
-    """Patch sequence -> Eq. 1 embedding -> encoder -> head. Shared with the hybrid and the conv-stem model."""
+    """Patches -> Eq. 1 embedding -> encoder -> head. Shared with the hybrid and the conv-stem model.
+
+    ``grid_size`` is the ``(rows, cols)`` grid the position embeddings are
+    stored for (:func:`cut_patches`); None: ``patches`` is a sequence of a square grid.
+    """
+    num_patches = patches.shape[1] if grid_size is None else grid_size[0] * grid_size[1]
     x = PatchEncoder(
-        num_patches=patches.shape[1],
+        num_patches=num_patches,
         hidden_size=hidden_size,
         class_token=pooling != "gap",
         dropout=dropout,
+        grid_size=grid_size,
         name="patch_encoder",
     )(patches)
     x = encoder(
@@ -100,8 +109,8 @@ def transformer_from_patches(
 
 
 def image_input(image_size, include_preprocessing, input_tensor=None):
-    """Model input, plus the [0, 255] -> [-1, 1] scaling of the original ViT."""
-    h, w = image_size_pair(image_size)
+    """Model input (``(None, None, 3)`` for ``image_size=None``), plus the [0, 255] -> [-1, 1] scaling of the original ViT."""
+    h, w = (None, None) if image_size is None else image_size_pair(image_size)
     if input_tensor is not None:
         inputs = input_tensor
     else:
@@ -110,6 +119,26 @@ def image_input(image_size, include_preprocessing, input_tensor=None):
     if include_preprocessing:
         x = keras.layers.Rescaling(scale=1.0 / 127.5, offset=-1.0, name="preprocessing")(x)
     return inputs, x
+
+
+def cut_patches(x, patch_size, native_image_size, stride=1):
+    """``(patches, grid)``: the feature map ``x`` cut by a ``Patches`` layer named ``patches``, and the stored grid.
+
+    A feature map of static size is cut into one sequence, and its grid is the
+    one the position embeddings are stored for. One of a size known only when
+    the model runs (``image_size=None``) keeps its grid
+    (``Patches(flatten=False)``), and the embeddings are stored for the grid of
+    ``native_image_size`` after the stem's total ``stride`` (``"same"``
+    padding: ``ceil(size / stride)`` pixels).
+    """
+    dynamic = x.shape[1] is None or x.shape[2] is None
+    layer = Patches(patch_size, flatten=not dynamic, name="patches")
+    if dynamic:
+        h, w = image_size_pair(native_image_size)
+        grid = layer.grid_size((None, -(-h // stride), -(-w // stride), None))
+    else:
+        grid = layer.grid_size(x.shape)
+    return layer(x), grid
 
 
 def ViT(
@@ -131,13 +160,21 @@ def ViT(
     classifier_activation="softmax",
     include_preprocessing=True,
     input_tensor=None,
+    native_image_size=None,
     name="vit",
 ):
     """Build a Vision Transformer (Dosovitskiy et al., 2020) of any size.
 
     Args:
-        image_size: int or ``(height, width)``; each divisible by the patch size.
-        patch_size: int or ``(ph, pw)``.
+        image_size: int or ``(height, width)``; each divisible by the patch
+            size. None builds a model of input ``(batch, None, None, 3)`` that
+            takes any size the patch size divides: the grid is ``H/P x W/P``
+            and the position embeddings, stored for the grid of
+            ``native_image_size``, are resampled to it in the graph, in 2-D as
+            the checkpoint loader resamples them (the class token's kept).
+        patch_size: int or ``(ph, pw)``. With ``weights`` of another patch size,
+            the patch-embedding kernel is resampled (FlexiViT's pseudo-inverse
+            resize, :mod:`keras_vit.weights.patchemb`).
         hidden_size, num_layers, num_heads, mlp_dim: the Transformer's shape
             (keyword-only, as every argument after ``patch_size``).
         num_classes: classes of the head (used when ``include_top``).
@@ -160,6 +197,9 @@ def ViT(
         include_preprocessing: inputs are RGB in [0, 255] and the model scales
             them to [-1, 1]; if False, feed [-1, 1] pixels yourself.
         input_tensor: optional Keras tensor to use as the model input.
+        native_image_size: with ``image_size=None``, the int or ``(height,
+            width)`` whose patch grid the position embeddings are stored for
+            (default 224): a checkpoint is loaded as into a model of that size.
         name: model name.
 
     Returns:
@@ -171,14 +211,20 @@ def ViT(
     ...             num_heads=4, mlp_dim=128, num_classes=10)
     >>> model.output_shape
     (None, 10)
+    >>> model = ViT(image_size=None, native_image_size=32, patch_size=8, hidden_size=64, num_layers=2,
+    ...             num_heads=4, mlp_dim=128, num_classes=10)
+    >>> model.input_shape, tuple(model(keras.ops.zeros((1, 48, 64, 3))).shape)
+    ((None, None, None, 3), (1, 10))
     """
-    (h, w), _ = validate_grid(image_size, patch_size)
+    size, argument = stored_image_size(image_size, native_image_size)
+    (h, w), _ = validate_grid(size, patch_size, name=argument)
     validate_transformer(hidden_size, num_layers, num_heads, mlp_dim)
     validate_top(num_classes, include_top, pooling, classifier_activation)
     sizes = dict(hidden_size=hidden_size, num_layers=num_layers, mlp_dim=mlp_dim, num_heads=num_heads)
     weights = validate_weights(weights, variant=variant_of(patch_size, sizes), image_size=(h, w))
     return assemble(
-        image_size=(h, w),
+        image_size=None if image_size is None else (h, w),
+        native_image_size=(h, w),
         patch_size=patch_size,
         hidden_size=hidden_size,
         num_layers=num_layers,
@@ -222,14 +268,18 @@ def assemble(
     input_tensor,
     name,
     representation_size,
+    native_image_size=None,
     stem=None,
+    stride=1,
     check_checkpoint=None,
     **transformer,
 ):
-    """Input -> optional ``stem`` (the hybrid's CNN) -> patches -> Transformer -> head, then the weights.
+    """Input -> optional ``stem`` (the hybrid's CNN, of total ``stride``) -> patches -> Transformer -> head, then the weights.
 
     Arguments are validated by the caller; ``**transformer`` are the keyword
-    arguments of :func:`transformer_from_patches` but ``representation_size``.
+    arguments of :func:`transformer_from_patches` but ``representation_size``
+    and ``grid_size``. ``image_size=None`` builds a model of any input size
+    whose position embeddings are stored for ``native_image_size`` (:func:`cut_patches`).
     With ``weights``, the file's shapes are peeked at before building
     (:func:`keras_vit.weights.checkpoint_shapes`, no data read): a pre-logits
     layer in the checkpoint is added when ``representation_size`` is None, and
@@ -251,23 +301,26 @@ def assemble(
     inputs, x = image_input(image_size, include_preprocessing, input_tensor)
     if stem is not None:
         x = stem(x)
-    patches = Patches(patch_size, name="patches")(x)
-    outputs = transformer_from_patches(patches, representation_size=representation_size, **transformer)
+    patches, grid = cut_patches(x, patch_size, native_image_size or image_size, stride)
+    outputs = transformer_from_patches(patches, grid_size=grid, representation_size=representation_size, **transformer)
     model = keras.Model(inputs, outputs, name=name)
     if weights is not None:
         weights_lib.load_into(model, weights)
     return model
 
 
-def variant_builder(generic, fixed, builder_name, default_name, doc):
+def variant_builder(generic, fixed, builder_name, default_name, doc, variant=None):
     """A ``keras.applications``-style builder: ``generic(**fixed, <the common arguments>)``.
 
     Shared by the plain variants (``ViTB16``) and the hybrids (``R50ViTB16``).
+    ``patch_size`` overrides the variant's (FlexiViT): a preset tag then still
+    names the checkpoint of ``variant``, resolved here, and its patch-embedding
+    kernel is resampled when loaded.
     """
 
     def builder(
         num_classes=1000,
-        image_size=224,
+        image_size=DEFAULT_IMAGE_SIZE,
         *,
         include_top=True,
         weights=None,
@@ -279,8 +332,15 @@ def variant_builder(generic, fixed, builder_name, default_name, doc):
         classifier_activation="softmax",
         include_preprocessing=True,
         input_tensor=None,
+        native_image_size=None,
+        patch_size=None,
         name=None,
     ):
+        config = dict(fixed)
+        if patch_size is not None and patch_size != fixed["patch_size"]:
+            config["patch_size"] = patch_size
+            size, _ = stored_image_size(image_size, native_image_size)
+            weights = validate_weights(weights, variant=variant, hybrid="+" in (variant or ""), image_size=size)
         return generic(
             image_size=image_size,
             num_classes=num_classes,
@@ -294,8 +354,9 @@ def variant_builder(generic, fixed, builder_name, default_name, doc):
             classifier_activation=classifier_activation,
             include_preprocessing=include_preprocessing,
             input_tensor=input_tensor,
+            native_image_size=native_image_size,
             name=name or default_name,
-            **fixed,
+            **config,
         )
 
     builder.__name__ = builder.__qualname__ = builder_name
@@ -308,11 +369,14 @@ MLP {mlp_dim}, {num_heads} heads.
 
     Args:
         num_classes: classes of the head (default 1000).
-        image_size: int or (height, width), divisible by {patch_size} (default 224).
+        image_size: int or (height, width), divisible by {patch_size} (default 224);
+            None: any size divisible by the patch size (see :func:`keras_vit.ViT`).
         include_top, weights, pooling, representation_size, dropout,
         attention_dropout, drop_path_rate, classifier_activation,
-        include_preprocessing, input_tensor, name: as in :func:`keras_vit.ViT`
-        (keyword-only).
+        include_preprocessing, input_tensor, native_image_size, name: as in
+        :func:`keras_vit.ViT` (keyword-only).
+        patch_size: another patch size than {patch_size} (keyword-only): the
+            checkpoint's patch-embedding kernel is resampled (FlexiViT).
 
     Returns:
         A functional ``keras.Model``; inputs are RGB images in [0, 255].
@@ -321,6 +385,7 @@ MLP {mlp_dim}, {num_heads} heads.
     >>> model = keras_vit.{builder}(num_classes=10)  # doctest: +SKIP
     >>> model = keras_vit.{builder}(weights="ViT-{size}_{patch_size}.npz", image_size=384)  # doctest: +SKIP
     >>> model = keras_vit.{builder}(weights="{tag}", image_size=384, num_classes=10)  # doctest: +SKIP
+    >>> model = keras_vit.{builder}(weights="{tag}", image_size=None)  # any size  # doctest: +SKIP
 """
 
 
@@ -330,7 +395,7 @@ def _vit_builder(variant):
     builder = variants.builder_name(variant)
     tag = presets.presets_of(variant)[0].tag
     doc = _VARIANT_DOC.format(variant=variant, builder=builder, size=size, tag=tag, **config)
-    return variant_builder(ViT, config, builder, variants.model_name(variant), doc)
+    return variant_builder(ViT, config, builder, variants.model_name(variant), doc, variant)
 
 
 # variant name -> builder, for every variant of the registry

@@ -95,7 +95,8 @@ class TrainConfig:
         layer_decay: layer-wise learning-rate decay (fine-tuning), e.g. 0.75.
         freeze_blocks: freeze the embedding and the first N blocks (-1: all).
         drop_path: stochastic depth rate.
-        weights: pretrained weights to fine-tune from (new zero head): anything a builder's ``weights=`` takes.
+        weights: the weights to fine-tune from (new zero head), any source
+            :func:`keras_vit.train.recipes.build_model` takes, resized to ``image_size``.
         augment: ``"none"``, ``"digits"`` or ``"inception"`` (default:
             digits for MNIST, inception otherwise); ``randaugment``, ``mixup``
             and ``cutmix`` (probabilities per batch) on top.

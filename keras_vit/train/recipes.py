@@ -57,16 +57,30 @@ def recipe(model_name, fine_tune=False):
 def build_model(model_name, num_classes, image_size=None, weights=None, drop_path_rate=0.0):
     """Build a model by name: a small config, a paper variant or the hybrid.
 
-    ``weights`` (what a builder's ``weights=`` takes: a file, ``hf://``, a preset tag) loads a checkpoint for fine-tuning:
-    the head is replaced by a zero-initialised one with ``num_classes``
-    outputs and the position embeddings are interpolated to ``image_size``.
+    ``weights`` (any source a builder takes: an original ``.npz``, a preset
+    tag, ``hf://``, a timm or transformers checkpoint, or a ``.keras`` model saved by
+    keras_vit) loads a checkpoint for fine-tuning: a head of another size is
+    replaced by a zero-initialised one with ``num_classes`` outputs, the
+    position embeddings are interpolated to ``image_size`` whatever
+    resolution the source had. A model with a conv stem loads ``.keras``
+    sources only (the other formats have no place for the stem's weights).
     """
     image_size = image_size or default_image_size(model_name)
     if model_name in SMALL_MODELS:
         config = dict(SMALL_MODELS[model_name], image_size=image_size)
+        if weights is not None and config["stem_channels"]:
+            from keras_vit import weights as weights_lib
+
+            path = weights_lib.resolve(weights)
+            if weights_lib.describe(path).format != "keras":
+                raise ValueError(
+                    f"Model {model_name!r} has a conv stem and cannot load an original ViT checkpoint "
+                    f"(a .keras model of the same layers can). Received: weights={weights!r}"
+                )
+            model = conv_stem_vit(num_classes=num_classes, drop_path_rate=drop_path_rate, name=f"vit_{model_name}", **config)
+            weights_lib.load_into(model, path)
+            return model
         if weights is not None:
-            if config["stem_channels"]:
-                raise ValueError(f"Model {model_name!r} has a conv stem and cannot load an original ViT checkpoint. Received: weights={weights!r}")
             config.pop("stem_channels")
             return models.ViT(num_classes=num_classes, weights=weights, drop_path_rate=drop_path_rate, name=f"vit_{model_name}", **config)
         return conv_stem_vit(num_classes=num_classes, drop_path_rate=drop_path_rate, name=f"vit_{model_name}", **config)

@@ -1,6 +1,6 @@
 """Which checkpoint format a path holds, and reading it into the original layout.
 
-Three formats, told apart by content (not only by the name):
+Four formats, told apart by content (not only by the name):
 
 * ``npz``: an original Google ``.npz`` (:mod:`keras_vit.weights.npz`);
 * ``timm``: a timm ViT state dict in a ``.safetensors`` file, or a folder with
@@ -9,7 +9,8 @@ Three formats, told apart by content (not only by the name):
 * ``transformers``: a folder written by ``save_pretrained`` (``config.json``
   with ``"model_type": "vit"``, ``model.safetensors`` or sharded
   ``model.safetensors.index.json``), or its ``.safetensors`` with the
-  ``config.json`` beside it.
+  ``config.json`` beside it;
+* ``keras``: a ``.keras`` model saved by keras_vit (:mod:`keras_vit.weights.keras_file`).
 
 ``.safetensors`` are read with the ``safetensors`` package's NumPy API (bfloat16
 tensors from the file's own layout, NumPy having no such type; 16-bit tensors are
@@ -32,7 +33,7 @@ import zipfile
 import numpy as np
 
 from keras_vit.weights import config as config_lib
-from keras_vit.weights import npz
+from keras_vit.weights import keras_file, npz
 from keras_vit.weights import timm as timm_layout
 from keras_vit.weights import transformers as transformers_layout
 from keras_vit.weights.npz import CheckpointError
@@ -48,7 +49,7 @@ class CheckpointInfo:
 
     Attributes:
         path: the file or folder.
-        format: ``"npz"``, ``"timm"`` or ``"transformers"``.
+        format: ``"npz"``, ``"timm"``, ``"transformers"`` or ``"keras"``.
         shapes: ``{original key: shape}`` (attention kernels of foreign layouts
             with merged head axes).
         layer_norm_epsilon: the LayerNorm epsilon the weights were trained with.
@@ -57,6 +58,8 @@ class CheckpointInfo:
         architecture: timm model name or transformers class, if known.
         tag: the pretrained tag of a timm file (``pretrained_cfg.tag``: ``"augreg2_in21k_ft_in1k"``), if known.
         mean, std: input normalisation of a foreign model (None: [-1, 1]).
+        grid: ``(rows, cols)`` of the position embeddings when the file says
+            (a ``.keras`` model), else None (a square is assumed).
     """
 
     path: str
@@ -69,6 +72,7 @@ class CheckpointInfo:
     tag: str | None = None
     mean: list | None = None
     std: list | None = None
+    grid: tuple | None = None
 
 
 def _refuse_pickle(path, what=None):
@@ -80,7 +84,7 @@ def _refuse_pickle(path, what=None):
 
 
 def _sniff(path):
-    """``"npz"``, ``"safetensors"``, or a ``CheckpointError`` naming the file and what it really is."""
+    """``"npz"``, ``"keras"``, ``"safetensors"``, or a ``CheckpointError`` naming the file and what it really is."""
     if not os.path.isfile(path):
         raise CheckpointError(f"Checkpoint not found: {path!r}")
     if path.lower().endswith(PICKLE_SUFFIXES):
@@ -95,7 +99,7 @@ def _sniff(path):
             raise CheckpointError(f"Cannot read checkpoint {path!r}: a damaged zip/.npz archive ({error}).") from error
         if any(name.endswith("data.pkl") for name in names):
             _refuse_pickle(path, "a PyTorch archive (torch.save, pickled)")
-        return "npz"
+        return keras_file.FORMAT if keras_file.is_keras_archive(names) else "npz"
     if head.startswith(b"\x93NUMPY"):
         raise CheckpointError(f"Checkpoint {path!r} is a single NumPy array (.npy), not an .npz checkpoint of named arrays.")
     if len(head) >= 9 and head[8:9] == b"{" and struct.unpack("<Q", head[:8])[0] < os.path.getsize(path):
@@ -255,8 +259,9 @@ def _open(path):
     if os.path.isdir(path):
         files, config_path = _folder_files(path)
     else:
-        if _sniff(path) == "npz":
-            return "npz", None, None, None
+        kind = _sniff(path)
+        if kind in ("npz", keras_file.FORMAT):
+            return kind, None, None, None
         files = [path]
         beside = os.path.join(os.path.dirname(os.path.abspath(path)), "config.json")
         config_path = beside if os.path.isfile(beside) else None
@@ -341,6 +346,12 @@ def describe(path):
     fmt, tensors, config, config_path = _open(path)
     if fmt == "npz":
         return CheckpointInfo(path=path, format="npz", shapes=npz.npz_shapes(path))
+    if fmt == keras_file.FORMAT:
+        arrays, epsilon, class_names, grid = keras_file.contents(path)
+        shapes = {key: tuple(array.shape) for key, array in arrays.items()}
+        return CheckpointInfo(
+            path=path, format=fmt, shapes=shapes, layer_norm_epsilon=epsilon, class_names=class_names, grid=grid,
+        )
     settings = _preprocessing(path, _layout_settings(fmt, config, config_path), config_path)
     shapes = {k: tuple(v.shape) for k, v in _convert(fmt, tensors.stand_ins(), settings, path).items()}
     has_bias = any(k.endswith(("attention.attention.query.bias", "attn.qkv.bias")) for k in tensors.shapes)
@@ -377,6 +388,8 @@ def read(path):
     fmt, tensors, config, config_path = _open(path)
     if fmt == "npz":
         return npz.npz_arrays(path)
+    if fmt == keras_file.FORMAT:
+        return keras_file.read(path)
     settings = _preprocessing(path, _layout_settings(fmt, config, config_path), config_path)
     arrays = {k: np.asarray(v) for k, v in _convert(fmt, tensors.arrays(), settings, path).items()}
     return fold_normalization(arrays, settings.get("mean"), settings.get("std"))

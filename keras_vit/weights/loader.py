@@ -1,7 +1,9 @@
 """Loading an original checkpoint into a built keras_vit model, all or nothing, with a report.
 
-Position embeddings are resampled in 2-D when the grid changes; a head of
-another size is skipped and left at zero (the paper's fine-tuning rule).
+Position embeddings are resampled in 2-D when the grid changes, the
+patch-embedding kernel by FlexiViT's pseudo-inverse resize when the patch size
+does (:mod:`keras_vit.weights.patchemb`); a head of another size is skipped and
+left at zero (the paper's fine-tuning rule).
 Everything is checked before any weight is written, so a failed load leaves
 the model as it was.
 """
@@ -13,8 +15,9 @@ import re
 
 import numpy as np
 
-from keras_vit.weights.mapping import HEAD_KEYS, POSEMB_KEY, targets_of
+from keras_vit.weights.mapping import HEAD_KEYS, PATCH_KERNEL_KEY, POSEMB_KEY, keras_targets, targets_of
 from keras_vit.weights.npz import CheckpointError, read_checkpoint
+from keras_vit.weights.patchemb import resample_patch_embedding
 from keras_vit.weights.posemb import model_grid, resize_position_embedding
 
 logger = logging.getLogger("keras_vit")
@@ -102,14 +105,18 @@ def load_checkpoint(model, checkpoint, strict=True, source=None):
     """
     arrays = read_checkpoint(checkpoint)
     report = LoadReport(path="<arrays>" if isinstance(checkpoint, dict) else os.fspath(checkpoint))
+    grid = None  # of the checkpoint's position embeddings: a square unless the file says
     if not isinstance(checkpoint, dict):
         from keras_vit.weights import formats
 
         info = formats.describe(checkpoint)
         report.format = info.format
+        grid = info.grid
         _check_epsilon(model, info.layer_norm_epsilon, report.path)
     report.source = str(source) if source is not None else report.path
     targets = targets_of(model)
+    if report.format == "keras":  # a .keras source also carries the weights of a conv stem
+        targets.update(keras_targets(model, targets))
 
     values = {}
     missing = []
@@ -124,7 +131,10 @@ def load_checkpoint(model, checkpoint, strict=True, source=None):
         array = arrays[key]
         _check_values(report.path, key, array)
         if key == POSEMB_KEY and array.shape != target.shape:
-            array = _fit_position_embedding(model, key, array, target, report)
+            array = _fit_position_embedding(model, key, array, target, report, grid)
+        elif key == PATCH_KERNEL_KEY and array.shape != target.shape and _same_channels_and_width(array, target):
+            report.resized[key] = (array.shape, target.shape)  # another patch size (FlexiViT)
+            array = resample_patch_embedding(array, target.shape[:2])
         elif key in HEAD_KEYS and array.shape != target.shape:
             report.skipped[key] = (
                 f"checkpoint shape {array.shape} != model shape {target.shape}; "
@@ -179,6 +189,11 @@ def load_into(model, path, source=None):
     return model.load_report
 
 
+def _same_channels_and_width(array, target):
+    """A ``(ph, pw, C, D)`` kernel that differs from the model's only in its patch size."""
+    return array.ndim == 4 and tuple(array.shape[2:]) == tuple(target.shape[2:])
+
+
 def _merged_heads(key, shape, expected):
     """An attention tensor stored with its head axes merged, e.g. ``(D, D)`` for ``(D, heads, head_dim)``."""
     if "MultiHeadDotProductAttention" not in key or tuple(shape) == tuple(expected):
@@ -203,13 +218,13 @@ def _check_values(path, key, array):
         )
 
 
-def _fit_position_embedding(model, key, array, target, report):
+def _fit_position_embedding(model, key, array, target, report, grid=None):
     prefix = target.shape[1] - int(np.prod(model_grid(model)))
     if array.ndim != 3 or array.shape[0] != 1 or array.shape[2] != target.shape[2] or prefix < 0:
         raise CheckpointError(
             f"Shape mismatch for checkpoint key {key!r}: checkpoint has {array.shape}, "
             f"model {model.name!r} expects {target.shape}."
         )
-    resized = resize_position_embedding(array, model_grid(model), num_prefix_tokens=prefix)
+    resized = resize_position_embedding(array, model_grid(model), grid, num_prefix_tokens=prefix)
     report.resized[key] = (array.shape, target.shape)
     return resized

@@ -17,6 +17,8 @@ from keras_vit.layers.resnet import ResidualUnit, StdConv2D
 from keras_vit.weights.npz import CheckpointError
 
 POSEMB_KEY = "Transformer/posembed_input/pos_embedding"
+PATCH_KERNEL_KEY = "embedding/kernel"
+KERAS_PREFIX = "keras/"  # keys of the weights that only .keras sources carry (a conv stem's)
 HEAD_KEYS = ("head/kernel", "head/bias")
 
 # inside encoder block i: checkpoint key under Transformer/encoderblock_{i}/ -> weight path under the block
@@ -129,7 +131,7 @@ def vit_targets(model):
     channels = patches.input.shape[-1]
     prefix = encoder.name
     targets = {
-        "embedding/kernel": _target(weights, f"{prefix}/projection/kernel", model, (ph, pw, channels, encoder.hidden_size)),
+        PATCH_KERNEL_KEY: _target(weights, f"{prefix}/projection/kernel", model, (ph, pw, channels, encoder.hidden_size)),
         "embedding/bias": _target(weights, f"{prefix}/projection/bias", model),
     }
     if encoder.class_token:
@@ -203,6 +205,28 @@ def targets_of(model):
     if has_resnet_stem(model):
         targets.update(hybrid_targets(model))
     return targets
+
+
+def keras_targets(model, targets):
+    """``{"keras/<layer>/<weight>": Target}`` for the weights of ``model`` that ``targets`` leaves out.
+
+    A conv stem's weights have no key in the original layout; a ``.keras``
+    source (:mod:`keras_vit.weights.keras_file`) carries them under these keys,
+    and the loader writes them into a model with the same layers.
+
+    Example:
+    >>> from keras_vit.models.small import conv_stem_vit
+    >>> model = conv_stem_vit(stem_channels=(8,), hidden_size=32, num_layers=1, num_heads=2, mlp_dim=64)
+    >>> sorted(keras_targets(model, targets_of(model)))[:2]
+    ['keras/stem_conv_0/kernel', 'keras/stem_norm_0/beta']
+    """
+    mapped = {id(target.variable) for target in targets.values()}
+    extra = {}
+    for layer in model.layers:
+        for path, variable in layer_weights(layer).items():
+            if id(variable) not in mapped:
+                extra[KERAS_PREFIX + path] = Target(variable, tuple(variable.shape))
+    return extra
 
 
 def block_units_of(checkpoint):

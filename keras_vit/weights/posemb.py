@@ -1,20 +1,23 @@
 """Position-embedding resampling (Sec. 3.2 of the paper): fine-tuning at another resolution.
 
 The checkpoint's grid of learned position embeddings is resampled in 2-D to the
-model's patch grid, as ``scipy.ndimage.zoom(order=1)`` does in the original code.
+model's patch grid, as ``scipy.ndimage.zoom(order=1)`` does in the original code,
+with the formula a model built with ``image_size=None`` runs in its graph
+(:func:`keras_vit.layers.resampling.resize_grid`), here in float64.
 """
 
 import math
 
 import numpy as np
 
-from keras_vit.layers import Patches
+from keras_vit.layers import PatchEncoder, Patches
+from keras_vit.layers.resampling import resize_grid
 from keras_vit.weights.mapping import patch_size_of, single_layer
 from keras_vit.weights.npz import CheckpointError
 
 
 def model_grid(model):
-    """``(rows, cols)`` of the patch grid the model's position embeddings cover.
+    """``(rows, cols)`` of the patch grid the model's position embeddings cover (stored at, for ``image_size=None``).
 
     Example:
     >>> import keras_vit
@@ -22,6 +25,9 @@ def model_grid(model):
     ...                          num_heads=4, mlp_dim=64))
     (4, 6)
     """
+    encoder = single_layer(model, PatchEncoder)
+    if encoder.grid_size is not None:
+        return encoder.grid_size
     patches = single_layer(model, Patches)
     ph, pw = patch_size_of(patches)
     _, h, w, _ = patches.input.shape
@@ -61,18 +67,6 @@ def resize_position_embedding(posemb, new_grid, old_grid=None, num_prefix_tokens
     nh, nw = new_grid
     grid = grid.reshape(gh, gw, -1).astype(np.float64)
     if (gh, gw) != (nh, nw):
-        grid = _interpolate_axis(_interpolate_axis(grid, nh, axis=0), nw, axis=1)
+        grid = resize_grid(grid, (nh, nw), xp=np)
     grid = grid.reshape(1, nh * nw, -1).astype(posemb.dtype)
     return np.concatenate([prefix, grid], axis=1)
-
-
-def _interpolate_axis(values, size, axis):
-    """Linear interpolation along one axis, end points aligned."""
-    old = values.shape[axis]
-    if old == size:
-        return values
-    coords = np.linspace(0.0, old - 1.0, size) if size > 1 else np.zeros(1)
-    low = np.floor(coords).astype(int)
-    high = np.minimum(low + 1, old - 1)
-    frac = (coords - low).reshape([-1 if a == axis else 1 for a in range(values.ndim)])
-    return np.take(values, low, axis=axis) * (1 - frac) + np.take(values, high, axis=axis) * frac

@@ -1,0 +1,57 @@
+"""Move a .keras model to another image size (or any size) and/or patch size, every weight kept.
+
+The position embeddings are resampled in 2-D to the new patch grid (a
+hybrid's grid is its feature map's) and, with --patch-size, the
+patch-embedding kernel by FlexiViT's pseudo-inverse resize
+(keras_vit.resize_model). --image-size none gives a model that takes any size
+the patch size divides. The class names and other metadata stored with the
+model are kept; the output is written atomically.
+"""
+
+import argparse
+import re
+
+_KEEP = object()  # --image-size not given (argparse converts string defaults with `type`; this it leaves alone)
+
+
+def parse_image_size(text):
+    """``"384" -> 384``, ``"384x512" -> (384, 512)``, ``"none"`` -> None (any size).
+
+    Example:
+    >>> parse_image_size("384"), parse_image_size("384x512"), parse_image_size("none")
+    (384, (384, 512), None)
+    """
+    if text.lower() in ("none", "any", "dynamic"):
+        return None
+    match = re.fullmatch(r"(\d+)(?:x(\d+))?", text)
+    if match is None or int(match[1]) < 1 or (match[2] is not None and int(match[2]) < 1):
+        raise argparse.ArgumentTypeError(f"must be N, HxW or 'none' (any size). Received: {text!r}")
+    return int(match[1]) if match[2] is None else (int(match[1]), int(match[2]))
+
+
+def add_arguments(parser):
+    parser.add_argument("model", help="the .keras file")
+    parser.add_argument("--output", required=True, help="the .keras file to write")
+    parser.add_argument(
+        "--image-size", type=parse_image_size, default=_KEEP,
+        help="N, HxW, or 'none' for any size (default: the model's own)",
+    )
+    parser.add_argument("--patch-size", type=parse_image_size, help="N or HxW (default: the model's own)")
+
+
+def run(args):
+    from keras_vit.models.resize import SAME, describe_size, resize_model
+    from keras_vit.saving import load_model, read_metadata, save_model
+
+    if args.image_size is _KEEP and args.patch_size is None:
+        raise ValueError("Nothing to change: give --image-size and/or --patch-size")
+    metadata = read_metadata(args.model)
+    model = load_model(args.model)
+    image_size = SAME if args.image_size is _KEEP else args.image_size
+    resized = resize_model(model, image_size=image_size, patch_size=args.patch_size)
+    if "image_size" in metadata:  # what keras-vit train records
+        size = resized.input_shape[1]
+        metadata["image_size"] = size if size == resized.input_shape[2] else list(resized.input_shape[1:3])
+    save_model(resized, args.output, metadata=metadata or None)
+    print(f"{args.model} ({describe_size(model)}) -> {args.output} ({describe_size(resized)})")
+    return 0

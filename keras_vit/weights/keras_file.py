@@ -1,0 +1,78 @@
+"""A keras_vit ``.keras`` model as a checkpoint: its weights in the original layout, for the one loader.
+
+A model trained, fine-tuned or resized with keras_vit and saved as ``.keras``
+is a source of weights like an ``.npz``: ``weights="runs/x/model.keras"`` on a
+builder, ``keras-vit train --weights runs/x/model.keras``. Its variables are
+named by the original keys (:func:`keras_vit.weights.mapping.targets_of`, the
+map a load writes through, read backwards) and, for the weights the original
+layout has no key for (a conv stem), by ``keras/<layer>/<weight>``
+(:func:`keras_vit.weights.mapping.keras_targets`). The loader then treats it
+as any checkpoint: position embeddings resampled to the new model's grid, the
+patch kernel to its patch size, a head of another size skipped, all or
+nothing.
+"""
+
+import functools
+import os
+
+import numpy as np
+
+from keras_vit.weights.npz import CheckpointError
+
+FORMAT = "keras"
+_ENTRIES = ("config.json", "model.weights.h5")  # what `model.save("x.keras")` writes
+
+
+def is_keras_archive(names):
+    """Whether the entry names of a zip archive are those of a ``.keras`` file."""
+    return all(entry in names for entry in _ENTRIES)
+
+
+@functools.lru_cache(maxsize=1)
+def _contents(path, mtime_ns, size):
+    """``(arrays, layer_norm_epsilon, class_names, grid)`` of a ``.keras`` file, read once per version of the file."""
+    import keras
+
+    from keras_vit.layers import TransformerBlock
+    from keras_vit.saving import load_model, read_metadata
+    from keras_vit.weights.mapping import keras_targets, targets_of
+    from keras_vit.weights.posemb import model_grid
+
+    try:
+        model = load_model(path)
+    except ValueError as error:
+        raise CheckpointError(str(error)) from None
+    epsilons = {float(layer.layer_norm_epsilon) for layer in model.layers if isinstance(layer, TransformerBlock)}
+    if not epsilons:
+        raise CheckpointError(f"{path!r} holds model {model.name!r}, which is not a keras_vit ViT (no TransformerBlock).")
+    targets = targets_of(model)
+    targets.update(keras_targets(model, targets))
+    arrays = {key: np.reshape(keras.ops.convert_to_numpy(t.variable), t.shape) for key, t in targets.items()}
+    return arrays, max(epsilons), read_metadata(path).get("class_names"), model_grid(model)
+
+
+def contents(path):
+    """``(arrays, layer_norm_epsilon, class_names, grid)`` of the ``.keras`` file at ``path``.
+
+    ``grid`` is the ``(rows, cols)`` of its position embeddings (not always a square).
+    """
+    path = os.path.abspath(os.fspath(path))
+    stat = os.stat(path)
+    return _contents(path, stat.st_mtime_ns, stat.st_size)
+
+
+def read(path):
+    """``{original key: np.ndarray}`` (and ``keras/...`` keys) of a ``.keras`` file.
+
+    Example:
+    >>> import tempfile, keras_vit
+    >>> model = keras_vit.ViT(image_size=32, patch_size=8, hidden_size=32, num_layers=1, num_heads=4, mlp_dim=64)
+    >>> path = os.path.join(tempfile.mkdtemp(), "m.keras")
+    >>> keras_vit.save_model(model, path)
+    >>> read(path)["embedding/kernel"].shape
+    (8, 8, 3, 32)
+    """
+    arrays = dict(contents(path)[0])
+    _contents.cache_clear()  # read once for the builder's describe and load, not held for the process
+    return arrays
+
