@@ -136,12 +136,17 @@ def test_timm_config_that_agrees_is_read(tmp_path):
     ]
 
 
-def test_a_block_missing_part_of_its_qkv_bias_is_refused(tmp_path):
-    """Zeros stand in for q/k/v biases only when the file has none (qkv_bias=False), not for one lost tensor."""
+def _timm_file_without(tmp_path, key):
     state = timm_state_dict(vit_checkpoint())
-    del state["blocks.1.attn.qkv.bias"]
+    del state[key]
     path = str(tmp_path / "timm.safetensors")
     safetensors_numpy.save_file(state, path)
+    return path
+
+
+def test_a_block_missing_part_of_its_qkv_bias_is_refused(tmp_path):
+    """Zeros stand in for q/k/v biases only when the file has none (qkv_bias=False), not for one lost tensor."""
+    path = _timm_file_without(tmp_path, "blocks.1.attn.qkv.bias")
     with pytest.raises(CheckpointError, match=r"lacks 3 key\(s\).*encoderblock_1/MultiHeadDotProductAttention_1/query/bias"):
         keras_vit.from_pretrained(path, num_heads=4)
 
@@ -156,10 +161,7 @@ def test_a_block_missing_part_of_its_qkv_bias_is_refused(tmp_path):
 
 def test_half_a_head_is_refused(tmp_path):
     """A head kernel without its bias is a damaged file, not a headless one: the bias is not silently zero."""
-    state = timm_state_dict(vit_checkpoint())
-    del state["head.bias"]
-    path = str(tmp_path / "timm.safetensors")
-    safetensors_numpy.save_file(state, path)
+    path = _timm_file_without(tmp_path, "head.bias")
     with pytest.raises(CheckpointError, match=r"lacks 1 key\(s\).*head/bias \(model expects \(5,\)\)"):
         keras_vit.from_pretrained(path, num_heads=4)
 
