@@ -28,6 +28,7 @@ environment variable).
 
 import dataclasses
 import os
+import sys
 
 # the flags that change what keras_vit should run (Linux /proc/cpuinfo names)
 CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8", "avx512_vnni", "avx_vnni")
@@ -197,8 +198,6 @@ def onednn_state(cpu=None, environ=None, set_by_keras_vit=False):
 
 def _tensorflow_onednn():
     """Whether the TensorFlow of this process runs oneDNN kernels (None: TensorFlow not started)."""
-    import sys
-
     if "tensorflow" not in sys.modules:
         return None
     from tensorflow.python.util import _pywrap_util_port

@@ -156,12 +156,13 @@ def load_predictor(model, labels=None, include_preprocessing=None):
     """
     if isinstance(model, Predictor):
         return model
-    if not isinstance(model, (str, os.PathLike)) or runtimes.model_format(os.fspath(model)) != "tflite":
-        _advise_onednn()
     if not isinstance(model, (str, os.PathLike)):
+        _advise_onednn()
         return Predictor(runtimes.keras_runtime(model, include_preprocessing), "keras", labels=labels)
     path = os.fspath(model)
     kind = runtimes.model_format(path)
+    if kind != "tflite":  # Keras and SavedModel run on TensorFlow's kernels
+        _advise_onednn()
     if kind == "keras":
         runtime = runtimes.keras_runtime(saving.load_model(path), include_preprocessing)
     elif kind == "saved_model":
