@@ -33,3 +33,13 @@ def _freeze_what_outlives_a_test():
 
     gc.collect()
     gc.freeze()
+
+
+def pytest_terminal_summary(terminalreporter):
+    # the CPU class decides which kernels (and so which float32 roundings) the suite met: every log says it,
+    # also under -q (a report header would be hidden there)
+    from keras_vit import hardware
+
+    terminalreporter.section("keras_vit hardware")
+    for line in hardware.describe():
+        terminalreporter.write_line(line)
