@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 OUTPUT ?= runs/mnist
 
-.PHONY: install train test test-slow peers bench clean
+.PHONY: install train test test-slow test-avx2 peers bench clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,12 @@ test: install
 
 test-slow: install
 	$(PY) -m pytest -m slow -q -p no:cacheprovider
+
+# the fast suite on an emulated AVX2-only CPU (QEMU `-cpu max`: no AVX-512, no bfloat16), child processes
+# included; needs qemu-user (apt-get install qemu-user) and takes hours, not minutes (tools/qemu-avx2)
+test-avx2: install
+	KERAS_VIT_QEMU_PYTHON=$(abspath $(PY)) PYTHONPATH=$(CURDIR)/tools/qemu-avx2 tools/qemu-avx2/python \
+		-m pytest -m "not slow" -q -p no:cacheprovider -n 2 --doctest-modules keras_vit tests
 
 # the benchmarks' peers (timm with torch + torchvision, keras-hub) live in their own venv, not in the test venv
 PEERS ?= .venv-peers

@@ -43,3 +43,11 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.section("keras_vit hardware")
     for line in hardware.describe():
         terminalreporter.write_line(line)
+    # what programs see through CPUID (the kernels' dispatch), which an emulator or a VM can narrow below the
+    # kernel's /proc/cpuinfo above (make test-avx2: QEMU's AVX2-only CPU on any machine)
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__ as features
+    except ImportError:  # NumPy moved it
+        return
+    seen = [name for name in ("AVX2", "FMA3", "AVX512F", "AVX512BF16", "AVX512VNNI") if features.get(name)]
+    terminalreporter.write_line("cpu features through CPUID (NumPy): " + (", ".join(seen) or "none of AVX2, AVX-512"))
