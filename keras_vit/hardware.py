@@ -186,10 +186,15 @@ def onednn_state(cpu=None, environ=None, set_by_keras_vit=False):
     cpu = cpu_info() if cpu is None else cpu
     environ = os.environ if environ is None else environ
     value = environ.get(ONEDNN_VARIABLE)
-    if value is not None:
-        on = value.strip().lower() in ("1", "true")
+    # TensorFlow reads it with ReadBoolFromEnvVar: 0/1/true/false, lower-cased, not stripped; anything else is
+    # refused (a warning on stderr) and TensorFlow's default stays
+    on = {"1": True, "true": True, "0": False, "false": False}.get(value.lower()) if value is not None else None
+    if on is not None:
         by = "set by keras-vit: TensorFlow leaves oneDNN off on this CPU" if set_by_keras_vit else "set in the environment"
         return on, f"{ONEDNN_VARIABLE}={value}, {by}"
+    if value is not None:
+        return onednn_default(cpu), (f"{ONEDNN_VARIABLE}={value!r} is not 0, 1, true or false: TensorFlow ignores it "
+                                     "and keeps its default on this CPU")
     if onednn_default(cpu):
         return True, "TensorFlow's default on a CPU with " + ", ".join(f for f in ONEDNN_DEFAULT_CPU_FLAGS if f in cpu.flags)
     return False, (f"TensorFlow's default without {'/'.join(ONEDNN_DEFAULT_CPU_FLAGS[:3])} or AMX: Eigen kernels, "

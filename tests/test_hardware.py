@@ -158,3 +158,18 @@ def test_predict_advises_onednn_once_where_tensorflow_runs_without_it(monkeypatc
         predictors.load_predictor(model)  # once per process
     monkeypatch.setattr(hardware, "_tensorflow_onednn", lambda: True)
     assert hardware.onednn_notice(EPYC_AVX2) is None and hardware.onednn_notice(ZEN4) is None
+
+
+@pytest.mark.parametrize(
+    "cpu, value, on",
+    [
+        (EPYC_AVX2, "TRUE", True), (ZEN4, "False", False),  # TensorFlow lower-cases the value
+        # anything but 0, 1, true or false is refused by TensorFlow (ReadBoolFromEnvVar), which keeps its
+        # default: off on an AVX2-only CPU, on with VNNI/BF16 (checked on a real process: IsMklEnabled())
+        (EPYC_AVX2, "yes", False), (ZEN4, "no", True), (EPYC_AVX2, " 1", False), (ZEN4, " 0", True), (ZEN4, "", True),
+    ],
+)
+def test_onednn_state_reads_the_variable_as_tensorflow_does(cpu, value, on):
+    line = hardware.describe(cpu, [], environ={"TF_ENABLE_ONEDNN_OPTS": value})[4]
+    assert line.startswith(f"tensorflow onednn: {'on' if on else 'off'} ("), line
+
