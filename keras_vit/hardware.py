@@ -213,11 +213,13 @@ def _tensorflow_onednn():
 def onednn_notice(cpu=None):
     """A one-line advice when this process's TensorFlow runs without oneDNN on an x86 AVX2 CPU, else None.
 
+    None also where TensorFlow turns oneDNN on by default (VNNI, BF16, AMX): off there, the user turned it off.
+
     :func:`keras_vit.predict` warns with it once per process for Keras and SavedModel models.
     """
     cpu = cpu_info() if cpu is None else cpu
-    if "avx2" not in cpu.flags or _tensorflow_onednn() is not False:
-        return None
+    if "avx2" not in cpu.flags or onednn_default(cpu) or _tensorflow_onednn() is not False:
+        return None  # (oneDNN off on a CPU where TensorFlow turns it on: the user set TF_ENABLE_ONEDNN_OPTS=0)
     return (f"TensorFlow runs without its oneDNN kernels on this CPU ({cpu.model}: no "
             f"{'/'.join(ONEDNN_DEFAULT_CPU_FLAGS[:3])} or AMX), where keras_vit runs 20-25 % slower "
             f"(docs/performance.md, emulated AVX2): start the program with {ONEDNN_VARIABLE}=1, or use the TFLite export")

@@ -173,3 +173,11 @@ def test_onednn_state_reads_the_variable_as_tensorflow_does(cpu, value, on):
     line = hardware.describe(cpu, [], environ={"TF_ENABLE_ONEDNN_OPTS": value})[4]
     assert line.startswith(f"tensorflow onednn: {'on' if on else 'off'} ("), line
 
+
+def test_no_onednn_advice_where_the_user_turned_it_off_on_a_cpu_tensorflow_turns_it_on(monkeypatch):
+    # TF_ENABLE_ONEDNN_OPTS=0 on a VNNI/BF16 CPU: the user's choice, and the notice's "no VNNI, BF16 or AMX" is false
+    monkeypatch.setattr(hardware, "_tensorflow_onednn", lambda: False)
+    assert hardware.onednn_notice(ZEN4) is None and hardware.onednn_notice(SAPPHIRE_RAPIDS) is None
+    assert "TF_ENABLE_ONEDNN_OPTS=1" in hardware.onednn_notice(EPYC_AVX2)
+    assert "TF_ENABLE_ONEDNN_OPTS=1" in hardware.onednn_notice(SKYLAKE)  # AVX-512 without VNNI: TensorFlow leaves it off
+
