@@ -181,3 +181,29 @@ def test_no_onednn_advice_where_the_user_turned_it_off_on_a_cpu_tensorflow_turns
     assert "TF_ENABLE_ONEDNN_OPTS=1" in hardware.onednn_notice(EPYC_AVX2)
     assert "TF_ENABLE_ONEDNN_OPTS=1" in hardware.onednn_notice(SKYLAKE)  # AVX-512 without VNNI: TensorFlow leaves it off
 
+
+def test_predict_advises_onednn_only_for_what_runs_on_tensorflow(monkeypatch, tmp_path):
+    from helpers import tiny_vit
+    from keras_vit.inference import predictors, runtimes
+
+    model = tiny_vit(num_classes=3)
+    monkeypatch.setattr(hardware, "cpu_info", lambda: EPYC_AVX2)
+    monkeypatch.setattr(predictors, "_ADVISED", [])
+    # the JAX backend: a Keras model runs on XLA, not on TensorFlow's kernels, even when TensorFlow is loaded
+    monkeypatch.setattr(keras.backend, "backend", lambda: "jax")
+    monkeypatch.setattr(hardware, "_tensorflow_onednn", lambda: False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        predictors.load_predictor(model)
+    # a SavedModel does run on TensorFlow, which its loading starts (not yet loaded when predict is called)
+    tensorflow = {"onednn": None}
+    monkeypatch.setattr(hardware, "_tensorflow_onednn", lambda: tensorflow["onednn"])
+
+    def saved_model_runtime(path, include_preprocessing=None):
+        tensorflow["onednn"] = False  # TensorFlow starts, without oneDNN (its default on EPYC_AVX2)
+        return runtimes.keras_runtime(model, include_preprocessing)
+
+    monkeypatch.setattr(runtimes, "model_format", lambda path: "saved_model")
+    monkeypatch.setattr(runtimes, "saved_model_runtime", saved_model_runtime)
+    with pytest.warns(UserWarning, match="TF_ENABLE_ONEDNN_OPTS=1"):
+        predictors.load_predictor(str(tmp_path), labels=["a", "b", "c"])
