@@ -207,3 +207,14 @@ def test_predict_advises_onednn_only_for_what_runs_on_tensorflow(monkeypatch, tm
     monkeypatch.setattr(runtimes, "saved_model_runtime", saved_model_runtime)
     with pytest.warns(UserWarning, match="TF_ENABLE_ONEDNN_OPTS=1"):
         predictors.load_predictor(str(tmp_path), labels=["a", "b", "c"])
+
+
+def test_keras_vit_command_turns_onednn_on_under_another_backend_too():
+    # KERAS_BACKEND=jax: the command does not start TensorFlow, but what it runs may (a SavedModel to predict
+    # with, an export, tf.data), and `keras-vit info` says the command set the variable
+    env = {k: v for k, v in os.environ.items() if k != "TF_ENABLE_ONEDNN_OPTS"}
+    code = _COMMAND_ON_AVX2.split("from tensorflow")[0] + (
+        "import sys\nprint(os.environ.get('TF_ENABLE_ONEDNN_OPTS'), 'tensorflow' in sys.modules, cli.ENVIRONMENT_SET)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env=dict(env, KERAS_BACKEND="jax"))
+    assert out.stdout.split("\n")[-2] == "1 False {'TF_ENABLE_ONEDNN_OPTS': '1'}"
