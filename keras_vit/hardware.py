@@ -186,10 +186,15 @@ def onednn_state(cpu=None, environ=None, set_by_keras_vit=False):
     cpu = cpu_info() if cpu is None else cpu
     environ = os.environ if environ is None else environ
     value = environ.get(ONEDNN_VARIABLE)
-    if value is not None:
-        on = value.strip().lower() in ("1", "true")
+    # TensorFlow reads it with ReadBoolFromEnvVar: 0/1/true/false, lower-cased, not stripped; anything else is
+    # refused (a warning on stderr) and TensorFlow's default stays
+    on = {"1": True, "true": True, "0": False, "false": False}.get(value.lower()) if value is not None else None
+    if on is not None:
         by = "set by keras-vit: TensorFlow leaves oneDNN off on this CPU" if set_by_keras_vit else "set in the environment"
         return on, f"{ONEDNN_VARIABLE}={value}, {by}"
+    if value is not None:
+        return onednn_default(cpu), (f"{ONEDNN_VARIABLE}={value!r} is not 0, 1, true or false: TensorFlow ignores it "
+                                     "and keeps its default on this CPU")
     if onednn_default(cpu):
         return True, "TensorFlow's default on a CPU with " + ", ".join(f for f in ONEDNN_DEFAULT_CPU_FLAGS if f in cpu.flags)
     return False, (f"TensorFlow's default without {'/'.join(ONEDNN_DEFAULT_CPU_FLAGS[:3])} or AMX: Eigen kernels, "
@@ -208,11 +213,13 @@ def _tensorflow_onednn():
 def onednn_notice(cpu=None):
     """A one-line advice when this process's TensorFlow runs without oneDNN on an x86 AVX2 CPU, else None.
 
+    None also where TensorFlow turns oneDNN on by default (VNNI, BF16, AMX): off there, the user turned it off.
+
     :func:`keras_vit.predict` warns with it once per process for Keras and SavedModel models.
     """
     cpu = cpu_info() if cpu is None else cpu
-    if "avx2" not in cpu.flags or _tensorflow_onednn() is not False:
-        return None
+    if "avx2" not in cpu.flags or onednn_default(cpu) or _tensorflow_onednn() is not False:
+        return None  # (oneDNN off on a CPU where TensorFlow turns it on: the user set TF_ENABLE_ONEDNN_OPTS=0)
     return (f"TensorFlow runs without its oneDNN kernels on this CPU ({cpu.model}: no "
             f"{'/'.join(ONEDNN_DEFAULT_CPU_FLAGS[:3])} or AMX), where keras_vit runs 20-25 % slower "
             f"(docs/performance.md, emulated AVX2): start the program with {ONEDNN_VARIABLE}=1, or use the TFLite export")

@@ -158,3 +158,63 @@ def test_predict_advises_onednn_once_where_tensorflow_runs_without_it(monkeypatc
         predictors.load_predictor(model)  # once per process
     monkeypatch.setattr(hardware, "_tensorflow_onednn", lambda: True)
     assert hardware.onednn_notice(EPYC_AVX2) is None and hardware.onednn_notice(ZEN4) is None
+
+
+@pytest.mark.parametrize(
+    "cpu, value, on",
+    [
+        (EPYC_AVX2, "TRUE", True), (ZEN4, "False", False),  # TensorFlow lower-cases the value
+        # anything but 0, 1, true or false is refused by TensorFlow (ReadBoolFromEnvVar), which keeps its
+        # default: off on an AVX2-only CPU, on with VNNI/BF16 (checked on a real process: IsMklEnabled())
+        (EPYC_AVX2, "yes", False), (ZEN4, "no", True), (EPYC_AVX2, " 1", False), (ZEN4, " 0", True), (ZEN4, "", True),
+    ],
+)
+def test_onednn_state_reads_the_variable_as_tensorflow_does(cpu, value, on):
+    line = hardware.describe(cpu, [], environ={"TF_ENABLE_ONEDNN_OPTS": value})[4]
+    assert line.startswith(f"tensorflow onednn: {'on' if on else 'off'} ("), line
+
+
+def test_no_onednn_advice_where_the_user_turned_it_off_on_a_cpu_tensorflow_turns_it_on(monkeypatch):
+    # TF_ENABLE_ONEDNN_OPTS=0 on a VNNI/BF16 CPU: the user's choice, and the notice's "no VNNI, BF16 or AMX" is false
+    monkeypatch.setattr(hardware, "_tensorflow_onednn", lambda: False)
+    assert hardware.onednn_notice(ZEN4) is None and hardware.onednn_notice(SAPPHIRE_RAPIDS) is None
+    assert "TF_ENABLE_ONEDNN_OPTS=1" in hardware.onednn_notice(EPYC_AVX2)
+    assert "TF_ENABLE_ONEDNN_OPTS=1" in hardware.onednn_notice(SKYLAKE)  # AVX-512 without VNNI: TensorFlow leaves it off
+
+
+def test_predict_advises_onednn_only_for_what_runs_on_tensorflow(monkeypatch, tmp_path):
+    from helpers import tiny_vit
+    from keras_vit.inference import predictors, runtimes
+
+    model = tiny_vit(num_classes=3)
+    monkeypatch.setattr(hardware, "cpu_info", lambda: EPYC_AVX2)
+    monkeypatch.setattr(predictors, "_ADVISED", [])
+    # the JAX backend: a Keras model runs on XLA, not on TensorFlow's kernels, even when TensorFlow is loaded
+    monkeypatch.setattr(keras.backend, "backend", lambda: "jax")
+    monkeypatch.setattr(hardware, "_tensorflow_onednn", lambda: False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        predictors.load_predictor(model)
+    # a SavedModel does run on TensorFlow, which its loading starts (not yet loaded when predict is called)
+    tensorflow = {"onednn": None}
+    monkeypatch.setattr(hardware, "_tensorflow_onednn", lambda: tensorflow["onednn"])
+
+    def saved_model_runtime(path, include_preprocessing=None):
+        tensorflow["onednn"] = False  # TensorFlow starts, without oneDNN (its default on EPYC_AVX2)
+        return runtimes.keras_runtime(model, include_preprocessing)
+
+    monkeypatch.setattr(runtimes, "model_format", lambda path: "saved_model")
+    monkeypatch.setattr(runtimes, "saved_model_runtime", saved_model_runtime)
+    with pytest.warns(UserWarning, match="TF_ENABLE_ONEDNN_OPTS=1"):
+        predictors.load_predictor(str(tmp_path), labels=["a", "b", "c"])
+
+
+def test_keras_vit_command_turns_onednn_on_under_another_backend_too():
+    # KERAS_BACKEND=jax: the command does not start TensorFlow, but what it runs may (a SavedModel to predict
+    # with, an export, tf.data), and `keras-vit info` says the command set the variable
+    env = {k: v for k, v in os.environ.items() if k != "TF_ENABLE_ONEDNN_OPTS"}
+    code = _COMMAND_ON_AVX2.split("from tensorflow")[0] + (
+        "import sys\nprint(os.environ.get('TF_ENABLE_ONEDNN_OPTS'), 'tensorflow' in sys.modules, cli.ENVIRONMENT_SET)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env=dict(env, KERAS_BACKEND="jax"))
+    assert out.stdout.split("\n")[-2] == "1 False {'TF_ENABLE_ONEDNN_OPTS': '1'}"

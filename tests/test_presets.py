@@ -315,3 +315,15 @@ def test_from_pretrained_preset_builds_the_variant_at_the_files_resolution_with_
     count = len(served.requests)
     assert keras_vit.from_pretrained("T/8:augreg_in21k_ft_in1k").load_report.path == download.cache_path(ft[0])
     assert len(served.requests) == count  # from the cache, the server stopped
+
+
+def test_download_prints_plain_lines_where_stdout_is_not_a_terminal(served, tiny_preset, capsys):
+    # `keras-vit train --weights TAG > train.log`: Keras' download bar (verbose 1, "dynamic" on every POSIX
+    # system) would fill the log with backspaces, carriage returns and colour codes
+    publish(served.bucket, FILE, vit_checkpoint())
+    capsys.readouterr()
+    path = download.fetch(tiny_preset)
+    out, err = capsys.readouterr()
+    assert not any(c in out for c in "\r\b\x1b"), repr(out)
+    assert f"{served.url}/{FILE}" in out and path in out
+    assert not any(c in err for c in "\r\b\x1b"), repr(err)

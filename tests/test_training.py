@@ -121,7 +121,7 @@ def test_set_precision():
         keras.mixed_precision.set_global_policy("float32")
 
 
-def _run(output, epochs, steps, interrupt_at=None, seed=0):
+def _run(output, epochs, steps, interrupt_at=None, seed=0, verbose=0):
     keras.utils.set_random_seed(seed)
     model = tiny_vit()
     optimizer = optimizers.build_optimizer(1e-3, epochs * steps, 2)
@@ -136,11 +136,11 @@ def _run(output, epochs, steps, interrupt_at=None, seed=0):
 
     if interrupt_at:
         callbacks.append(Interrupt())
-    history = callbacks_lib.fit_resumable(model, train, epochs, steps, callbacks=callbacks, verbose=0)
+    history = callbacks_lib.fit_resumable(model, train, epochs, steps, callbacks=callbacks, verbose=verbose)
     return model, history
 
 
-def test_interrupted_run_resumes_mid_epoch_with_the_same_step_count(tmp_path):
+def test_interrupted_run_resumes_mid_epoch_with_the_same_step_count(tmp_path, capsys):
     epochs, steps = 3, 4
     reference, _ = _run(tmp_path / "straight", epochs, steps)
     assert int(reference.optimizer.iterations.numpy()) == epochs * steps
@@ -154,8 +154,13 @@ def test_interrupted_run_resumes_mid_epoch_with_the_same_step_count(tmp_path):
     assert log_before.count("\n") == 2  # header + epoch 0
     assert not [p for p in os.listdir(out / "backup") if ".tmp-" in p]  # temporaries are .<name>.tmp-<pid>-<random>
 
-    model, history = _run(out, epochs, steps)
+    capsys.readouterr()
+    model, history = _run(out, epochs, steps, verbose=2)  # the log a file gets: one line per epoch
     assert history["resumed_from_step"] == 6
+    log = capsys.readouterr().out
+    assert "\r" not in log and "\x1b" not in log and "\b" not in log
+    # the resumed epoch is named out of the run's epochs, not out of the one-epoch fit() that finishes it
+    assert [line for line in log.splitlines() if line.startswith("Epoch ")] == ["Epoch 2/3", "Epoch 3/3"], log
     assert int(model.optimizer.iterations.numpy()) == epochs * steps
     assert len(history["loss"]) == 2  # the rest of epoch 1, then epoch 2
     rows = list(csv.DictReader(open(out / "log.csv")))

@@ -77,14 +77,18 @@ def quiet_tensorflow():
     On an AVX2 CPU where TensorFlow would leave its oneDNN kernels off, it
     turns them on first (``TF_ENABLE_ONEDNN_OPTS=1``, unless the user set the
     variable): keras_vit's default path is faster than timm there only with them.
+    It does so under another Keras backend too, where TensorFlow starts later if
+    at all (a SavedModel to predict with, an export, tf.data).
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    if "tensorflow" in sys.modules or os.environ.get("KERAS_BACKEND", "tensorflow") != "tensorflow":
+    if "tensorflow" in sys.modules:
         return
     from keras_vit import hardware
 
     ENVIRONMENT_SET.update(hardware.onednn_environment())
     os.environ.update(ENVIRONMENT_SET)
+    if os.environ.get("KERAS_BACKEND", "tensorflow") != "tensorflow":
+        return
     with native_stderr_hidden():
         try:
             import tensorflow  # noqa: F401

@@ -154,21 +154,27 @@ def load_predictor(model, labels=None, include_preprocessing=None):
             ``preprocessing`` layer), SavedModel and TFLite files are assumed
             to take [0, 255] as keras_vit exports them.
     """
+    import keras
+
     if isinstance(model, Predictor):
         return model
+    # after loading (a SavedModel starts TensorFlow under another backend): what runs on TensorFlow's kernels,
+    # a Keras model under the TensorFlow backend and a SavedModel, gets the oneDNN advice
     if not isinstance(model, (str, os.PathLike)):
-        _advise_onednn()
-        return Predictor(runtimes.keras_runtime(model, include_preprocessing), "keras", labels=labels)
+        runtime = runtimes.keras_runtime(model, include_preprocessing)
+        if keras.backend.backend() == "tensorflow":
+            _advise_onednn()
+        return Predictor(runtime, "keras", labels=labels)
     path = os.fspath(model)
     kind = runtimes.model_format(path)
-    if kind != "tflite":  # Keras and SavedModel run on TensorFlow's kernels
-        _advise_onednn()
     if kind == "keras":
         runtime = runtimes.keras_runtime(saving.load_model(path), include_preprocessing)
     elif kind == "saved_model":
         runtime = runtimes.saved_model_runtime(path, include_preprocessing)
     else:
         runtime = runtimes.tflite_runtime(path, include_preprocessing)
+    if kind == "saved_model" or (kind == "keras" and keras.backend.backend() == "tensorflow"):
+        _advise_onednn()
     return Predictor(runtime, kind, path, labels)
 
 

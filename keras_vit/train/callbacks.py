@@ -401,6 +401,22 @@ def progress_verbosity(verbose="auto", stream=None):
         return 2
 
 
+class _RunProgbar(keras.callbacks.ProgbarLogger):
+    """Keras' progress logger with ``Epoch e/N`` counting the ``N`` epochs of the whole run.
+
+    :func:`fit_resumable` finishes an interrupted epoch with a ``fit`` of that one epoch, for which
+    Keras' own logger prints ``Epoch e/e`` (and no header at all when it is the first epoch).
+    """
+
+    def __init__(self, epochs):
+        super().__init__()
+        self.run_epochs = epochs
+
+    def set_params(self, params):
+        super().set_params(params)
+        self.epochs = self.run_epochs
+
+
 def fit_resumable(
     model,
     train,
@@ -466,13 +482,15 @@ def fit_resumable(
             "use a new output folder"
         )
 
+    progbar = [] if not verbose or any(isinstance(c, keras.callbacks.ProgbarLogger) for c in callbacks) else [_RunProgbar(epochs)]
+
     def run(initial_epoch, last_epoch, steps):
         h = fit(
             train,
             initial_epoch=initial_epoch,
             epochs=last_epoch,
             steps_per_epoch=steps,
-            callbacks=list(callbacks),
+            callbacks=[*callbacks, *progbar],
             validation_data=validation_data,
             verbose=verbose,
         )

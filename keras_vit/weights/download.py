@@ -1,6 +1,6 @@
 """Downloading a preset's file into the Keras cache, verified before it is kept.
 
-Files are fetched with ``keras.utils.get_file`` (its progress bar) into
+Files are fetched with ``keras.utils.get_file`` (its progress bar on a terminal, one line otherwise) into
 ``$KERAS_HOME/models/keras_vit/<the file's path under the bucket>`` (``KERAS_HOME``
 defaults to ``~/.keras``), so a second build reads the cache and never touches the
 network. A download goes to a temporary folder beside the cache first; it is moved
@@ -12,6 +12,7 @@ import hashlib
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import zipfile
 
@@ -85,7 +86,17 @@ def fetch(preset):
         try:
             import keras
 
-            downloaded = keras.utils.get_file(fname=name, origin=url, cache_dir=staging, cache_subdir="")
+            if _on_a_terminal():
+                downloaded = keras.utils.get_file(fname=name, origin=url, cache_dir=staging, cache_subdir="")
+            else:  # Keras' bar writes backspaces, carriage returns and colour codes wherever stdout goes
+                print(f"Downloading {url} into {path}", flush=True)
+                interactive = keras.config.is_interactive_logging_enabled()
+                keras.config.disable_interactive_logging()  # this thread's Keras messages go to absl logging
+                try:
+                    downloaded = keras.utils.get_file(fname=name, origin=url, cache_dir=staging, cache_subdir="")
+                finally:
+                    if interactive:
+                        keras.config.enable_interactive_logging()
         except Exception as error:  # get_file re-raises HTTP and URL errors as a bare Exception
             raise DownloadError(
                 f"Cannot download the {preset.tag!r} weights of {preset.variant} from {url}: {error}. "
@@ -99,6 +110,13 @@ def fetch(preset):
         shutil.rmtree(staging, ignore_errors=True)
     logger.info("Cached %s at %s", url, path)
     return path
+
+
+def _on_a_terminal():
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
 
 
 def _verify(downloaded, preset, url, path):
