@@ -106,8 +106,11 @@ def gpu_info():
         for device in jax.devices():
             if device.platform == "gpu":
                 capability = getattr(device, "compute_capability", None)
-                if isinstance(capability, str):
-                    capability = tuple(int(v) for v in capability.split("."))
+                if isinstance(capability, str):  # "8.0" on CUDA; a ROCm target ("gfx90a") is not a CUDA capability
+                    try:
+                        capability = tuple(int(v) for v in capability.split("."))
+                    except ValueError:
+                        capability = None
                 gpus.append(GPU(device.device_kind, capability))
     elif backend == "torch":
         import torch
@@ -122,17 +125,21 @@ def mixed_policy(cpu=None, gpus=None):
 
     Args:
         cpu: a :class:`CPU` (default: :func:`cpu_info`).
-        gpus: a list of :class:`GPU` (default: :func:`gpu_info`); the first decides.
+        gpus: a list of :class:`GPU` (default: :func:`gpu_info`); where they
+            differ, one without native bfloat16 decides (a strategy runs every
+            GPU in the same policy).
 
     Example:
     >>> mixed_policy(CPU("AMD EPYC", 2, frozenset({"avx2"})), gpus=[])[0]
     'float32'
     >>> mixed_policy(gpus=[GPU("NVIDIA H100", (9, 0))])[0]
     'mixed_bfloat16'
+    >>> mixed_policy(gpus=[GPU("NVIDIA A100", (8, 0)), GPU("Tesla T4", (7, 5))])[0]
+    'mixed_float16'
     """
     gpus = gpu_info() if gpus is None else gpus
     if gpus:
-        gpu = gpus[0]
+        gpu = next((g for g in gpus if not g.native_bfloat16), gpus[0])
         if gpu.native_bfloat16:
             return "mixed_bfloat16", f"{gpu.name} (compute capability {_cc(gpu)}) has native bfloat16"
         return "mixed_float16", f"{gpu.name} (compute capability {_cc(gpu)}) has no native bfloat16: float16 with loss scaling"

@@ -42,6 +42,10 @@ def _float32_after():
         (EPYC_AVX2, [A100], "mixed_bfloat16"),
         (ZEN4, [T4], "mixed_float16"),
         (ZEN4, [hardware.GPU("unknown GPU")], "mixed_float16"),  # capability unknown: the safe float16 + loss scaling
+        # a strategy runs every GPU in one policy: one without native bfloat16 decides, wherever it is listed
+        (ZEN4, [A100, T4], "mixed_float16"),
+        (ZEN4, [T4, H100], "mixed_float16"),
+        (ZEN4, [A100, H100], "mixed_bfloat16"),
     ],
 )
 def test_mixed_precision_follows_the_native_16_bit_type(cpu, gpus, expected):
@@ -218,3 +222,17 @@ def test_keras_vit_command_turns_onednn_on_under_another_backend_too():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env=dict(env, KERAS_BACKEND="jax"))
     assert out.stdout.split("\n")[-2] == "1 False {'TF_ENABLE_ONEDNN_OPTS': '1'}"
+
+
+def test_a_rocm_target_is_no_cuda_capability(monkeypatch):
+    """JAX reports a ROCm GPU's target ("gfx90a") where CUDA GPUs have "8.0": unknown, not a crash."""
+    import types
+
+    jax = types.SimpleNamespace(devices=lambda: [
+        types.SimpleNamespace(platform="gpu", device_kind="AMD Instinct MI210", compute_capability="gfx90a"),
+        types.SimpleNamespace(platform="gpu", device_kind="NVIDIA A100", compute_capability="8.0"),
+        types.SimpleNamespace(platform="cpu", device_kind="cpu")])
+    monkeypatch.setitem(sys.modules, "jax", jax)
+    monkeypatch.setattr(keras.backend, "backend", lambda: "jax")
+    assert hardware.gpu_info() == [hardware.GPU("AMD Instinct MI210", None), hardware.GPU("NVIDIA A100", (8, 0))]
+    assert hardware.mixed_policy(ZEN4)[0] == "mixed_float16"
