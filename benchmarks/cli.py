@@ -279,9 +279,10 @@ def machine(peers_python=None):
     """The machine a results file was measured on: CPU model, ISA class and the flags that matter, cores, versions.
 
     ``cpu_isa`` ("AVX-512" or "AVX2") is what the README's tables name beside each figure;
-    ``onednn`` says whether TensorFlow's oneDNN kernels were on (TensorFlow enables them by
-    default only on CPUs with AVX512_VNNI, AVX512_BF16 or AMX; ``TF_ENABLE_ONEDNN_OPTS``
-    overrides).
+    ``onednn`` says whether TensorFlow's oneDNN kernels were on in keras_vit's measurements
+    (TensorFlow enables them by default only on CPUs with AVX512_VNNI, AVX512_BF16 or AMX; the
+    ``keras-vit`` command and these benchmarks set ``TF_ENABLE_ONEDNN_OPTS=1`` on other AVX2 CPUs;
+    the environment's value overrides).
     """
 
     cpu = hardware.cpu_info()
@@ -293,7 +294,9 @@ def machine(peers_python=None):
         "cpu_family": cpu.family,
         "cpu_isa": cpu.isa,
         "cpu_flags": sorted(cpu.flags),
-        "onednn": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default"),
+        # as keras_vit's measurements ran: the environment's value, else what the keras-vit command sets on this
+        # CPU (run_task applies the same; peers keep TensorFlow's default)
+        "onednn": os.environ.get(hardware.ONEDNN_VARIABLE, hardware.onednn_environment().get(hardware.ONEDNN_VARIABLE, "default")),
         "load_average": os.getloadavg(),
         "versions": library_versions(),
     }

@@ -166,3 +166,15 @@ def test_profile_sums_op_time_by_type(capsys):
     assert "MatMul" in out  # the model's GEMMs show up by op type
     matched = [line for line in out.splitlines() if "ops named *transformer_block*" in line]
     assert len(matched) == 1 and float(matched[0].split(":")[1].split("ms")[0]) > 0
+
+
+def test_machine_records_the_onednn_state_keras_vit_ran_with(monkeypatch):
+    avx2 = hardware.CPU("AMD EPYC 7702", 2, frozenset({"avx2", "fma"}))
+    monkeypatch.setattr(hardware, "cpu_info", lambda *a, **k: avx2)
+    monkeypatch.delenv(hardware.ONEDNN_VARIABLE, raising=False)
+    assert cli.machine()["onednn"] == "1"  # what run_task and the keras-vit command set on an AVX2-only CPU
+    monkeypatch.setenv(hardware.ONEDNN_VARIABLE, "0")
+    assert cli.machine()["onednn"] == "0"  # the user's value wins, there and here
+    monkeypatch.delenv(hardware.ONEDNN_VARIABLE)
+    monkeypatch.setattr(hardware, "cpu_info", lambda *a, **k: hardware.CPU("AMD EPYC 9B14", 2, frozenset({"avx2", "avx512f", "avx512_vnni"})))
+    assert cli.machine()["onednn"] == "default"  # TensorFlow turns it on by itself
