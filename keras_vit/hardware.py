@@ -188,6 +188,9 @@ def onednn_environment(cpu=None, environ=None):
 def onednn_state(cpu=None, environ=None, set_by_keras_vit=False):
     """``(on, why)``: whether TensorFlow runs oneDNN kernels in a process started with ``environ``.
 
+    ``on`` is None where it cannot be told: no variable set and no x86 AVX2 flags
+    to apply TensorFlow's rule to (then this process's TensorFlow is asked, if started).
+
     ``set_by_keras_vit``: the variable in ``environ`` was set by :func:`onednn_environment`, not the user.
     """
     cpu = cpu_info() if cpu is None else cpu
@@ -204,6 +207,11 @@ def onednn_state(cpu=None, environ=None, set_by_keras_vit=False):
                                      "and keeps its default on this CPU")
     if onednn_default(cpu):
         return True, "TensorFlow's default on a CPU with " + ", ".join(f for f in ONEDNN_DEFAULT_CPU_FLAGS if f in cpu.flags)
+    if "avx2" not in cpu.flags:  # flags not readable here (no /proc/cpuinfo), or not an AVX2 x86 CPU
+        running = _tensorflow_onednn() if environ is os.environ else None
+        if running is not None:
+            return running, "as this process's TensorFlow runs (the CPU's flags say nothing here)"
+        return None, "unknown: the CPU's flags say nothing here, and the rule above is for x86 AVX2 CPUs"
     return False, (f"TensorFlow's default without {'/'.join(ONEDNN_DEFAULT_CPU_FLAGS[:3])} or AMX: Eigen kernels, "
                    f"slower for ViT; the keras-vit command sets {ONEDNN_VARIABLE}=1, set it yourself in a program")
 
@@ -245,5 +253,5 @@ def describe(cpu=None, gpus=None, environ=None, onednn_set_by_keras_vit=False):
     policy, reason = mixed_policy(cpu, gpus)
     lines.append(f"--mixed-precision: {policy} ({reason})")
     on, why = onednn_state(cpu, environ, onednn_set_by_keras_vit)
-    lines.append(f"tensorflow onednn: {'on' if on else 'off'} ({why})")
+    lines.append(f"tensorflow onednn: {'unknown' if on is None else 'on' if on else 'off'} ({why})")
     return lines

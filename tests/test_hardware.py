@@ -236,3 +236,14 @@ def test_a_rocm_target_is_no_cuda_capability(monkeypatch):
     monkeypatch.setattr(keras.backend, "backend", lambda: "jax")
     assert hardware.gpu_info() == [hardware.GPU("AMD Instinct MI210", None), hardware.GPU("NVIDIA A100", (8, 0))]
     assert hardware.mixed_policy(ZEN4)[0] == "mixed_float16"
+
+
+def test_onednn_state_where_the_cpu_flags_say_nothing(monkeypatch):
+    """No /proc/cpuinfo (macOS, Windows) or an ARM CPU: TensorFlow's x86 rule does not apply, nothing is claimed."""
+    unknown = hardware.CPU("unknown", 2, frozenset())
+    line = hardware.describe(unknown, [], environ={})[4]
+    assert line.startswith("tensorflow onednn: unknown (") and "keras-vit command sets" not in line, line
+    monkeypatch.setattr(hardware, "_tensorflow_onednn", lambda: True)  # this process's TensorFlow, asked
+    monkeypatch.delenv("TF_ENABLE_ONEDNN_OPTS", raising=False)
+    assert hardware.onednn_state(unknown) == (True, "as this process's TensorFlow runs (the CPU's flags say nothing here)")
+    assert hardware.onednn_environment(unknown, environ={}) == {}  # and the command sets nothing there
