@@ -191,10 +191,24 @@ def onednn_state(cpu=None, environ=None, set_by_keras_vit=False):
     ``on`` is None where it cannot be told: no variable set and no x86 AVX2 flags
     to apply TensorFlow's rule to (then this process's TensorFlow is asked, if started).
 
+    Where this process's TensorFlow has started and runs otherwise than the rule
+    says (an emulator or a VM showing programs other CPU features than
+    ``/proc/cpuinfo`` lists), what it runs is reported, and why the two differ.
+
     ``set_by_keras_vit``: the variable in ``environ`` was set by :func:`onednn_environment`, not the user.
     """
     cpu = cpu_info() if cpu is None else cpu
     environ = os.environ if environ is None else environ
+    on, why = _onednn_rule(cpu, environ, set_by_keras_vit)
+    running = _tensorflow_onednn() if environ is os.environ else None
+    if running is None or on is None or running == on:
+        return on, why
+    return running, (f"this process's TensorFlow runs it {'on' if running else 'off'}, where the rule says "
+                     f"{'on' if on else 'off'} ({why}): the CPU it sees through CPUID is not the one /proc/cpuinfo "
+                     "lists (an emulator or a VM)")
+
+
+def _onednn_rule(cpu, environ, set_by_keras_vit):
     value = environ.get(ONEDNN_VARIABLE)
     # TensorFlow reads it with ReadBoolFromEnvVar: 0/1/true/false, lower-cased, not stripped; anything else is
     # refused (a warning on stderr) and TensorFlow's default stays

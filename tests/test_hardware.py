@@ -241,3 +241,14 @@ def test_onednn_state_where_the_cpu_flags_say_nothing(monkeypatch):
     monkeypatch.delenv("TF_ENABLE_ONEDNN_OPTS", raising=False)
     assert hardware.onednn_state(unknown) == (True, "as this process's TensorFlow runs (the CPU's flags say nothing here)")
     assert hardware.onednn_environment(unknown, environ={}) == {}  # and the command sets nothing there
+
+
+def test_onednn_state_says_when_the_running_tensorflow_disagrees_with_the_rule(monkeypatch):
+    """QEMU's AVX2-only CPU on a VNNI host (make test-avx2): /proc/cpuinfo lists VNNI, TensorFlow sees none."""
+    monkeypatch.delenv("TF_ENABLE_ONEDNN_OPTS", raising=False)
+    monkeypatch.setattr(hardware, "_tensorflow_onednn", lambda: False)
+    on, why = hardware.onednn_state(ZEN4)
+    assert on is False and "rule says on" in why and "emulator or a VM" in why
+    assert hardware.onednn_state(ZEN4, environ={})[0] is True  # another process's environment: the rule alone
+    monkeypatch.setattr(hardware, "_tensorflow_onednn", lambda: True)
+    assert hardware.onednn_state(ZEN4) == (True, "TensorFlow's default on a CPU with avx512_vnni, avx512_bf16")
