@@ -25,7 +25,7 @@ test-slow: install
 	$(PY) -m pytest -m slow -q -p no:cacheprovider
 
 # the fast suite on an emulated AVX2-only CPU (QEMU `-cpu max`: no AVX-512, no bfloat16), child processes
-# included; needs qemu-user (apt-get install qemu-user) and takes hours, not minutes (tools/qemu-avx2)
+# included; needs qemu-user (apt-get install qemu-user) and runs ~9x slower than make test (tools/qemu-avx2)
 test-avx2: install
 	KERAS_VIT_QEMU_PYTHON=$(abspath $(PY)) PYTHONPATH=$(CURDIR)/tools/qemu-avx2 tools/qemu-avx2/python \
 		-m pytest -m "not slow" -q -p no:cacheprovider -n 2 --doctest-modules keras_vit tests
