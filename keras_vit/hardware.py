@@ -201,8 +201,10 @@ def onednn_state(cpu=None, environ=None, set_by_keras_vit=False):
     environ = os.environ if environ is None else environ
     on, why = _onednn_rule(cpu, environ, set_by_keras_vit)
     running = _tensorflow_onednn() if environ is os.environ else None
-    if running is None or on is None or running == on:
+    if running is None or running == on:
         return on, why
+    if on is None:
+        return running, "as this process's TensorFlow runs (the CPU's flags say nothing here)"
     return running, (f"this process's TensorFlow runs it {'on' if running else 'off'}, where the rule says "
                      f"{'on' if on else 'off'} ({why}): the CPU it sees through CPUID is not the one /proc/cpuinfo "
                      "lists (an emulator or a VM)")
@@ -222,12 +224,18 @@ def _onednn_rule(cpu, environ, set_by_keras_vit):
     if onednn_default(cpu):
         return True, "TensorFlow's default on a CPU with " + ", ".join(f for f in ONEDNN_DEFAULT_CPU_FLAGS if f in cpu.flags)
     if "avx2" not in cpu.flags:  # flags not readable here (no /proc/cpuinfo), or not an AVX2 x86 CPU
-        running = _tensorflow_onednn() if environ is os.environ else None
-        if running is not None:
-            return running, "as this process's TensorFlow runs (the CPU's flags say nothing here)"
         return None, "unknown: the CPU's flags say nothing here, and the rule above is for x86 AVX2 CPUs"
     return False, (f"TensorFlow's default without {'/'.join(ONEDNN_DEFAULT_CPU_FLAGS[:3])} or AMX: Eigen kernels, "
                    f"slower for ViT; the keras-vit command sets {ONEDNN_VARIABLE}=1, set it yourself in a program")
+
+
+def on_a_terminal(stream=None):
+    """Whether ``stream`` (default ``sys.stdout``) is a terminal: progress bars there, plain lines elsewhere."""
+    stream = sys.stdout if stream is None else stream
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
 
 
 def _tensorflow_onednn():

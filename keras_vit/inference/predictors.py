@@ -158,21 +158,20 @@ def load_predictor(model, labels=None, include_preprocessing=None):
 
     if isinstance(model, Predictor):
         return model
+    if isinstance(model, (str, os.PathLike)):
+        path = os.fspath(model)
+        kind = runtimes.model_format(path)
+        if kind == "keras":
+            runtime = runtimes.keras_runtime(saving.load_model(path), include_preprocessing)
+        elif kind == "saved_model":
+            runtime = runtimes.saved_model_runtime(path, include_preprocessing)
+        else:
+            runtime = runtimes.tflite_runtime(path, include_preprocessing)
+    else:
+        path, kind = None, "keras"
+        runtime = runtimes.keras_runtime(model, include_preprocessing)
     # after loading (a SavedModel starts TensorFlow under another backend): what runs on TensorFlow's kernels,
     # a Keras model under the TensorFlow backend and a SavedModel, gets the oneDNN advice
-    if not isinstance(model, (str, os.PathLike)):
-        runtime = runtimes.keras_runtime(model, include_preprocessing)
-        if keras.backend.backend() == "tensorflow":
-            _advise_onednn()
-        return Predictor(runtime, "keras", labels=labels)
-    path = os.fspath(model)
-    kind = runtimes.model_format(path)
-    if kind == "keras":
-        runtime = runtimes.keras_runtime(saving.load_model(path), include_preprocessing)
-    elif kind == "saved_model":
-        runtime = runtimes.saved_model_runtime(path, include_preprocessing)
-    else:
-        runtime = runtimes.tflite_runtime(path, include_preprocessing)
     if kind == "saved_model" or (kind == "keras" and keras.backend.backend() == "tensorflow"):
         _advise_onednn()
     return Predictor(runtime, kind, path, labels)

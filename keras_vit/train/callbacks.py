@@ -31,12 +31,12 @@ import functools
 import json
 import os
 import shutil
-import sys
 import time
 
 import keras
 import numpy as np
 
+from keras_vit import hardware
 from keras_vit.saving import atomic_write
 from keras_vit.train.accumulation import accumulate_steps
 from keras_vit.train.accumulation import batches_taken
@@ -394,11 +394,7 @@ def progress_verbosity(verbose="auto", stream=None):
     """
     if verbose != "auto":
         return int(verbose)
-    stream = sys.stdout if stream is None else stream
-    try:
-        return 1 if stream.isatty() else 2
-    except (AttributeError, ValueError):  # no isatty, or a closed stream
-        return 2
+    return 1 if hardware.on_a_terminal(stream) else 2
 
 
 class _RunProgbar(keras.callbacks.ProgbarLogger):

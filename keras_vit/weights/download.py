@@ -12,12 +12,12 @@ import hashlib
 import logging
 import os
 import shutil
-import sys
 import tempfile
 import zipfile
 
 import numpy as np
 
+from keras_vit import hardware
 from keras_vit.weights import presets
 from keras_vit.weights.npz import CheckpointError
 
@@ -86,7 +86,7 @@ def fetch(preset):
         try:
             import keras
 
-            if _on_a_terminal():
+            if hardware.on_a_terminal():
                 downloaded = keras.utils.get_file(fname=name, origin=url, cache_dir=staging, cache_subdir="")
             else:  # Keras' bar writes backspaces, carriage returns and colour codes wherever stdout goes
                 print(f"Downloading {url} into {path}", flush=True)
@@ -110,13 +110,6 @@ def fetch(preset):
         shutil.rmtree(staging, ignore_errors=True)
     logger.info("Cached %s at %s", url, path)
     return path
-
-
-def _on_a_terminal():
-    try:
-        return sys.stdout.isatty()
-    except (AttributeError, ValueError):  # no isatty, or a closed stream
-        return False
 
 
 def _verify(downloaded, preset, url, path):
