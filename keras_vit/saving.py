@@ -26,6 +26,10 @@ import shutil
 import uuid
 import zipfile
 
+import keras
+
+from keras_vit.architecture import legacy
+
 METADATA_ENTRY = "keras_vit.json"
 
 
@@ -157,6 +161,10 @@ def read_metadata(path):
 def load_model(model, compile=False):
     """A ``keras.Model`` from a ``.keras`` path (safe mode), or ``model`` itself if it is one.
 
+    A keras_vit model comes back as a :class:`~keras_vit.architecture.model.VisionTransformer` with its
+    ``vit_config``, also from a file written before the configuration existed (a plain functional model,
+    :func:`keras_vit.architecture.legacy.upgrade`); any other Keras model as it was saved.
+
     Class names saved by :func:`save_model` are read with :func:`read_metadata` and set as
     ``model.class_names``, so that predicting with or exporting the loaded model names its classes.
 
@@ -165,21 +173,18 @@ def load_model(model, compile=False):
         ValueError: the file is not a readable ``.keras`` archive, e.g. corrupt
             or truncated (the message names it).
     """
-    import keras
-
     if isinstance(model, keras.Model):
-        return model
+        return legacy.upgrade(model)
     path = os.fspath(model)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"Model file not found: {path!r}")
-    import keras_vit.registry  # noqa: F401  (registers the layers for loading)
-
     if not zipfile.is_zipfile(path):  # keras would say "File not found" of a file that is there
         raise ValueError(f"Corrupt model file {path!r}: not a .keras zip archive (truncated or overwritten?)")
     try:
         loaded = keras.saving.load_model(path, compile=compile, safe_mode=True)
     except Exception as error:  # keras raises many types for a corrupt file
         raise ValueError(f"Corrupt or unreadable model file {path!r} ({type(error).__name__}: {error})") from error
+    loaded = legacy.upgrade(loaded)  # a file written before the configuration: the model gets its vit_config
     try:
         names = read_metadata(path).get("class_names")
     except ValueError:  # a damaged keras_vit.json: the model loads; predict reports the entry

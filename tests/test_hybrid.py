@@ -10,7 +10,7 @@ import reference_hybrid as ref
 from helpers import images, original_names, run_fit_step_test, run_layer_test, run_saving_test, save_npz, vit_checkpoint
 from keras_vit import cli
 from keras_vit.layers import resnet
-from keras_vit.models import variants as configs
+from keras_vit.architecture import variants as configs
 from keras_vit.models import hybrid
 from keras_vit.models import vit as models
 from keras_vit.weights import POSEMB_KEY, CheckpointError
@@ -400,9 +400,10 @@ import json, sys
 import numpy as np
 import keras
 import keras_vit.layers
+from keras_vit.saving import load_model
 from keras_vit.weights import load_checkpoint, targets_of
 
-model = keras.saving.load_model(sys.argv[1] + "/hybrid.keras", compile=False)
+model = load_model(sys.argv[1] + "/hybrid.keras")
 arrays = {key: np.asarray(t.variable).reshape(t.shape) for key, t in targets_of(model).items()}
 for variable in model.weights:
     variable.assign(np.zeros(variable.shape))

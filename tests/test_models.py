@@ -6,8 +6,8 @@ import pytest
 import keras
 import keras_vit
 from helpers import TINY, images, run_fit_step_test, run_saving_test, tiny_vit
-from keras_vit.models import params
-from keras_vit.models import variants as configs
+from keras_vit.architecture import params
+from keras_vit.architecture import variants as configs
 from keras_vit.models import vit as models
 
 # the paper's counts with 1000 classes (DEVELOPERS.md)
@@ -173,9 +173,12 @@ def test_long_argument_lists_are_keyword_only():
         kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
         return [p.name for p in inspect.signature(function).parameters.values() if p.kind in kinds]
 
-    assert positional(models.assemble) == []
-    for function in (models.transformer_from_patches, models.encoder, models.head):
-        assert positional(function) == ["x" if function is not models.transformer_from_patches else "patches"]
+    from keras_vit.architecture import graph
+    from keras_vit.models.build import build_model, make_builder
+
+    assert positional(build_model) == ["config"] and positional(make_builder) == ["builder_name"]
+    for function in (graph.stem, graph.embed, graph.encoder, graph.head):
+        assert positional(function) == ["x", "config"]
     assert positional(keras_vit.ViT) == ["image_size", "patch_size"]
     assert positional(hybrid.HybridViT) == ["block_units", "width"]
     assert positional(small.conv_stem_vit) == ["image_size", "stem_channels"]

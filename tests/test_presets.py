@@ -21,7 +21,7 @@ import keras_vit
 import reference
 from helpers import TINY, images, original_names, save_npz, tiny_vit, vit_checkpoint
 from keras_vit import cli
-from keras_vit.models import variants
+from keras_vit.architecture import variants
 from keras_vit.weights import CheckpointError, DownloadError, download, presets, resolve
 
 TAG = "test_tiny"

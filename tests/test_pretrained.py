@@ -116,7 +116,7 @@ def test_hf_source_takes_the_tag_from_the_repository_name(tmp_path, monkeypatch)
 
 
 def test_timm_file_without_config_uses_the_registered_variants_heads(tmp_path, monkeypatch):
-    from keras_vit.models import variants
+    from keras_vit.architecture import variants
 
     path = timm_file(tmp_path / "bare", vit_checkpoint())
     with pytest.raises(ValueError, match=r"number of attention heads of '.*model\.safetensors'.*num_heads=\.\.\."):

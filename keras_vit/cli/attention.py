@@ -22,12 +22,12 @@ def add_arguments(parser):
 
 
 def run(args):
+    from keras_vit.architecture.model import config_of
     from keras_vit import saving
     from keras_vit.inference import images, runtimes
     from keras_vit.inference.predictors import preprocess_input
     from keras_vit.inspect import attention
     from keras_vit.inspect import figures as visualize
-    from keras_vit.models.resize import native_image_size
 
     kind = runtimes.model_format(args.model)
     if kind != "keras":
@@ -37,7 +37,7 @@ def run(args):
     include_preprocessing = INPUT_RANGES[args.input_range]
     if include_preprocessing is None:
         include_preprocessing = runtimes.model_takes_pixels(model)
-    pixels = images.load_image(args.image, native_image_size(model))  # the input size (native size: any-size models)
+    pixels = images.load_image(args.image, config_of(model).native_image_size)  # the input size (native size: any-size models)
     x = preprocess_input(pixels, include_preprocessing=include_preprocessing)
     weights = attention.attention_weights(model, x)
     # straight from the patch grid to the photo's size: one resize, not two

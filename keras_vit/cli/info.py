@@ -4,7 +4,7 @@ With ``--presets``: the named pretrained weights instead (builder, tag, resoluti
 URL, whether the file is in the Keras cache).
 """
 
-from keras_vit.models import params, variants
+from keras_vit.architecture import params, variants
 
 
 def add_arguments(parser):

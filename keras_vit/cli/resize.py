@@ -40,7 +40,7 @@ def add_arguments(parser):
 
 
 def run(args):
-    from keras_vit.models.resize import SAME, describe_size, resize_model
+    from keras_vit.models.resize import SAME, resize_model
     from keras_vit.saving import load_model, read_metadata, save_model
 
     if args.image_size is _KEEP and args.patch_size is None:
@@ -53,5 +53,5 @@ def run(args):
         size = resized.input_shape[1]
         metadata["image_size"] = size if size == resized.input_shape[2] else list(resized.input_shape[1:3])
     save_model(resized, args.output, metadata=metadata or None)
-    print(f"{args.model} ({describe_size(model)}) -> {args.output} ({describe_size(resized)})")
+    print(f"{args.model} ({model.vit_config.describe_size()}) -> {args.output} ({resized.vit_config.describe_size()})")
     return 0

@@ -141,13 +141,15 @@ def export_model(
 
 def _at_size(model, format, image_size):
     """``(model, (H, W, C))``: the model to export, resized where needed, and the size of its images."""
-    from keras_vit.models.arguments import positive_pair
-    from keras_vit.models.resize import input_size, native_image_size, resize_model
+    from keras_vit.architecture.arguments import positive_pair
+    from keras_vit.architecture.model import config_of
+    from keras_vit.models.resize import resize_model
 
-    current = input_size(model)
+    config = config_of(model)
+    current = config.image_size
     size = None if image_size is None else positive_pair(image_size, "image_size")
     if current is None:  # any size: fixed for TFLite and ONNX, the bytes signature's resize for TF Serving
-        size = size or native_image_size(model)
+        size = size or config.native_image_size
         if format != "saved_model":
             model = resize_model(model, size)
     elif size is not None and size != current:

@@ -15,6 +15,8 @@ import threading
 
 import numpy as np
 
+from keras_vit.architecture.model import config_of
+
 FORMATS = ("keras", "saved_model", "tflite")  # what model_format tells apart
 
 Runtime = collections.namedtuple(
@@ -84,9 +86,7 @@ def keras_runtime(model, include_preprocessing=None):
     if isinstance(shape, list) or len(shape) != 4:
         raise ValueError(f"Expected a model with one (batch, H, W, 3) image input. Received: input_shape={shape}")
     if None in shape[1:3]:  # a model of any size (image_size=None) classifies images at its native size
-        from keras_vit.models.resize import native_image_size
-
-        shape = (None,) + native_image_size(model) + shape[3:]
+        shape = (None,) + config_of(model).native_image_size + shape[3:]
 
     def run(images):
         # predict_on_batch per chunk, not model.predict: on 2 CPU cores model.predict ran ViT-B/16 at 3.1

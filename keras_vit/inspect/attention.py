@@ -22,63 +22,34 @@ Example:
 
 import weakref
 
+import keras
 import numpy as np
 
+from keras_vit.architecture.model import config_of
 from keras_vit.inference import images as images_lib
-from keras_vit.layers import PatchEncoder, Patches, TransformerBlock
 
 HEAD_FUSIONS = ("mean", "max", "min")
 _ATTENTION_MODELS = weakref.WeakKeyDictionary()  # model -> its attention model, built once
 
 
 def _patch_encoder(model):
-    encoders = [layer for layer in model.layers if isinstance(layer, PatchEncoder)]
-    if len(encoders) != 1:
-        raise ValueError(f"Expected a ViT with one PatchEncoder. Received: model {model.name!r} with {len(encoders)}")
-    return encoders[0]
+    config_of(model)  # a keras_vit model, or an error naming it
+    return model.get_layer("patch_encoder")
 
 
 def transformer_blocks(model):
     """The model's ``TransformerBlock`` layers in depth order."""
-    blocks = [layer for layer in model.layers if isinstance(layer, TransformerBlock)]
-    if not blocks:
-        raise ValueError(f"Expected a ViT with TransformerBlock layers. Received: model {model.name!r} with none")
-    return blocks
+    return [model.get_layer(f"transformer_block_{i}") for i in range(config_of(model).num_layers)]
 
 
 def patch_grid(model, image_size=None):
-    """``(rows, cols)`` of the token grid, from the ``Patches`` layer (or the token count and input shape).
+    """``(rows, cols)`` of the token grid of images of ``image_size`` ``(H, W)`` (default: the model's native size).
 
-    For a model built with ``image_size=None``, the grid of images of
-    ``image_size`` ``(H, W)`` (default: the native size its position
-    embeddings are stored for).
+    A model built with ``image_size=None`` cuts each image into its own grid; any other model into the
+    grid its position embeddings are stored for.
     """
-    encoder = _patch_encoder(model)
-    patches = [layer for layer in model.layers if isinstance(layer, Patches)]
-    if len(patches) == 1 and not patches[0].flatten:  # any size: the grid of this image
-        from keras_vit.models.resize import feature_map_size, native_image_size
-
-        rows, cols = feature_map_size(model, image_size or native_image_size(model))
-        return patches[0].grid_size((None, rows, cols, None))
-    if len(patches) == 1:
-        grid = patches[0].grid_size(patches[0].input.shape)
-        if grid[0] * grid[1] == encoder.num_patches:
-            return grid
-    # fall back on the factorisation of N closest to the input's aspect ratio
-    n = encoder.num_patches
-    h, w = input_size(model)
-    pairs = [(r, n // r) for r in range(1, n + 1) if n % r == 0]
-    return min(pairs, key=lambda p: abs(np.log((p[0] / p[1]) / (h / w))))
-
-
-def input_size(model):
-    """``(h, w)`` of the model's image input."""
-    shape = model.input_shape
-    if isinstance(shape, list) or len(shape) != 4 or shape[1] is None or shape[2] is None:
-        raise ValueError(
-            f"Expected a model with one (batch, H, W, C) image input of fixed size. Received: input_shape={shape}"
-        )
-    return int(shape[1]), int(shape[2])
+    config = config_of(model)
+    return config.grid if image_size is None else config.grid_for(image_size)
 
 
 def attention_model(model):
@@ -91,8 +62,6 @@ def attention_model(model):
         A ``keras.Model`` from the same inputs to a list with one
         ``(batch, heads, tokens, tokens)`` tensor per block, in depth order.
     """
-    import keras
-
     encoder = _patch_encoder(model)
     x = encoder.output
     scores = []
@@ -109,7 +78,6 @@ def _attention_probe(block):
 
     The wrapper owns no weights of its own: it calls the trained block.
     """
-    import keras
 
     class AttentionProbe(keras.layers.Layer):
         def __init__(self, **kwargs):
@@ -236,7 +204,7 @@ def rollout_map(model, image, head_fusion="mean", discard_ratio=0.0, weights=Non
     image_size = tuple(np.shape(image)[:2])
     grid = patch_grid(model, image_size)
     n = grid[0] * grid[1]
-    if _patch_encoder(model).class_token:
+    if config_of(model).class_token:
         relevance = rollout[0, 1:]
     else:
         relevance = rollout.mean(0)
@@ -269,9 +237,7 @@ def mean_attention_distance(model, images, weights=None):
     if weights.ndim == 4:
         weights = weights[None]
     if images is None:  # weights alone: images of the model's input size (native size for any-size models)
-        from keras_vit.models.resize import native_image_size
-
-        h, w = native_image_size(model)
+        h, w = config_of(model).native_image_size
     else:
         h, w = np.shape(images)[1:3]
     gh, gw = patch_grid(model, (h, w))
@@ -293,7 +259,7 @@ def position_embedding_similarity(model):
         patch ``(i, j)``'s embedding with every patch's.
     """
     encoder = _patch_encoder(model)
-    gh, gw = encoder.stored_grid or patch_grid(model)
+    gh, gw = config_of(model).grid
     posemb = np.asarray(encoder.position_embedding, dtype="float64")[0]
     posemb = posemb[-gh * gw :]  # drop the class token's position
     unit = posemb / np.maximum(np.linalg.norm(posemb, axis=-1, keepdims=True), 1e-12)

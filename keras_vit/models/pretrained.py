@@ -12,8 +12,9 @@ import os
 import warnings
 
 from keras_vit.inference import labels as labels_lib
-from keras_vit.models import hybrid, variants
-from keras_vit.models.vit import ViT, variant_of
+from keras_vit.architecture import variants
+from keras_vit.architecture.config import ViTConfig
+from keras_vit.models.build import build_model
 from keras_vit.weights import architecture, download, formats, presets, sources
 
 # read from the checkpoint: an override must agree with the file
@@ -70,8 +71,9 @@ def from_pretrained(source, **overrides):
     info = formats.describe(path)
     arch = architecture.infer(info, str(source), known_heads=_registered_heads())
     kwargs = arguments(arch, overrides, source)
-    builder = hybrid.HybridViT if "block_units" in arch else ViT
-    model = builder(weights=path, **kwargs)
+    name, input_tensor = kwargs.pop("name", None), kwargs.pop("input_tensor", None)
+    config = ViTConfig(stem="resnet" if "block_units" in kwargs else None, **kwargs)
+    model = build_model(config, weights=path, info=info, input_tensor=input_tensor, name=name, epsilon_given=False)
     model.load_report.source = str(source)
     if kwargs.get("include_top", True) and kwargs.get("num_classes") == arch["num_classes"]:
         tag = preset.tag if preset else info.tag or _hub_tag(source)
@@ -151,7 +153,6 @@ def arguments(arch, overrides, source):
             f"sequence, with include_top=False) may replace it. Received: pooling={pooling!r}"
         )
     kwargs["pooling"] = pooling
-    kwargs.setdefault("name", _default_name(kwargs))
     return kwargs
 
 
@@ -195,12 +196,3 @@ def _registered_heads():
 
 def _normal(value):
     return tuple(value) if isinstance(value, (list, tuple)) else value
-
-
-def _default_name(kwargs):
-    sizes = {k: kwargs[k] for k in ("hidden_size", "num_layers", "mlp_dim", "num_heads")}
-    if "block_units" in kwargs:
-        variant = hybrid.variant_of(kwargs["block_units"], kwargs["width"], kwargs["patch_size"], sizes)
-        return variants.model_name(variant) if variant else "hybrid_vit"
-    variant = variant_of(kwargs["patch_size"], sizes)
-    return variants.model_name(variant) if variant else "vit"

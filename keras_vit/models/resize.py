@@ -1,55 +1,22 @@
-"""A built model at another resolution or patch size: :func:`resize_model`, and a dynamic model's native size.
+"""A built model at another resolution or patch size: :func:`resize_model`, and a model's native size.
 
-The new model is the old one's functional graph with three settings changed
-(the input size, the ``patches`` layer's patch size and whether it keeps the
-grid, the ``patch_encoder``'s stored grid); every weight is then copied by
-layer name, the position embeddings resampled in 2-D
-(:func:`keras_vit.weights.resize_position_embedding`) and, for another patch
-size, the patch-embedding kernel by FlexiViT's pseudo-inverse resize
-(:func:`keras_vit.weights.patchemb.resample_patch_embedding`). It works on
-every keras_vit model (plain, GAP, hybrid, conv stem), loaded from a file or
-not; the grid of a hybrid is its feature map's.
+The new model is built from the old one's configuration with the image size and patch size changed
+(``model.vit_config.replace(...)``); every weight is then copied by layer name, the position embeddings
+resampled in 2-D (:func:`keras_vit.weights.resize_position_embedding`) and, for another patch size, the
+patch-embedding kernel by FlexiViT's pseudo-inverse resize
+(:func:`keras_vit.weights.patchemb.resample_patch_embedding`). It works on every keras_vit model (plain,
+GAP, hybrid, conv stem), loaded from a file or not; the grid of a hybrid is its feature map's.
 """
 
 import keras
 
-from keras_vit.layers import PatchEncoder, Patches
-from keras_vit.models.arguments import positive_pair
-from keras_vit.weights.mapping import layer_weights, single_layer
+from keras_vit.architecture.arguments import positive_pair
+from keras_vit.architecture.model import VisionTransformer, config_of
+from keras_vit.weights.mapping import layer_weights
 from keras_vit.weights.patchemb import resample_patch_embedding
-from keras_vit.weights.posemb import model_grid, resize_position_embedding
+from keras_vit.weights.posemb import resize_position_embedding
 
 SAME = "same"  # resize_model's default image_size: the model's own (None for a dynamic model)
-_PROBE = 4096  # pixels of the probe that reads a stem's stride (a power of two: strides of 2**k divide it)
-
-
-def _image_layers(model):
-    if len(model.inputs) != 1 or len(model.inputs[0].shape) != 4:
-        raise ValueError(f"Expected a model with one (batch, H, W, C) image input. Received: input_shape={model.input_shape}")
-    try:
-        return single_layer(model, Patches), single_layer(model, PatchEncoder)
-    except ValueError as error:
-        raise ValueError(f"Expected a keras_vit model (one Patches and one PatchEncoder layer): {error}") from None
-
-
-def input_size(model):
-    """``(H, W)`` of the model's input, or None for a model built with ``image_size=None``."""
-    _, h, w, _ = model.input_shape
-    return None if h is None or w is None else (int(h), int(w))
-
-
-def feature_map_size(model, image_size):
-    """``(rows, cols)`` of the feature map that ``patches`` cuts (the image itself, or a stem's output) for ``image_size``."""
-    patches, _ = _image_layers(model)
-    if patches.input is model.inputs[0]:
-        return tuple(image_size)
-    stem = keras.Model(model.inputs, patches.input)
-    shape = (1,) + tuple(image_size) + (model.input_shape[-1],)
-    if input_size(model) is None:  # a dynamic stem takes the probe as it is; no layer is built
-        return tuple(stem.compute_output_shape(shape)[1:3])
-    config = stem.get_config()
-    _set_input_shape(config, shape[1:])
-    return tuple(keras.Model.from_config(config).output.shape[1:3])
 
 
 def native_image_size(model):
@@ -66,45 +33,28 @@ def native_image_size(model):
     >>> native_image_size(model)
     (32, 48)
     """
-    size = input_size(model)
-    if size is not None:
-        return size
-    patches, _ = _image_layers(model)
-    rows, cols = feature_map_size(model, (_PROBE, _PROBE))
-    if _PROBE % rows or _PROBE % cols:
-        raise ValueError(f"Cannot read the stem's stride of model {model.name!r}: {_PROBE} pixels give a {rows}x{cols} feature map")
-    (gh, gw), (ph, pw) = model_grid(model), patches.patch_size_pair
-    return gh * ph * (_PROBE // rows), gw * pw * (_PROBE // cols)
+    return config_of(model).native_image_size
 
 
-def _target_grid(model, image_size, patch_size):
-    """The grid the new model stores its position embeddings for."""
-    patches, _ = _image_layers(model)
-    (ph, pw), (nh, nw) = patches.patch_size_pair, patch_size
+def _target_config(config, image_size, patch_size):
+    """The configuration of the resized model; a size the new patches do not cut whole is refused, naming both."""
+    nh, nw = patch_size
     if image_size is None:  # the same native size, cut by the new patch size
-        gh, gw = model_grid(model)
+        (gh, gw), (ph, pw) = config.grid, config.patch_size
         if (gh * ph) % nh or (gw * pw) % nw:
             raise ValueError(
                 f"The native grid {gh}x{gw} of {ph}x{pw} patches is no whole grid of {nh}x{nw} patches. "
                 f"Received: patch_size={patch_size}"
             )
-        return gh * ph // nh, gw * pw // nw
-    rows, cols = feature_map_size(model, image_size)
+        return config.replace(image_size=None, native_image_size=config.native_image_size, patch_size=patch_size)
+    rows, cols = config.feature_map_size(image_size)
     if rows % nh or cols % nw:
         stem = "" if (rows, cols) == tuple(image_size) else f" (a {rows}x{cols} feature map)"
         raise ValueError(
             f"The image size must be divisible by the patch size{stem}. "
             f"Received: image_size={tuple(image_size)}, patch_size={patch_size}"
         )
-    return rows // nh, cols // nw
-
-
-def _set_input_shape(config, shape):
-    (name, _, _), = config["input_layers"] if isinstance(config["input_layers"][0], list) else [config["input_layers"]]
-    for layer in config["layers"]:
-        if layer["name"] == name:
-            layer["config"]["batch_shape"] = [None] + list(shape)
-        layer.pop("build_config", None)  # built again by the graph, at the new shapes
+    return config.replace(image_size=image_size, patch_size=patch_size)
 
 
 def resize_model(model, image_size=SAME, patch_size=None):
@@ -126,7 +76,7 @@ def resize_model(model, image_size=SAME, patch_size=None):
             the patch size on the feature map.
 
     Returns:
-        A functional ``keras.Model`` of the same name and layers.
+        A :class:`keras_vit.VisionTransformer` of the same name and layers.
 
     Raises:
         ValueError: not a keras_vit model, or a size the patch size (after the
@@ -140,55 +90,30 @@ def resize_model(model, image_size=SAME, patch_size=None):
     ((None, 64, 64, 3), (1, 65, 32))
     >>> resize_model(model, image_size=None).input_shape
     (None, None, None, 3)
-    >>> resize_model(model, patch_size=4).get_layer("patch_encoder").grid_size
+    >>> resize_model(model, patch_size=4).vit_config.grid
     (8, 8)
     """
-    patches, encoder = _image_layers(model)
-    old_patch = patches.patch_size_pair
-    new_patch = old_patch if patch_size is None else positive_pair(patch_size, "patch_size")
+    config = config_of(model)
+    new_patch = config.patch_size if patch_size is None else positive_pair(patch_size, "patch_size")
     if isinstance(image_size, str) and image_size == SAME:
-        image_size = input_size(model)
+        image_size = config.image_size
     elif image_size is not None:
         image_size = positive_pair(image_size, "image_size")
-    old_grid, grid = model_grid(model), _target_grid(model, image_size, new_patch)
-
-    config = model.get_config()
-    _set_input_shape(config, (None, None, model.input_shape[-1]) if image_size is None else image_size + model.input_shape[-1:])
-    for layer in config["layers"]:
-        if layer["name"] == patches.name:
-            layer["config"].update(flatten=image_size is not None, patch_size=patch_size or layer["config"]["patch_size"])
-        elif layer["name"] == encoder.name:
-            layer["config"].update(num_patches=grid[0] * grid[1], grid_size=list(grid))
-    resized = keras.Model.from_config(config)
+    target = _target_config(config, image_size, new_patch)
+    resized = VisionTransformer.from_vit_config(target, name=model.name)
     if len(resized.weights) != len(model.weights):
         raise ValueError(f"Model {model.name!r} rebuilt with {len(resized.weights)} weights instead of {len(model.weights)}")
     for layer in resized.layers:
         old = layer_weights(model.get_layer(layer.name))
         for path, variable in layer_weights(layer).items():
             value = keras.ops.convert_to_numpy(old[path])
-            if layer.name == encoder.name and path.endswith("/position_embedding"):
-                value = resize_position_embedding(value, grid, old_grid, encoder.num_prefix_tokens)
-            elif layer.name == encoder.name and path.endswith("/projection/kernel") and new_patch != old_patch:
-                channels = value.shape[0] // (old_patch[0] * old_patch[1])
-                kernel = resample_patch_embedding(value.reshape(old_patch + (channels, -1)), new_patch)
+            if layer.name == "patch_encoder" and path.endswith("/position_embedding"):
+                value = resize_position_embedding(value, target.grid, config.grid, config.num_prefix_tokens)
+            elif layer.name == "patch_encoder" and path.endswith("/projection/kernel") and new_patch != config.patch_size:
+                channels = value.shape[0] // (config.patch_size[0] * config.patch_size[1])
+                kernel = resample_patch_embedding(value.reshape(config.patch_size + (channels, -1)), new_patch)
                 value = kernel.reshape(-1, value.shape[-1])
             variable.assign(value.astype(variable.dtype))
+    if hasattr(model, "class_names"):
+        resized.class_names = model.class_names
     return resized
-
-
-def describe_size(model):
-    """``"384x384, patch 16x16"`` or ``"any size (native 224x224), patch 16x16"``, for messages.
-
-    Example:
-    >>> import keras_vit
-    >>> describe_size(keras_vit.ViT(image_size=(32, 48), patch_size=8, hidden_size=32, num_layers=1,
-    ...                             num_heads=4, mlp_dim=64))
-    '32x48, patch 8x8'
-    """
-    patches, _ = _image_layers(model)
-    patch = "x".join(map(str, patches.patch_size_pair))
-    size = input_size(model)
-    if size is None:
-        return f"any size (native {'x'.join(map(str, native_image_size(model)))}), patch {patch}"
-    return f"{size[0]}x{size[1]}, patch {patch}"
-

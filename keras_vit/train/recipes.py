@@ -21,7 +21,7 @@ import keras
 from keras_vit.models import vit as models
 from keras_vit.models.hybrid import HYBRID_BUILDERS
 from keras_vit.models.small import conv_stem_vit
-from keras_vit.models.variants import SMALL_MODELS
+from keras_vit.architecture.variants import SMALL_MODELS
 
 # defaults of `keras-vit train` per model; flags override each field
 RECIPES = {

@@ -15,8 +15,12 @@ nothing.
 import functools
 import os
 
+import keras
 import numpy as np
 
+from keras_vit.architecture.model import VisionTransformer
+from keras_vit.saving import load_model, read_metadata
+from keras_vit.weights.mapping import keras_targets, targets_of
 from keras_vit.weights.npz import CheckpointError
 
 FORMAT = "keras"
@@ -31,24 +35,17 @@ def is_keras_archive(names):
 @functools.lru_cache(maxsize=1)
 def _contents(path, mtime_ns, size):
     """``(arrays, layer_norm_epsilon, class_names, grid)`` of a ``.keras`` file, read once per version of the file."""
-    import keras
-
-    from keras_vit.layers import TransformerBlock
-    from keras_vit.saving import load_model, read_metadata
-    from keras_vit.weights.mapping import keras_targets, targets_of
-    from keras_vit.weights.posemb import model_grid
-
     try:
         model = load_model(path)
     except ValueError as error:
         raise CheckpointError(str(error)) from None
-    epsilons = {float(layer.layer_norm_epsilon) for layer in model.layers if isinstance(layer, TransformerBlock)}
-    if not epsilons:
-        raise CheckpointError(f"{path!r} holds model {model.name!r}, which is not a keras_vit ViT (no TransformerBlock).")
+    if not isinstance(model, VisionTransformer):
+        raise CheckpointError(f"{path!r} holds model {model.name!r}, which is not a keras_vit ViT (no ViTConfig).")
     targets = targets_of(model)
     targets.update(keras_targets(model, targets))
     arrays = {key: np.reshape(keras.ops.convert_to_numpy(t.variable), t.shape) for key, t in targets.items()}
-    return arrays, max(epsilons), read_metadata(path).get("class_names"), model_grid(model)
+    config = model.vit_config
+    return arrays, config.layer_norm_epsilon, read_metadata(path).get("class_names"), config.grid
 
 
 def contents(path):

@@ -15,6 +15,7 @@ import re
 
 import numpy as np
 
+from keras_vit.architecture.model import config_of
 from keras_vit.weights.mapping import HEAD_KEYS, PATCH_KERNEL_KEY, POSEMB_KEY, keras_targets, targets_of
 from keras_vit.weights.npz import CheckpointError, read_checkpoint
 from keras_vit.weights.patchemb import resample_patch_embedding
@@ -59,16 +60,11 @@ def _check_epsilon(model, epsilon, path):
     A transformers port (1e-12) loaded into a model built with 1e-6 would give other outputs
     without any error; the builders take the file's epsilon when given ``weights=``.
     """
-    import keras
-
-    from keras_vit.layers import TransformerBlock
-
-    used = {float(layer.layer_norm_epsilon) for layer in model.layers if isinstance(layer, TransformerBlock)}
-    used |= {float(layer.epsilon) for layer in model.layers if isinstance(layer, keras.layers.LayerNormalization)}
-    if epsilon is not None and used and any(abs(e - epsilon) > 1e-3 * epsilon for e in used):
+    used = config_of(model).layer_norm_epsilon
+    if epsilon is not None and abs(used - epsilon) > 1e-3 * epsilon:
         raise CheckpointError(
             f"{path!r} was trained with LayerNorm epsilon {epsilon:g}, but the model's LayerNorms use "
-            f"{sorted(used)}; build the model with weights={path!r} (it takes the file's epsilon)"
+            f"{used:g}; build the model with weights={path!r} (it takes the file's epsilon)"
         )
 
 

@@ -4,7 +4,7 @@ The variables are found by their paths (``transformer_block_0/attention/query/ke
 the same names ``.keras`` files store, never through private attributes of
 the layers. The choice of mapping is explicit: :func:`targets_of` uses
 :func:`vit_targets` for every model and adds :func:`hybrid_targets` when the
-model has a ResNet stem (a :class:`~keras_vit.layers.resnet.StdConv2D` named ``conv_root``).
+model's configuration has a ResNet stem (``model.vit_config.stem == "resnet"``).
 """
 
 import dataclasses
@@ -12,8 +12,8 @@ import re
 
 import numpy as np
 
-from keras_vit.layers import PatchEncoder, Patches, TransformerBlock
-from keras_vit.layers.resnet import ResidualUnit, StdConv2D
+from keras_vit.architecture.model import config_of
+from keras_vit.layers.resnet import ResidualUnit
 from keras_vit.weights.npz import CheckpointError
 
 POSEMB_KEY = "Transformer/posembed_input/pos_embedding"
@@ -92,25 +92,11 @@ def _weights(model):
     return found
 
 
-def single_layer(model, cls):
-    """The one layer of class ``cls`` in ``model``; a ``CheckpointError`` when there are none or several."""
-    layers = [layer for layer in model.layers if isinstance(layer, cls)]
-    if len(layers) != 1:
-        raise CheckpointError(f"Expected one {cls.__name__} in model {model.name!r}, found {len(layers)}.")
-    return layers[0]
-
-
 def _target(weights, path, model, shape=None, cls=Target):
     variable = weights.get(path)
     if variable is None:
         raise CheckpointError(f"Model {model.name!r} has no weight {path!r}: not a keras_vit ViT?")
     return cls(variable, tuple(shape or variable.shape))
-
-
-def patch_size_of(patches):
-    """``(ph, pw)`` of a :class:`~keras_vit.layers.Patches` layer, from its config."""
-    size = patches.get_config()["patch_size"]
-    return (size, size) if isinstance(size, int) else tuple(size)
 
 
 def vit_targets(model):
@@ -124,23 +110,21 @@ def vit_targets(model):
     >>> targets["embedding/kernel"].shape, targets["Transformer/encoderblock_0/MultiHeadDotProductAttention_1/out/kernel"].shape
     ((8, 8, 3, 32), (4, 8, 32))
     """
+    config = config_of(model)
     weights = _weights(model)
-    encoder = single_layer(model, PatchEncoder)
-    patches = single_layer(model, Patches)
-    ph, pw = patch_size_of(patches)
-    channels = patches.input.shape[-1]
-    prefix = encoder.name
+    (ph, pw), width = config.patch_size, config.hidden_size
+    kernel = _target(weights, "patch_encoder/projection/kernel", model)
+    channels = kernel.shape[0] // (ph * pw)  # of the image, or of a stem's feature map
     targets = {
-        PATCH_KERNEL_KEY: _target(weights, f"{prefix}/projection/kernel", model, (ph, pw, channels, encoder.hidden_size)),
-        "embedding/bias": _target(weights, f"{prefix}/projection/bias", model),
+        PATCH_KERNEL_KEY: Target(kernel.variable, (ph, pw, channels, width)),
+        "embedding/bias": _target(weights, "patch_encoder/projection/bias", model),
     }
-    if encoder.class_token:
-        targets["cls"] = _target(weights, f"{prefix}/class_token", model)
-    targets[POSEMB_KEY] = _target(weights, f"{prefix}/position_embedding", model)
-    blocks = [layer for layer in model.layers if isinstance(layer, TransformerBlock)]
-    for i, block in enumerate(blocks):
+    if config.class_token:
+        targets["cls"] = _target(weights, "patch_encoder/class_token", model)
+    targets[POSEMB_KEY] = _target(weights, "patch_encoder/position_embedding", model)
+    for i in range(config.num_layers):
         for key, path in BLOCK_KEYS.items():
-            targets[f"Transformer/encoderblock_{i}/{key}"] = _target(weights, f"{block.name}/{path}", model)
+            targets[f"Transformer/encoderblock_{i}/{key}"] = _target(weights, f"transformer_block_{i}/{path}", model)
     for key, name in _NORM_WEIGHTS.items():
         targets[f"Transformer/encoder_norm/{key}"] = _target(weights, f"encoder_norm/{name}", model)
     for layer in ("pre_logits", "head"):  # absent with include_top=False or without pre-logits
@@ -154,8 +138,8 @@ _UNIT_NAME = re.compile(r"^block(\d+)_unit(\d+)$")
 
 
 def has_resnet_stem(model):
-    """Whether ``model`` is a hybrid: it has a ``StdConv2D`` named ``conv_root``."""
-    return any(isinstance(layer, StdConv2D) and layer.name == "conv_root" for layer in model.layers)
+    """Whether ``model`` is a hybrid (its configuration's stem is a ResNet-v2)."""
+    return config_of(model).stem == "resnet"
 
 
 def _resnet_layer_targets(checkpoint_prefix, layer):

@@ -10,9 +10,8 @@ import math
 
 import numpy as np
 
-from keras_vit.layers import PatchEncoder, Patches
+from keras_vit.architecture.model import config_of
 from keras_vit.layers.resampling import resize_grid
-from keras_vit.weights.mapping import patch_size_of, single_layer
 from keras_vit.weights.npz import CheckpointError
 
 
@@ -25,13 +24,7 @@ def model_grid(model):
     ...                          num_heads=4, mlp_dim=64))
     (4, 6)
     """
-    encoder = single_layer(model, PatchEncoder)
-    if encoder.grid_size is not None:
-        return encoder.grid_size
-    patches = single_layer(model, Patches)
-    ph, pw = patch_size_of(patches)
-    _, h, w, _ = patches.input.shape
-    return h // ph, w // pw
+    return config_of(model).grid
 
 
 def resize_position_embedding(posemb, new_grid, old_grid=None, num_prefix_tokens=1):

@@ -124,16 +124,3 @@ def validate_top(num_classes, include_top, pooling, classifier_activation):
         raise ValueError(f"`num_classes` must be a positive int when include_top=True. Received: num_classes={num_classes!r}")
     if classifier_activation is not None:
         keras.activations.get(classifier_activation)  # raises on an unknown name
-
-
-def validate_weights(weights, *, variant=None, hybrid=False, image_size=None):
-    """Check ``weights`` and turn it into a local path (or None), before anything is built.
-
-    A preset tag is downloaded (or read from the cache) for ``variant`` at the
-    resolution nearest ``image_size``; see :func:`keras_vit.weights.sources.resolve`
-    for what is accepted and the errors raised. The file's content is checked when
-    it is read.
-    """
-    from keras_vit.weights import sources
-
-    return sources.resolve(weights, variant=variant, hybrid=hybrid, image_size=image_size)

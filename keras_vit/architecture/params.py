@@ -34,7 +34,7 @@ def count_params(
         The number of weights of the built model.
 
     Example:
-    >>> from keras_vit.models.variants import decode_variant
+    >>> from keras_vit.architecture.variants import decode_variant
     >>> count_params(**decode_variant("B/16"))
     86567656
     """

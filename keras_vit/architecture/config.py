@@ -1,0 +1,286 @@
+"""``ViTConfig``: everything that decides a keras_vit model's graph and weight shapes, as one frozen value.
+
+Every builder (``ViT``, ``ViTB16``, ``HybridViT``, ``conv_stem_vit``, ``from_pretrained``) turns its
+arguments into a ``ViTConfig`` and hands it to one generic constructor; the built model carries it
+(``model.vit_config``, saved in and restored from ``.keras``), and resizing, inspection, export, weight
+loading and ``keras-vit info`` read it instead of probing layers. In the manner of keras-hub's backbones
+(every constructor argument stored) and timm's ``pretrained_cfg`` (the model knows what it is).
+
+Example:
+>>> config = ViTConfig(image_size=32, patch_size=8, hidden_size=64, num_layers=2, num_heads=4, mlp_dim=128)
+>>> config.grid, config.num_tokens, config.class_token
+((4, 4), 17, True)
+>>> ViTConfig.from_dict(config.to_dict()) == config
+True
+>>> config.replace(image_size=None).native_image_size
+(32, 32)
+"""
+
+import dataclasses
+
+from keras_vit.architecture import arguments, variants
+from keras_vit.layers.checks import LAYER_NORM_EPSILON, check_rate
+from keras_vit.layers.resnet import GROUP_NORM_GROUPS, ROOT_WIDTH, backbone_stride
+
+STEMS = (None, "resnet", "conv")  # what cuts the image before the patches: nothing, a ResNet-v2, small convs
+STEM_FIELDS = {"resnet": ("block_units", "width"), "conv": ("stem_channels",)}  # the fields each stem reads
+_STEM_DEFAULTS = {"block_units": (), "width": 1, "stem_channels": ()}
+
+
+@dataclasses.dataclass(frozen=True)
+class ViTConfig:
+    """The architecture of a keras_vit model (plain ViT, hybrid or conv stem), validated when created.
+
+    Attributes:
+        image_size: ``(height, width)`` of the input; None for a model that takes any size (its position
+            embeddings are stored for ``native_image_size`` and resampled in the graph). An int is read
+            as a square.
+        native_image_size: ``(height, width)`` whose patch grid the position embeddings are stored for:
+            ``image_size`` itself, or for ``image_size=None`` the size given (default 224; 28 for a conv
+            stem). Giving one with a fixed ``image_size`` is refused.
+        patch_size: ``(ph, pw)`` on the image, or on the stem's feature map. An int is read as a square.
+        hidden_size, num_layers, num_heads, mlp_dim: the Transformer's shape; ``hidden_size`` divisible
+            by ``num_heads``.
+        layer_norm_epsilon: of every LayerNorm (1e-6 in the original checkpoints, 1e-12 in
+            transformers' ports).
+        stem: None (patches of the image), ``"resnet"`` (the paper's hybrid: ResNet-v2 with GroupNorm
+            and weight-standardised convolutions, ``block_units`` and ``width``) or ``"conv"``
+            (3x3 convolutions with BatchNorm and GELU of ``stem_channels``).
+        block_units, width: ResNet stages and width multiplier (``stem="resnet"`` only).
+        stem_channels: channels of the conv stem's convolutions (``stem="conv"`` only).
+        num_classes: outputs of the head (``include_top`` only).
+        include_top: a classification head; without it the model returns the pooled representation, or
+            every token with ``pooling=None``.
+        pooling: ``"token"`` (class token), ``"gap"`` (mean of the tokens, no class token) or None
+            (``include_top=False`` only).
+        representation_size: width of the tanh pre-logits layer, or None.
+        classifier_activation: of the head; None returns logits.
+        include_preprocessing: the model scales [0, 255] RGB inputs to [-1, 1] itself.
+        dropout, attention_dropout, drop_path_rate: regularisation rates (training only).
+    """
+
+    image_size: tuple | int | None = 224
+    native_image_size: tuple | int | None = None
+    patch_size: tuple | int = 16
+    hidden_size: int = 768
+    num_layers: int = 12
+    num_heads: int = 12
+    mlp_dim: int = 3072
+    layer_norm_epsilon: float = LAYER_NORM_EPSILON
+    stem: str | None = None
+    block_units: tuple = ()
+    width: float = 1
+    stem_channels: tuple = ()
+    num_classes: int = 1000
+    include_top: bool = True
+    pooling: str | None = "token"
+    representation_size: int | None = None
+    classifier_activation: str | None = "softmax"
+    include_preprocessing: bool = True
+    dropout: float = 0.0
+    attention_dropout: float = 0.0
+    drop_path_rate: float = 0.0
+
+    def __post_init__(self):
+        set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731  (a frozen dataclass)
+        if self.stem not in STEMS:
+            raise ValueError(f"Unknown stem: expected one of {STEMS}. Received: stem={self.stem!r}")
+        for name, default in _STEM_DEFAULTS.items():
+            value = getattr(self, name)
+            if name not in STEM_FIELDS.get(self.stem, ()) and (tuple(value) if isinstance(value, list) else value) != default:
+                raise ValueError(
+                    f"`{name}` is read only with stem={'resnet' if name != 'stem_channels' else 'conv'!r}. "
+                    f"Received: stem={self.stem!r}, {name}={value!r}"
+                )
+        set_("block_units", arguments.positive_ints(self.block_units, "block_units") if self.stem == "resnet" else ())
+        set_("stem_channels", arguments.positive_ints(self.stem_channels, "stem_channels") if self.stem == "conv" else ())
+        if self.stem == "resnet":
+            _check_resnet_width(self.width)
+        else:
+            set_("width", 1)
+        default = 28 if self.stem == "conv" else arguments.DEFAULT_IMAGE_SIZE
+        native = self.native_image_size
+        if self.image_size is not None and native is not None and _same_pair(native, self.image_size):
+            native = None  # what to_dict writes for a fixed size: the size itself
+        size, name = arguments.stored_image_size(self.image_size, native, default=default)
+        (h, w), patch = arguments.validate_grid(size, self.patch_size, self.stride, context=self._stem_context, name=name)
+        set_("image_size", None if self.image_size is None else (h, w))
+        set_("native_image_size", (h, w))
+        set_("patch_size", patch)
+        arguments.validate_transformer(self.hidden_size, self.num_layers, self.num_heads, self.mlp_dim)
+        arguments.validate_top(self.num_classes, self.include_top, self.pooling, self.classifier_activation)
+        if self.representation_size is not None:
+            arguments.positive_int(self.representation_size, "representation_size")
+        for rate in ("dropout", "attention_dropout", "drop_path_rate"):
+            set_(rate, check_rate(getattr(self, rate), rate))
+        epsilon = self.layer_norm_epsilon
+        if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not 0 < epsilon < 1:
+            raise ValueError(f"`layer_norm_epsilon` must be a float in (0, 1). Received: layer_norm_epsilon={epsilon!r}")
+        set_("layer_norm_epsilon", float(epsilon))
+        for flag in ("include_top", "include_preprocessing"):
+            set_(flag, bool(getattr(self, flag)))
+
+    @property
+    def _stem_context(self):
+        return f" for block_units={self.block_units}" if self.stem == "resnet" else ""
+
+    # ------------------------------------------------------------------ what follows from the fields
+
+    @property
+    def stride(self):
+        """Total stride of the stem: 1 without one, 4 x 2 per ResNet stage after the first, 2 per conv after the first."""
+        return stem_stride(self.stem, self.block_units, self.stem_channels)
+
+    def feature_map_size(self, image_size=None):
+        """``(rows, cols)`` of what the patches are cut from, for ``image_size`` (default: the native size).
+
+        Every stem pads ``"same"``: ``ceil(size / stride)`` pixels.
+
+        Example:
+        >>> ViTConfig(image_size=64, stem="resnet", block_units=(1,), width=0.5, patch_size=1).feature_map_size()
+        (16, 16)
+        """
+        h, w = self.native_image_size if image_size is None else arguments.positive_pair(image_size, "image_size")
+        return -(-h // self.stride), -(-w // self.stride)
+
+    def grid_for(self, image_size):
+        """``(rows, cols)`` of patches for an image of ``image_size``; a size the patches do not divide is refused."""
+        rows, cols = self.feature_map_size(image_size)
+        ph, pw = self.patch_size
+        if rows % ph or cols % pw:
+            stem = "" if self.stride == 1 else f" (a {rows}x{cols} feature map)"
+            raise ValueError(
+                f"The image size must be divisible by the patch size{stem}. "
+                f"Received: image_size={tuple(arguments.positive_pair(image_size, 'image_size'))}, "
+                f"patch_size={self.patch_size}"
+            )
+        return rows // ph, cols // pw
+
+    @property
+    def grid(self):
+        """``(rows, cols)`` of the patch grid the position embeddings are stored for."""
+        return self.grid_for(self.native_image_size)
+
+    @property
+    def num_patches(self):
+        return self.grid[0] * self.grid[1]
+
+    @property
+    def class_token(self):
+        """Whether the sequence starts with a class token (every pooling but ``"gap"``)."""
+        return self.pooling != "gap"
+
+    @property
+    def num_prefix_tokens(self):
+        """Tokens before the patches (1 with a class token, else 0)."""
+        return int(self.class_token)
+
+    @property
+    def num_tokens(self):
+        """Length of the token sequence at the native size."""
+        return self.num_prefix_tokens + self.num_patches
+
+    @property
+    def variant(self):
+        """The registry name of this shape (``"B/16"``, ``"R50+B/16"``), or None: what preset tags are looked up by."""
+        sizes = dict(hidden_size=self.hidden_size, num_layers=self.num_layers, mlp_dim=self.mlp_dim, num_heads=self.num_heads)
+        ph, pw = self.patch_size
+        if self.stem is None:
+            return next((f"{size}/{ph}" for size, entry in variants.VARIANTS.items() if entry == sizes and ph == pw), None)
+        if self.stem == "resnet":
+            for name, entry in variants.HYBRID_VARIANTS.items():
+                same_stem = (self.block_units, self.width, self.patch_size) == (entry["block_units"], 1, (1, 1))
+                if same_stem and variants.VARIANTS[entry["size"]] == sizes:
+                    return name
+        return None
+
+    @property
+    def default_name(self):
+        """The model name a builder gives: ``vit_b16``, ``r50_vit_b16``, ``vit``, ``hybrid_vit``, ``vit_conv_stem``."""
+        if self.variant:
+            return variants.model_name(self.variant)
+        return {None: "vit", "resnet": "hybrid_vit", "conv": "vit_conv_stem"}[self.stem]
+
+    def describe_size(self):
+        """``"384x384, patch 16x16"`` or ``"any size (native 224x224), patch 16x16"``, for messages.
+
+        Example:
+        >>> ViTConfig(image_size=(32, 48), patch_size=8, hidden_size=32, num_layers=1, num_heads=4, mlp_dim=64).describe_size()
+        '32x48, patch 8x8'
+        """
+        patch = "x".join(map(str, self.patch_size))
+        if self.image_size is None:
+            return f"any size (native {'x'.join(map(str, self.native_image_size))}), patch {patch}"
+        return f"{self.image_size[0]}x{self.image_size[1]}, patch {patch}"
+
+    # ------------------------------------------------------------------ (de)serialisation
+
+    def replace(self, **changes):
+        """A new config with ``changes`` (validated): e.g. ``config.replace(num_classes=10)``.
+
+        For ``image_size=None`` the native size stays, unless ``native_image_size`` is given; for a fixed
+        ``image_size``, ``native_image_size`` follows it.
+        """
+        unknown = sorted(set(changes) - set(field_names()))
+        if unknown:
+            raise ValueError(f"Unknown ViTConfig field(s) {unknown}; the fields are: {', '.join(field_names())}")
+        if changes.get("image_size", self.image_size) is not None and "native_image_size" not in changes:
+            changes["native_image_size"] = None
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self):
+        """The fields as JSON-ready values (tuples as lists), what ``.keras`` files store."""
+        return {name: _jsonable(getattr(self, name)) for name in field_names()}
+
+    @classmethod
+    def from_dict(cls, values):
+        """A config from :meth:`to_dict`'s output; an unknown field is refused by name."""
+        if isinstance(values, cls):
+            return values
+        if not isinstance(values, dict):
+            raise TypeError(f"A ViTConfig is read from a dict. Received: {type(values).__name__}")
+        unknown = sorted(set(values) - set(field_names()))
+        if unknown:
+            raise ValueError(f"Unknown ViTConfig field(s) {unknown}; the fields are: {', '.join(field_names())}")
+        return cls(**{name: _tuples(value) for name, value in values.items()})
+
+
+def stem_stride(stem, block_units=(), stem_channels=()):
+    """Total stride of a stem (:attr:`ViTConfig.stride`).
+
+    Example:
+    >>> stem_stride(None), stem_stride("resnet", (3, 4, 9)), stem_stride("conv", stem_channels=(32, 64))
+    (1, 16, 2)
+    """
+    if stem == "resnet":
+        return backbone_stride(block_units)
+    if stem == "conv":
+        return 2 ** max(len(stem_channels) - 1, 0)
+    return 1
+
+
+def field_names():
+    """The names of :class:`ViTConfig`'s fields, in order."""
+    return tuple(field.name for field in dataclasses.fields(ViTConfig))
+
+
+def _same_pair(a, b):
+    pair = lambda v: (v, v) if not isinstance(v, (tuple, list)) else tuple(v)  # noqa: E731
+    return pair(a) == pair(b)
+
+
+def _jsonable(value):
+    return [_jsonable(v) for v in value] if isinstance(value, (tuple, list)) else value
+
+
+def _tuples(value):
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+def _check_resnet_width(width):
+    root = int(ROOT_WIDTH * width) if isinstance(width, (int, float)) and not isinstance(width, bool) and width > 0 else 0
+    if root < GROUP_NORM_GROUPS or root % GROUP_NORM_GROUPS:
+        raise ValueError(
+            f"`width` must make the root width int({ROOT_WIDTH} * width) a positive multiple of the "
+            f"{GROUP_NORM_GROUPS} GroupNorm groups (e.g. 0.5, 1, 2). Received: width={width!r}"
+        )

@@ -1,0 +1,102 @@
+"""The functional graph a :class:`~keras_vit.architecture.config.ViTConfig` describes.
+
+Input -> optional [0, 255] -> [-1, 1] scaling -> optional stem (the hybrid's ResNet-v2, or small convs)
+-> ``Patches`` -> Eq. 1 embedding (``PatchEncoder``) -> ``num_layers`` pre-LN blocks -> final norm ->
+pooling, optional pre-logits and the zero-initialised head. Layer names are stable (``preprocessing``,
+``patches``, ``patch_encoder``, ``transformer_block_{i}``, ``encoder_norm``, ``pool``, ``pre_logits``,
+``head``, ``predictions``; the ResNet's ``conv_root``, ``block{i}_unit{j}``; the conv stem's
+``stem_conv_{i}``), so checkpoints map by name and features are pulled with ``get_layer``.
+"""
+
+import keras
+
+from keras_vit.layers import PatchEncoder, Patches, TokenPooling, TransformerBlock
+from keras_vit.layers.resnet import resnet_stem
+
+
+def image_input(config, input_tensor=None):
+    """``(inputs, x)``: the model input (``(None, None, C)`` for ``image_size=None``) and the scaled pixels."""
+    h, w = config.image_size or (None, None)
+    inputs = keras.Input(shape=(h, w, 3), name="images") if input_tensor is None else input_tensor
+    x = inputs
+    if config.include_preprocessing:
+        x = keras.layers.Rescaling(scale=1.0 / 127.5, offset=-1.0, name="preprocessing")(x)
+    return inputs, x
+
+
+def stem(x, config):
+    """The feature map the patches are cut from: the image itself, a ResNet-v2's or a conv stem's."""
+    if config.stem == "resnet":
+        return resnet_stem(x, config.block_units, config.width)
+    for i, channels in enumerate(config.stem_channels):
+        x = keras.layers.Conv2D(channels, 3, strides=1 if i == 0 else 2, padding="same", use_bias=False, name=f"stem_conv_{i}")(x)
+        x = keras.layers.BatchNormalization(name=f"stem_norm_{i}")(x)
+        x = keras.layers.Activation("gelu", name=f"stem_act_{i}")(x)
+    return x
+
+
+def embed(x, config):
+    """Patches of the feature map ``x`` and the Eq. 1 embedding: ``[x_class; x_p E] + E_pos``.
+
+    A feature map of static size is cut into one sequence; one of a size known only when the model
+    runs (``image_size=None``) keeps its grid (``Patches(flatten=False)``) and the position
+    embeddings, stored for ``config.grid``, are resampled to it in the graph.
+    """
+    dynamic = config.image_size is None
+    patches = Patches(config.patch_size, flatten=not dynamic, name="patches")(x)
+    return PatchEncoder(
+        num_patches=config.num_patches,
+        hidden_size=config.hidden_size,
+        class_token=config.class_token,
+        dropout=config.dropout,
+        grid_size=config.grid,
+        name="patch_encoder",
+    )(patches)
+
+
+def encoder(x, config):
+    """``num_layers`` blocks (``transformer_block_{i}``) and the final norm.
+
+    Stochastic depth grows linearly with depth from 0 to ``drop_path_rate``.
+    """
+    for i in range(config.num_layers):
+        x = TransformerBlock(
+            num_heads=config.num_heads,
+            mlp_dim=config.mlp_dim,
+            dropout=config.dropout,
+            attention_dropout=config.attention_dropout,
+            drop_path=config.drop_path_rate * i / max(config.num_layers - 1, 1),
+            layer_norm_epsilon=config.layer_norm_epsilon,
+            name=f"transformer_block_{i}",
+        )(x)
+    return keras.layers.LayerNormalization(epsilon=config.layer_norm_epsilon, name="encoder_norm")(x)
+
+
+def head(x, config):
+    """Pool the encoded tokens, optional pre-logits (tanh), then the zero-initialised head."""
+    if config.pooling is None:
+        return x
+    x = TokenPooling(config.pooling, name="pool")(x)
+    if config.representation_size:
+        x = keras.layers.Dense(config.representation_size, activation="tanh", name="pre_logits")(x)
+    if not config.include_top:
+        return x
+    x = keras.layers.Dense(config.num_classes, kernel_initializer="zeros", name="head")(x)
+    if config.classifier_activation is not None:
+        x = keras.layers.Activation(config.classifier_activation, dtype="float32", name="predictions")(x)
+    return x
+
+
+def build_graph(config, input_tensor=None):
+    """``(inputs, outputs)`` of the model ``config`` describes, with fresh layers.
+
+    Example:
+    >>> from keras_vit.architecture.config import ViTConfig
+    >>> inputs, outputs = build_graph(ViTConfig(image_size=32, patch_size=8, hidden_size=32, num_layers=1,
+    ...                                         num_heads=4, mlp_dim=64, num_classes=3))
+    >>> tuple(outputs.shape)
+    (None, 3)
+    """
+    inputs, x = image_input(config, input_tensor)
+    x = embed(stem(x, config), config)
+    return inputs, head(encoder(x, config), config)

@@ -1,0 +1,137 @@
+"""The one generic constructor (:func:`build_model`) and the builder factory every public builder is made by.
+
+A builder (``ViT``, ``ViTB16``, ``HybridViT``, ``conv_stem_vit``...) is a row of data: which
+:class:`~keras_vit.architecture.config.ViTConfig` fields it takes positionally, which it fixes
+(a variant's sizes, a hybrid's stem) and its defaults. Its keyword arguments are the config's fields
+plus ``weights``, ``input_tensor`` and ``name``, checked by the config before anything is built, and
+its signature (``help(keras_vit.ViTB16)``, ``inspect.signature``) is made from the same data, so the
+argument list is written once, in :class:`~keras_vit.architecture.config.ViTConfig`.
+"""
+
+import dataclasses
+import inspect
+
+from keras_vit import weights as weights_lib
+from keras_vit.architecture.config import STEM_FIELDS, ViTConfig, field_names
+from keras_vit.architecture.model import VisionTransformer
+from keras_vit.weights import sources
+
+# what a builder takes besides the architecture: the weights to load, an input tensor, the model's name
+NOT_ARCHITECTURE = ("weights", "input_tensor", "name")
+
+
+def resolve_weights(weights, config, variant=None):
+    """``weights`` as a local path (or None), before anything is built: a preset tag of ``variant``
+    (default: the config's registered variant) is downloaded for the size nearest the config's native size.
+    See :func:`keras_vit.weights.sources.resolve` for what is accepted and the errors raised."""
+    variant = variant or config.variant
+    return sources.resolve(weights, variant=variant, hybrid=config.stem == "resnet", image_size=config.native_image_size)
+
+
+def fit_to_checkpoint(config, info, source, epsilon_given=False):
+    """``config`` with what the checkpoint ``info`` decides besides its shapes, checked before building.
+
+    A pre-logits layer in the file is added when ``representation_size`` is None; the LayerNorms take the
+    epsilon the file was trained with (1e-12 in transformers' ports) unless the caller gave one, which
+    the loader then compares with the file's; a hybrid's ResNet stages must be the file's.
+    """
+    changes = {}
+    if config.stem == "resnet":
+        weights_lib.check_hybrid_stages(info.shapes, config.block_units, str(source))
+    if config.representation_size is None:
+        changes["representation_size"] = weights_lib.representation_size_of(info.shapes)
+    if not epsilon_given and info.layer_norm_epsilon is not None:
+        changes["layer_norm_epsilon"] = info.layer_norm_epsilon
+    return config.replace(**changes) if changes else config
+
+
+def build_model(config, *, weights=None, input_tensor=None, name=None, variant=None, info=None, epsilon_given=True):
+    """The model ``config`` describes, with ``weights`` (a path, preset tag or ``hf://`` name) loaded.
+
+    Args:
+        config: a :class:`~keras_vit.architecture.config.ViTConfig` (or its dict).
+        weights: None (random initialisation), or what :func:`resolve_weights` accepts.
+        input_tensor: optional Keras tensor to use as the model input.
+        name: the model's name (default: the config's :attr:`~ViTConfig.default_name`).
+        variant: the registered variant whose preset tags ``weights`` names (default: the config's).
+        info: the :class:`~keras_vit.weights.formats.CheckpointInfo` of ``weights`` when the caller has
+            already read it (not read twice).
+        epsilon_given: the config's ``layer_norm_epsilon`` was chosen by the caller; else the file's is taken.
+
+    Returns:
+        A :class:`~keras_vit.architecture.model.VisionTransformer`; with ``weights``, the report of the
+        load is ``model.load_report``.
+
+    Example:
+    >>> model = build_model(ViTConfig(image_size=32, patch_size=8, hidden_size=32, num_layers=1, num_heads=4,
+    ...                               mlp_dim=64, num_classes=3))
+    >>> model.vit_config.num_classes, model.output_shape
+    (3, (None, 3))
+    """
+    config = ViTConfig.from_dict(config)
+    path = resolve_weights(weights, config, variant)
+    if path is not None:
+        info = info or weights_lib.describe(path)  # shapes and settings only, no tensor data
+        config = fit_to_checkpoint(config, info, path, epsilon_given=epsilon_given)
+    model = VisionTransformer.from_vit_config(config, input_tensor=input_tensor, name=name)
+    if path is not None:
+        weights_lib.load_into(model, path)
+    return model
+
+
+def make_builder(builder_name, *, doc, positional=(), fixed=None, defaults=None, variant=None, default_name=None):
+    """A public builder: ``builder(*positional, weights=None, input_tensor=None, name=None, **fields)``.
+
+    Args:
+        builder_name: its ``__name__`` (``"ViTB16"``).
+        doc: its docstring.
+        positional: the config fields it takes positionally, in order (keras.applications style: at most two).
+        fixed: fields it sets and refuses from the caller (a variant's sizes, a hybrid's stem); ``patch_size``
+            among them may still be given (another patch size for the variant's checkpoint, FlexiViT).
+        defaults: its own defaults for other fields (e.g. ``num_classes=10``).
+        variant: the registered variant whose preset tags ``weights`` names.
+        default_name: the model's name when none is given (default: the config's).
+    """
+    fixed, defaults = dict(fixed or {}), dict(defaults or {})
+    other_stems = [name for stem, names in STEM_FIELDS.items() if "stem" in fixed and stem != fixed["stem"] for name in names]
+    free = [name for name in field_names() if (name not in fixed or name == "patch_size") and name not in other_stems]
+
+    def builder(*args, weights=None, input_tensor=None, name=None, **fields):
+        if len(args) > len(positional):
+            raise TypeError(f"{builder_name}() takes {len(positional)} positional argument(s) ({', '.join(positional)}); "
+                            f"the others are keyword-only. Received: {len(args)} positional")
+        given = dict(zip(positional, args))
+        twice = sorted(set(given) & set(fields))
+        if twice:
+            raise TypeError(f"{builder_name}() got multiple values for argument(s) {twice}")
+        given.update(fields)
+        refused = sorted(set(given) & (set(fixed) - {"patch_size"}))
+        if refused:
+            raise ValueError(
+                f"{builder_name} fixes {', '.join(f'{k}={fixed[k]!r}' for k in refused)}; build another architecture "
+                f"with keras_vit.ViT or keras_vit.HybridViT. Received: {', '.join(f'{k}={given[k]!r}' for k in refused)}"
+            )
+        unknown = sorted(set(given) - set(free))
+        if unknown:
+            raise ValueError(
+                f"Unknown argument(s) {unknown} for {builder_name}; accepted: {', '.join(free + list(NOT_ARCHITECTURE))}"
+            )
+        epsilon_given = "layer_norm_epsilon" in given
+        config = ViTConfig(**{**defaults, **fixed, **given})
+        return build_model(config, weights=weights, input_tensor=input_tensor, name=name or default_name,
+                           variant=variant, epsilon_given=epsilon_given)
+
+    builder.__name__ = builder.__qualname__ = builder_name
+    builder.__doc__ = doc
+    builder.__signature__ = _signature(positional, free, {**fixed, **defaults})
+    return builder
+
+
+def _signature(positional, free, defaults):
+    base = {field.name: field.default for field in dataclasses.fields(ViTConfig)}
+    default = lambda name: defaults.get(name, base[name])  # noqa: E731
+    params = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default(name)) for name in positional]
+    params += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None) for name in NOT_ARCHITECTURE]
+    params += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default(name)) for name in free
+               if name not in positional]
+    return inspect.Signature(params)
