@@ -13,11 +13,11 @@ One job per module:
 May import :mod:`keras_vit.layers` (to find the layers a key maps to); never the model builders.
 """
 
-from keras_vit.weights.download import DownloadError
+from keras_vit.errors import CheckpointError, DownloadError
 from keras_vit.weights.formats import describe
 from keras_vit.weights.loader import LoadReport, load_checkpoint, load_into
 from keras_vit.weights.mapping import POSEMB_KEY, check_hybrid_stages, targets_of
-from keras_vit.weights.npz import CheckpointError, canonical_key, checkpoint_shapes, read_checkpoint, representation_size_of
+from keras_vit.weights.npz import canonical_key, checkpoint_shapes, read_checkpoint, representation_size_of
 from keras_vit.weights.posemb import resize_position_embedding
 from keras_vit.weights.sources import resolve
 

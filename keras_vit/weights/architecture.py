@@ -15,9 +15,9 @@ registered variant of the same width, depth and MLP (timm's ``vit_tiny`` ...
 import math
 import re
 
+from keras_vit.errors import CheckpointError
 from keras_vit.layers.resnet import GROUP_NORM_GROUPS, ROOT_WIDTH, backbone_stride
 from keras_vit.weights.mapping import POSEMB_KEY, block_units_of
-from keras_vit.weights.npz import CheckpointError
 
 _BLOCK = re.compile(r"^Transformer/encoderblock_(\d+)/")
 

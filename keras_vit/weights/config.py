@@ -13,7 +13,7 @@ import math
 import numbers
 import warnings
 
-from keras_vit.weights.npz import CheckpointError
+from keras_vit.errors import CheckpointError
 
 
 def json_object(value, path, field=None):
@@ -23,7 +23,7 @@ def json_object(value, path, field=None):
     >>> json_object([1], "config.json")
     Traceback (most recent call last):
     ...
-    keras_vit.weights.npz.CheckpointError: 'config.json': expected a JSON object ({"field": value, ...}). Received: list
+    keras_vit.errors.CheckpointError: 'config.json': expected a JSON object ({"field": value, ...}). Received: list
     """
     if isinstance(value, dict):
         return value
@@ -43,7 +43,7 @@ def number(config, field, default, path, integer=False):
     >>> number({"num_attention_heads": "4"}, "num_attention_heads", 12, "c", integer=True)
     Traceback (most recent call last):
     ...
-    keras_vit.weights.npz.CheckpointError: 'c': num_attention_heads='4', expected a positive integer.
+    keras_vit.errors.CheckpointError: 'c': num_attention_heads='4', expected a positive integer.
     """
     if field not in config:
         return default
@@ -137,7 +137,7 @@ def check_against_weights(expected, shapes, has_qkv_bias, path):
     >>> check_against_weights([("hidden_size", "hidden_size=8", 8)], {"embedding/kernel": (4, 4, 3, 16)}, True, "m")
     Traceback (most recent call last):
     ...
-    keras_vit.weights.npz.CheckpointError: 'm': config.json says hidden_size=8 but the weights have 16.
+    keras_vit.errors.CheckpointError: 'm': config.json says hidden_size=8 but the weights have 16.
     """
     kernel = shapes.get("embedding/kernel")
     found = {"qkv_bias": has_qkv_bias, "class_token": "cls" in shapes}

@@ -18,16 +18,12 @@ import zipfile
 import numpy as np
 
 from keras_vit import hardware
+from keras_vit.errors import CheckpointError, DownloadError
 from keras_vit.weights import presets
-from keras_vit.weights.npz import CheckpointError
 
 logger = logging.getLogger("keras_vit")
 
 CACHE_SUBDIR = os.path.join("models", "keras_vit")
-
-
-class DownloadError(OSError):
-    """A preset's file could not be downloaded and is not in the cache."""
 
 
 def cache_root():

@@ -32,11 +32,11 @@ import zipfile
 
 import numpy as np
 
+from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
 from keras_vit.weights import keras_file, npz
 from keras_vit.weights import timm as timm_layout
 from keras_vit.weights import transformers as transformers_layout
-from keras_vit.weights.npz import CheckpointError
 
 PICKLE_SUFFIXES = (".bin", ".pth", ".pt", ".ckpt", ".pkl", ".pickle")
 FLOAT_DTYPES = ("BF16", "F16", "F32", "F64")

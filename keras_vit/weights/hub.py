@@ -7,7 +7,7 @@ every Hugging Face library. Pickle weights (``pytorch_model.bin``) are never
 downloaded nor read.
 """
 
-from keras_vit.weights.npz import CheckpointError
+from keras_vit.errors import CheckpointError
 
 SCHEME = "hf://"
 ALLOW_PATTERNS = ["config.json", "preprocessor_config.json", "*.safetensors", "*.safetensors.index.json"]

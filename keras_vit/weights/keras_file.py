@@ -17,7 +17,7 @@ import os
 
 import numpy as np
 
-from keras_vit.weights.npz import CheckpointError
+from keras_vit.errors import CheckpointError
 
 FORMAT = "keras"
 _ENTRIES = ("config.json", "model.weights.h5")  # what `model.save("x.keras")` writes

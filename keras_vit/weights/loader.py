@@ -15,8 +15,9 @@ import re
 
 import numpy as np
 
+from keras_vit.errors import CheckpointError
 from keras_vit.weights.mapping import HEAD_KEYS, PATCH_KERNEL_KEY, POSEMB_KEY, keras_targets, targets_of
-from keras_vit.weights.npz import CheckpointError, read_checkpoint
+from keras_vit.weights.npz import read_checkpoint
 from keras_vit.weights.patchemb import resample_patch_embedding
 from keras_vit.weights.posemb import model_grid, resize_position_embedding
 

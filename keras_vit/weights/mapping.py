@@ -12,9 +12,9 @@ import re
 
 import numpy as np
 
+from keras_vit.errors import CheckpointError
 from keras_vit.layers import PatchEncoder, Patches, TransformerBlock
 from keras_vit.layers.resnet import ResidualUnit, StdConv2D
-from keras_vit.weights.npz import CheckpointError
 
 POSEMB_KEY = "Transformer/posembed_input/pos_embedding"
 PATCH_KERNEL_KEY = "embedding/kernel"

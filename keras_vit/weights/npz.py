@@ -15,16 +15,14 @@ import zipfile
 
 import numpy as np
 
+from keras_vit.errors import CheckpointError
+
 # newer Flax naming inside an encoder block -> the original naming
 _BLOCK_RENAMES = {
     "MultiHeadDotProductAttention_0": "MultiHeadDotProductAttention_1",
     "LayerNorm_1": "LayerNorm_2",
     "MlpBlock_0": "MlpBlock_3",
 }
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be read or does not fit the model."""
 
 
 def canonical_key(key):

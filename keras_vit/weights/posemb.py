@@ -10,10 +10,10 @@ import math
 
 import numpy as np
 
+from keras_vit.errors import CheckpointError
 from keras_vit.layers import PatchEncoder, Patches
 from keras_vit.layers.resampling import resize_grid
 from keras_vit.weights.mapping import patch_size_of, single_layer
-from keras_vit.weights.npz import CheckpointError
 
 
 def model_grid(model):
