@@ -9,11 +9,22 @@ shapes by :func:`check_against_weights`, so a config cannot give the weights
 another model's number of heads or epsilon without an error.
 """
 
+import json
 import math
 import numbers
 import warnings
 
 from keras_vit.errors import CheckpointError
+
+
+def read_json(path):
+    """The JSON object in ``path``, or a ``CheckpointError`` naming the file (unreadable, not JSON, not an object)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except (OSError, ValueError) as error:
+        raise CheckpointError(f"Cannot read {path!r}: {error}") from error
+    return json_object(value, path)
 
 
 def json_object(value, path, field=None):

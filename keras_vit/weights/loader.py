@@ -13,11 +13,14 @@ import logging
 import os
 import re
 
+import keras
 import numpy as np
 
 from keras_vit.errors import CheckpointError
+from keras_vit.layers import TransformerBlock
+from keras_vit.weights import formats
+from keras_vit.weights.formats import read_checkpoint
 from keras_vit.weights.mapping import HEAD_KEYS, PATCH_KERNEL_KEY, POSEMB_KEY, keras_targets, targets_of
-from keras_vit.weights.npz import read_checkpoint
 from keras_vit.weights.patchemb import resample_patch_embedding
 from keras_vit.weights.posemb import model_grid, resize_position_embedding
 
@@ -60,10 +63,6 @@ def _check_epsilon(model, epsilon, path):
     A transformers port (1e-12) loaded into a model built with 1e-6 would give other outputs
     without any error; the builders take the file's epsilon when given ``weights=``.
     """
-    import keras
-
-    from keras_vit.layers import TransformerBlock
-
     used = {float(layer.layer_norm_epsilon) for layer in model.layers if isinstance(layer, TransformerBlock)}
     used |= {float(layer.epsilon) for layer in model.layers if isinstance(layer, keras.layers.LayerNormalization)}
     if epsilon is not None and used and any(abs(e - epsilon) > 1e-3 * epsilon for e in used):
@@ -108,8 +107,6 @@ def load_checkpoint(model, checkpoint, strict=True, source=None):
     report = LoadReport(path="<arrays>" if isinstance(checkpoint, dict) else os.fspath(checkpoint))
     grid = None  # of the checkpoint's position embeddings: a square unless the file says
     if not isinstance(checkpoint, dict):
-        from keras_vit.weights import formats
-
         info = formats.describe(checkpoint)
         report.format = info.format
         grid = info.grid
