@@ -15,6 +15,7 @@ import shutil
 import tempfile
 import zipfile
 
+import keras
 import numpy as np
 
 from keras_vit import hardware
@@ -80,8 +81,6 @@ def fetch(preset):
     try:
         name = os.path.basename(path)
         try:
-            import keras
-
             if hardware.on_a_terminal():
                 downloaded = keras.utils.get_file(fname=name, origin=url, cache_dir=staging, cache_subdir="")
             else:  # Keras' bar writes backspaces, carriage returns and colour codes wherever stdout goes

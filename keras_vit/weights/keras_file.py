@@ -15,9 +15,13 @@ nothing.
 import functools
 import os
 
+import keras
 import numpy as np
 
 from keras_vit.errors import CheckpointError
+from keras_vit.layers import TransformerBlock
+from keras_vit.weights.mapping import keras_targets, targets_of
+from keras_vit.weights.posemb import model_grid
 
 FORMAT = "keras"
 _ENTRIES = ("config.json", "model.weights.h5")  # what `model.save("x.keras")` writes
@@ -31,12 +35,7 @@ def is_keras_archive(names):
 @functools.lru_cache(maxsize=1)
 def _contents(path, mtime_ns, size):
     """``(arrays, layer_norm_epsilon, class_names, grid)`` of a ``.keras`` file, read once per version of the file."""
-    import keras
-
-    from keras_vit.layers import TransformerBlock
     from keras_vit.saving import load_model, read_metadata
-    from keras_vit.weights.mapping import keras_targets, targets_of
-    from keras_vit.weights.posemb import model_grid
 
     try:
         model = load_model(path)
