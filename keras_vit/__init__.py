@@ -29,7 +29,9 @@ _EXPORTS = {
     "keras_vit.models.small": ("conv_stem_vit",),
     "keras_vit.models.pretrained": ("from_pretrained",),
     "keras_vit.models.resize": ("native_image_size", "resize_model"),
-    "keras_vit.weights": ("CheckpointError", "LoadReport", "load_checkpoint", "read_checkpoint", "resize_position_embedding"),
+    "keras_vit.errors": ("CheckpointError",),
+    "keras_vit.weights.imagenet": ("imagenet_labels",),
+    "keras_vit.weights": ("LoadReport", "load_checkpoint", "read_checkpoint", "resize_position_embedding"),
     "keras_vit.train.data": ("ImageDataset", "load_dataset", "load_image_folder", "load_mnist", "load_tfds", "make_pipeline"),
     "keras_vit.train.optimizers": ("LayerDecayAdamW", "LayerDecaySGD", "build_optimizer", "layer_decay_multipliers", "warmup_cosine"),
     "keras_vit.train.callbacks": ("Backup", "fit_resumable"),
@@ -47,7 +49,6 @@ _EXPORTS = {
     "keras_vit.inspect.features": ("feature_model", "forward_features"),
     "keras_vit.inference.images": ("load_image",),
     "keras_vit.inference.predictors": ("decode_predictions", "load_predictor", "predict", "preprocess_input"),
-    "keras_vit.inference.labels": ("imagenet_labels",),
     "keras_vit.saving": ("load_model", "save_model"),
     "keras_vit.export": ("ExportError", "ExportVerificationError", "VerificationReport", "export_model"),
 }

@@ -17,6 +17,7 @@ from keras_vit.inference import images as image_io
 from keras_vit.inference import labels
 from keras_vit.inference import predictors as inference
 from keras_vit.inference import runtimes
+from keras_vit.weights import imagenet
 
 
 def sample_image_dir(tmp_path):
@@ -76,16 +77,16 @@ def test_preprocess_input_and_decode_predictions():
 
 
 def test_imagenet_label_lists():
-    in1k = labels.imagenet_classes("imagenet1k")
-    in21k = labels.imagenet_classes("imagenet21k")
+    in1k = imagenet.imagenet_classes("imagenet1k")
+    in21k = imagenet.imagenet_classes("imagenet21k")
     assert len(in1k) == 1000 and len(in21k) == 21843
     assert len({wnid for wnid, _ in in1k}) == 1000 and len({wnid for wnid, _ in in21k}) == 21843
     assert in1k[0] == ("n01440764", "tench, Tinca tinca")
-    assert labels.imagenet_labels()[207] == "golden retriever"
-    assert labels.class_names(21843)[0] == labels.imagenet_labels("imagenet21k")[0]
+    assert imagenet.imagenet_labels()[207] == "golden retriever"
+    assert labels.class_names(21843)[0] == imagenet.imagenet_labels("imagenet21k")[0]
     assert labels.class_names(3) == ["class_0", "class_1", "class_2"]
     with pytest.raises(ValueError, match="imagenet5k"):
-        labels.imagenet_classes("imagenet5k")
+        imagenet.imagenet_classes("imagenet5k")
 
 
 def test_label_sources(tmp_path):

@@ -16,8 +16,7 @@ import reference
 import reference_hf
 from helpers import TINY, images, save_npz, vit_checkpoint
 from keras_vit import cli, saving
-from keras_vit.inference import labels as labels_lib
-from keras_vit.weights import CheckpointError
+from keras_vit.weights import CheckpointError, imagenet
 
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
 from test_hub_formats import timm_state_dict, transformers_folder  # noqa: E402  (needs safetensors)
@@ -94,7 +93,7 @@ def test_timm_config_names_heads_and_tag_gives_imagenet_names(tmp_path):
     model = keras_vit.from_pretrained(path, classifier_activation=None)
     x = images()
     np.testing.assert_allclose(np.asarray(model(x)), reference.vit_logits(x, params), atol=5e-5)
-    assert model.class_names == labels_lib.imagenet_labels("imagenet1k")
+    assert model.class_names == imagenet.imagenet_labels("imagenet1k")
     # timm's own label names win over the tag; a new head has no names
     config["label_names"] = [f"n{i:08d}" for i in range(1000)]
     with open(tmp_path / "timm" / "config.json", "w") as f:
@@ -111,7 +110,7 @@ def test_hf_source_takes_the_tag_from_the_repository_name(tmp_path, monkeypatch)
     monkeypatch.setattr(hub, "fetch", lambda source: str(folder))
     source = "hf://timm/vit_test_patch8_32.augreg_in21k_ft_in1k"
     model = keras_vit.from_pretrained(source)
-    assert model.class_names[0] == labels_lib.imagenet_labels("imagenet1k")[0]
+    assert model.class_names[0] == imagenet.imagenet_labels("imagenet1k")[0]
     assert model.load_report.source == source and source in str(model.load_report)
 
 

@@ -2,9 +2,11 @@
 
 - :mod:`~keras_vit.inference.images`: image files to RGB pixels and the one resize; imports nothing of
   keras_vit, so training, export and inspection read files through it too;
-- :mod:`~keras_vit.inference.labels`: class names stored with a model, label files, ImageNet lists;
+- :mod:`~keras_vit.inference.labels`: class names stored with a model, label files, the ImageNet names
+  of an ImageNet-sized head (the lists live in :mod:`keras_vit.weights.imagenet`);
 - :mod:`~keras_vit.inference.runtimes`: ``.keras``, SavedModel and ``.tflite`` files loaded and run;
 - :mod:`~keras_vit.inference.predictors`: ``predict``, ``load_predictor`` and the ``keras.applications``-style helpers.
 
-May import :mod:`keras_vit.saving` (to load ``.keras`` files); never the training, export or inspection code.
+May import :mod:`keras_vit.saving` (to load ``.keras`` files) and :mod:`keras_vit.weights.imagenet`; never the
+training, export or inspection code.
 """

@@ -1,10 +1,5 @@
-"""Class names: the ImageNet lists of the original checkpoints, label files, and
-the lookup that finds the names stored with a model.
-
-The ImageNet-1k and ImageNet-21k lists under ``keras_vit/inference/assets/`` come from
-timm 1.0.31 (``timm/data/_info/``, Apache-2.0): the WordNet ids in the order of
-the original ViT heads (``imagenet21k_goog_synsets.txt`` for the 21,843-class
-imagenet21k checkpoints) joined with their lemmas.
+"""Class names for predict and export: label files, the lookup that finds the names stored with a model,
+and the ImageNet lists (:mod:`keras_vit.weights.imagenet`) for an ImageNet-sized head.
 
 Where names come from, first match wins (:func:`class_names`):
 
@@ -20,65 +15,16 @@ Where names come from, first match wins (:func:`class_names`):
 4. ``class_0``, ``class_1``, ...
 """
 
-import functools
 import os
 import zipfile
 
 from keras_vit import saving
-
-IMAGENET1K = "imagenet1k"
-IMAGENET21K = "imagenet21k"
-DATASETS = {IMAGENET1K: ("imagenet1k_labels.txt", 1000), IMAGENET21K: ("imagenet21k_labels.txt", 21843)}
-_DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets")
+from keras_vit.weights import imagenet
 
 # file names a model's class names may be stored under, next to it or in its assets
 LABEL_FILE_NAMES = ("labels.txt", "class_names.txt", "classes.txt")
 
 _LABEL_READERS = []
-
-
-@functools.lru_cache(maxsize=None)
-def imagenet_classes(dataset=IMAGENET1K):
-    """``[(wordnet_id, lemmas), ...]`` of ``"imagenet1k"`` or ``"imagenet21k"``, in head order.
-
-    Example:
-    >>> imagenet_classes("imagenet1k")[0]
-    ('n01440764', 'tench, Tinca tinca')
-    """
-    if dataset not in DATASETS:
-        raise ValueError(f"Unknown label set: expected one of {tuple(DATASETS)}. Received: dataset={dataset!r}")
-    filename, count = DATASETS[dataset]
-    with open(os.path.join(_DATA_DIR, filename), encoding="utf-8") as f:
-        rows = [tuple(line.rstrip("\n").split("\t", 1)) for line in f if line.strip() and not line.startswith("#")]
-    if len(rows) != count:
-        raise RuntimeError(f"{filename} holds {len(rows)} classes, expected {count}")
-    return tuple(rows)
-
-
-def imagenet_labels(dataset=IMAGENET1K):
-    """Short class names (the first lemma) of an ImageNet head, e.g. ``'tench'``."""
-    return [lemmas.split(",")[0].strip() for _, lemmas in imagenet_classes(dataset)]
-
-
-def imagenet_dataset_of(tag, num_classes):
-    """The ImageNet label set a pretrained head was trained on, from its tag, or None.
-
-    ``tag`` is a preset tag (``"imagenet21k+imagenet2012"``, ``"augreg_in21k_ft_in1k"``) or a timm
-    pretrained tag (``"augreg2_in21k_ft_in1k"``, ``"fb_in1k"``): the dataset it ends with names the
-    head's classes when their number is that dataset's (1000 for ImageNet-1k / ILSVRC-2012, 21843
-    for the ImageNet-21k head of the original checkpoints).
-
-    Example:
-    >>> imagenet_dataset_of("augreg_in21k_ft_in1k", 1000), imagenet_dataset_of("imagenet21k", 21843)
-    ('imagenet1k', 'imagenet21k')
-    >>> imagenet_dataset_of("augreg_in21k_ft_in1k", 10) is None, imagenet_dataset_of(None, 1000) is None
-    (True, True)
-    """
-    endings = {IMAGENET1K: ("in1k", "imagenet2012", "imagenet1k"), IMAGENET21K: ("in21k", "imagenet21k")}
-    for dataset, suffixes in endings.items():
-        if tag and str(tag).lower().endswith(suffixes) and num_classes == DATASETS[dataset][1]:
-            return dataset
-    return None
 
 
 def read_label_file(path):
@@ -144,9 +90,9 @@ def class_names(num_classes, labels=None, model_path=None, loaded=None):
         names = stored_labels(model_path, loaded)
         source = f"the labels stored with {model_path!r}"
         if names is None:
-            for dataset, (_, count) in DATASETS.items():
+            for dataset, (_, count) in imagenet.DATASETS.items():
                 if num_classes == count:
-                    return imagenet_labels(dataset)
+                    return imagenet.imagenet_labels(dataset)
             return default_labels(num_classes)
     elif isinstance(labels, (str, os.PathLike)):
         source = f"label file {os.fspath(labels)!r}"
@@ -163,9 +109,9 @@ def class_names(num_classes, labels=None, model_path=None, loaded=None):
 
 def class_ids(num_classes):
     """WordNet ids for an ImageNet-sized head, else the class indices as strings."""
-    for dataset, (_, count) in DATASETS.items():
+    for dataset, (_, count) in imagenet.DATASETS.items():
         if num_classes == count:
-            return [wnid for wnid, _ in imagenet_classes(dataset)]
+            return [wnid for wnid, _ in imagenet.imagenet_classes(dataset)]
     return [str(i) for i in range(num_classes)]
 
 

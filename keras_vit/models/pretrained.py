@@ -11,11 +11,10 @@ with one call. The class names the source carries go with the model
 import os
 import warnings
 
-from keras_vit.inference import labels as labels_lib
 from keras_vit.architecture import variants
 from keras_vit.architecture.config import ViTConfig
 from keras_vit.models.build import build_model
-from keras_vit.weights import architecture, download, formats, presets, sources
+from keras_vit.weights import architecture, download, formats, imagenet, presets, sources
 
 # read from the checkpoint: an override must agree with the file
 FROM_FILE = ("patch_size", "hidden_size", "num_layers", "mlp_dim", "num_heads", "representation_size", "block_units", "width")
@@ -161,7 +160,7 @@ def class_names_of(info, num_classes, tag=None):
 
     The file's own (transformers ``id2label``, timm ``label_names``), else the ImageNet-1k or -21k
     names when ``tag`` (a preset's, a timm ``pretrained_cfg.tag``) says the head was trained on
-    that dataset (:func:`keras_vit.inference.labels.imagenet_dataset_of`).
+    that dataset (:func:`keras_vit.weights.imagenet.imagenet_dataset_of`).
     """
     if info.class_names and len(info.class_names) == num_classes:
         return [str(name) for name in info.class_names]
@@ -172,8 +171,8 @@ def class_names_of(info, num_classes, tag=None):
             UserWarning,
             stacklevel=3,
         )
-    dataset = labels_lib.imagenet_dataset_of(tag, num_classes)
-    return labels_lib.imagenet_labels(dataset) if dataset else None
+    dataset = imagenet.imagenet_dataset_of(tag, num_classes)
+    return imagenet.imagenet_labels(dataset) if dataset else None
 
 
 def _hub_tag(source):

@@ -10,14 +10,15 @@ number of heads from the file where it says (an ``.npz`` stores ``(D, heads,
 head_dim)`` kernels, timm and transformers configs name it), else from the
 registered variant of the same width, depth and MLP (timm's ``vit_tiny`` ...
 ``vit_huge`` and DeiT use the paper's heads), else it must be given.
+:func:`representation_size_of` is the pre-logits width a builder reads before it builds.
 """
 
 import math
 import re
 
+from keras_vit.errors import CheckpointError
 from keras_vit.layers.resnet import GROUP_NORM_GROUPS, ROOT_WIDTH, backbone_stride
 from keras_vit.weights.mapping import POSEMB_KEY, block_units_of
-from keras_vit.weights.npz import CheckpointError
 
 _BLOCK = re.compile(r"^Transformer/encoderblock_(\d+)/")
 
@@ -112,3 +113,16 @@ def _root_width(shape, source):
         )
     width = channels / ROOT_WIDTH
     return int(width) if width == int(width) else width
+
+
+def representation_size_of(checkpoint):
+    """Width of the pre-logits layer stored in a checkpoint (arrays or shapes), or None.
+
+    Example:
+    >>> representation_size_of({"pre_logits/kernel": (768, 768)}), representation_size_of({})
+    (768, None)
+    """
+    kernel = checkpoint.get("pre_logits/kernel")
+    if kernel is None:
+        return None
+    return int((kernel.shape if hasattr(kernel, "shape") else kernel)[-1])

@@ -9,11 +9,22 @@ shapes by :func:`check_against_weights`, so a config cannot give the weights
 another model's number of heads or epsilon without an error.
 """
 
+import json
 import math
 import numbers
 import warnings
 
-from keras_vit.weights.npz import CheckpointError
+from keras_vit.errors import CheckpointError
+
+
+def read_json(path):
+    """The JSON object in ``path``, or a ``CheckpointError`` naming the file (unreadable, not JSON, not an object)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except (OSError, ValueError) as error:
+        raise CheckpointError(f"Cannot read {path!r}: {error}") from error
+    return json_object(value, path)
 
 
 def json_object(value, path, field=None):
@@ -23,7 +34,7 @@ def json_object(value, path, field=None):
     >>> json_object([1], "config.json")
     Traceback (most recent call last):
     ...
-    keras_vit.weights.npz.CheckpointError: 'config.json': expected a JSON object ({"field": value, ...}). Received: list
+    keras_vit.errors.CheckpointError: 'config.json': expected a JSON object ({"field": value, ...}). Received: list
     """
     if isinstance(value, dict):
         return value
@@ -43,7 +54,7 @@ def number(config, field, default, path, integer=False):
     >>> number({"num_attention_heads": "4"}, "num_attention_heads", 12, "c", integer=True)
     Traceback (most recent call last):
     ...
-    keras_vit.weights.npz.CheckpointError: 'c': num_attention_heads='4', expected a positive integer.
+    keras_vit.errors.CheckpointError: 'c': num_attention_heads='4', expected a positive integer.
     """
     if field not in config:
         return default
@@ -137,7 +148,7 @@ def check_against_weights(expected, shapes, has_qkv_bias, path):
     >>> check_against_weights([("hidden_size", "hidden_size=8", 8)], {"embedding/kernel": (4, 4, 3, 16)}, True, "m")
     Traceback (most recent call last):
     ...
-    keras_vit.weights.npz.CheckpointError: 'm': config.json says hidden_size=8 but the weights have 16.
+    keras_vit.errors.CheckpointError: 'm': config.json says hidden_size=8 but the weights have 16.
     """
     kernel = shapes.get("embedding/kernel")
     found = {"qkv_bias": has_qkv_bias, "class_token": "cls" in shapes}

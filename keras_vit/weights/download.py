@@ -15,19 +15,16 @@ import shutil
 import tempfile
 import zipfile
 
+import keras
 import numpy as np
 
 from keras_vit import hardware
+from keras_vit.errors import CheckpointError, DownloadError
 from keras_vit.weights import presets
-from keras_vit.weights.npz import CheckpointError
 
 logger = logging.getLogger("keras_vit")
 
 CACHE_SUBDIR = os.path.join("models", "keras_vit")
-
-
-class DownloadError(OSError):
-    """A preset's file could not be downloaded and is not in the cache."""
 
 
 def cache_root():
@@ -84,8 +81,6 @@ def fetch(preset):
     try:
         name = os.path.basename(path)
         try:
-            import keras
-
             if hardware.on_a_terminal():
                 downloaded = keras.utils.get_file(fname=name, origin=url, cache_dir=staging, cache_subdir="")
             else:  # Keras' bar writes backspaces, carriage returns and colour codes wherever stdout goes

@@ -7,7 +7,9 @@ every Hugging Face library. Pickle weights (``pytorch_model.bin``) are never
 downloaded nor read.
 """
 
-from keras_vit.weights.npz import CheckpointError
+import os
+
+from keras_vit.errors import CheckpointError
 
 SCHEME = "hf://"
 ALLOW_PATTERNS = ["config.json", "preprocessor_config.json", "*.safetensors", "*.safetensors.index.json"]
@@ -40,8 +42,7 @@ def fetch(source):
     >>> fetch("hf://timm/vit_tiny_patch16_224.augreg_in21k_ft_in1k")  # doctest: +SKIP
     '/home/me/.cache/huggingface/hub/models--timm--vit_tiny_patch16_224.augreg_in21k_ft_in1k/snapshots/...'
     """
-    import os
-
+    # huggingface_hub is imported for an hf:// source only: its snapshot_download pulls in its HTTP stack
     from huggingface_hub import constants, snapshot_download
     from huggingface_hub.errors import (
         HFValidationError,

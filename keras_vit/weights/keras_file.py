@@ -19,9 +19,9 @@ import keras
 import numpy as np
 
 from keras_vit.architecture.model import VisionTransformer
+from keras_vit.errors import CheckpointError
 from keras_vit.saving import load_model, read_metadata
 from keras_vit.weights.mapping import keras_targets, targets_of
-from keras_vit.weights.npz import CheckpointError
 
 FORMAT = "keras"
 _ENTRIES = ("config.json", "model.weights.h5")  # what `model.save("x.keras")` writes

@@ -16,8 +16,10 @@ import re
 import numpy as np
 
 from keras_vit.architecture.model import config_of
+from keras_vit.errors import CheckpointError
+from keras_vit.weights import formats
+from keras_vit.weights.formats import read_checkpoint
 from keras_vit.weights.mapping import HEAD_KEYS, PATCH_KERNEL_KEY, POSEMB_KEY, keras_targets, targets_of
-from keras_vit.weights.npz import CheckpointError, read_checkpoint
 from keras_vit.weights.patchemb import resample_patch_embedding
 from keras_vit.weights.posemb import model_grid, resize_position_embedding
 
@@ -103,8 +105,6 @@ def load_checkpoint(model, checkpoint, strict=True, source=None):
     report = LoadReport(path="<arrays>" if isinstance(checkpoint, dict) else os.fspath(checkpoint))
     grid = None  # of the checkpoint's position embeddings: a square unless the file says
     if not isinstance(checkpoint, dict):
-        from keras_vit.weights import formats
-
         info = formats.describe(checkpoint)
         report.format = info.format
         grid = info.grid

@@ -13,8 +13,8 @@ import re
 import numpy as np
 
 from keras_vit.architecture.model import config_of
+from keras_vit.errors import CheckpointError
 from keras_vit.layers.resnet import ResidualUnit
-from keras_vit.weights.npz import CheckpointError
 
 POSEMB_KEY = "Transformer/posembed_input/pos_embedding"
 PATCH_KERNEL_KEY = "embedding/kernel"

@@ -1,5 +1,4 @@
-"""Reading checkpoints under canonical keys: the original Google ViT ``.npz``, and through
-:mod:`keras_vit.weights.formats` timm / transformers ``.safetensors`` files and folders.
+"""Reading the original Google ViT ``.npz`` under canonical keys: arrays, or shapes only (from the array headers).
 
 Reads the files of google-research/vision_transformer (imagenet21k,
 imagenet21k+imagenet2012 and AugReg releases), in both the original naming
@@ -7,6 +6,7 @@ imagenet21k+imagenet2012 and AugReg releases), in both the original naming
 newer Flax naming (``..._0``, ``LayerNorm_1``, ``MlpBlock_0``, optional
 ``params/`` prefix), and files saved with their ``flax.optim`` optimizer
 (``opt/target/`` prefix). Every key is returned in the original naming.
+Which format a path holds is :mod:`keras_vit.weights.formats`' job.
 """
 
 import contextlib
@@ -14,6 +14,8 @@ import os
 import zipfile
 
 import numpy as np
+
+from keras_vit.errors import CheckpointError
 
 # newer Flax naming inside an encoder block -> the original naming
 _BLOCK_RENAMES = {
@@ -23,16 +25,12 @@ _BLOCK_RENAMES = {
 }
 
 
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be read or does not fit the model."""
-
-
 def canonical_key(key):
     """Map a checkpoint key of any supported naming to the original naming.
 
     Handles the Flax ``params/`` prefix and the ``opt/target/`` prefix of files
     saved with their ``flax.optim`` optimizer (``opt/state/...`` keys, the
-    optimizer's moments, are dropped by :func:`read_checkpoint`).
+    optimizer's moments, are dropped by :func:`canonical_arrays` and :func:`npz_arrays`).
 
     Example:
     >>> canonical_key("params/Transformer/encoderblock_3/MlpBlock_0/Dense_1/bias")
@@ -68,31 +66,18 @@ def _reading(path):
         ) from error
 
 
-def read_checkpoint(path):
-    """Read a checkpoint into ``{canonical key: np.ndarray}``.
-
-    An ``.npz`` is opened with ``allow_pickle=False``; a timm or transformers
-    ``.safetensors`` file or folder is converted to the original layout
-    (:mod:`keras_vit.weights.formats`); pickle files are refused. Every array is
-    read now, so a truncated or corrupt file fails here with its name, never
-    half-way through a load.
-
-    Args:
-        path: a checkpoint file or folder, or a dict of arrays (keys of any supported naming).
+def canonical_arrays(arrays):
+    """``{canonical key: np.ndarray}`` of a dict of arrays whose keys are of any supported naming.
 
     Example:
-    >>> read_checkpoint({"params/cls": np.zeros((1, 1, 8))})["cls"].shape
-    (1, 1, 8)
+    >>> sorted(canonical_arrays({"opt/target/params/cls": np.zeros((1, 1, 8)), "opt/state/step": np.zeros(())}))
+    ['cls']
     """
-    if isinstance(path, dict):
-        return {canonical_key(k): np.asarray(v) for k, v in path.items() if not _optimizer_state(k)}
-    from keras_vit.weights import formats
-
-    return formats.read(path)
+    return {canonical_key(k): np.asarray(v) for k, v in arrays.items() if not _optimizer_state(k)}
 
 
 def npz_arrays(path):
-    """``{canonical key: np.ndarray}`` of an ``.npz`` file (what :func:`read_checkpoint` uses for one)."""
+    """``{canonical key: np.ndarray}`` of an ``.npz`` file (what :func:`keras_vit.weights.formats.read` uses for one)."""
     path = os.fspath(path)
     arrays = {}
     with _reading(path), zipfile.ZipFile(path) as archive:
@@ -106,26 +91,6 @@ def npz_arrays(path):
 
 
 _HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
-
-
-def checkpoint_shapes(path):
-    """``{canonical key: shape}`` of a checkpoint (any format :func:`read_checkpoint` reads): the data is not read.
-
-    What a builder peeks at before it builds (the pre-logits width, the hybrid's
-    stages); :func:`read_checkpoint` reads the arrays when they are loaded.
-    :func:`keras_vit.weights.formats.describe` returns these shapes with the
-    file's settings (LayerNorm epsilon, heads, class names).
-
-    Example:
-    >>> import os, tempfile
-    >>> path = os.path.join(tempfile.mkdtemp(), "c.npz")
-    >>> np.savez(path, **{"params/pre_logits/kernel": np.zeros((8, 4))})
-    >>> checkpoint_shapes(path)
-    {'pre_logits/kernel': (8, 4)}
-    """
-    from keras_vit.weights import formats
-
-    return formats.describe(path).shapes
 
 
 def npz_shapes(path):
@@ -169,16 +134,3 @@ def _entry_header(path, archive, member):
             f"({claimed:,} bytes) but holds {available:,}. The file is corrupt; download it again."
         )
     return tuple(shape)
-
-
-def representation_size_of(checkpoint):
-    """Width of the pre-logits layer stored in a checkpoint (arrays or shapes), or None.
-
-    Example:
-    >>> representation_size_of({"pre_logits/kernel": (768, 768)}), representation_size_of({})
-    (768, None)
-    """
-    kernel = checkpoint.get("pre_logits/kernel")
-    if kernel is None:
-        return None
-    return int((kernel.shape if hasattr(kernel, "shape") else kernel)[-1])

@@ -11,8 +11,8 @@ import math
 import numpy as np
 
 from keras_vit.architecture.model import config_of
+from keras_vit.errors import CheckpointError
 from keras_vit.layers.resampling import resize_grid
-from keras_vit.weights.npz import CheckpointError
 
 
 def model_grid(model):

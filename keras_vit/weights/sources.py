@@ -49,7 +49,7 @@ def resolve(weights, *, variant=None, hybrid=None, image_size=None):
             f"Received: weights={weights!r} of type {type(weights).__name__}"
         )
     if isinstance(weights, str) and weights.startswith(HF_PREFIX):
-        try:
+        try:  # on use: the Hub support (and huggingface_hub) is for hf:// sources only, and may be absent
             from keras_vit.weights import hub
         except ImportError as error:
             if importlib.util.find_spec("keras_vit.weights.hub") is not None:

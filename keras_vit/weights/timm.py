@@ -24,8 +24,8 @@ import re
 
 import numpy as np
 
+from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
-from keras_vit.weights.npz import CheckpointError
 
 FORMAT = "timm"
 LAYER_NORM_EPSILON = 1e-6  # timm's VisionTransformer: partial(nn.LayerNorm, eps=1e-6)

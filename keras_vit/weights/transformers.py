@@ -19,8 +19,8 @@ import re
 
 import numpy as np  # noqa: F401  (the doctests' np)
 
+from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
-from keras_vit.weights.npz import CheckpointError
 from keras_vit.weights.timm import finish, patch_kernel
 
 FORMAT = "transformers"

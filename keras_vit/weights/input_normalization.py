@@ -1,0 +1,71 @@
+"""A foreign model's input normalisation: where it is read, its check, and its folding into the patch embedding.
+
+keras_vit models scale pixels to [-1, 1]. A timm or transformers model trained
+on inputs normalised with another mean and standard deviation than 0.5 (timm's
+``pretrained_cfg.mean`` / ``std``, a transformers ``preprocessor_config.json``)
+gets them folded into the patch embedding (:func:`fold_normalization`; exact:
+the embedding is linear), so it takes keras_vit's inputs.
+"""
+
+import os
+
+import numpy as np
+
+from keras_vit.errors import CheckpointError
+from keras_vit.weights import config as config_lib
+
+
+def normalization_settings(path, settings, config_path):
+    """The settings with the input mean and std checked: timm's ``pretrained_cfg``, else a transformers
+    ``preprocessor_config.json`` next to the weights, if any."""
+    where = (config_path, "pretrained_cfg.mean", "pretrained_cfg.std")
+    folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+    file = os.path.join(folder, "preprocessor_config.json")
+    if settings.get("mean") is None and os.path.isfile(file):
+        config = config_lib.read_json(file)
+        if config.get("do_normalize", True):
+            settings["mean"], settings["std"] = config.get("image_mean"), config.get("image_std")
+            where = (file, "image_mean", "image_std")
+    for value, field in ((settings.get("mean"), where[1]), (settings.get("std"), where[2])):
+        if value is None:
+            continue
+        positive = field == where[2]
+        if (
+            not isinstance(value, list)
+            or len(value) != 3
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) for v in value)
+            or (positive and min(value) <= 0)
+        ):
+            raise CheckpointError(
+                f"{where[0]!r}: {field}={value!r}, expected 3 {'positive ' if positive else ''}numbers, "
+                "one per RGB channel."
+            )
+    return settings
+
+
+def fold_normalization(arrays, mean, std):
+    """Make a model trained on ``(x / 255 - mean) / std`` inputs take keras_vit's ``x / 127.5 - 1``.
+
+    With ``u = x / 127.5 - 1``, ``(x / 255 - mean) / std = u / (2 std) + (0.5 - mean) / std``: the
+    patch embedding's kernel is scaled per input channel and the constant goes into its bias.
+    Nothing changes when ``mean`` and ``std`` are 0.5 (or None).
+
+    Example:
+    >>> arrays = {"embedding/kernel": np.ones((1, 1, 3, 1)), "embedding/bias": np.zeros(1)}
+    >>> out = fold_normalization(arrays, [0.0, 0.0, 0.0], [1.0, 1.0, 1.0])
+    >>> out["embedding/kernel"].ravel().tolist(), out["embedding/bias"].tolist()
+    ([0.5, 0.5, 0.5], [1.5])
+    """
+    if mean is None or std is None:
+        return arrays
+    mean, std = np.asarray(mean, np.float64), np.asarray(std, np.float64)
+    if mean.shape != (3,) or std.shape != (3,) or np.any(std <= 0):
+        raise CheckpointError(f"Cannot use the input normalisation mean={mean.tolist()}, std={std.tolist()}.")
+    if np.allclose(mean, 0.5) and np.allclose(std, 0.5):
+        return arrays
+    kernel = np.asarray(arrays["embedding/kernel"], np.float64)  # (P, P, C, D)
+    out = dict(arrays)
+    out["embedding/kernel"] = (kernel / (2.0 * std)[None, None, :, None]).astype(arrays["embedding/kernel"].dtype)
+    shift = np.einsum("yxcd,c->d", kernel, (0.5 - mean) / std)
+    out["embedding/bias"] = (np.asarray(arrays["embedding/bias"], np.float64) + shift).astype(arrays["embedding/bias"].dtype)
+    return out

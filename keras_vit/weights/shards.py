@@ -1,0 +1,53 @@
+"""The weight files of a checkpoint folder: ``model.safetensors``, or the shards that ``model.safetensors.index.json`` names.
+
+A ``save_pretrained`` folder holds one ``model.safetensors`` or, for large
+models, shards listed by an index (``{"weight_map": {tensor: shard file}}``).
+:func:`folder_files` finds the files to read; :func:`check_index` checks, once
+they are read, that each tensor is in the shard its index names (shards of two
+downloads mixed up would load another model's tensors).
+"""
+
+import os
+
+from keras_vit.errors import CheckpointError
+from keras_vit.weights import config as config_lib
+from keras_vit.weights.pickles import PICKLE_SUFFIXES, refuse_pickle
+
+
+def folder_files(folder):
+    """The ``.safetensors`` files of a folder and its ``config.json`` (or None)."""
+    config = os.path.join(folder, "config.json")
+    index = os.path.join(folder, "model.safetensors.index.json")
+    if os.path.isfile(index):
+        weight_map = config_lib.json_object(config_lib.read_json(index).get("weight_map", {}), index, "weight_map")
+        files = [os.path.join(folder, shard) for shard in sorted(set(weight_map.values()))]
+    elif os.path.isfile(os.path.join(folder, "model.safetensors")):
+        files = [os.path.join(folder, "model.safetensors")]
+    else:
+        files = sorted(os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".safetensors"))
+    if not files:
+        pickles = sorted(n for n in os.listdir(folder) if n.endswith(PICKLE_SUFFIXES))
+        if pickles:
+            refuse_pickle(os.path.join(folder, pickles[0]), f"a folder whose only weights are pickle files ({', '.join(pickles)})")
+        raise CheckpointError(f"Folder {folder!r} holds no model.safetensors (nor any .safetensors file).")
+    return files, (config if os.path.isfile(config) else None)
+
+
+def check_index(folder, tensors):
+    """The shards of a sharded folder hold exactly the tensors its index maps to them (no mixed-up shard)."""
+    index = os.path.join(folder, "model.safetensors.index.json")
+    if not os.path.isfile(index):
+        return
+    weight_map = config_lib.read_json(index).get("weight_map", {})
+    found = {key: os.path.basename(file) for key, file in tensors.where.items()}
+    wrong = sorted(k for k in set(weight_map) | set(found) if found.get(k) != weight_map.get(k))
+    if wrong:
+        shown = "; ".join(
+            f"{k!r}: index says {weight_map.get(k)!r}, found in {repr(found[k]) if k in found else 'no shard'}"
+            for k in wrong[:5]
+        )
+        raise CheckpointError(
+            f"{index!r} does not match its shards ({len(wrong)} tensor(s): {shown}"
+            f"{' ...' if len(wrong) > 5 else ''}); "
+            "the shards and the index come from different downloads. Download the model again."
+        )
