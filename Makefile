@@ -17,8 +17,10 @@ install: $(VENV)/.installed
 train: install
 	$(VENV)/bin/keras-vit train --output $(OUTPUT)
 
-# the tests, and every docstring example in keras_vit/ as a doctest
+# the package's floors (the import-linter contracts in setup.cfg), then the tests and every docstring
+# example in keras_vit/ as a doctest
 test: install
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -m "not slow" -q -p no:cacheprovider -n 2 --doctest-modules keras_vit tests
 
 test-slow: install
