@@ -4,6 +4,7 @@ Both counts are checked against built models in the tests (every small variant,
 and the hybrids at small sizes).
 """
 
+from keras_vit.architecture.arguments import positive_pair
 from keras_vit.layers.resnet import ROOT_WIDTH, backbone_stride
 
 
@@ -39,10 +40,11 @@ def count_params(
     86567656
     """
     del num_heads  # heads split D; they do not change the count
-    h, w = (image_size, image_size) if isinstance(image_size, int) else image_size
-    num_patches = (h // patch_size) * (w // patch_size)
+    h, w = positive_pair(image_size, "image_size")
+    ph, pw = positive_pair(patch_size, "patch_size")
+    num_patches = (h // ph) * (w // pw)
     d = hidden_size
-    embed = patch_size * patch_size * channels * d + d
+    embed = ph * pw * channels * d + d
     tokens = num_patches + (1 if class_token else 0)
     embed += tokens * d + (d if class_token else 0)
     block = 2 * 2 * d  # two LayerNorms
@@ -87,3 +89,26 @@ def count_hybrid_params(block_units=(3, 4, 9), width=1, image_size=224, **vit):
     stride = backbone_stride(block_units)
     grid = (-(-h // stride), -(-w // stride))
     return total + count_params(image_size=grid, channels=channels, **vit)
+
+
+def count_config_params(config):
+    """Count the parameters of the model a :class:`~keras_vit.architecture.config.ViTConfig` describes, without building it.
+
+    Example:
+    >>> from keras_vit.architecture.config import ViTConfig
+    >>> from keras_vit.architecture.variants import decode_variant
+    >>> count_config_params(ViTConfig(**decode_variant("B/16")))
+    86567656
+    """
+    vit = dict(
+        patch_size=config.patch_size, hidden_size=config.hidden_size, num_layers=config.num_layers,
+        mlp_dim=config.mlp_dim, num_heads=config.num_heads, num_classes=config.num_classes,
+        representation_size=config.representation_size, class_token=config.class_token, include_top=config.include_top,
+    )
+    if config.stem == "resnet":
+        return count_hybrid_params(config.block_units, config.width, image_size=config.native_image_size, **vit)
+    channels, stem = 3, 0
+    for width in config.stem_channels:  # 3x3 convolutions without bias, BatchNorm (4 weights per channel)
+        stem += 9 * channels * width + 4 * width
+        channels = width
+    return stem + count_params(image_size=config.feature_map_size(), channels=channels, **vit)

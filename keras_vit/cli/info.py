@@ -1,13 +1,16 @@
 """Print the model variants with their sizes and parameter counts, and what this machine runs natively.
 
 With ``--presets``: the named pretrained weights instead (builder, tag, resolution,
-URL, whether the file is in the Keras cache).
+URL, whether the file is in the Keras cache). With a ``.keras`` file: that model's
+architecture (its ``ViTConfig``, field by field) and parameter count.
 """
 
 from keras_vit.architecture import params, variants
+from keras_vit.architecture.config import ViTConfig, field_names
 
 
 def add_arguments(parser):
+    parser.add_argument("model", nargs="?", help="a .keras model: print its architecture (ViTConfig) instead")
     parser.add_argument("--num-classes", type=int, default=1000)
     parser.add_argument("--image-size", type=int, default=224)
     parser.add_argument(
@@ -15,8 +18,27 @@ def add_arguments(parser):
     )
 
 
-def _row(name, c, count, stages=""):
-    return f"{name:9} {c['hidden_size']:>6} {c['num_layers']:>6} {c['mlp_dim']:>6} {c['num_heads']:>6} {count:>14,}{stages}"
+def _row(name, config, stages=""):
+    c = config
+    count = params.count_config_params(c)
+    return f"{name:9} {c.hidden_size:>6} {c.num_layers:>6} {c.mlp_dim:>6} {c.num_heads:>6} {count:>14,}{stages}"
+
+
+def print_model(path):
+    """The architecture of the model in ``path``, one field a line, and its parameter count."""
+    from keras_vit.architecture.model import config_of
+    from keras_vit.cli import native_stderr_hidden
+    from keras_vit.saving import load_model
+
+    with native_stderr_hidden():  # TensorFlow's CUDA probing on a machine without a GPU
+        model = load_model(path)
+    config = config_of(model)
+    print(f"{path}: {model.name} ({config.variant or 'no registered variant'}), {config.describe_size()}")
+    for name in field_names():
+        print(f"  {name:22} {getattr(config, name)!r}")
+    print(f"  {'grid':22} {config.grid!r}")
+    print(f"  {'tokens':22} {config.num_tokens!r}")
+    print(f"  {'parameters':22} {model.count_params():,}")
 
 
 def print_presets():
@@ -35,14 +57,16 @@ def run(args):
     if args.presets:
         print_presets()
         return 0
+    if args.model:
+        print_model(args.model)
+        return 0
     print(f"{'variant':9} {'width':>6} {'depth':>6} {'mlp':>6} {'heads':>6} {'params':>14}  ResNet stages")
+    head = dict(num_classes=args.num_classes, image_size=args.image_size)
     for name in variants.VIT_VARIANTS:
-        c = variants.decode_variant(name)
-        print(_row(name, c, params.count_params(**c, num_classes=args.num_classes, image_size=args.image_size)))
+        print(_row(name, ViTConfig(**variants.decode_variant(name), **head)))
     for name in variants.HYBRID_VARIANTS:
-        c = variants.decode_hybrid_variant(name)
-        n = params.count_hybrid_params(image_size=args.image_size, num_classes=args.num_classes, **c)
-        print(_row(name, c, n, f"  {c['block_units']}"))
+        config = ViTConfig(stem="resnet", **variants.decode_hybrid_variant(name), **head)
+        print(_row(name, config, f"  {config.block_units}"))
     from keras_vit import hardware
     from keras_vit.cli import ENVIRONMENT_SET, native_stderr_hidden
 

@@ -75,7 +75,7 @@ def build_model(config, *, weights=None, input_tensor=None, name=None, variant=N
         config = fit_to_checkpoint(config, info, path, epsilon_given=epsilon_given)
     model = VisionTransformer.from_vit_config(config, input_tensor=input_tensor, name=name)
     if path is not None:
-        weights_lib.load_into(model, path)
+        weights_lib.load_into(model, path, info=info)
     return model
 
 

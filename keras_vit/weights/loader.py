@@ -70,7 +70,7 @@ def _check_epsilon(model, epsilon, path):
         )
 
 
-def load_checkpoint(model, checkpoint, strict=True, source=None):
+def load_checkpoint(model, checkpoint, strict=True, source=None, *, info=None):
     """Load an original ViT checkpoint into a keras_vit model.
 
     Args:
@@ -79,6 +79,8 @@ def load_checkpoint(model, checkpoint, strict=True, source=None):
         strict: raise on checkpoint keys the model does not use (besides the
             head and pre-logits, which a model without a top has no place for).
         source: where the checkpoint came from (``hf://...``, a preset), for the report.
+        info: the checkpoint's :class:`~keras_vit.weights.formats.CheckpointInfo` when the caller has read
+            it already (a builder, :func:`keras_vit.from_pretrained`), so the file is not described twice.
 
     Returns:
         A :class:`LoadReport`.
@@ -105,7 +107,7 @@ def load_checkpoint(model, checkpoint, strict=True, source=None):
     report = LoadReport(path="<arrays>" if isinstance(checkpoint, dict) else os.fspath(checkpoint))
     grid = None  # of the checkpoint's position embeddings: a square unless the file says
     if not isinstance(checkpoint, dict):
-        info = formats.describe(checkpoint)
+        info = info or formats.describe(checkpoint)
         report.format = info.format
         grid = info.grid
         _check_epsilon(model, info.layer_norm_epsilon, report.path)
@@ -168,7 +170,7 @@ def load_checkpoint(model, checkpoint, strict=True, source=None):
     return report
 
 
-def load_into(model, path, source=None):
+def load_into(model, path, source=None, *, info=None):
     """What a builder's ``weights=path`` does once its model is built: load, and keep the report on the model.
 
     This is the one place that sets ``model.load_report`` (the :class:`LoadReport`
@@ -181,7 +183,7 @@ def load_into(model, path, source=None):
     >>> print(model.load_report)  # doctest: +SKIP
     Loaded 200 tensors from ViT-B_16.npz
     """
-    model.load_report = load_checkpoint(model, path, source=source)
+    model.load_report = load_checkpoint(model, path, source=source, info=info)
     return model.load_report
 
 
