@@ -10,9 +10,7 @@ import functools
 import hashlib
 import http.server
 import os
-import sys
 import threading
-import types
 
 import numpy as np
 import pytest
@@ -22,7 +20,7 @@ import reference
 from helpers import TINY, images, original_names, save_npz, tiny_vit, vit_checkpoint
 from keras_vit import cli
 from keras_vit.architecture import variants
-from keras_vit.weights import CheckpointError, DownloadError, download, presets, resolve
+from keras_vit.weights import CheckpointError, DownloadError, download, hub, presets, resolve
 
 TAG = "test_tiny"
 FILE = "test/T_8-tiny-res_32.npz"
@@ -195,20 +193,10 @@ def test_hf_source_reaches_the_hub_hook(monkeypatch, tmp_path):
         calls.append(source)
         return local
 
-    fake = types.ModuleType("keras_vit.weights.hub")
-    fake.fetch = fetch
-    monkeypatch.setitem(sys.modules, "keras_vit.weights.hub", fake)
-    monkeypatch.setattr(keras_vit.weights, "hub", fake, raising=False)
+    monkeypatch.setattr(hub, "fetch", fetch)
     assert resolve("hf://org/name") == local
     model = tiny_vit(weights="hf://timm/some_vit")
     assert calls == ["hf://org/name", "hf://timm/some_vit"] and model.load_report.path == local
-
-
-def test_hf_source_without_the_hub_module_is_a_clear_error(monkeypatch):
-    monkeypatch.setitem(sys.modules, "keras_vit.weights.hub", None)  # the import fails, find_spec finds nothing
-    monkeypatch.delattr(keras_vit.weights, "hub", raising=False)
-    with pytest.raises(ValueError, match=r"names a Hugging Face Hub repository, but this version of keras_vit has no Hub"):
-        resolve("hf://timm/vit_tiny_patch16_224.augreg_in21k_ft_in1k")
 
 
 def test_local_paths_and_none_pass_through(tmp_path):

@@ -1,9 +1,8 @@
 """What ``weights=`` may name, turned into a local path: the one entry point the builders call."""
 
-import importlib.util
 import os
 
-from keras_vit.weights import download, presets
+from keras_vit.weights import download, hub, presets
 
 HF_PREFIX = "hf://"
 
@@ -49,16 +48,7 @@ def resolve(weights, *, variant=None, hybrid=None, image_size=None):
             f"Received: weights={weights!r} of type {type(weights).__name__}"
         )
     if isinstance(weights, str) and weights.startswith(HF_PREFIX):
-        try:  # on use: the Hub support (and huggingface_hub) is for hf:// sources only, and may be absent
-            from keras_vit.weights import hub
-        except ImportError as error:
-            if importlib.util.find_spec("keras_vit.weights.hub") is not None:
-                raise  # the module is there and failed: its own error says why
-            raise ValueError(
-                f"`weights={weights!r}` names a Hugging Face Hub repository, but this version of keras_vit "
-                "has no Hub support (keras_vit.weights.hub). Download the repository's files and pass their path."
-            ) from error
-        return hub.fetch(weights)
+        return hub.fetch(weights)  # huggingface_hub is imported there, for hf:// sources only
     if os.path.exists(os.fspath(weights)):
         return os.fspath(weights)
     if presets.is_tag(weights):
