@@ -1,0 +1,34 @@
+"""Every kind of keras_vit architecture through the shared harness (tests/harness.py): one row each."""
+
+import pytest
+
+import keras_vit
+from harness import run_model_saving_test, run_model_test
+
+SMALL = dict(hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64, num_classes=5)
+ROWS = {
+    "token": dict(image_size=32, patch_size=8, **SMALL),
+    "gap_prelogits_rectangular": dict(image_size=(32, 48), patch_size=8, pooling="gap", representation_size=16, **SMALL),
+    "non_square_patches_logits": dict(image_size=32, patch_size=(8, 4), classifier_activation=None, **SMALL),
+    "any_size": dict(image_size=None, native_image_size=(16, 24), patch_size=8, **SMALL),
+    "features_no_top": dict(image_size=32, patch_size=16, include_top=False, pooling=None, **SMALL),
+    "pooled_no_top_no_preprocessing": dict(image_size=32, patch_size=8, include_top=False, include_preprocessing=False, **SMALL),
+    "hybrid": dict(image_size=32, stem="resnet", block_units=(1,), width=0.5, patch_size=1, **SMALL),
+    "conv_stem": dict(image_size=28, stem="conv", stem_channels=(8, 16), patch_size=2, **SMALL),
+    "transformers_epsilon": dict(image_size=32, patch_size=8, layer_norm_epsilon=1e-12, **SMALL),
+}
+
+
+@pytest.mark.parametrize("row", sorted(ROWS))
+def test_every_architecture_builds_round_trips_and_saves(row, tmp_path):
+    model, inputs, _ = run_model_test(ROWS[row])
+    run_model_saving_test(model, inputs, tmp_path)
+
+
+def test_the_builders_are_rows_of_the_same_configuration():
+    assert keras_vit.ViTTi16(num_classes=3, image_size=32).vit_config == keras_vit.ViTConfig(
+        image_size=32, num_classes=3, **keras_vit.decode_variant("Ti/16")
+    )
+    hybrid = keras_vit.HybridViT((1,), 0.5, image_size=32, **SMALL).vit_config
+    assert hybrid == keras_vit.ViTConfig(**ROWS["hybrid"])
+    assert keras_vit.conv_stem_vit(28, (8, 16), **SMALL).vit_config == keras_vit.ViTConfig(**ROWS["conv_stem"])
