@@ -105,7 +105,7 @@ def saved_model_runtime(path, include_preprocessing=None):
     The class scores are the output named ``probabilities``, else the widest
     float ``(batch, classes)`` output that is not a top-k.
     """
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow, not imported under the JAX and PyTorch backends
 
     loaded = tf.saved_model.load(path)
     signatures = dict(loaded.signatures)
@@ -139,7 +139,7 @@ def saved_model_runtime(path, include_preprocessing=None):
 
 def tflite_interpreter(path_or_content, num_threads=None):
     """An ``ai_edge_litert`` interpreter of a ``.tflite`` path or flatbuffer bytes, tensors allocated."""
-    from ai_edge_litert.interpreter import Interpreter
+    from ai_edge_litert.interpreter import Interpreter  # deferred: ai_edge_litert is an optional extra ([export])
 
     if isinstance(path_or_content, (bytes, bytearray)):
         interpreter = Interpreter(model_content=bytes(path_or_content), num_threads=num_threads)
