@@ -89,8 +89,8 @@ def keras_runtime(model, include_preprocessing=None):
         shape = (None,) + native_image_size(model) + shape[3:]
 
     def run(images):
-        # predict_on_batch per chunk, not model.predict: on 2 CPU cores model.predict ran ViT-B/16 at 3.1
-        # instead of 5.6 img/s in some calls (a tf.data iterator per call); predict_on_batch stayed at 5.7
+        # predict_on_batch per chunk, not model.predict: model.predict builds a tf.data iterator per call,
+        # which made some calls much slower on CPU (docs/performance.md, "What makes it fast")
         chunks = [model.predict_on_batch(images[i : i + _CHUNK]) for i in range(0, len(images), _CHUNK)]
         return np.concatenate(chunks, axis=0) if chunks else np.zeros((0, model.output_shape[-1]), "float32")
 
