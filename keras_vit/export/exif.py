@@ -23,7 +23,7 @@ _MARKERS = (  # (file signature, what precedes the TIFF header, the 2 bytes befo
 
 def _tiff_orientation(tiff):
     """The orientation tag of a TIFF header + IFD0 given as a uint8 vector (1 when absent or invalid)."""
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow, not imported under the JAX and PyTorch backends
 
     size = tf.shape(tiff)[0]
     padded = tf.concat([tf.cast(tiff, tf.int32), tf.zeros([16], tf.int32)], 0)
@@ -57,7 +57,7 @@ def orientation(data):
     >>> int(orientation(tf.constant(b"not an image")))
     1
     """
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow, not imported under the JAX and PyTorch backends
 
     head = tf.strings.substr(data, 0, SEARCH_BYTES)
     result = tf.constant(1, tf.int32)
@@ -78,7 +78,7 @@ def orientation(data):
 
 def apply_orientation(image, value):
     """Turn a decoded ``(H, W, C)`` image upright as ``PIL.ImageOps.exif_transpose`` does for ``value``."""
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow, not imported under the JAX and PyTorch backends
 
     def transpose(x):
         return tf.transpose(x, (1, 0, 2))

@@ -10,13 +10,14 @@ a model onnxruntime cannot load, fails the export.
 import numpy as np
 
 from keras_vit.export import common
+from keras_vit.export.errors import ExportError
 
 DEFAULT_OPSET = 17
 
 
 def _erfc_handler(ctx, node, name, args):
     """``Erfc(x) -> Sub(1, Erf(x))``: exact, mathematically identical."""
-    from tf2onnx import utils
+    from tf2onnx import utils  # deferred: tf2onnx is an optional extra ([export]) and slow to import
 
     dtype = ctx.get_dtype(node.input[0])
     np_dtype = utils.map_onnx_to_numpy_type(dtype)
@@ -32,8 +33,8 @@ CUSTOM_OP_HANDLERS = {"Erfc": (_erfc_handler, [])}
 
 def convert(model, opset=DEFAULT_OPSET, output_name=None):
     """Convert to an ONNX ``ModelProto`` with input ``images`` (dynamic batch)."""
-    import tensorflow as tf
-    import tf2onnx
+    import tensorflow as tf  # deferred: TensorFlow, not imported under the JAX and PyTorch backends
+    import tf2onnx  # deferred: an optional extra ([export]) and slow to import
 
     h, w, c = common.image_shape(model)
     spec = [tf.TensorSpec((None, h, w, c), tf.float32, name="images")]
@@ -43,7 +44,7 @@ def convert(model, opset=DEFAULT_OPSET, output_name=None):
             fn, input_signature=spec, opset=int(opset), custom_op_handlers=CUSTOM_OP_HANDLERS
         )
     except Exception as error:
-        raise common.ExportError(f"tf2onnx failed: {error}") from error
+        raise ExportError(f"tf2onnx failed: {error}") from error
     output_name = output_name or ("probabilities" if common.outputs_are_probabilities(model) else "logits")
     _rename_output(proto, proto.graph.output[0].name, output_name)
     return proto
@@ -68,7 +69,7 @@ def graph_ops(proto):
 
 def session(path_or_bytes, num_threads=None):
     """An onnxruntime CPU session; a model it cannot load raises ``ExportError``."""
-    import onnxruntime as ort
+    import onnxruntime as ort  # deferred: an optional extra ([export])
 
     options = ort.SessionOptions()
     if num_threads:
@@ -77,10 +78,10 @@ def session(path_or_bytes, num_threads=None):
     try:
         return ort.InferenceSession(path_or_bytes, sess_options=options, providers=["CPUExecutionProvider"])
     except Exception as error:
-        raise common.ExportError(f"onnxruntime cannot load the exported model: {error}") from error
+        raise ExportError(f"onnxruntime cannot load the exported model: {error}") from error
 
 
-def run(path_or_bytes, images, batch_size=32, num_threads=None):
+def run(path_or_bytes, images, batch_size=32, *, num_threads=None):
     sess = session(path_or_bytes, num_threads)
     name = sess.get_inputs()[0].name
     out = [sess.run(None, {name: np.asarray(images[i : i + batch_size], "float32")})[0]

@@ -16,7 +16,9 @@ import time
 import numpy as np
 
 from keras_vit import saving
-from keras_vit.export import common, data, verify
+from keras_vit.export import common, data, onnx, saved_model, tflite, verify
+from keras_vit.export.orchestration import export_model
+from keras_vit.inference import runtimes
 
 
 def _time(fn, runs, warmup=3):
@@ -32,7 +34,7 @@ def _time(fn, runs, warmup=3):
 
 def keras_latency(model, images, runs=20):
     """Median ms of one ``model(images)`` call in a ``tf.function`` (TF's thread settings apply)."""
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow, not imported under the JAX and PyTorch backends
 
     fn = tf.function(lambda x: model(x, training=False))
     x = tf.constant(np.asarray(images, "float32"))
@@ -41,19 +43,15 @@ def keras_latency(model, images, runs=20):
 
 def saved_model_latency(path, images, runs=20):
     """Median ms of one ``serving_default`` call on ``images``."""
-    import tensorflow as tf
-
-    from keras_vit.export import saved_model
+    import tensorflow as tf  # deferred: TensorFlow, not imported under the JAX and PyTorch backends
 
     fn = tf.saved_model.load(os.fspath(path)).signatures[saved_model.SERVING_SIGNATURE]
     x = tf.constant(np.asarray(images, "float32"))
     return _time(lambda: fn(**{saved_model.PIXELS_INPUT: x})["probabilities"].numpy(), runs)
 
 
-def tflite_latency(path, image, num_threads=2, runs=20):
+def tflite_latency(path, image, num_threads=2, *, runs=20):
     """Median ms of one ``invoke`` in ``ai_edge_litert`` (XNNPACK, ``num_threads``)."""
-    from keras_vit.inference import runtimes
-
     it = runtimes.tflite_interpreter(path, num_threads=num_threads)
     detail = runtimes.tflite_input(it)
     batch = int(detail["shape"][0])
@@ -62,10 +60,8 @@ def tflite_latency(path, image, num_threads=2, runs=20):
     return _time(it.invoke, runs)
 
 
-def onnx_latency(path, images, num_threads=2, runs=20):
+def onnx_latency(path, images, num_threads=2, *, runs=20):
     """Median ms of one onnxruntime ``run`` on ``images`` (``num_threads`` intra-op threads)."""
-    from keras_vit.export import onnx
-
     sess = onnx.session(os.fspath(path), num_threads)
     name = sess.get_inputs()[0].name
     x = np.asarray(images, "float32")
@@ -76,6 +72,7 @@ def quantization_report(
     model,
     eval_data=None,
     eval_labels=None,
+    *,
     representative_data=None,
     num_images=100,
     modes=("float32", "float16", "dynamic", "int8"),
@@ -118,14 +115,12 @@ def quantization_report(
         :data:`~keras_vit.export.TOLERANCES`; exports are kept even when they
         miss them, so they can be timed).
     """
-    from keras_vit.export import export_model, saved_model, tflite
-
     model = saving.load_model(model)
     shape = common.image_shape(model)
     if eval_data is None:
         images, eval_labels = data.mnist_images(shape, num_images, split="test", with_labels=True)
     else:
-        images = data.as_images(eval_data, shape, num_images, "eval_data")
+        images = data.as_images(eval_data, shape, num_images, what="eval_data")
     if eval_labels is not None:
         eval_labels = np.asarray(eval_labels)[: len(images)]
     workdir = workdir or tempfile.mkdtemp(prefix="keras_vit_quant_")
@@ -163,11 +158,11 @@ def quantization_report(
         )
         bars = verify.TOLERANCES[(fmt, mode)]
         if fmt == "tflite":
-            latency = tflite_latency(report.path, images[0], num_threads, runs)
+            latency = tflite_latency(report.path, images[0], num_threads, runs=runs)
             ips = None if batch is None else 1e3 / latency
         elif fmt == "onnx":
-            latency = onnx_latency(report.path, images[:1], num_threads, runs)
-            ips = throughput(lambda x: onnx_latency(report.path, x, num_threads, max(3, runs // 4)))
+            latency = onnx_latency(report.path, images[:1], num_threads, runs=runs)
+            ips = throughput(lambda x: onnx_latency(report.path, x, num_threads, runs=max(3, runs // 4)))
         else:
             latency = saved_model_latency(report.path, images[:1], runs)
             ips = throughput(lambda x: saved_model_latency(report.path, x, max(3, runs // 4)))

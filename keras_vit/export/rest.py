@@ -82,7 +82,7 @@ def predict(loaded, request):
         ``signature_name`` that is not a known name, a ``b64`` that is not
         a base64 string, values of the wrong type or shape).
     """
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow, not imported under the JAX and PyTorch backends
 
     if not isinstance(request, dict):
         return 400, {"error": f"The request body must be a JSON object. Received: {type(request).__name__}"}

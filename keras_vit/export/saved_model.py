@@ -39,6 +39,7 @@ import os
 import re
 import shutil
 
+import keras
 import numpy as np
 
 from keras_vit import saving
@@ -86,14 +87,13 @@ def version_path(base_path, name, version=None):
     return path, int(version)
 
 
-def build_archive(model, labels, top_k=5, image_size=None):
+def build_archive(model, labels, top_k=5, *, image_size=None):
     """A ``keras.export.ExportArchive`` holding both serving signatures.
 
     ``image_size``: ``(H, W)`` of the bytes signature's resize, needed for a
     model of any input size (``image_size=None``); default the model's input size.
     """
-    import keras
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow, not imported under the JAX and PyTorch backends
 
     _, mh, mw, c = model.input_shape
     dynamic = mh is None or mw is None
@@ -148,10 +148,11 @@ def write_warmup(path, model_name, images):
     returns False and writes nothing without it.
     """
     try:
+        # deferred: tensorflow-serving-api is an optional extra ([serving]); without it no warmup is written
         from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
     except ImportError:
         return False
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow, not imported under the JAX and PyTorch backends
 
     images = np.asarray(images[:1], dtype="float32")
     png = tf.io.encode_png(tf.cast(tf.round(images[0]), tf.uint8)).numpy()
@@ -173,7 +174,7 @@ def write_warmup(path, model_name, images):
 
 def graph_ops(path):
     """Sorted op types in a SavedModel's graph and function library."""
-    from tensorflow.core.protobuf import saved_model_pb2
+    from tensorflow.core.protobuf import saved_model_pb2  # deferred: TensorFlow, as above
 
     proto = saved_model_pb2.SavedModel()
     with open(os.path.join(path, "saved_model.pb"), "rb") as f:
@@ -188,7 +189,7 @@ def graph_ops(path):
 
 def run_signature(loaded, images, batch_size=32):
     """``probabilities`` of ``serving_default`` on ``images``, in batches."""
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow, not imported under the JAX and PyTorch backends
 
     fn = loaded.signatures[SERVING_SIGNATURE]
     out = [fn(**{PIXELS_INPUT: tf.constant(images[i : i + batch_size])})["probabilities"].numpy()
@@ -197,7 +198,7 @@ def run_signature(loaded, images, batch_size=32):
 
 
 def export_saved_model(
-    model, base_path, name=None, version=None, labels=None, top_k=5, warmup_images=None, check=None, image_size=None,
+    model, base_path, name=None, *, version=None, labels=None, top_k=5, warmup_images=None, check=None, image_size=None,
 ):
     """Write a TF Serving version folder atomically.
 
@@ -229,7 +230,7 @@ def export_saved_model(
     tmp = saving.temporary_path(target)
     details = {"name": name, "version": version, "signatures": [SERVING_SIGNATURE, BYTES_SIGNATURE]}
     try:
-        build_archive(model, labels, top_k, image_size).write_out(tmp, verbose=False)
+        build_archive(model, labels, top_k, image_size=image_size).write_out(tmp, verbose=False)
         os.makedirs(os.path.join(tmp, "assets"), exist_ok=True)
         with open(os.path.join(tmp, "assets", "labels.txt"), "w", encoding="utf-8") as f:
             f.write("".join(f"{label}\n" for label in labels))

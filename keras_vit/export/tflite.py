@@ -24,6 +24,7 @@ import os
 import zipfile
 
 from keras_vit.export import common
+from keras_vit.export.errors import ExportError
 from keras_vit.inference import labels as labels_lib
 from keras_vit.inference import runtimes
 
@@ -31,6 +32,7 @@ FRAGILE_OPS = ("SOFTMAX", "GELU", "MEAN", "SQUARED_DIFFERENCE", "RSQRT")
 
 
 def _frozen_function(model, batch_size):
+    # deferred: TensorFlow, not imported under the JAX and PyTorch backends
     import tensorflow as tf
     from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
@@ -48,7 +50,7 @@ def _representative(images):
     return generate
 
 
-def convert(model, quantize="float32", representative_images=None, batch_size=1, float_ops=()):
+def convert(model, quantize="float32", representative_images=None, *, batch_size=1, float_ops=()):
     """Convert a Keras model to a TFLite flatbuffer (bytes), builtin ops only.
 
     Args:
@@ -62,7 +64,7 @@ def convert(model, quantize="float32", representative_images=None, batch_size=1,
     Returns:
         The flatbuffer bytes.
     """
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow, not imported under the JAX and PyTorch backends
 
     common.check_quantize(quantize)
     check_op_names(float_ops)
@@ -93,11 +95,11 @@ def convert(model, quantize="float32", representative_images=None, batch_size=1,
     try:
         return bytes(converter.convert())
     except Exception as error:
-        raise common.ExportError(f"TFLite conversion ({quantize}) with builtin ops only failed: {error}") from error
+        raise ExportError(f"TFLite conversion ({quantize}) with builtin ops only failed: {error}") from error
 
 
 def builtin_op_names():
-    from tensorflow.lite.python import schema_py_generated as schema
+    from tensorflow.lite.python import schema_py_generated as schema  # deferred: TensorFlow, as in convert
 
     return {k for k in vars(schema.BuiltinOperator) if not k.startswith("_")}
 
@@ -113,7 +115,7 @@ def check_op_names(names):
 
 def flatbuffer_ops(content):
     """Sorted op names of a TFLite flatbuffer: builtin names, or the custom code (``Flex...``)."""
-    from tensorflow.lite.python import schema_py_generated as schema
+    from tensorflow.lite.python import schema_py_generated as schema  # deferred: TensorFlow, as in convert
 
     names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
     model = schema.Model.GetRootAs(content, 0)
@@ -133,7 +135,7 @@ def check_builtin_only(ops):
     builtin = builtin_op_names()
     bad = [op for op in ops if op.startswith("Flex") or op not in builtin]
     if bad:
-        raise common.ExportError(
+        raise ExportError(
             f"The TFLite model needs non-builtin ops {bad}; the standard Android runtime cannot run it."
         )
 

@@ -5,7 +5,7 @@ with the Keras model: the largest absolute difference of the outputs and the
 share of images whose top-1 class agrees. Float exports are held to an
 absolute tolerance, quantized ones to a top-1 agreement floor
 (:data:`TOLERANCES`); an export outside its tolerance raises
-:class:`~keras_vit.export.common.ExportVerificationError` carrying the report.
+:class:`~keras_vit.export.errors.ExportVerificationError` carrying the report.
 """
 
 import dataclasses
@@ -13,6 +13,8 @@ import json
 import os
 
 import numpy as np
+
+from keras_vit.saving import atomic_write
 
 # (format, quantize) -> bars; both keys may be present
 TOLERANCES = {
@@ -25,7 +27,7 @@ TOLERANCES = {
 }
 
 
-def tolerance_for(fmt, quantize, max_abs_diff=None, min_top1_agreement=None):
+def tolerance_for(fmt, quantize, *, max_abs_diff=None, min_top1_agreement=None):
     """The default bars for an export, with optional overrides."""
     bars = dict(TOLERANCES[(fmt, quantize)])
     if max_abs_diff is not None:
@@ -72,7 +74,6 @@ class VerificationReport:
 
     def write_json(self, path):
         """Write the report as JSON, atomically (a killed export leaves the old report or none)."""
-        from keras_vit.saving import atomic_write
 
         def write(tmp):
             with open(tmp, "w", encoding="utf-8") as f:
@@ -117,7 +118,7 @@ def compare(expected, actual):
     return float(np.max(np.abs(expected - actual))), float(np.mean(expected.argmax(-1) == actual.argmax(-1)))
 
 
-def make_report(fmt, quantize, path, size_bytes, ops, expected, actual, tolerance, runtime, details=None):
+def make_report(fmt, quantize, path, *, size_bytes, ops, expected, actual, tolerance, runtime, details=None):
     """Compare outputs, apply the bars, and return a :class:`VerificationReport`."""
     max_abs_diff, agreement = compare(expected, actual)
     passed = max_abs_diff <= tolerance.get("max_abs_diff", float("inf")) and agreement >= tolerance.get(

@@ -27,6 +27,7 @@ import os
 import stat
 
 import numpy as np
+from PIL import Image, ImageOps, UnidentifiedImageError
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 
@@ -100,8 +101,6 @@ def _raise(error):
 
 def _to_rgb(image, path):
     """A decoded Pillow image as uint8 RGB (H, W, 3); see the module docstring for the conversions."""
-    from PIL import Image
-
     if image.mode in _SIXTEEN_BIT_MODES or image.mode == "F":  # one channel, more than 8 bits
         pixels = np.asarray(image, dtype="float64")
         kind, high = ("float", 1) if image.mode == "F" else ("16-bit", 65535)
@@ -157,8 +156,6 @@ def read_image(path):
     >>> image.shape, image.dtype, image[0, 0].tolist()
     ((2, 4, 3), dtype('uint8'), [100, 100, 100])
     """
-    from PIL import Image, ImageOps, UnidentifiedImageError
-
     path = os.fspath(path)
     try:
         is_dir = stat.S_ISDIR(os.stat(path).st_mode)
@@ -206,8 +203,6 @@ def resize(array, size):
     >>> resize(np.array([[0.0, 1.0]]), (1, 4))
     array([[0.  , 0.25, 0.75, 1.  ]], dtype=float32)
     """
-    from PIL import Image
-
     h, w = _size(size)
     array = np.asarray(array)
     if array.ndim not in (2, 3):

@@ -12,6 +12,7 @@ gets an error entry and the others are still classified.
 import os
 import warnings
 
+import keras
 import numpy as np
 
 from keras_vit import hardware, saving
@@ -111,7 +112,7 @@ class Predictor:
     loaded object), ``runtime`` (its :class:`~keras_vit.inference.runtimes.Runtime`).
     """
 
-    def __init__(self, runtime, model_format, path=None, labels=None):
+    def __init__(self, runtime, model_format, path=None, *, labels=None):
         self.runtime = runtime
         self.format = model_format
         self.path = path
@@ -154,8 +155,6 @@ def load_predictor(model, labels=None, include_preprocessing=None):
             ``preprocessing`` layer), SavedModel and TFLite files are assumed
             to take [0, 255] as keras_vit exports them.
     """
-    import keras
-
     if isinstance(model, Predictor):
         return model
     if isinstance(model, (str, os.PathLike)):
@@ -174,10 +173,10 @@ def load_predictor(model, labels=None, include_preprocessing=None):
     # a Keras model under the TensorFlow backend and a SavedModel, gets the oneDNN advice
     if kind == "saved_model" or (kind == "keras" and keras.backend.backend() == "tensorflow"):
         _advise_onednn()
-    return Predictor(runtime, kind, path, labels)
+    return Predictor(runtime, kind, path, labels=labels)
 
 
-def predict(model, images, top_k=5, labels=None, batch_size=16, include_preprocessing=None):
+def predict(model, images, top_k=5, *, labels=None, batch_size=16, include_preprocessing=None):
     """Top-k classes of image files with any supported model format.
 
     Args:

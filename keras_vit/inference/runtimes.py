@@ -89,8 +89,8 @@ def keras_runtime(model, include_preprocessing=None):
         shape = (None,) + config_of(model).native_image_size + shape[3:]
 
     def run(images):
-        # predict_on_batch per chunk, not model.predict: on 2 CPU cores model.predict ran ViT-B/16 at 3.1
-        # instead of 5.6 img/s in some calls (a tf.data iterator per call); predict_on_batch stayed at 5.7
+        # predict_on_batch per chunk, not model.predict: model.predict builds a tf.data iterator per call,
+        # which made some calls much slower on CPU (docs/performance.md, "What makes it fast")
         chunks = [model.predict_on_batch(images[i : i + _CHUNK]) for i in range(0, len(images), _CHUNK)]
         return np.concatenate(chunks, axis=0) if chunks else np.zeros((0, model.output_shape[-1]), "float32")
 
@@ -105,7 +105,7 @@ def saved_model_runtime(path, include_preprocessing=None):
     The class scores are the output named ``probabilities``, else the widest
     float ``(batch, classes)`` output that is not a top-k.
     """
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow, not imported under the JAX and PyTorch backends
 
     loaded = tf.saved_model.load(path)
     signatures = dict(loaded.signatures)
@@ -139,7 +139,7 @@ def saved_model_runtime(path, include_preprocessing=None):
 
 def tflite_interpreter(path_or_content, num_threads=None):
     """An ``ai_edge_litert`` interpreter of a ``.tflite`` path or flatbuffer bytes, tensors allocated."""
-    from ai_edge_litert.interpreter import Interpreter
+    from ai_edge_litert.interpreter import Interpreter  # deferred: ai_edge_litert is an optional extra ([export])
 
     if isinstance(path_or_content, (bytes, bytearray)):
         interpreter = Interpreter(model_content=bytes(path_or_content), num_threads=num_threads)

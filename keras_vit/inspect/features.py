@@ -12,6 +12,7 @@
   for the requested blocks.
 """
 
+import keras
 import numpy as np
 
 from keras_vit.layers import PatchEncoder, TokenPooling, TransformerBlock
@@ -47,8 +48,6 @@ def feature_model(model, blocks=None, outputs=None):
     >>> {name: value.shape for name, value in sorted(outputs.items())}
     {'block_1': (2, 17, 32), 'cls': (2, 32), 'pooled': (2, 32), 'tokens': (2, 17, 32)}
     """
-    import keras
-
     known = ("tokens", "cls", "pooled")
     pooled_layer = _layer(model, "pre_logits") or _layer(model, "pool")
     encoders = [layer for layer in model.layers if isinstance(layer, PatchEncoder)]

@@ -19,6 +19,7 @@ from keras_vit.inference import images as images_lib
 
 def _require_matplotlib():
     try:
+        # deferred: matplotlib is an optional extra ([viz]) and slow to import
         import matplotlib  # noqa: F401
     except ImportError:  # pragma: no cover - matplotlib is in the viz/dev extras
         raise ImportError("Plotting needs matplotlib: pip install 'keras-vit[viz]'") from None
@@ -26,6 +27,7 @@ def _require_matplotlib():
 
 def _figure(figsize):
     _require_matplotlib()
+    # deferred: matplotlib, as in _require_matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -78,7 +80,7 @@ def overlay_heatmap(image, heatmap, alpha=0.5, cmap="jet"):
     ((4, 4, 3), dtype('uint8'))
     """
     _require_matplotlib()
-    import matplotlib
+    import matplotlib  # deferred: matplotlib, as in _require_matplotlib
 
     image = np.asarray(image, dtype="float64")
     if image.ndim != 3 or image.shape[-1] != 3:
@@ -97,7 +99,7 @@ def overlay_heatmap(image, heatmap, alpha=0.5, cmap="jet"):
 def save_heatmap_overlay(image, heatmap, path, alpha=0.5, cmap="jet"):
     """Write :func:`overlay_heatmap` as a PNG of exactly the image's size. Returns the path."""
     _require_matplotlib()
-    import matplotlib.image
+    import matplotlib.image  # deferred: matplotlib, as in _require_matplotlib
 
     path = os.fspath(path)
     directory = os.path.dirname(path)

@@ -177,7 +177,7 @@ class SelfAttention(keras.layers.Layer):
             qkv = ops.stack([d(x) for d in self._projections()], axis=2)
         use_dropout = self.dropout > 0.0 and training
         # unstack, not qkv[0]/qkv[1]/qkv[2]: the gradient of each index (StridedSliceGrad) writes a
-        # zero tensor of qkv's full size; that took 12-18 % of a ViT-S/16 training step
+        # zero tensor of qkv's full size, a large share of a training step (docs/performance.md)
         scale = 1.0 / math.sqrt(head_dim)
         if keras.backend.backend() in ("jax", "torch") and not return_attention_scores and not use_dropout:
             query, key, value = ops.unstack(qkv, num=3, axis=2)

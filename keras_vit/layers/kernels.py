@@ -5,10 +5,10 @@ Keras' ``Dense`` on a ``(batch, tokens, D)`` input lowers to
 and ``LayerNormalization`` to nine elementwise ops; TensorFlow's graph
 optimiser (grappler's remapper) then has nothing it can fuse, so every
 bias, every exact GELU (``Neg``, ``Erfc``, three ``Mul``) and every
-LayerNorm is a separate pass over memory. Profiled on ViT-B/16 at batch 8
-(2 cores, ``tf.function``, ``python -m benchmarks.profile``), those passes took 12 %
-of the float32 time and 29 % of the bfloat16 time, where Eigen's bfloat16
-``Erfc`` alone took 9.5 %.
+LayerNorm is a separate pass over memory. In a profile of ViT-B/16 on CPU
+(``python -m benchmarks.profile``; the figures are in ``docs/performance.md``)
+those passes are a large share of the time, larger in bfloat16, where Eigen's
+bfloat16 ``Erfc`` is slow.
 
 On the TensorFlow backend the functions here emit what fuses:
 
@@ -97,9 +97,9 @@ def gelu_with_gradient(x):
     Computed in float32 whatever ``x``'s dtype (Eigen's bfloat16 ``Erfc`` is slow), and
     the backward pass recomputes ``Phi`` and ``phi`` from ``x`` instead of storing
     them, so training keeps the memory of ``tf.nn.gelu`` (only ``x`` is kept).
-    GELU's ops were 12.9 % of a bfloat16 ViT-S/16 training step with
-    ``tf.nn.gelu``'s automatic gradient (``python -m benchmarks.profile --train
-    --match gelu``); a step is 1-2 % faster with this one (README, Performance).
+    With ``tf.nn.gelu``'s automatic gradient, GELU's ops stood out in the profile
+    of a bfloat16 training step (``python -m benchmarks.profile --train --match
+    gelu``; the figures are in ``docs/performance.md``).
     """
     tf = _tensorflow()
 

