@@ -43,12 +43,13 @@ def run(args):
         c = variants.decode_hybrid_variant(name)
         n = params.count_hybrid_params(image_size=args.image_size, num_classes=args.num_classes, **c)
         print(_row(name, c, n, f"  {c['block_units']}"))
-    from keras_vit import hardware
     from keras_vit.cli import ENVIRONMENT_SET, native_stderr_hidden
+    from keras_vit.hardware.onednn import ONEDNN_VARIABLE
+    from keras_vit.hardware.report import describe
 
     print()
     with native_stderr_hidden():  # TensorFlow's CUDA probing on a machine without a GPU
-        lines = hardware.describe(onednn_set_by_keras_vit=hardware.ONEDNN_VARIABLE in ENVIRONMENT_SET)
+        lines = describe(onednn_set_by_keras_vit=ONEDNN_VARIABLE in ENVIRONMENT_SET)
     for line in lines:
         print(line)
     return 0

@@ -36,7 +36,7 @@ import time
 import keras
 import numpy as np
 
-from keras_vit import hardware
+from keras_vit.hardware.terminal import on_a_terminal
 from keras_vit.saving import atomic_write
 from keras_vit.train.accumulation import accumulate_steps
 from keras_vit.train.accumulation import batches_taken
@@ -394,7 +394,7 @@ def progress_verbosity(verbose="auto", stream=None):
     """
     if verbose != "auto":
         return int(verbose)
-    return 1 if hardware.on_a_terminal(stream) else 2
+    return 1 if on_a_terminal(stream) else 2
 
 
 class _RunProgbar(keras.callbacks.ProgbarLogger):

@@ -17,7 +17,7 @@ import zipfile
 
 import numpy as np
 
-from keras_vit import hardware
+from keras_vit.hardware.terminal import on_a_terminal
 from keras_vit.weights import presets
 from keras_vit.weights.npz import CheckpointError
 
@@ -86,7 +86,7 @@ def fetch(preset):
         try:
             import keras
 
-            if hardware.on_a_terminal():
+            if on_a_terminal():
                 downloaded = keras.utils.get_file(fname=name, origin=url, cache_dir=staging, cache_subdir="")
             else:  # Keras' bar writes backspaces, carriage returns and colour codes wherever stdout goes
                 print(f"Downloading {url} into {path}", flush=True)
