@@ -19,7 +19,7 @@ from keras_vit.hardware.cpu import CPU
 from keras_vit.hardware.gpu import GPU
 from keras_vit.hardware.precision import mixed_policy
 from keras_vit.hardware.report import describe
-from keras_vit.train import callbacks as callbacks_lib
+from keras_vit.train import progress
 from keras_vit.train import model_setup
 
 ZEN4 = CPU("AMD Ryzen 9 7950X", 2, frozenset({"avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni"}))
@@ -111,10 +111,10 @@ class _Stream(io.StringIO):
 
 
 def test_progress_bar_on_a_terminal_one_line_per_epoch_elsewhere():
-    assert callbacks_lib.progress_verbosity("auto", _Stream(True)) == 1
-    assert callbacks_lib.progress_verbosity("auto", _Stream(False)) == 2
-    assert callbacks_lib.progress_verbosity("0", _Stream(True)) == 0
-    assert callbacks_lib.progress_verbosity(1, _Stream(False)) == 1
+    assert progress.progress_verbosity("auto", _Stream(True)) == 1
+    assert progress.progress_verbosity("auto", _Stream(False)) == 2
+    assert progress.progress_verbosity("0", _Stream(True)) == 0
+    assert progress.progress_verbosity(1, _Stream(False)) == 1
 
 
 def test_onednn_on_where_tensorflow_leaves_it_off():
