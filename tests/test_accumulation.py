@@ -232,7 +232,9 @@ def test_job_accumulates_and_saves_the_average(tmp_path, strategy):
     ))
     assert metrics["steps"] == 4 and metrics["accumulate"] == 2 and metrics["ema"] == 0.9
     assert metrics["validation_accuracy"] is not None and set(metrics) == set(job.METRICS)
-    saved = keras_vit.load_model(out / "model.keras", compile=True)  # the optimizer too, with its averages
+    # compile=True: the optimizer too, with its averages (its classes registered by keras_vit.train.optimizers,
+    # imported above, not by keras_vit.registry)
+    saved = keras_vit.load_model(out / "model.keras", compile=True)
     weights = _weights(saved)
     saved.optimizer.finalize_variable_values(saved.trainable_variables)
     for w, average in zip(weights, _weights(saved)):
