@@ -20,7 +20,8 @@ import tempfile
 import time
 
 from benchmarks import common, plan, report
-from keras_vit import hardware
+from keras_vit.hardware import cpu as cpu_lib
+from keras_vit.hardware import onednn
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_PEERS = os.path.join(ROOT, ".venv-peers", "bin", "python")
@@ -130,7 +131,7 @@ def run_task(task, args):
     if not task.get("peer"):
         # keras_vit is measured as the keras-vit command runs it: oneDNN on where TensorFlow leaves it off
         # (AVX2 CPUs); peers (keras-hub) keep TensorFlow's default, as their users get it
-        env.update(hardware.onednn_environment(environ=env))
+        env.update(onednn.onednn_environment(environ=env))
     start = time.perf_counter()
     if args.in_process and not task.get("peer") and not task.get("env"):
         return [_in_process(task, start)]
@@ -147,7 +148,7 @@ def run_task(task, args):
         record["status"] = "error"
         records = [record]
     for record in records:
-        record.setdefault("tf_onednn", env.get(hardware.ONEDNN_VARIABLE, "default"))
+        record.setdefault("tf_onednn", env.get(onednn.ONEDNN_VARIABLE, "default"))
         if record.get("status") == "error" and task.get("peer") == "keras-hub" and "ModuleNotFoundError" in str(record.get("error")):
             record.update(status="skipped", reason=f"keras-hub is not installed in {python}")
         record["section"] = task["section"]
@@ -285,7 +286,7 @@ def machine(peers_python=None):
     the environment's value overrides).
     """
 
-    cpu = hardware.cpu_info()
+    cpu = cpu_lib.cpu_info()
     info = {
         "platform": platform.platform(),
         "python": platform.python_version(),
@@ -296,7 +297,7 @@ def machine(peers_python=None):
         "cpu_flags": sorted(cpu.flags),
         # as keras_vit's measurements ran: the environment's value, else what the keras-vit command sets on this
         # CPU (run_task applies the same; peers keep TensorFlow's default)
-        "onednn": os.environ.get(hardware.ONEDNN_VARIABLE, hardware.onednn_environment().get(hardware.ONEDNN_VARIABLE, "default")),
+        "onednn": os.environ.get(onednn.ONEDNN_VARIABLE, onednn.onednn_environment().get(onednn.ONEDNN_VARIABLE, "default")),
         "load_average": os.getloadavg(),
         "versions": library_versions(),
     }

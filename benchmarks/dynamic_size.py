@@ -40,7 +40,7 @@ def run(model="B/16", batch_size=8, seconds=60.0, min_rounds=5):
     """``{"cpu", "model", "batch_size", "rounds", "static_images_per_second", ..., "throughput_ratio_*"}``."""
     import tensorflow as tf
 
-    from keras_vit import hardware
+    from keras_vit.hardware.cpu import cpu_info
 
     static, dynamic, images = _models(model, batch_size)
     x = tf.constant(images)
@@ -60,7 +60,7 @@ def run(model="B/16", batch_size=8, seconds=60.0, min_rounds=5):
             t = time.perf_counter()
             np.asarray(step(x))
             times[name].append(time.perf_counter() - t)
-    result = {"cpu": hardware.cpu_info().model, "model": model, "batch_size": batch_size, "rounds": len(times["static"])}
+    result = {"cpu": cpu_info().model, "model": model, "batch_size": batch_size, "rounds": len(times["static"])}
     for name, values in times.items():
         result[f"{name}_images_per_second"] = round(batch_size / float(np.median(values)), 2)
         if name != "static":

@@ -253,9 +253,9 @@ def main(argv=None):
         emulation = {"cpu_isa": "AVX2", "environment": env, "libraries_report": emulate_avx2.check(args.peers_python),
                      "not_emulated": list(emulate_avx2.NOT_EMULATED)}
     else:
-        from keras_vit import hardware
+        from keras_vit.hardware.onednn import onednn_environment
 
-        os.environ.update(hardware.onednn_environment())  # as the keras-vit command runs on an AVX2-only CPU
+        os.environ.update(onednn_environment())  # as the keras-vit command runs on an AVX2-only CPU
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     machine = cli.machine(args.peers_python)
     if emulation:

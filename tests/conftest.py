@@ -39,10 +39,10 @@ def _freeze_what_outlives_a_test():
 def pytest_terminal_summary(terminalreporter):
     # the CPU class decides which kernels (and so which float32 roundings) the suite met: every log says it,
     # also under -q (a report header would be hidden there)
-    from keras_vit import hardware
+    from keras_vit.hardware.report import describe
 
     terminalreporter.section("keras_vit hardware")
-    for line in hardware.describe():
+    for line in describe():
         terminalreporter.write_line(line)
     # what programs see through CPUID (the kernels' dispatch), which an emulator or a VM can narrow below the
     # kernel's /proc/cpuinfo above (make test-avx2: QEMU's AVX2-only CPU on any machine)

@@ -12,10 +12,12 @@ import pytest
 import tensorflow as tf
 
 from keras_vit.train import accumulation
-from keras_vit.train import callbacks as callbacks_lib
+from keras_vit.train import ema
 from keras_vit.train import job
 from keras_vit.train import model_setup
 from keras_vit.train import optimizers
+from keras_vit.train import resumable
+from keras_vit.train.backup import Backup
 from helpers import images, tiny_vit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -132,7 +134,7 @@ def test_validation_sees_the_average_and_training_goes_on_from_the_raw_weights()
     validation = tf.data.Dataset.from_tensor_slices((x[:8], y[:8])).batch(8)
     record = _Record()
     history = model.fit(train, epochs=2, verbose=0, shuffle=False, validation_data=validation,
-                        callbacks=[callbacks_lib.EMAValidation(), record])
+                        callbacks=[ema.EMAValidation(), record])
     for start, last in zip(record.epoch_start[1], record.after[3]):
         np.testing.assert_array_equal(start, last)  # exact on purpose: the raw weights are put back as they were
     ema_loss = model.evaluate(validation, verbose=0, return_dict=True)["loss"]  # model.fit ends with the average in
@@ -150,7 +152,7 @@ def _resumable_run(output, *, interrupt_at=None):
     model = _model(optimizers.build_optimizer(0.01, 4, 1, accumulate=3, ema=0.5), build=_small)
     # every batch holds the same images: a resumed run, which restarts the pipeline, sees what the first run would have
     train = tf.data.Dataset.from_tensor_slices((x, y)).batch(4).repeat()
-    callbacks = [callbacks_lib.Backup(str(output / "backup"), save_freq=4)]
+    callbacks = [Backup(str(output / "backup"), save_freq=4)]
 
     class Interrupt(keras.callbacks.Callback):
         def on_train_batch_end(self, batch, logs=None):
@@ -159,7 +161,7 @@ def _resumable_run(output, *, interrupt_at=None):
 
     if interrupt_at:
         callbacks.append(Interrupt())
-    history = callbacks_lib.fit_resumable(model, train, 2, 2, callbacks=callbacks, verbose=0)
+    history = resumable.fit_resumable(model, train, epochs=2, steps_per_epoch=2, callbacks=callbacks, verbose=0)
     return model, history
 
 
@@ -173,7 +175,7 @@ def test_resume_mid_accumulation_restores_the_sums_and_the_count(tmp_path):
         assert json.load(f) == {"epoch": 0, "iterations": 1, "batches": 4}  # 1 update and 1 batch summed
 
     restored = _model(optimizers.build_optimizer(0.01, 4, 1, accumulate=3, ema=0.5), build=_small)
-    backup = callbacks_lib.Backup(str(tmp_path / "killed" / "backup"))
+    backup = Backup(str(tmp_path / "killed" / "backup"))
     backup.set_model(restored)
     assert backup.restore() == 4 and int(restored.optimizer.iterations.numpy()) == 1
     sums = [v for v in restored.optimizer.variables if v.name.endswith("_accumulator")]
@@ -230,7 +232,9 @@ def test_job_accumulates_and_saves_the_average(tmp_path, strategy):
     ))
     assert metrics["steps"] == 4 and metrics["accumulate"] == 2 and metrics["ema"] == 0.9
     assert metrics["validation_accuracy"] is not None and set(metrics) == set(job.METRICS)
-    saved = keras_vit.load_model(out / "model.keras", compile=True)  # the optimizer too, with its averages
+    # compile=True: the optimizer too, with its averages (its classes registered by keras_vit.train.optimizers,
+    # imported above, not by keras_vit.registry)
+    saved = keras_vit.load_model(out / "model.keras", compile=True)
     weights = _weights(saved)
     saved.optimizer.finalize_variable_values(saved.trainable_variables)
     for w, average in zip(weights, _weights(saved)):

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from keras_vit import hardware
+from keras_vit.hardware import cpu as cpu_lib
+from keras_vit.hardware.onednn import ONEDNN_VARIABLE
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -112,7 +113,7 @@ def test_quick_run_in_process_writes_every_record(tmp_path):
     assert all("fraction_of_limit" in r for r in records)
     machine = data["machine"]
     assert machine["cpus"] == os.cpu_count() and machine["cpu_isa"] in ("AVX-512", "AVX2", "other")
-    assert set(machine["cpu_flags"]) <= set(hardware.CPU_FLAGS) and machine["cpu"]
+    assert set(machine["cpu_flags"]) <= set(cpu_lib.CPU_FLAGS) and machine["cpu"]
     assert machine["versions"]["tensorflow"].startswith("2.") and machine["versions"]["keras"].startswith("3.")
     assert "| measurement |" in stdout and "| bar |" in stdout
 
@@ -169,12 +170,12 @@ def test_profile_sums_op_time_by_type(capsys):
 
 
 def test_machine_records_the_onednn_state_keras_vit_ran_with(monkeypatch):
-    avx2 = hardware.CPU("AMD EPYC 7702", 2, frozenset({"avx2", "fma"}))
-    monkeypatch.setattr(hardware, "cpu_info", lambda *a, **k: avx2)
-    monkeypatch.delenv(hardware.ONEDNN_VARIABLE, raising=False)
+    avx2 = cpu_lib.CPU("AMD EPYC 7702", 2, frozenset({"avx2", "fma"}))
+    monkeypatch.setattr(cpu_lib, "cpu_info", lambda *a, **k: avx2)
+    monkeypatch.delenv(ONEDNN_VARIABLE, raising=False)
     assert cli.machine()["onednn"] == "1"  # what run_task and the keras-vit command set on an AVX2-only CPU
-    monkeypatch.setenv(hardware.ONEDNN_VARIABLE, "0")
+    monkeypatch.setenv(ONEDNN_VARIABLE, "0")
     assert cli.machine()["onednn"] == "0"  # the user's value wins, there and here
-    monkeypatch.delenv(hardware.ONEDNN_VARIABLE)
-    monkeypatch.setattr(hardware, "cpu_info", lambda *a, **k: hardware.CPU("AMD EPYC 9B14", 2, frozenset({"avx2", "avx512f", "avx512_vnni"})))
+    monkeypatch.delenv(ONEDNN_VARIABLE)
+    monkeypatch.setattr(cpu_lib, "cpu_info", lambda *a, **k: cpu_lib.CPU("AMD EPYC 9B14", 2, frozenset({"avx2", "avx512f", "avx512_vnni"})))
     assert cli.machine()["onednn"] == "default"  # TensorFlow turns it on by itself

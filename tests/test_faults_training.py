@@ -15,10 +15,13 @@ import pytest
 import tensorflow as tf
 
 from helpers import images, tiny_vit
-from keras_vit.train import callbacks as callbacks_lib
+from keras_vit.train import divergence
 from keras_vit.train import job
 from keras_vit.train import model_setup
 from keras_vit.train import optimizers
+from keras_vit.train import resumable
+from keras_vit.train import run_files
+from keras_vit.train.backup import Backup
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -75,7 +78,7 @@ def test_nan_learning_rate_is_a_failure_too(tmp_path, capsys):
 
 def test_metrics_json_is_always_valid_json(tmp_path):
     path = tmp_path / "metrics.json"
-    callbacks_lib.write_json(path, {"test_loss": float("nan"), "train_loss": float("inf"), "steps": 3,
+    run_files.write_json(path, {"test_loss": float("nan"), "train_loss": float("inf"), "steps": 3,
                                     "nested": [np.float32("-inf"), 0.25]})
     assert _strict_json(path) == {"test_loss": None, "train_loss": None, "steps": 3, "nested": [None, 0.25]}
 
@@ -92,7 +95,7 @@ def _compiled_tiny(steps=8):
 def test_full_disk_during_a_backup_is_one_line_and_keeps_the_previous_backup(tmp_path, monkeypatch):
     """Item 8: ENOSPC half-way through writing a backup."""
     model, train = _compiled_tiny()
-    backup = callbacks_lib.Backup(str(tmp_path / "backup"), save_freq=2)
+    backup = Backup(str(tmp_path / "backup"), save_freq=2)
     real_save = model.save_weights
     calls = []
 
@@ -125,7 +128,7 @@ def test_a_disk_without_room_for_the_backup_is_refused_before_hdf5_writes(tmp_pa
     import shutil
 
     model, train = _compiled_tiny()
-    backup = callbacks_lib.Backup(str(tmp_path / "backup"), save_freq=2)
+    backup = Backup(str(tmp_path / "backup"), save_freq=2)
     model.fit(train, epochs=1, steps_per_epoch=2, callbacks=[backup], verbose=0)  # a first, good backup
     before = (tmp_path / "backup" / "latest.weights.h5").read_bytes()
     usage = collections.namedtuple("usage", "total used free")
@@ -139,8 +142,8 @@ def test_a_disk_without_room_for_the_backup_is_refused_before_hdf5_writes(tmp_pa
 
 def test_a_nan_step_never_replaces_the_backup(tmp_path):
     model, train = _compiled_tiny()
-    backup = callbacks_lib.Backup(str(tmp_path / "backup"), save_freq=1)
-    stop = callbacks_lib.StopOnNonFinite()
+    backup = Backup(str(tmp_path / "backup"), save_freq=1)
+    stop = divergence.StopOnNonFinite()
 
     class Poison(keras.callbacks.Callback):  # the weights turn NaN after step 3, as a diverging update leaves them
         def on_train_batch_begin(self, batch, logs=None):
@@ -148,13 +151,13 @@ def test_a_nan_step_never_replaces_the_backup(tmp_path):
                 head = self.model.get_layer("head")
                 head.kernel.assign(np.full(head.kernel.shape, np.nan, "float32"))
 
-    history = callbacks_lib.fit_resumable(model, train, 2, 4, callbacks=[backup, stop, Poison()], verbose=0)
+    history = resumable.fit_resumable(model, train, epochs=2, steps_per_epoch=4, callbacks=[backup, stop, Poison()], verbose=0)
     assert history["stopped"] and stop.stopped["step"] == 4 and np.isnan(stop.stopped["loss"])
     assert len(history["loss"]) == 1  # the second epoch was not run after the stop
     assert json.loads((tmp_path / "backup" / "training_metadata.json").read_text())["iterations"] == 3
     assert _weights_file_is_finite(tmp_path / "backup" / "latest.weights.h5")
-    with pytest.raises(callbacks_lib.TrainingDiverged, match=r"step 4 \(epoch 1\): the loss is nan"):
-        callbacks_lib.check_finite(model, [backup, stop], backup.backup_dir)
+    with pytest.raises(divergence.TrainingDiverged, match=r"step 4 \(epoch 1\): the loss is nan"):
+        divergence.check_finite(model, [backup, stop], backup.backup_dir)
 
 
 def test_resumed_run_writes_each_epoch_once_in_the_log(tmp_path):
@@ -163,7 +166,7 @@ def test_resumed_run_writes_each_epoch_once_in_the_log(tmp_path):
 
     def attempt(interrupt_at=None):
         model, train = _compiled_tiny(12)
-        callbacks = [callbacks_lib.Backup(str(tmp_path / "backup"), save_freq=3), keras.callbacks.CSVLogger(str(log), append=True)]
+        callbacks = [Backup(str(tmp_path / "backup"), save_freq=3), keras.callbacks.CSVLogger(str(log), append=True)]
 
         class Interrupt(keras.callbacks.Callback):
             def on_train_batch_end(self, batch, logs=None):
@@ -171,7 +174,7 @@ def test_resumed_run_writes_each_epoch_once_in_the_log(tmp_path):
                     raise KeyboardInterrupt("simulated kill")
 
         callbacks.append(Interrupt())
-        return callbacks_lib.fit_resumable(model, train, 3, 4, callbacks=callbacks, verbose=0)
+        return resumable.fit_resumable(model, train, epochs=3, steps_per_epoch=4, callbacks=callbacks, verbose=0)
 
     with pytest.raises(KeyboardInterrupt):
         attempt(interrupt_at=5)  # epoch 0's row is written at step 4; the last backup is of step 3

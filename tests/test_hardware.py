@@ -12,17 +12,23 @@ import warnings
 import keras
 import pytest
 
-from keras_vit import hardware
-from keras_vit.train import callbacks as callbacks_lib
+from keras_vit.hardware import cpu as cpu_lib
+from keras_vit.hardware import gpu as gpu_lib
+from keras_vit.hardware import onednn
+from keras_vit.hardware.cpu import CPU
+from keras_vit.hardware.gpu import GPU
+from keras_vit.hardware.precision import mixed_policy
+from keras_vit.hardware.report import describe
+from keras_vit.train import progress
 from keras_vit.train import model_setup
 
-ZEN4 = hardware.CPU("AMD Ryzen 9 7950X", 2, frozenset({"avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni"}))
-SAPPHIRE_RAPIDS = hardware.CPU("Intel Xeon Platinum 8480+", 2, frozenset({"avx2", "avx512f", "amx_tile", "amx_bf16"}))
-EPYC_AVX2 = hardware.CPU("AMD EPYC 7B12", 2, frozenset({"avx2", "fma"}))
-SKYLAKE = hardware.CPU("Intel Xeon Gold 6148", 2, frozenset({"avx2", "fma", "avx512f"}))  # AVX-512 without BF16
-H100 = hardware.GPU("NVIDIA H100 80GB HBM3", (9, 0))
-A100 = hardware.GPU("NVIDIA A100-SXM4-40GB", (8, 0))
-T4 = hardware.GPU("Tesla T4", (7, 5))
+ZEN4 = CPU("AMD Ryzen 9 7950X", 2, frozenset({"avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni"}))
+SAPPHIRE_RAPIDS = CPU("Intel Xeon Platinum 8480+", 2, frozenset({"avx2", "avx512f", "amx_tile", "amx_bf16"}))
+EPYC_AVX2 = CPU("AMD EPYC 7B12", 2, frozenset({"avx2", "fma"}))
+SKYLAKE = CPU("Intel Xeon Gold 6148", 2, frozenset({"avx2", "fma", "avx512f"}))  # AVX-512 without BF16
+H100 = GPU("NVIDIA H100 80GB HBM3", (9, 0))
+A100 = GPU("NVIDIA A100-SXM4-40GB", (8, 0))
+T4 = GPU("Tesla T4", (7, 5))
 
 
 @pytest.fixture(autouse=True)
@@ -41,7 +47,7 @@ def _float32_after():
         (EPYC_AVX2, [H100], "mixed_bfloat16"),
         (EPYC_AVX2, [A100], "mixed_bfloat16"),
         (ZEN4, [T4], "mixed_float16"),
-        (ZEN4, [hardware.GPU("unknown GPU")], "mixed_float16"),  # capability unknown: the safe float16 + loss scaling
+        (ZEN4, [GPU("unknown GPU")], "mixed_float16"),  # capability unknown: the safe float16 + loss scaling
         # a strategy runs every GPU in one policy: one without native bfloat16 decides, wherever it is listed
         (ZEN4, [A100, T4], "mixed_float16"),
         (ZEN4, [T4, H100], "mixed_float16"),
@@ -81,18 +87,18 @@ def test_cpu_info_reads_proc_cpuinfo(tmp_path):
         "processor\t: 0\nmodel name\t: AMD EPYC 7B12\nflags\t\t: fpu sse avx avx2 fma bmi2\n\n"
         "processor\t: 1\nmodel name\t: AMD EPYC 7B12\nflags\t\t: fpu sse avx avx2 fma bmi2\n"
     )
-    cpu = hardware.cpu_info(path)
+    cpu = cpu_lib.cpu_info(path)
     assert cpu.model == "AMD EPYC 7B12" and cpu.flags == {"avx2", "fma"} and cpu.isa == "AVX2"
     assert not cpu.native_bfloat16
-    assert hardware.cpu_info(tmp_path / "missing").flags == frozenset()  # not Linux: nothing known, float32
+    assert cpu_lib.cpu_info(tmp_path / "missing").flags == frozenset()  # not Linux: nothing known, float32
 
 
 def test_describe_names_cpu_flags_gpu_and_policy():
-    lines = hardware.describe(EPYC_AVX2, [])
+    lines = describe(EPYC_AVX2, [])
     assert lines[0].startswith("cpu: AMD EPYC 7B12") and "AVX2" in lines[0]
     assert lines[1] == "cpu flags: avx2, fma" and lines[2] == "gpu: none"
     assert lines[3].startswith("--mixed-precision: float32")
-    assert "NVIDIA H100 80GB HBM3 (compute capability 9.0)" in hardware.describe(EPYC_AVX2, [H100])[2]
+    assert "NVIDIA H100 80GB HBM3 (compute capability 9.0)" in describe(EPYC_AVX2, [H100])[2]
 
 
 class _Stream(io.StringIO):
@@ -105,29 +111,30 @@ class _Stream(io.StringIO):
 
 
 def test_progress_bar_on_a_terminal_one_line_per_epoch_elsewhere():
-    assert callbacks_lib.progress_verbosity("auto", _Stream(True)) == 1
-    assert callbacks_lib.progress_verbosity("auto", _Stream(False)) == 2
-    assert callbacks_lib.progress_verbosity("0", _Stream(True)) == 0
-    assert callbacks_lib.progress_verbosity(1, _Stream(False)) == 1
+    assert progress.progress_verbosity("auto", _Stream(True)) == 1
+    assert progress.progress_verbosity("auto", _Stream(False)) == 2
+    assert progress.progress_verbosity("0", _Stream(True)) == 0
+    assert progress.progress_verbosity(1, _Stream(False)) == 1
 
 
 def test_onednn_on_where_tensorflow_leaves_it_off():
-    assert hardware.onednn_environment(EPYC_AVX2, environ={}) == {"TF_ENABLE_ONEDNN_OPTS": "1"}
-    assert hardware.onednn_environment(ZEN4, environ={}) == {}  # TensorFlow turns it on itself (VNNI, BF16)
-    assert hardware.onednn_environment(SAPPHIRE_RAPIDS, environ={}) == {}  # AMX
-    assert hardware.onednn_environment(EPYC_AVX2, environ={"TF_ENABLE_ONEDNN_OPTS": "0"}) == {}  # the user decides
-    assert hardware.onednn_environment(hardware.CPU("arm", 2, frozenset()), environ={}) == {}
-    assert hardware.describe(EPYC_AVX2, [], environ={})[4].startswith("tensorflow onednn: off (TensorFlow's default")
-    assert hardware.describe(ZEN4, [], environ={})[4] == (
+    assert onednn.onednn_environment(EPYC_AVX2, environ={}) == {"TF_ENABLE_ONEDNN_OPTS": "1"}
+    assert onednn.onednn_environment(ZEN4, environ={}) == {}  # TensorFlow turns it on itself (VNNI, BF16)
+    assert onednn.onednn_environment(SAPPHIRE_RAPIDS, environ={}) == {}  # AMX
+    assert onednn.onednn_environment(EPYC_AVX2, environ={"TF_ENABLE_ONEDNN_OPTS": "0"}) == {}  # the user decides
+    assert onednn.onednn_environment(CPU("arm", 2, frozenset()), environ={}) == {}
+    assert describe(EPYC_AVX2, [], environ={})[4].startswith("tensorflow onednn: off (TensorFlow's default")
+    assert describe(ZEN4, [], environ={})[4] == (
         "tensorflow onednn: on (TensorFlow's default on a CPU with avx512_vnni, avx512_bf16)")
-    line = hardware.describe(EPYC_AVX2, [], environ={"TF_ENABLE_ONEDNN_OPTS": "1"}, onednn_set_by_keras_vit=True)[4]
+    line = describe(EPYC_AVX2, [], environ={"TF_ENABLE_ONEDNN_OPTS": "1"}, onednn_set_by_keras_vit=True)[4]
     assert line.startswith("tensorflow onednn: on (TF_ENABLE_ONEDNN_OPTS=1, set by keras-vit")
 
 
 _COMMAND_ON_AVX2 = """
 import os
-from keras_vit import cli, hardware
-hardware.cpu_info = lambda: hardware.CPU("AMD EPYC 7B12", 2, frozenset({"avx2", "fma"}))
+from keras_vit import cli
+from keras_vit.hardware import cpu
+cpu.cpu_info = lambda: cpu.CPU("AMD EPYC 7B12", 2, frozenset({"avx2", "fma"}))
 cli.quiet_tensorflow()
 from tensorflow.python.util import _pywrap_util_port
 print(os.environ.get("TF_ENABLE_ONEDNN_OPTS"), _pywrap_util_port.IsMklEnabled(), cli.ENVIRONMENT_SET)
@@ -145,8 +152,8 @@ def test_predict_advises_onednn_once_where_tensorflow_runs_without_it(monkeypatc
     from helpers import tiny_vit
     from keras_vit.inference import predictors
 
-    monkeypatch.setattr(hardware, "cpu_info", lambda: EPYC_AVX2)
-    monkeypatch.setattr(hardware, "_tensorflow_onednn", lambda: False)  # as TensorFlow's default on EPYC_AVX2
+    monkeypatch.setattr(cpu_lib, "cpu_info", lambda: EPYC_AVX2)
+    monkeypatch.setattr(onednn, "_tensorflow_onednn", lambda: False)  # as TensorFlow's default on EPYC_AVX2
     monkeypatch.setattr(predictors, "_ADVISED", [])
     model = tiny_vit(num_classes=3)
     with pytest.warns(UserWarning, match="TF_ENABLE_ONEDNN_OPTS=1"):
@@ -154,8 +161,8 @@ def test_predict_advises_onednn_once_where_tensorflow_runs_without_it(monkeypatc
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         predictors.load_predictor(model)  # once per process
-    monkeypatch.setattr(hardware, "_tensorflow_onednn", lambda: True)
-    assert hardware.onednn_notice(EPYC_AVX2) is None and hardware.onednn_notice(ZEN4) is None
+    monkeypatch.setattr(onednn, "_tensorflow_onednn", lambda: True)
+    assert onednn.onednn_notice(EPYC_AVX2) is None and onednn.onednn_notice(ZEN4) is None
 
 
 @pytest.mark.parametrize(
@@ -168,16 +175,16 @@ def test_predict_advises_onednn_once_where_tensorflow_runs_without_it(monkeypatc
     ],
 )
 def test_onednn_state_reads_the_variable_as_tensorflow_does(cpu, value, on):
-    line = hardware.describe(cpu, [], environ={"TF_ENABLE_ONEDNN_OPTS": value})[4]
+    line = describe(cpu, [], environ={"TF_ENABLE_ONEDNN_OPTS": value})[4]
     assert line.startswith(f"tensorflow onednn: {'on' if on else 'off'} ("), line
 
 
 def test_no_onednn_advice_where_the_user_turned_it_off_on_a_cpu_tensorflow_turns_it_on(monkeypatch):
     # TF_ENABLE_ONEDNN_OPTS=0 on a VNNI/BF16 CPU: the user's choice, and the notice's "no VNNI, BF16 or AMX" is false
-    monkeypatch.setattr(hardware, "_tensorflow_onednn", lambda: False)
-    assert hardware.onednn_notice(ZEN4) is None and hardware.onednn_notice(SAPPHIRE_RAPIDS) is None
-    assert "TF_ENABLE_ONEDNN_OPTS=1" in hardware.onednn_notice(EPYC_AVX2)
-    assert "TF_ENABLE_ONEDNN_OPTS=1" in hardware.onednn_notice(SKYLAKE)  # AVX-512 without VNNI: TensorFlow leaves it off
+    monkeypatch.setattr(onednn, "_tensorflow_onednn", lambda: False)
+    assert onednn.onednn_notice(ZEN4) is None and onednn.onednn_notice(SAPPHIRE_RAPIDS) is None
+    assert "TF_ENABLE_ONEDNN_OPTS=1" in onednn.onednn_notice(EPYC_AVX2)
+    assert "TF_ENABLE_ONEDNN_OPTS=1" in onednn.onednn_notice(SKYLAKE)  # AVX-512 without VNNI: TensorFlow leaves it off
 
 
 def test_predict_advises_onednn_only_for_what_runs_on_tensorflow(monkeypatch, tmp_path):
@@ -185,17 +192,17 @@ def test_predict_advises_onednn_only_for_what_runs_on_tensorflow(monkeypatch, tm
     from keras_vit.inference import predictors, runtimes
 
     model = tiny_vit(num_classes=3)
-    monkeypatch.setattr(hardware, "cpu_info", lambda: EPYC_AVX2)
+    monkeypatch.setattr(cpu_lib, "cpu_info", lambda: EPYC_AVX2)
     monkeypatch.setattr(predictors, "_ADVISED", [])
     # the JAX backend: a Keras model runs on XLA, not on TensorFlow's kernels, even when TensorFlow is loaded
     monkeypatch.setattr(keras.backend, "backend", lambda: "jax")
-    monkeypatch.setattr(hardware, "_tensorflow_onednn", lambda: False)
+    monkeypatch.setattr(onednn, "_tensorflow_onednn", lambda: False)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         predictors.load_predictor(model)
     # a SavedModel does run on TensorFlow, which its loading starts (not yet loaded when predict is called)
     tensorflow = {"onednn": None}
-    monkeypatch.setattr(hardware, "_tensorflow_onednn", lambda: tensorflow["onednn"])
+    monkeypatch.setattr(onednn, "_tensorflow_onednn", lambda: tensorflow["onednn"])
 
     def saved_model_runtime(path, include_preprocessing=None):
         tensorflow["onednn"] = False  # TensorFlow starts, without oneDNN (its default on EPYC_AVX2)
@@ -228,27 +235,27 @@ def test_a_rocm_target_is_no_cuda_capability(monkeypatch):
         types.SimpleNamespace(platform="cpu", device_kind="cpu")])
     monkeypatch.setitem(sys.modules, "jax", jax)
     monkeypatch.setattr(keras.backend, "backend", lambda: "jax")
-    assert hardware.gpu_info() == [hardware.GPU("AMD Instinct MI210", None), hardware.GPU("NVIDIA A100", (8, 0))]
-    assert hardware.mixed_policy(ZEN4)[0] == "mixed_float16"
+    assert gpu_lib.gpu_info() == [GPU("AMD Instinct MI210", None), GPU("NVIDIA A100", (8, 0))]
+    assert mixed_policy(ZEN4)[0] == "mixed_float16"
 
 
 def test_onednn_state_where_the_cpu_flags_say_nothing(monkeypatch):
     """No /proc/cpuinfo (macOS, Windows) or an ARM CPU: TensorFlow's x86 rule does not apply, nothing is claimed."""
-    unknown = hardware.CPU("unknown", 2, frozenset())
-    line = hardware.describe(unknown, [], environ={})[4]
+    unknown = CPU("unknown", 2, frozenset())
+    line = describe(unknown, [], environ={})[4]
     assert line.startswith("tensorflow onednn: unknown (") and "keras-vit command sets" not in line, line
-    monkeypatch.setattr(hardware, "_tensorflow_onednn", lambda: True)  # this process's TensorFlow, asked
+    monkeypatch.setattr(onednn, "_tensorflow_onednn", lambda: True)  # this process's TensorFlow, asked
     monkeypatch.delenv("TF_ENABLE_ONEDNN_OPTS", raising=False)
-    assert hardware.onednn_state(unknown) == (True, "as this process's TensorFlow runs (the CPU's flags say nothing here)")
-    assert hardware.onednn_environment(unknown, environ={}) == {}  # and the command sets nothing there
+    assert onednn.onednn_state(unknown) == (True, "as this process's TensorFlow runs (the CPU's flags say nothing here)")
+    assert onednn.onednn_environment(unknown, environ={}) == {}  # and the command sets nothing there
 
 
 def test_onednn_state_says_when_the_running_tensorflow_disagrees_with_the_rule(monkeypatch):
     """QEMU's AVX2-only CPU on a VNNI host (make test-avx2): /proc/cpuinfo lists VNNI, TensorFlow sees none."""
     monkeypatch.delenv("TF_ENABLE_ONEDNN_OPTS", raising=False)
-    monkeypatch.setattr(hardware, "_tensorflow_onednn", lambda: False)
-    on, why = hardware.onednn_state(ZEN4)
+    monkeypatch.setattr(onednn, "_tensorflow_onednn", lambda: False)
+    on, why = onednn.onednn_state(ZEN4)
     assert on is False and "rule says on" in why and "emulator or a VM" in why
-    assert hardware.onednn_state(ZEN4, environ={})[0] is True  # another process's environment: the rule alone
-    monkeypatch.setattr(hardware, "_tensorflow_onednn", lambda: True)
-    assert hardware.onednn_state(ZEN4) == (True, "TensorFlow's default on a CPU with avx512_vnni, avx512_bf16")
+    assert onednn.onednn_state(ZEN4, environ={})[0] is True  # another process's environment: the rule alone
+    monkeypatch.setattr(onednn, "_tensorflow_onednn", lambda: True)
+    assert onednn.onednn_state(ZEN4) == (True, "TensorFlow's default on a CPU with avx512_vnni, avx512_bf16")

@@ -12,10 +12,11 @@ import tensorflow as tf
 import keras_vit
 from keras_vit import saving
 from keras_vit.train import data
-from keras_vit.train import recipes
-from keras_vit.train import callbacks as callbacks_lib
 from keras_vit.train import model_setup
 from keras_vit.train import optimizers
+from keras_vit.train import recipes
+from keras_vit.train import resumable
+from keras_vit.train import run_files
 from helpers import images, save_npz, tiny_vit, vit_checkpoint
 
 
@@ -127,7 +128,7 @@ def _run(output, epochs, steps, interrupt_at=None, seed=0, verbose=0):
     optimizer = optimizers.build_optimizer(1e-3, epochs * steps, 2)
     model_setup.compile_model(model, optimizer, 0.1)
     train = data.make_pipeline(_dataset(), 32, 8, training=True, num_classes=5, seed=seed, repeat=True)
-    callbacks = callbacks_lib.make_callbacks(str(output), save_freq=2, tensorboard=False)
+    callbacks = resumable.make_callbacks(str(output), save_freq=2, tensorboard=False)
 
     class Interrupt(keras.callbacks.Callback):
         def on_train_batch_end(self, batch, logs=None):
@@ -136,7 +137,7 @@ def _run(output, epochs, steps, interrupt_at=None, seed=0, verbose=0):
 
     if interrupt_at:
         callbacks.append(Interrupt())
-    history = callbacks_lib.fit_resumable(model, train, epochs, steps, callbacks=callbacks, verbose=verbose)
+    history = resumable.fit_resumable(model, train, epochs=epochs, steps_per_epoch=steps, callbacks=callbacks, verbose=verbose)
     return model, history
 
 
@@ -178,7 +179,7 @@ def test_save_model_keeps_class_names_and_writes_atomically(tmp_path):
     x = images(2)
     np.testing.assert_allclose(loaded(x), model(x), atol=1e-6)
     assert os.listdir(path.parent) == ["model.keras"]
-    callbacks_lib.write_json(tmp_path / "run" / "metrics.json", {"test_accuracy": 0.5})
+    run_files.write_json(tmp_path / "run" / "metrics.json", {"test_accuracy": 0.5})
     assert json.loads((tmp_path / "run" / "metrics.json").read_text()) == {"test_accuracy": 0.5}
 
 

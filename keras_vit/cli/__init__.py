@@ -23,7 +23,7 @@ COMMANDS = {
     "resize": "keras_vit.cli.resize",
 }
 
-# what the command set in its own environment before TensorFlow started (see keras_vit.hardware.onednn_environment)
+# what the command set in its own environment before TensorFlow started (see keras_vit.hardware.onednn.onednn_environment)
 ENVIRONMENT_SET = {}
 
 
@@ -83,9 +83,9 @@ def quiet_tensorflow():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if "tensorflow" in sys.modules:
         return
-    from keras_vit import hardware
+    from keras_vit.hardware import onednn
 
-    ENVIRONMENT_SET.update(hardware.onednn_environment())
+    ENVIRONMENT_SET.update(onednn.onednn_environment())
     os.environ.update(ENVIRONMENT_SET)
     if os.environ.get("KERAS_BACKEND", "tensorflow") != "tensorflow":
         return

@@ -67,12 +67,13 @@ def run(args):
     for name in variants.HYBRID_VARIANTS:
         config = ViTConfig(stem="resnet", **variants.decode_hybrid_variant(name), **head)
         print(_row(name, config, f"  {config.block_units}"))
-    from keras_vit import hardware
     from keras_vit.cli import ENVIRONMENT_SET, native_stderr_hidden
+    from keras_vit.hardware.onednn import ONEDNN_VARIABLE
+    from keras_vit.hardware.report import describe
 
     print()
     with native_stderr_hidden():  # TensorFlow's CUDA probing on a machine without a GPU
-        lines = hardware.describe(onednn_set_by_keras_vit=hardware.ONEDNN_VARIABLE in ENVIRONMENT_SET)
+        lines = describe(onednn_set_by_keras_vit=ONEDNN_VARIABLE in ENVIRONMENT_SET)
     for line in lines:
         print(line)
     return 0

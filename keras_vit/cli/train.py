@@ -99,7 +99,7 @@ def config_from_args(args):
 
 def run(args):
     from keras_vit.train import job
-    from keras_vit.train.callbacks import TrainingDiverged
+    from keras_vit.train.divergence import TrainingDiverged
     from keras_vit.train.lock import OutputInUse
 
     try:

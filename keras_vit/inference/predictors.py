@@ -15,7 +15,8 @@ import warnings
 import keras
 import numpy as np
 
-from keras_vit import hardware, saving
+from keras_vit import saving
+from keras_vit.hardware import onednn
 from keras_vit.inference import images as images_lib
 from keras_vit.inference import labels as labels_lib
 from keras_vit.inference import runtimes
@@ -134,11 +135,11 @@ _ADVISED = []
 
 
 def _advise_onednn():
-    """Warn once per process when TensorFlow runs this CPU without oneDNN (keras_vit.hardware.onednn_notice)."""
+    """Warn once per process when TensorFlow runs this CPU without oneDNN (keras_vit.hardware.onednn.onednn_notice)."""
     if _ADVISED:
         return
     _ADVISED.append(True)
-    notice = hardware.onednn_notice()
+    notice = onednn.onednn_notice()
     if notice:
         warnings.warn(notice, stacklevel=3)
 

@@ -1,11 +1,19 @@
-"""Training: datasets and pipelines, augmentation, optimizers and schedules, callbacks and backups, the one training job, distribution, recipes.
+"""Training: datasets and pipelines, augmentation, optimizers and schedules, backups and the resumable fit, the one training job, distribution, recipes.
 
 ``data`` (sources, :func:`~keras_vit.train.data.make_pipeline`), ``augment``,
-``optimizers``, ``model_setup`` (precision, freezing, compiling, evaluation),
-``callbacks`` (backups, resumable fit), ``distribute`` (the multi-worker loop
-and its backups), ``recipes`` (named models and their settings) and ``job``
+``optimizers`` and ``accumulation``, ``model_setup`` (precision, freezing,
+compiling, evaluation), the run's callbacks one job per module -- ``backup``
+(the resumable backup, per-epoch weights), ``divergence`` (NaN checks),
+``disk_space`` (room before HDF5 writes), ``ema`` (validation on the weight
+average), ``progress`` (progress lines, the timer), ``run_files`` (JSON and
+CSV files, atomically) -- ``resumable`` (the standard callbacks and
+:func:`~keras_vit.train.resumable.fit_resumable`), ``lock`` (one run per
+output folder), ``distribute`` (the multi-worker loop and its backups),
+``recipes`` (named models and their settings) and ``job``
 (:func:`~keras_vit.train.job.run`: the job behind ``keras-vit train`` for one
 device, mirrored and multi-worker runs).
 
-May import :mod:`keras_vit.models`, :mod:`keras_vit.weights` and :mod:`keras_vit.layers`. TensorFlow-only (tf.data, tf.distribute).
+May import :mod:`keras_vit.inference`, :mod:`keras_vit.models`, :mod:`keras_vit.weights`,
+:mod:`keras_vit.saving`, :mod:`keras_vit.layers` and :mod:`keras_vit.hardware`.
+TensorFlow-only (tf.data, tf.distribute).
 """

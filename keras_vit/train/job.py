@@ -10,8 +10,8 @@
    printed, blocks frozen, the optimizer built, compiled;
 3. callbacks: backups, a timer, ``TerminateOnNaN``, and on the chief the CSV
    log, TensorBoard and a per-epoch checkpoint
-   (:func:`keras_vit.train.callbacks.make_callbacks`);
-4. fit through :func:`keras_vit.train.callbacks.fit_resumable` with
+   (:func:`keras_vit.train.resumable.make_callbacks`);
+4. fit through :func:`keras_vit.train.resumable.fit_resumable` with
    validation each epoch: ``model.fit`` on one device and under
    ``MirroredStrategy``, :meth:`keras_vit.train.distribute.DistributedTrainer.fit`
    (the same callbacks and logs) under ``MultiWorkerMirroredStrategy``, where
@@ -22,11 +22,11 @@
    backup, mid-epoch, and ends after as many steps as an uninterrupted run;
 5. evaluation on the test split, then the outputs; with ``ema``, both use
    the moving average of the weights (so does validation each epoch:
-   :class:`keras_vit.train.callbacks.EMAValidation`), while the backups
+   :class:`keras_vit.train.ema.EMAValidation`), while the backups
    hold the raw weights and the average (optimizer state) to resume from.
 
 A run that stops on a non-finite loss (``TerminateOnNaN``) is not a finished
-one: :func:`run` raises :class:`keras_vit.train.callbacks.TrainingDiverged`,
+one: :func:`run` raises :class:`keras_vit.train.divergence.TrainingDiverged`,
 writes no ``model.keras`` or ``metrics.json`` and keeps the last good backup.
 Only one run at a time may use an output folder
 (:func:`keras_vit.train.lock.output_lock`).
@@ -53,6 +53,24 @@ import dataclasses
 import os
 
 import keras
+
+from keras_vit import saving
+from keras_vit.train import model_setup
+from keras_vit.train import optimizers
+from keras_vit.train import recipes
+from keras_vit.train.backup import Backup
+from keras_vit.train.disk_space import check_space
+from keras_vit.train.divergence import StopOnNonFinite
+from keras_vit.train.divergence import check_finite
+from keras_vit.train.ema import EMAValidation
+from keras_vit.train.lock import output_lock
+from keras_vit.train.progress import Timer
+from keras_vit.train.resumable import fit_resumable
+from keras_vit.train.resumable import make_callbacks
+from keras_vit.train.run_files import write_json
+
+# deferred below: keras_vit.train.data and .distribute import TensorFlow (tf.data, tf.distribute), and
+# `keras-vit` builds its parser from this module (STRATEGIES, TrainConfig) on every Keras backend
 
 STRATEGIES = ("none", "mirrored", "multi-worker")
 # the keys of metrics.json, for every strategy (None where a value does not apply, e.g. no validation split)
@@ -152,8 +170,7 @@ class TrainConfig:
         Raises:
             ValueError: an unknown model or strategy, fewer than one epoch or image per batch.
         """
-        from keras_vit.train import data
-        from keras_vit.train import recipes
+        from keras_vit.train import data  # deferred: TensorFlow (see the imports above)
 
         if self.strategy not in STRATEGIES:
             raise ValueError(f"Unknown strategy: expected one of {STRATEGIES}. Received: strategy={self.strategy!r}")
@@ -181,7 +198,7 @@ class TrainConfig:
 
 def make_strategy(name):
     """The ``tf.distribute`` strategy named ``name`` (one of :data:`STRATEGIES`)."""
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow (see the imports above)
 
     if name == "multi-worker":
         return tf.distribute.MultiWorkerMirroredStrategy()  # reads TF_CONFIG
@@ -197,15 +214,12 @@ def run(config):
 
     Every worker of a multi-worker run returns the same metrics; the chief writes them.
     """
-    from keras_vit.train.lock import output_lock
-    from keras_vit.train.model_setup import set_precision
-
     if not isinstance(config, TrainConfig):
         raise TypeError(f"`config` must be a TrainConfig. Received: config of type {type(config).__name__}")
     config = config.resolved()
     with output_lock(_lock_folder(config)):  # one run per output folder (per worker folder in a cluster)
         strategy = make_strategy(config.strategy)  # first: a cluster's collectives are configured at start-up
-        set_precision(config.mixed_precision or "float32")
+        model_setup.set_precision(config.mixed_precision or "float32")
         try:
             return _train(config, strategy)
         finally:
@@ -215,7 +229,7 @@ def run(config):
 def _lock_folder(config):
     if config.strategy != "multi-worker":
         return config.output
-    from keras_vit.train import distribute
+    from keras_vit.train import distribute  # deferred: TensorFlow (see the imports above)
 
     return os.path.join(config.output, f"worker-{distribute.worker_info()[0]}")
 
@@ -235,7 +249,7 @@ def _say(message):
 
 def _pipelines(dataset, config, strategy, *, per_worker):
     """``(train, validation or None, test)``: datasets for ``model.fit``, dataset functions for a multi-worker run."""
-    from keras_vit.train import data
+    from keras_vit.train import data  # deferred: TensorFlow (see the imports above)
 
     common = dict(image_size=config.image_size, num_classes=dataset.num_classes)
     augmented = dict(
@@ -260,13 +274,8 @@ def _pipelines(dataset, config, strategy, *, per_worker):
 
 
 def _train(config, strategy):
-    from keras_vit import saving
-    from keras_vit.train import callbacks as callbacks_lib
-    from keras_vit.train import data
-    from keras_vit.train import distribute
-    from keras_vit.train import model_setup
-    from keras_vit.train import optimizers
-    from keras_vit.train import recipes
+    from keras_vit.train import data  # deferred: TensorFlow (see the imports above)
+    from keras_vit.train import distribute  # deferred: TensorFlow (see the imports above)
 
     multi_worker = config.strategy == "multi-worker"
     # the custom loop: model.fit fails under MultiWorkerMirroredStrategy, and cannot accumulate under MirroredStrategy
@@ -324,7 +333,7 @@ def _train(config, strategy):
         )
     else:  # save_freq counts batches: a multiple of `accumulate` lands between updates
         save_freq = config.save_freq * config.accumulate if config.save_freq else "epoch"
-        backup = callbacks_lib.Backup(os.path.join(output, "backup"), save_freq=save_freq)
+        backup = Backup(os.path.join(output, "backup"), save_freq=save_freq)
     if custom_loop:
         trainer = distribute.DistributedTrainer(
             model, strategy, config.batch_size, label_smoothing=config.label_smoothing, jit_compile=config.jit
@@ -332,21 +341,21 @@ def _train(config, strategy):
         fit, evaluate = trainer.fit, trainer.evaluate
     else:
         fit, evaluate = None, lambda split: model_setup.evaluate(model, split)  # None: model.fit
-    timer = callbacks_lib.Timer(os.path.join(backup.backup_dir, "train_seconds.json"))
+    timer = Timer(os.path.join(backup.backup_dir, "train_seconds.json"))
     callbacks = [backup, timer]
     if config.ema is not None:
-        callbacks.append(callbacks_lib.EMAValidation())
+        callbacks.append(EMAValidation())
     if chief:  # the logs and the checkpoint: once per run
-        callbacks += callbacks_lib.make_callbacks(output, tensorboard=config.tensorboard, backup=False)
+        callbacks += make_callbacks(output, tensorboard=config.tensorboard, backup=False)
     else:
-        callbacks.append(callbacks_lib.StopOnNonFinite())
+        callbacks.append(StopOnNonFinite())
 
-    history = callbacks_lib.fit_resumable(
-        model, train, config.epochs, steps_per_epoch, callbacks=callbacks, validation_data=validation,
+    history = fit_resumable(
+        model, train, epochs=config.epochs, steps_per_epoch=steps_per_epoch, callbacks=callbacks, validation_data=validation,
         verbose=config.verbose, fit=fit,
         remove_backup=False,  # until the outputs are written
     )
-    callbacks_lib.check_finite(model, callbacks, backup.backup_dir)  # a diverged run writes nothing more
+    check_finite(model, callbacks, backup.backup_dir)  # a diverged run writes nothing more
     if config.ema is not None:  # from here on the model holds the average; the backup keeps the raw weights
         model.optimizer.finalize_variable_values(model.trainable_variables)
     train_seconds = timer.total()
@@ -388,9 +397,9 @@ def _train(config, strategy):
     }
     if chief:
         metadata = {"class_names": dataset.class_names, "dataset": dataset.name, "image_size": config.image_size}
-        callbacks_lib.check_space(os.path.join(output, "model.keras"), model)  # HDF5 on a full disk: a crash
+        check_space(os.path.join(output, "model.keras"), model)  # HDF5 on a full disk: a crash
         saving.save_model(model, os.path.join(output, "model.keras"), metadata=dict(metadata, model=config.model))
-        callbacks_lib.write_json(os.path.join(output, "metrics.json"), metrics)
+        write_json(os.path.join(output, "metrics.json"), metrics)
     if multi_worker:
         model.save_weights(os.path.join(output, f"worker-{index}", "final.weights.h5"))
     timer.remove()

@@ -35,7 +35,7 @@ def output_lock(folder):
     Raises:
         OutputInUse: another process (or another block of this one) holds it.
     """
-    import fcntl  # POSIX: Linux and macOS
+    import fcntl  # deferred: POSIX only (Linux, macOS); the module is still importable elsewhere
 
     folder = os.fspath(folder)
     os.makedirs(folder, exist_ok=True)

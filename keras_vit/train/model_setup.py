@@ -19,6 +19,8 @@ import re
 import keras
 import numpy as np
 
+from keras_vit.hardware.precision import mixed_policy
+
 _BLOCK = re.compile(r"^transformer_block_(\d+)$")
 
 
@@ -31,7 +33,7 @@ def block_number(layer_name):
 def set_precision(mode, *, cpu=None, gpus=None, notify=print):
     """Set the global dtype policy: ``"float32"``, ``"mixed"`` or a policy name.
 
-    ``"mixed"`` picks what the hardware runs natively (:func:`keras_vit.hardware.mixed_policy`):
+    ``"mixed"`` picks what the hardware runs natively (:func:`keras_vit.hardware.precision.mixed_policy`):
     bfloat16 on GPUs of compute capability 8.0+ and on CPUs with AVX512_BF16 or
     AMX, float16 with loss scaling on older GPUs, and float32 on CPUs without
     native bfloat16, where ``notify`` (default ``print``) receives a one-line
@@ -46,9 +48,7 @@ def set_precision(mode, *, cpu=None, gpus=None, notify=print):
     if mode in (None, False, "float32", "none"):
         policy = "float32"
     elif mode in (True, "mixed", "auto"):
-        from keras_vit import hardware
-
-        policy, reason = hardware.mixed_policy(cpu, gpus)
+        policy, reason = mixed_policy(cpu, gpus)
         if policy == "float32" and notify is not None:
             notify(f"mixed precision: float32, since {reason}")
     elif mode in ("mixed_bfloat16", "mixed_float16", "bfloat16"):

@@ -112,7 +112,7 @@ class _LayerDecay:
     def _apply_weight_decay(self, variables):
         if self.weight_decay is None:
             return
-        import tensorflow as tf
+        import tensorflow as tf  # deferred: only the TensorFlow backend runs this; the module loads on every backend
 
         def decay(variable, scale):
             if self._use_weight_decay(variable):

@@ -18,6 +18,7 @@ job's model and data, for benchmarks.
 
 import keras
 
+from keras_vit import weights as weights_lib
 from keras_vit.models import vit as models
 from keras_vit.models.hybrid import HYBRID_BUILDERS
 from keras_vit.models.small import conv_stem_vit
@@ -54,7 +55,7 @@ def recipe(model_name, fine_tune=False):
     return dict(RECIPES.get(model_name, DEFAULT_RECIPE))
 
 
-def build_model(model_name, num_classes, image_size=None, weights=None, drop_path_rate=0.0):
+def build_model(model_name, num_classes, image_size=None, *, weights=None, drop_path_rate=0.0):
     """Build a model by name: a small config, a paper variant or the hybrid.
 
     ``weights`` (any source a builder takes: an original ``.npz``, a preset
@@ -69,8 +70,6 @@ def build_model(model_name, num_classes, image_size=None, weights=None, drop_pat
     if model_name in SMALL_MODELS:
         config = dict(SMALL_MODELS[model_name], image_size=image_size)
         if weights is not None and config["stem_channels"]:
-            from keras_vit import weights as weights_lib
-
             path = weights_lib.resolve(weights)
             if weights_lib.describe(path).format != "keras":
                 raise ValueError(
@@ -98,6 +97,7 @@ def mnist_job(seed=0):
     training=True, augment="digits", num_classes=10, seed=seed, repeat=True)``
     is the input pipeline the main job trains on.
     """
+    # deferred: tf.data, i.e. TensorFlow, which `keras-vit` builds its parser without (it reads this module) on any backend
     from keras_vit.train import data as data_lib
 
     keras.utils.set_random_seed(seed)

@@ -18,8 +18,8 @@ import zipfile
 import keras
 import numpy as np
 
-from keras_vit import hardware
 from keras_vit.errors import CheckpointError, DownloadError
+from keras_vit.hardware.terminal import on_a_terminal
 from keras_vit.weights import presets
 
 logger = logging.getLogger("keras_vit")
@@ -81,7 +81,7 @@ def fetch(preset):
     try:
         name = os.path.basename(path)
         try:
-            if hardware.on_a_terminal():
+            if on_a_terminal():
                 downloaded = keras.utils.get_file(fname=name, origin=url, cache_dir=staging, cache_subdir="")
             else:  # Keras' bar writes backspaces, carriage returns and colour codes wherever stdout goes
                 print(f"Downloading {url} into {path}", flush=True)

@@ -1,0 +1,119 @@
+"""The weights a run keeps while it trains: the resumable backup and the per-epoch checkpoint.
+
+* :class:`Backup` -- a ``BackupAndRestore`` that saves every ``save_freq``
+  steps, atomically, and that :func:`keras_vit.train.resumable.fit_resumable`
+  restores mid-epoch.
+* :class:`EpochWeights` -- the model's weights after each epoch.
+
+Neither writes a state whose loss or weights are NaN or infinite
+(:func:`keras_vit.train.divergence.nonfinite`): the last good file stays.
+
+Example:
+>>> backup = Backup("runs/demo/backup", save_freq=10)   # doctest: +SKIP
+"""
+
+import os
+
+import keras
+
+from keras_vit.train.accumulation import batches_taken
+from keras_vit.train.disk_space import save_weights
+from keras_vit.train.divergence import nonfinite
+from keras_vit.train.run_files import write_json
+
+
+class Backup(keras.callbacks.BackupAndRestore):
+    """``BackupAndRestore`` that writes atomically and resumes mid-epoch.
+
+    Every ``save_freq`` steps (or each epoch) it writes the weights with the
+    optimizer state (``latest.weights.h5``) and ``training_metadata.json``
+    (epoch and optimizer iterations) through temporary files and
+    ``os.replace``, so a kill at any moment leaves the previous backup
+    intact. Restoring is done by :func:`keras_vit.train.resumable.fit_resumable`
+    before ``fit`` (it needs the step count to cut the interrupted epoch short);
+    the backup is kept at the end of ``fit`` and removed by ``fit_resumable`` when
+    the whole run is done.
+
+    A state whose loss or weights are NaN or infinite (:func:`~keras_vit.train.divergence.nonfinite`) is
+    not saved: the last good backup stays. A write that fails (a full disk)
+    raises one ``OSError`` naming the backup, which is left as it was.
+    """
+
+    def __init__(self, backup_dir, save_freq="epoch"):
+        super().__init__(backup_dir, save_freq=save_freq, delete_checkpoint=False)
+        self._loss = None
+        self._warned = False
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._loss = (logs or {}).get("loss")
+        super().on_train_batch_end(batch, logs)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._loss = (logs or {}).get("loss")
+        super().on_epoch_end(epoch, logs)
+
+    def on_train_begin(self, logs=None):
+        pass  # restored by fit_resumable()
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._current_epoch = epoch  # also right when a resumed run starts mid-epoch
+
+    def on_train_end(self, logs=None):
+        pass  # removed by fit_resumable() after the last epoch
+
+    def _save_model(self):
+        iterations = int(self.model.optimizer.iterations.numpy())
+        batches = batches_taken(self.model.optimizer)
+        reason = nonfinite(self.model, self._loss)
+        if reason is not None:
+            if not self._warned:
+                print(f"{self.backup_dir}: no backup at step {iterations} ({reason}); the last good one is kept", flush=True)
+                self._warned = True
+            return
+        try:
+            save_weights(self.model, self._weights_path)
+            metadata = {"epoch": self._current_epoch, "iterations": iterations}
+            if batches != iterations:  # gradient accumulation: the batches, mid-update too
+                metadata["batches"] = batches
+            write_json(self._training_metadata_path, metadata)
+        except OSError as error:  # e.g. ENOSPC: one line, not pages of h5py errors; the old backup is intact
+            raise OSError(
+                error.errno,
+                f"Cannot write the backup {self._weights_path!r} at step {iterations} "
+                f"({error.strerror or error}); the previous backup is kept: make room and run the same command "
+                "again to resume from it",
+            ) from None
+
+    def restore(self):
+        """Load the last backup into the model; returns the batches the optimizer had taken (0 if none).
+
+        The batches are the optimizer's updates (``iterations``) unless it
+        accumulates gradients (:func:`keras_vit.train.accumulation.batches_taken`);
+        the sums of a backup taken mid-update are restored with it.
+        """
+        if not os.path.exists(self._weights_path):
+            return 0
+        if self.model.optimizer is not None and not self.model.optimizer.built:
+            with self.model.distribute_strategy.scope():  # mirrored slots under MirroredStrategy
+                self.model.optimizer.build(self.model.trainable_variables)
+        self.model.load_weights(self._weights_path)
+        return batches_taken(self.model.optimizer)
+
+    def remove(self):
+        for path in (self._weights_path, self._training_metadata_path):
+            if os.path.exists(path):
+                os.remove(path)
+        if os.path.isdir(self.backup_dir) and not os.listdir(self.backup_dir):
+            os.rmdir(self.backup_dir)
+
+
+class EpochWeights(keras.callbacks.Callback):
+    """The model's weights after each epoch in ``path``, written atomically; a non-finite state is not written."""
+
+    def __init__(self, path):
+        super().__init__()
+        self.path = os.fspath(path)
+
+    def on_epoch_end(self, epoch, logs=None):
+        if nonfinite(self.model, (logs or {}).get("loss")) is None:
+            save_weights(self.model, self.path)

@@ -1,0 +1,162 @@
+"""A run that survives interruptions: its standard callbacks, and the fit that resumes mid-epoch.
+
+* :func:`make_callbacks` -- :class:`~keras_vit.train.backup.EpochWeights`,
+  :class:`~keras_vit.train.backup.Backup` (a ``BackupAndRestore`` that saves
+  every ``save_freq`` steps, atomically),
+  :class:`~keras_vit.train.divergence.StopOnNonFinite` (``TerminateOnNaN``),
+  ``TensorBoard`` and ``CSVLogger`` (appending, one row per epoch across resumes).
+* :func:`fit_resumable` -- ``model.fit`` (or another function with its
+  arguments, such as :meth:`keras_vit.train.distribute.DistributedTrainer.fit`)
+  that restarts from the last backup *mid-epoch*: the number of optimizer
+  steps already taken decides where the run goes on, so an interrupted run
+  ends with exactly as many steps as an uninterrupted one.
+
+Example:
+>>> callbacks = make_callbacks("runs/demo", save_freq=10, tensorboard=False)                 # doctest: +SKIP
+>>> fit_resumable(model, train, epochs=30, steps_per_epoch=62, callbacks=callbacks)           # doctest: +SKIP
+"""
+
+import functools
+import importlib.util
+import os
+
+import keras
+
+from keras_vit.train.accumulation import accumulate_steps
+from keras_vit.train.backup import Backup
+from keras_vit.train.backup import EpochWeights
+from keras_vit.train.divergence import StopOnNonFinite
+from keras_vit.train.ema import KeepRawWeights
+from keras_vit.train.progress import RunProgbar
+from keras_vit.train.progress import progress_verbosity
+from keras_vit.train.run_files import drop_log_rows
+
+
+def make_callbacks(output_dir, *, save_freq="epoch", tensorboard="auto", checkpoint=True, backup=True):
+    """The standard callbacks of a run in ``output_dir``.
+
+    ``backup/`` (:class:`~keras_vit.train.backup.Backup`, every ``save_freq``
+    steps; ``backup=False`` leaves backups to the caller), ``checkpoint.weights.h5``
+    (:class:`~keras_vit.train.backup.EpochWeights`, each epoch),
+    :class:`~keras_vit.train.divergence.StopOnNonFinite`, ``logs/``
+    (``TensorBoard``; ``"auto"`` adds it when the ``tensorboard`` package is
+    installed, which ``tf.summary`` needs) and ``log.csv`` (``CSVLogger``,
+    appending across resumes; :func:`fit_resumable` drops the rows of the
+    epochs a resumed run does again).
+    """
+    os.makedirs(output_dir, exist_ok=True)
+    callbacks = [Backup(os.path.join(output_dir, "backup"), save_freq=save_freq)] if backup else []
+    callbacks.append(StopOnNonFinite())
+    if checkpoint:
+        callbacks.append(EpochWeights(os.path.join(output_dir, "checkpoint.weights.h5")))
+    callbacks.append(keras.callbacks.CSVLogger(os.path.join(output_dir, "log.csv"), append=True))
+    if tensorboard == "auto":
+        tensorboard = importlib.util.find_spec("tensorboard") is not None  # tf.summary needs the package
+    if tensorboard:
+        callbacks.append(keras.callbacks.TensorBoard(os.path.join(output_dir, "logs"), write_graph=False))
+    return callbacks
+
+
+def fit_resumable(
+    model,
+    train,
+    *,
+    epochs,
+    steps_per_epoch,
+    callbacks=(),
+    validation_data=None,
+    verbose="auto",
+    remove_backup=True,
+    fit=None,
+):
+    """``model.fit`` for ``epochs`` epochs of ``steps_per_epoch`` steps, resuming from a backup.
+
+    ``train`` must repeat (``make_pipeline(..., repeat=True)``). If the
+    callbacks hold a backup (a callback with ``restore()`` and ``remove()``:
+    :class:`~keras_vit.train.backup.Backup`, or
+    :class:`keras_vit.train.distribute.WorkerBackup`) with
+    a saved state, the model and optimizer are restored and training goes on
+    from the optimizer's step count: first the rest of the interrupted epoch,
+    then the remaining epochs. The run therefore always ends after
+    ``epochs * steps_per_epoch`` optimizer steps. Steps are optimizer
+    updates: an optimizer that accumulates N batches per update
+    (:mod:`keras_vit.train.accumulation`) takes ``N * steps_per_epoch``
+    batches per epoch, and a backup taken mid-update resumes mid-update. With a
+    weight EMA (``use_ema``) the model holds the raw weights at the end, as
+    the backups do (``model.fit`` alone would leave the average in it):
+    ``model.optimizer.finalize_variable_values(model.trainable_variables)``
+    puts the average in. The backup is removed once
+    the run is complete (``remove_backup=False`` leaves that to the caller,
+    e.g. after it has saved its outputs). A run that a callback stopped
+    (``model.stop_training``, e.g. :class:`~keras_vit.train.divergence.StopOnNonFinite`)
+    is not complete: it goes no further and its backup is kept.
+
+    A ``CSVLogger`` that appends keeps one row per epoch: when the run
+    resumes in epoch ``e``, rows of epochs ``e`` and later (written after the
+    last backup by the interrupted run) are dropped before training goes on.
+
+    Args:
+        fit: what trains, called with ``model.fit``'s keyword arguments
+            (``initial_epoch``, ``epochs``, ``steps_per_epoch`` in batches, ``callbacks``,
+            ``validation_data``, ``verbose``) and returning a ``History``;
+            default ``model.fit``. The multi-worker job passes
+            :meth:`keras_vit.train.distribute.DistributedTrainer.fit`.
+
+    Returns:
+        A dict of per-epoch logs (lists) of the epochs run in this call,
+        ``"resumed_from_step"`` and ``"stopped"`` (True when a callback stopped the run early).
+    """
+    verbose = progress_verbosity(verbose)
+    fit = fit or functools.partial(model.fit, shuffle=False)  # the pipeline shuffles (seeded)
+    backup = next((c for c in callbacks if callable(getattr(c, "restore", None)) and callable(getattr(c, "remove", None))), None)
+    if backup is not None:
+        backup.set_model(model)
+    per_update = accumulate_steps(model.optimizer)
+    if getattr(getattr(model.optimizer, "inner_optimizer", model.optimizer), "use_ema", False):
+        callbacks = [*callbacks, KeepRawWeights()]
+    start = backup.restore() if backup is not None else 0  # batches
+    total = epochs * steps_per_epoch
+    history = {"resumed_from_step": start // per_update}
+    if start > total * per_update:
+        raise ValueError(
+            f"The backup in {backup.backup_dir} has taken {start // per_update} steps, more than this run's {total}; "
+            "use a new output folder"
+        )
+
+    progbar = [] if not verbose or any(isinstance(c, keras.callbacks.ProgbarLogger) for c in callbacks) else [RunProgbar(epochs)]
+
+    def run(initial_epoch, last_epoch, steps):
+        h = fit(
+            train,
+            initial_epoch=initial_epoch,
+            epochs=last_epoch,
+            steps_per_epoch=steps,
+            callbacks=[*callbacks, *progbar],
+            validation_data=validation_data,
+            verbose=verbose,
+        )
+        for key, values in h.history.items():
+            history.setdefault(key, []).extend(values)
+
+    batches_per_epoch = steps_per_epoch * per_update
+    epoch, done = divmod(start, batches_per_epoch)
+    if start and verbose:
+        summed = f" and {start % per_update} of its {per_update} batches" if start % per_update else ""
+        print(
+            f"{backup.backup_dir}: resuming at step {start // per_update} of {total}{summed} "
+            f"(epoch {epoch + 1}, {done // per_update} steps into it)",
+            flush=True,
+        )
+    for logger in callbacks:
+        if isinstance(logger, keras.callbacks.CSVLogger) and logger.append:
+            drop_log_rows(logger.filename, first_epoch=epoch, separator=logger.sep)
+    model.stop_training = False
+    if done:
+        run(epoch, epoch + 1, batches_per_epoch - done)
+        epoch += 1
+    if epoch < epochs and not model.stop_training:  # fit() would reset the flag of a stopped run
+        run(epoch, epochs, batches_per_epoch)
+    history["stopped"] = bool(model.stop_training)
+    if backup is not None and remove_backup and not history["stopped"]:
+        backup.remove()
+    return history
