@@ -37,7 +37,7 @@ from keras import ops
 def _tensorflow():
     if keras.backend.backend() != "tensorflow":
         return None
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: the TensorFlow backend only
 
     return tf
 

@@ -136,7 +136,7 @@ def _checked_divisible(images, patch_size):
     """``images``, failing when the graph runs if the patch size does not divide their size (both named)."""
     if keras.backend.backend() != "tensorflow":
         return images  # other backends trace static shapes: Patches.grid_size checks them
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: the TensorFlow backend only
 
     size = tf.shape(images)[1:3]
     whole = tf.reduce_all(tf.equal(size % tf.constant(patch_size, tf.int32), 0))
@@ -152,7 +152,7 @@ def _checked_size(images, size):
     """``images``, failing when the graph runs if they are not ``size`` (the message names both sizes)."""
     if keras.backend.backend() != "tensorflow":
         return images  # other backends trace static shapes; the reshapes still refuse another size
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: the TensorFlow backend only
 
     same = tf.reduce_all(tf.equal(tf.shape(images)[1:3], tf.constant(size, tf.int32)))
     message = f"Patches was built for images of size (H, W) = {tuple(size)}. Received: (batch, H, W, C) ="

@@ -42,7 +42,7 @@ def fetch(source):
     >>> fetch("hf://timm/vit_tiny_patch16_224.augreg_in21k_ft_in1k")  # doctest: +SKIP
     '/home/me/.cache/huggingface/hub/models--timm--vit_tiny_patch16_224.augreg_in21k_ft_in1k/snapshots/...'
     """
-    # huggingface_hub is imported for an hf:// source only: its snapshot_download pulls in its HTTP stack
+    # deferred: huggingface_hub, for an hf:// source only (snapshot_download pulls in its HTTP stack)
     from huggingface_hub import constants, snapshot_download
     from huggingface_hub.errors import (
         HFValidationError,
