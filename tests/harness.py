@@ -5,7 +5,7 @@ architecture must do: the model carries its configuration, its outputs have the 
 says, its parameter count is the one counted from the configuration alone, and a Keras config round trip
 (``get_config`` / ``from_config``) rebuilds the same model. ``run_model_saving_test`` saves it as ``.keras``
 and loads it back with its configuration, weights and class names. A new variant or family adds one row to
-the parametrisation of tests/models/test_harness_rows.py (or calls these from its own tests).
+the parametrisation of tests/architecture/test_every_architecture.py (or calls these from its own tests).
 """
 
 import numpy as np

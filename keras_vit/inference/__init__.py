@@ -7,6 +7,5 @@
 - :mod:`~keras_vit.inference.runtimes`: ``.keras``, SavedModel and ``.tflite`` files loaded and run;
 - :mod:`~keras_vit.inference.predictors`: ``predict``, ``load_predictor`` and the ``keras.applications``-style helpers.
 
-May import :mod:`keras_vit.saving` (to load ``.keras`` files) and :mod:`keras_vit.weights.imagenet`; never the
-training, export or inspection code.
+Below training, export and inspection, above the models. What it may import is the floors' contract (``[importlinter]`` in setup.cfg, docs/architecture.md), checked by ``make test``.
 """

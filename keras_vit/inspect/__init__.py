@@ -1,5 +1,5 @@
 """Looking inside a trained model: attention maps and rollout, intermediate features, figures.
 
-May import :mod:`keras_vit.layers` and :mod:`keras_vit.inference.images` (the one resize); matplotlib only
-inside the figure functions.
+It reads a model's layers through its ``vit_config``; matplotlib is imported only inside the figure
+functions. What it may import is the floors' contract (``[importlinter]`` in setup.cfg, docs/architecture.md), checked by ``make test``.
 """

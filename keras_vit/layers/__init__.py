@@ -9,7 +9,7 @@ built when created if it has no weights (``Patches``, ``StochasticDepth``,
 ``keras.ops``, so it is backend-neutral; the dense layers, LayerNorms and
 attention products go through :mod:`keras_vit.layers.kernels`, which on
 TensorFlow emits the subgraphs oneDNN fuses (same weights, same numerics).
-Each passes Keras' own layer harness (tests/test_layer_harness.py).
+Each passes Keras' own layer harness (tests/layers/test_keras_layer_harness.py).
 """
 
 from keras_vit.layers.attention import SelfAttention

@@ -13,7 +13,5 @@ output folder), ``distribute`` (the multi-worker loop and its backups),
 (:func:`~keras_vit.train.job.run`: the job behind ``keras-vit train`` for one
 device, mirrored and multi-worker runs).
 
-May import :mod:`keras_vit.inference`, :mod:`keras_vit.models`, :mod:`keras_vit.weights`,
-:mod:`keras_vit.saving`, :mod:`keras_vit.layers` and :mod:`keras_vit.hardware`.
-TensorFlow-only (tf.data, tf.distribute).
+What it may import is the floors' contract (``[importlinter]`` in setup.cfg, docs/architecture.md), checked by ``make test``.
 """

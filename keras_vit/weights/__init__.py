@@ -23,7 +23,7 @@ One job per module:
 
 The exception classes live in :mod:`keras_vit.errors`.
 
-May import :mod:`keras_vit.layers` (to find the layers a key maps to); never the model builders.
+Reads a model's architecture from its ``vit_config``. What it may import is the floors' contract (``[importlinter]`` in setup.cfg, docs/architecture.md), checked by ``make test``.
 Importing the package only defines names (PEP 562, as :mod:`keras_vit`): each public name is
 imported from its module on first use, so :mod:`keras_vit.weights.imagenet` (which inference
 reads) loads no Keras.

@@ -7,6 +7,7 @@ import keras
 import keras_vit
 from keras.src import testing as keras_testing
 import reference_hybrid as ref
+from hybrid_helpers import CONV_SCALE, TINY_VIT, hybrid_checkpoint, tiny_hybrid
 from helpers import images, original_names, run_fit_step_test, run_layer_test, run_saving_test, save_npz, vit_checkpoint
 from keras_vit import cli
 from keras_vit.layers import resnet
@@ -14,73 +15,6 @@ from keras_vit.architecture import variants as configs
 from keras_vit.models import hybrid
 from keras_vit.models import vit as models
 from keras_vit.weights import POSEMB_KEY, CheckpointError
-
-# tiny hybrid: root width 32 (width=0.5), stages (2, 1, 1) -> 512 channels at stride 16, tiny Transformer
-TINY_VIT = dict(hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64)
-TINY = dict(block_units=(2, 1, 1), width=0.5, image_size=64, **TINY_VIT)
-# conv kernels of trained-network size: the std-conv epsilon (1e-5, added to the std) then shows in the logits
-CONV_SCALE = 0.01
-
-
-def tiny_hybrid(**overrides):
-    config = dict(TINY, num_classes=5, classifier_activation=None)
-    config.update(overrides)
-    return keras_vit.HybridViT(**config)
-
-
-def hybrid_checkpoint(
-    block_units=(2, 1, 1),
-    width=0.5,
-    grid=(4, 4),
-    patch_size=1,
-    gn_layout="new",
-    naming="original",
-    representation_size=None,
-    seed=0,
-    **vit,
-):
-    """Random arrays named and shaped as an original hybrid ``.npz`` (``R50+ViT-B_16.npz``).
-
-    Keys as ``models_vit.VisionTransformer`` names them: ``conv_root``, ``gn_root``,
-    ``block{i}/unit{j}/{conv,gn}{1,2,3}``, ``conv_proj``/``gn_proj`` in each
-    stage's first unit, then ``embedding/kernel`` of shape (P, P, 4 * width_last, D)
-    and the Transformer. ``gn_layout="old"`` stores GroupNorm parameters as
-    (1, 1, 1, C), as checkpoints saved by Flax < 0.3.6 do.
-    """
-    rng = np.random.default_rng(seed + 1)
-    vit = dict(TINY_VIT, **vit)
-
-    def r(*shape, scale=0.2):
-        return (rng.standard_normal(shape) * scale).astype("float32")
-
-    def gn(prefix, channels):
-        shape = (1, 1, 1, channels) if gn_layout == "old" else (channels,)
-        return {f"{prefix}/scale": 1 + r(*shape), f"{prefix}/bias": r(*shape)}
-
-    root = int(64 * width)
-    p = {"conv_root/kernel": r(7, 7, 3, root, scale=CONV_SCALE), **gn("gn_root", root)}
-    channels = root
-    for i, units in enumerate(block_units, 1):
-        f = root * 2 ** (i - 1)
-        for j in range(1, units + 1):
-            u = f"block{i}/unit{j}"
-            p[f"{u}/conv1/kernel"] = r(1, 1, channels, f, scale=CONV_SCALE)
-            p[f"{u}/conv2/kernel"] = r(3, 3, f, f, scale=CONV_SCALE)
-            p[f"{u}/conv3/kernel"] = r(1, 1, f, 4 * f, scale=CONV_SCALE)
-            for k, c in ((1, f), (2, f), (3, 4 * f)):
-                p.update(gn(f"{u}/gn{k}", c))
-            if j == 1:
-                p[f"{u}/conv_proj/kernel"] = r(1, 1, channels, 4 * f, scale=CONV_SCALE)
-                p.update(gn(f"{u}/gn_proj", 4 * f))
-            channels = 4 * f
-    transformer = vit_checkpoint(
-        patch_size=patch_size, grid=grid, representation_size=representation_size, naming=naming, seed=seed, **vit
-    )
-    prefix = "params/" if naming == "flax" else ""
-    transformer[prefix + "embedding/kernel"] = r(patch_size, patch_size, channels, vit["hidden_size"])
-    p = {prefix + k: v for k, v in p.items()}
-    p.update(transformer)
-    return p
 
 
 # --------------------------------------------------------------------------- counts
@@ -426,7 +360,7 @@ def test_hybrid_mapping_does_not_depend_on_importing_the_hybrid_module():
     import subprocess
     import sys
 
-    fixtures = os.path.join(os.path.dirname(__file__), "fixtures", "v0.1.0")
+    fixtures = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "v0.1.0")
     run = subprocess.run(
         [sys.executable, "-c", _LOAD_WITHOUT_THE_HYBRID_MODULE, fixtures], capture_output=True, text=True, timeout=300
     )

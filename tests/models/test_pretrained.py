@@ -1,7 +1,7 @@
 """``keras_vit.from_pretrained`` and ``keras-vit convert``: the architecture read from the source, offline.
 
-Sources are written by the tests (the writers of :mod:`test_hub_formats`, the checkpoints of
-:mod:`helpers` and :mod:`test_hybrid`); logits are checked against the independent NumPy
+Sources are written by the tests (the writers of :mod:`foreign_files`, the checkpoints of
+:mod:`helpers` and :mod:`hybrid_helpers`); logits are checked against the independent NumPy
 references (:mod:`reference` for the original layout, :mod:`reference_hf` for transformers').
 """
 
@@ -16,23 +16,12 @@ import reference
 import reference_hf
 from helpers import TINY, images, save_npz, vit_checkpoint
 from keras_vit import cli, saving
-from keras_vit.weights import CheckpointError, imagenet
+from keras_vit.weights import imagenet
 
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
-from test_hub_formats import timm_state_dict, transformers_folder  # noqa: E402  (needs safetensors)
+from foreign_files import timm_file, transformers_folder  # noqa: E402
 
 IMAGENET_MEAN, IMAGENET_STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
-
-
-def timm_file(folder, params, config=None):
-    """A timm ``model.safetensors`` of ``params``, with ``config.json`` beside it when ``config`` is given."""
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, "model.safetensors")
-    safetensors_numpy.save_file(timm_state_dict(params), path)
-    if config is not None:
-        with open(os.path.join(folder, "config.json"), "w") as f:
-            json.dump(config, f)
-    return path
 
 
 def test_transformers_folder_gives_the_logits_of_transformers_own_forward_pass(tmp_path):
@@ -74,7 +63,7 @@ def test_npz_architecture_from_its_shapes_and_the_fine_tuning_overrides(tmp_path
 
 
 def test_hybrid_npz_builds_the_hybrid_its_stages_describe(tmp_path):
-    from test_hybrid import hybrid_checkpoint, tiny_hybrid
+    from hybrid_helpers import hybrid_checkpoint, tiny_hybrid
 
     path = save_npz(tmp_path / "R-tiny.npz", hybrid_checkpoint())
     model = keras_vit.from_pretrained(path, classifier_activation=None)

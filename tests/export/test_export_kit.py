@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KIT = os.path.join(ROOT, "export")
 
 # fields of tensorflow_serving's BatchingParameters (session_bundle_config.proto)

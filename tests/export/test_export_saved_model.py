@@ -17,7 +17,7 @@ import tensorflow as tf
 from export_helpers import LABELS, NUM_CLASSES, real_images, trained_model
 from keras_vit.export import ExportVerificationError, export_model, rest, saved_model
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _rest_client():
@@ -256,7 +256,7 @@ def test_failed_verification_leaves_no_version(model, tmp_path):
     with pytest.raises(ExportVerificationError) as info:
         export_model(model, "saved_model", str(tmp_path), name="m", num_images=8, max_abs_diff=-1.0, report=str(report_path))
     assert not info.value.report.passed and info.value.report.path == str(tmp_path / "m" / "1")
-    assert not (tmp_path / "m").exists()  # issue 14 #12: no empty <base>/<name>/ left
+    assert not (tmp_path / "m").exists()  # no empty <base>/<name>/ left
     assert json.loads(report_path.read_text())["passed"] is False
 
 

@@ -17,8 +17,7 @@ from keras_vit import saving
 from keras_vit.weights import CheckpointError, describe
 
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
-from test_hub_formats import timm_state_dict, transformers_folder  # noqa: E402  (needs safetensors)
-from test_pretrained import timm_file  # noqa: E402
+from foreign_files import timm_file, timm_state_dict, transformers_folder  # noqa: E402
 
 TIMM_CONFIG = {"architecture": "vit_test_patch8_32", "model_args": {"num_heads": 4}, "num_classes": 5}
 

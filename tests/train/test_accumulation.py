@@ -20,7 +20,7 @@ from keras_vit.train import resumable
 from keras_vit.train.backup import Backup
 from helpers import images, tiny_vit
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _data(n, seed=0):

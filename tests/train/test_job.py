@@ -146,7 +146,7 @@ def test_killed_train_command_resumes(tmp_path):
     out = tmp_path / "run"
     command = [sys.executable, "-m", "keras_vit.cli", "train", "--model", "micro", "--epochs", "4", "--steps-per-epoch", "40",
                "--save-freq", "7", "--output", str(out), "--verbose", "2", "--no-tensorboard"]
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ, PYTHONPATH=root)
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     metadata = out / "backup" / "training_metadata.json"

@@ -20,7 +20,7 @@ def test_command_starts_without_tensorflow_start_up_lines():
     quiet = _run("info")
     assert quiet.returncode == 0
     assert "R50+B/16" in quiet.stdout
-    # and the machine (issue 11): CPU, flags, the mixed-precision choice, oneDNN's state
+    # and the machine: CPU, flags, the mixed-precision choice, oneDNN's state
     out = quiet.stdout
     assert "\ncpu: " in out and "\ncpu flags: " in out and "\n--mixed-precision: " in out
     assert "\ntensorflow onednn: on (" in out or "\ntensorflow onednn: off (" in out

@@ -15,7 +15,7 @@ from keras_vit.train import distribute
 from keras_vit.train import job
 from keras_vit.train import recipes
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TIMEOUT = 540  # seconds; a hung collective must not hang the suite
 
 
@@ -96,7 +96,7 @@ def test_two_workers_on_localhost_end_with_identical_weights(tmp_path):
     assert metrics["workers"] == 2 and metrics["replicas"] == 2 and metrics["steps"] == 6
     assert metrics["num_test_examples"] == 1000  # each worker evaluated its half
     assert set(metrics) == set(job.METRICS) and metrics["strategy"] == "multi-worker"
-    for log in logs:  # piped: one plain line per epoch on every worker, no progress bar (issue 11)
+    for log in logs:  # piped: one plain line per epoch on every worker, no progress bar
         assert "\r" not in log and "\x1b" not in log, repr(log[-500:])
         assert len([line for line in log.splitlines() if " - loss: " in line and " - accuracy: " in line]) == 2, log
     weights = []

@@ -9,7 +9,7 @@ import keras
 import keras_vit
 from keras_vit.layers import SelfAttention, TransformerBlock
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "v0.1.0_layers")
+FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "v0.1.0_layers")
 
 
 def _legacy_config(**overrides):

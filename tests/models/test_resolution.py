@@ -332,7 +332,7 @@ def test_train_weights_from_a_keras_file_of_another_size(tmp_path):
 
 
 def test_docs_examples_run(capsys):
-    page = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "resolution.md")
+    page = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "docs", "resolution.md")
     with open(page, encoding="utf-8") as f:
         blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
     assert len(blocks) == 2

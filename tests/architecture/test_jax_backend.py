@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("jax")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # builds the models by name in whichever backend runs it, loads weights when a file is given
 _BUILD = r"""

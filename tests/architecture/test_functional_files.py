@@ -9,7 +9,7 @@ import pytest
 import keras_vit
 from keras_vit import saving
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "functional")
+FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "functional")
 OUTPUTS = json.load(open(os.path.join(FIXTURES, "outputs.json")))
 
 

@@ -1,4 +1,4 @@
-"""Training under faults (issue 14): divergence, a full disk, a busy output folder, bad flags, kills at random points."""
+"""Training under faults: divergence, a full disk, a busy output folder, bad flags, kills at random points."""
 
 import csv
 import errno
@@ -23,7 +23,7 @@ from keras_vit.train import resumable
 from keras_vit.train import run_files
 from keras_vit.train.backup import Backup
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _strict_json(path):

@@ -1,4 +1,4 @@
-"""Every predictor type under threads (issue 14, case 2): 4 threads x 50 calls, 0 errors, the sequential results.
+"""Every predictor type under threads: 4 threads x 50 calls, 0 errors, the sequential results.
 
 ``keras_vit.predict`` reads ``.keras``, SavedModel and ``.tflite`` models
 (:data:`keras_vit.inference.runtimes.FORMATS`); ONNX files are exported and

@@ -264,7 +264,7 @@ def test_named_builder_downloads_its_real_file(served):
 
 
 def test_docs_table_matches_the_preset_table():
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     with open(os.path.join(root, "docs", "models-and-weights.md"), encoding="utf-8") as f:
         text = f.read()
     rows = []

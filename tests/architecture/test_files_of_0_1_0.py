@@ -14,7 +14,7 @@ import pytest
 import keras_vit
 from keras_vit import saving
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "v0.1.0")
+FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "v0.1.0")
 OUTPUTS = json.load(open(os.path.join(FIXTURES, "outputs.json")))
 
 

@@ -41,7 +41,7 @@ def test_unreadable_model_file(tmp_path, capsys):
     bad.write_bytes(b"not a zip archive")
     assert cli.main(["export", str(bad), "--format", "onnx", "--output", str(tmp_path / "m.onnx")]) == 2
     err = capsys.readouterr().err
-    assert "Corrupt model file" in err and "broken.keras" in err and "not found" not in err  # issue 14 #12
+    assert "Corrupt model file" in err and "broken.keras" in err and "not found" not in err
     assert cli.main(["export", str(tmp_path / "missing.keras"), "--format", "onnx", "--output", "x.onnx"]) == 2
     assert "Model file not found" in capsys.readouterr().err
 

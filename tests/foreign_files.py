@@ -1,0 +1,75 @@
+"""Writers of timm and transformers files (``.safetensors``, ``config.json``) for the tests, offline and torch-free."""
+
+import json
+import os
+
+import numpy as np
+import safetensors.numpy as safetensors_numpy
+
+from helpers import TINY
+
+def timm_state_dict(p, num_layers=2, d=32):
+    """The original arrays in timm's layout, as timm's own ``_load_weights`` maps them."""
+    t = {"cls_token": p["cls"], "pos_embed": p["Transformer/posembed_input/pos_embedding"],
+         "patch_embed.proj.weight": p["embedding/kernel"].transpose(3, 2, 0, 1), "patch_embed.proj.bias": p["embedding/bias"],
+         "norm.weight": p["Transformer/encoder_norm/scale"], "norm.bias": p["Transformer/encoder_norm/bias"],
+         "head.weight": p["head/kernel"].T, "head.bias": p["head/bias"]}
+    for i in range(num_layers):
+        b = f"Transformer/encoderblock_{i}/"
+        a = b + "MultiHeadDotProductAttention_1/"
+        t[f"blocks.{i}.attn.qkv.weight"] = np.concatenate([p[a + n + "/kernel"].reshape(d, d).T for n in ("query", "key", "value")])
+        t[f"blocks.{i}.attn.qkv.bias"] = np.concatenate([p[a + n + "/bias"].reshape(-1) for n in ("query", "key", "value")])
+        t[f"blocks.{i}.attn.proj.weight"] = p[a + "out/kernel"].reshape(d, d).T
+        t[f"blocks.{i}.attn.proj.bias"] = p[a + "out/bias"]
+        for n, k in (("norm1", "LayerNorm_0"), ("norm2", "LayerNorm_2")):
+            t[f"blocks.{i}.{n}.weight"], t[f"blocks.{i}.{n}.bias"] = p[b + k + "/scale"], p[b + k + "/bias"]
+        for n, k in (("fc1", "Dense_0"), ("fc2", "Dense_1")):
+            t[f"blocks.{i}.mlp.{n}.weight"] = p[b + "MlpBlock_3/" + k + "/kernel"].T
+            t[f"blocks.{i}.mlp.{n}.bias"] = p[b + "MlpBlock_3/" + k + "/bias"]
+    return {k: np.ascontiguousarray(v, np.float32) for k, v in t.items()}
+
+
+def transformers_folder(folder, p, num_layers=2, d=32, heads=4, mlp=64, num_classes=5, eps=1e-12):
+    """A ``save_pretrained`` folder of ``ViTForImageClassification``, written from modeling_vit's key names."""
+    t = {"vit.embeddings.cls_token": p["cls"],
+         "vit.embeddings.position_embeddings": p["Transformer/posembed_input/pos_embedding"],
+         "vit.embeddings.patch_embeddings.projection.weight": p["embedding/kernel"].transpose(3, 2, 0, 1),
+         "vit.embeddings.patch_embeddings.projection.bias": p["embedding/bias"],
+         "vit.layernorm.weight": p["Transformer/encoder_norm/scale"], "vit.layernorm.bias": p["Transformer/encoder_norm/bias"],
+         "classifier.weight": p["head/kernel"].T, "classifier.bias": p["head/bias"]}
+    for i in range(num_layers):
+        b, e = f"Transformer/encoderblock_{i}/", f"vit.encoder.layer.{i}."
+        a = b + "MultiHeadDotProductAttention_1/"
+        for n in ("query", "key", "value"):  # nn.Linear stores (out, in)
+            t[e + f"attention.attention.{n}.weight"] = p[a + n + "/kernel"].reshape(d, d).T
+            t[e + f"attention.attention.{n}.bias"] = p[a + n + "/bias"].reshape(-1)
+        t[e + "attention.output.dense.weight"] = p[a + "out/kernel"].reshape(d, d).T
+        t[e + "attention.output.dense.bias"] = p[a + "out/bias"]
+        for n, k in (("layernorm_before", "LayerNorm_0"), ("layernorm_after", "LayerNorm_2")):
+            t[e + n + ".weight"], t[e + n + ".bias"] = p[b + k + "/scale"], p[b + k + "/bias"]
+        t[e + "intermediate.dense.weight"] = p[b + "MlpBlock_3/Dense_0/kernel"].T
+        t[e + "intermediate.dense.bias"] = p[b + "MlpBlock_3/Dense_0/bias"]
+        t[e + "output.dense.weight"] = p[b + "MlpBlock_3/Dense_1/kernel"].T
+        t[e + "output.dense.bias"] = p[b + "MlpBlock_3/Dense_1/bias"]
+    os.makedirs(folder, exist_ok=True)
+    safetensors_numpy.save_file({k: np.ascontiguousarray(v, np.float32) for k, v in t.items()},
+                                os.path.join(folder, "model.safetensors"))
+    config = {"model_type": "vit", "architectures": ["ViTForImageClassification"], "hidden_size": d,
+              "num_hidden_layers": num_layers, "num_attention_heads": heads, "intermediate_size": mlp,
+              "patch_size": TINY["patch_size"], "image_size": TINY["image_size"], "num_channels": 3, "qkv_bias": True,
+              "layer_norm_eps": eps, "hidden_act": "gelu", "id2label": {str(i): f"class {i}" for i in range(num_classes)}}
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(config, f)
+    return str(folder)
+
+
+def timm_file(folder, params, config=None):
+    """A timm ``model.safetensors`` of ``params``, with ``config.json`` beside it when ``config`` is given."""
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "model.safetensors")
+    safetensors_numpy.save_file(timm_state_dict(params), path)
+    if config is not None:
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump(config, f)
+    return path
+
