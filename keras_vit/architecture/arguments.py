@@ -66,11 +66,6 @@ def positive_pair(value, name):
     return tuple(int(v) for v in pair)
 
 
-def image_size_pair(image_size):
-    """``224 -> (224, 224)``; validates an ``(h, w)`` pair."""
-    return positive_pair(image_size, "image_size")
-
-
 def validate_transformer(hidden_size, num_layers, num_heads, mlp_dim):
     """Check the Transformer's shape: positive ints, ``hidden_size`` divisible by ``num_heads``."""
     for value, name in ((hidden_size, "hidden_size"), (num_layers, "num_layers"), (num_heads, "num_heads"), (mlp_dim, "mlp_dim")):

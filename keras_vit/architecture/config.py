@@ -100,7 +100,7 @@ class ViTConfig:
             set_("width", 1)
         default = 28 if self.stem == "conv" else arguments.DEFAULT_IMAGE_SIZE
         native = self.native_image_size
-        if self.image_size is not None and native is not None and _same_pair(native, self.image_size):
+        if self.image_size is not None and native is not None and arguments.positive_pair(native, "native_image_size") == arguments.positive_pair(self.image_size, "image_size"):
             native = None  # what to_dict writes for a fixed size: the size itself
         size, name = arguments.stored_image_size(self.image_size, native, default=default)
         (h, w), patch = arguments.validate_grid(size, self.patch_size, self.stride, context=self._stem_context, name=name)
@@ -262,11 +262,6 @@ def stem_stride(stem, block_units=(), stem_channels=()):
 def field_names():
     """The names of :class:`ViTConfig`'s fields, in order."""
     return tuple(field.name for field in dataclasses.fields(ViTConfig))
-
-
-def _same_pair(a, b):
-    pair = lambda v: (v, v) if not isinstance(v, (tuple, list)) else tuple(v)  # noqa: E731
-    return pair(a) == pair(b)
 
 
 def _jsonable(value):
