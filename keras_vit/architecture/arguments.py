@@ -8,7 +8,7 @@ import numbers
 
 import keras
 
-POOLING_MODES = ("token", "gap")
+POOLING_MODES = ("token", "gap", "map")  # class token, mean of the patch tokens, attention pooling (SigLIP)
 DEFAULT_IMAGE_SIZE = 224  # the builders' image_size, and the native size of an image_size=None model
 
 

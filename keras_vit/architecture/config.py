@@ -18,7 +18,7 @@ True
 
 import dataclasses
 
-from keras_vit.architecture import arguments, variants
+from keras_vit.architecture import arguments, family, variants
 from keras_vit.layers.checks import LAYER_NORM_EPSILON, check_rate
 from keras_vit.layers.resnet import GROUP_NORM_GROUPS, ROOT_WIDTH, backbone_stride
 
@@ -57,6 +57,33 @@ class ViTConfig:
         classifier_activation: of the head; None returns logits.
         include_preprocessing: the model scales [0, 255] RGB inputs to [-1, 1] itself.
         dropout, attention_dropout, drop_path_rate: regularisation rates (training only).
+
+    The ViT family's switches (DINOv2, SigLIP, CLIP, DeiT, DeiT-III, MAE, timm's register models); their
+    defaults are the paper's architecture:
+
+    Attributes:
+        class_token: a class token before the patches; None: one unless ``pooling="gap"`` (the paper's
+            GAP models have none).
+        distillation_token: DeiT's distillation token after the class token; the model's output is the
+            mean of the two heads (or of the two tokens without a head), as DeiT does at inference.
+        num_register_tokens: register tokens after the class (and distillation) token, without
+            position embeddings (DINOv2 with registers, timm's ``reg_tokens``).
+        prefix_positions: the class and distillation tokens have position embeddings (False: timm's
+            ``no_embed_class``).
+        layer_scale_init: initial LayerScale gamma of both residual branches, or None (no LayerScale).
+        mlp_activation: ``"gelu"`` (exact), ``"gelu_tanh"`` (SigLIP), ``"quick_gelu"`` (OpenAI CLIP) or
+            ``"silu"`` (with ``mlp_type="glu"``: SwiGLU).
+        mlp_type: ``"mlp"`` or ``"glu"`` (gated: ``mlp_dim`` is the width after the gate).
+        qkv_bias: biases on the query, key and value projections.
+        pre_norm: a LayerNorm before the blocks (CLIP's ``ln_pre``, timm's ``norm_pre``).
+        final_norm: the LayerNorm after the blocks (``encoder_norm``).
+        fc_norm: a LayerNorm after pooling (timm's ``fc_norm``, with average pooling instead of the final norm).
+        projection_dim: a bias-free projection of the pooled vector (CLIP's ``visual_projection``), or None.
+        input_mean, input_std: per channel, in [0, 1] units: the model scales [0, 255] pixels to
+            ``(x / 255 - mean) / std`` (``include_preprocessing``). 0.5 and 0.5 give the paper's [-1, 1].
+
+    ``pooling`` also takes ``"map"`` (SigLIP's attention pooling head); ``"gap"`` averages the patch
+    tokens only (class and register tokens left out, as timm does).
     """
 
     image_size: tuple | int | None = 224
@@ -80,6 +107,20 @@ class ViTConfig:
     dropout: float = 0.0
     attention_dropout: float = 0.0
     drop_path_rate: float = 0.0
+    class_token: bool | None = None
+    distillation_token: bool = False
+    num_register_tokens: int = 0
+    prefix_positions: bool = True
+    layer_scale_init: float | None = None
+    mlp_activation: str = "gelu"
+    mlp_type: str = "mlp"
+    qkv_bias: bool = True
+    pre_norm: bool = False
+    final_norm: bool = True
+    fc_norm: bool = False
+    projection_dim: int | None = None
+    input_mean: tuple = (0.5, 0.5, 0.5)
+    input_std: tuple = (0.5, 0.5, 0.5)
 
     def __post_init__(self):
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731  (a frozen dataclass)
@@ -119,6 +160,7 @@ class ViTConfig:
         set_("layer_norm_epsilon", float(epsilon))
         for flag in ("include_top", "include_preprocessing"):
             set_(flag, bool(getattr(self, flag)))
+        family.validate(self, set_)
 
     @property
     def _stem_context(self):
@@ -166,14 +208,14 @@ class ViTConfig:
         return self.grid[0] * self.grid[1]
 
     @property
-    def class_token(self):
-        """Whether the sequence starts with a class token (every pooling but ``"gap"``)."""
-        return self.pooling != "gap"
+    def num_prefix_tokens(self):
+        """Tokens before the patches: the class, distillation and register tokens."""
+        return int(self.class_token) + int(self.distillation_token) + self.num_register_tokens
 
     @property
-    def num_prefix_tokens(self):
-        """Tokens before the patches (1 with a class token, else 0)."""
-        return int(self.class_token)
+    def num_position_prefix(self):
+        """Position embeddings stored before the patches' (the class and distillation tokens', if they have any)."""
+        return int(self.class_token) + int(self.distillation_token) if self.prefix_positions else 0
 
     @property
     def num_tokens(self):
@@ -184,6 +226,8 @@ class ViTConfig:
     def variant(self):
         """The registry name of this shape (``"B/16"``, ``"R50+B/16"``), or None: what preset tags are looked up by."""
         sizes = dict(hidden_size=self.hidden_size, num_layers=self.num_layers, mlp_dim=self.mlp_dim, num_heads=self.num_heads)
+        if not family.is_paper(self):
+            return None  # the paper's presets do not fit another member of the family
         ph, pw = self.patch_size
         if self.stem is None:
             return next((f"{size}/{ph}" for size, entry in variants.VARIANTS.items() if entry == sizes and ph == pw), None)
@@ -224,6 +268,8 @@ class ViTConfig:
         unknown = sorted(set(changes) - set(field_names()))
         if unknown:
             raise ValueError(f"Unknown ViTConfig field(s) {unknown}; the fields are: {', '.join(field_names())}")
+        if "pooling" in changes and "class_token" not in changes and self.class_token == (self.pooling != "gap"):
+            changes["class_token"] = None  # the class token followed the pooling: it still does
         if changes.get("image_size", self.image_size) is not None and "native_image_size" not in changes:
             changes["native_image_size"] = None
         return dataclasses.replace(self, **changes)

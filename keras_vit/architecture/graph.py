@@ -5,12 +5,16 @@ Input -> optional [0, 255] -> [-1, 1] scaling -> optional stem (the hybrid's Res
 pooling, optional pre-logits and the zero-initialised head. Layer names are stable (``preprocessing``,
 ``patches``, ``patch_encoder``, ``transformer_block_{i}``, ``encoder_norm``, ``pool``, ``pre_logits``,
 ``head``, ``predictions``; the ResNet's ``conv_root``, ``block{i}_unit{j}``; the conv stem's
-``stem_conv_{i}``), so checkpoints map by name and features are pulled with ``get_layer``.
+``stem_conv_{i}``; the family's ``pre_norm``, ``map_head``, ``fc_norm``, ``projection``,
+``pool_distillation``, ``head_distillation``, ``head_average``), so checkpoints map by name and
+features are pulled with ``get_layer``.
 """
 
 import keras
 
+from keras_vit.architecture.family import PAPER
 from keras_vit.layers import PatchEncoder, Patches, TokenPooling, TransformerBlock
+from keras_vit.layers.pooling import AttentionPooling
 from keras_vit.layers.resnet import resnet_stem
 
 
@@ -20,7 +24,12 @@ def image_input(config, input_tensor=None):
     inputs = keras.Input(shape=(h, w, 3), name="images") if input_tensor is None else input_tensor
     x = inputs
     if config.include_preprocessing:
-        x = keras.layers.Rescaling(scale=1.0 / 127.5, offset=-1.0, name="preprocessing")(x)
+        if (config.input_mean, config.input_std) == (PAPER["input_mean"], PAPER["input_std"]):
+            scale, offset = 1.0 / 127.5, -1.0  # [-1, 1], the paper's: the layer the original files were saved with
+        else:  # (x / 255 - mean) / std per channel
+            scale = [1.0 / (255.0 * std) for std in config.input_std]
+            offset = [-mean / std for mean, std in zip(config.input_mean, config.input_std)]
+        x = keras.layers.Rescaling(scale=scale, offset=offset, name="preprocessing")(x)
     return inputs, x
 
 
@@ -44,14 +53,20 @@ def embed(x, config):
     """
     dynamic = config.image_size is None
     patches = Patches(config.patch_size, flatten=not dynamic, name="patches")(x)
-    return PatchEncoder(
+    x = PatchEncoder(
         num_patches=config.num_patches,
         hidden_size=config.hidden_size,
         class_token=config.class_token,
         dropout=config.dropout,
         grid_size=config.grid,
+        distillation_token=config.distillation_token,
+        num_register_tokens=config.num_register_tokens,
+        prefix_positions=config.prefix_positions,
         name="patch_encoder",
     )(patches)
+    if config.pre_norm:
+        x = keras.layers.LayerNormalization(epsilon=config.layer_norm_epsilon, name="pre_norm")(x)
+    return x
 
 
 def encoder(x, config):
@@ -67,16 +82,55 @@ def encoder(x, config):
             attention_dropout=config.attention_dropout,
             drop_path=config.drop_path_rate * i / max(config.num_layers - 1, 1),
             layer_norm_epsilon=config.layer_norm_epsilon,
+            layer_scale_init=config.layer_scale_init,
+            activation=config.mlp_activation,
+            mlp_type=config.mlp_type,
+            qkv_bias=config.qkv_bias,
             name=f"transformer_block_{i}",
         )(x)
+    if not config.final_norm:
+        return x
     return keras.layers.LayerNormalization(epsilon=config.layer_norm_epsilon, name="encoder_norm")(x)
+
+
+def pool(x, config):
+    """The pooled vector: the class token, the mean of the patch tokens, or SigLIP's attention pooling;
+    then the family's ``fc_norm`` and ``projection``."""
+    if config.pooling == "map":
+        x = AttentionPooling(
+            config.num_heads, config.mlp_dim, layer_norm_epsilon=config.layer_norm_epsilon,
+            activation=config.mlp_activation, qkv_bias=config.qkv_bias, name="map_head",
+        )(x)
+    else:
+        x = TokenPooling(config.pooling, num_prefix_tokens=config.num_prefix_tokens, name="pool")(x)
+    if config.fc_norm:
+        x = keras.layers.LayerNormalization(epsilon=config.layer_norm_epsilon, name="fc_norm")(x)
+    if config.projection_dim:
+        x = keras.layers.Dense(config.projection_dim, use_bias=False, name="projection")(x)
+    return x
+
+
+def distilled_head(x, config):
+    """DeiT's two heads, on the class and the distillation token, averaged (what DeiT does at inference)."""
+    tokens = TokenPooling("token", name="pool")(x), TokenPooling("distillation", name="pool_distillation")(x)
+    if config.include_top:
+        tokens = (
+            keras.layers.Dense(config.num_classes, kernel_initializer="zeros", name="head")(tokens[0]),
+            keras.layers.Dense(config.num_classes, kernel_initializer="zeros", name="head_distillation")(tokens[1]),
+        )
+    x = keras.layers.Average(name="head_average")(list(tokens))
+    if config.include_top and config.classifier_activation is not None:
+        x = keras.layers.Activation(config.classifier_activation, dtype="float32", name="predictions")(x)
+    return x
 
 
 def head(x, config):
     """Pool the encoded tokens, optional pre-logits (tanh), then the zero-initialised head."""
     if config.pooling is None:
         return x
-    x = TokenPooling(config.pooling, name="pool")(x)
+    if config.distillation_token:
+        return distilled_head(x, config)
+    x = pool(x, config)
     if config.representation_size:
         x = keras.layers.Dense(config.representation_size, activation="tanh", name="pre_logits")(x)
     if not config.include_top:

@@ -72,6 +72,20 @@ def count_hybrid_params(block_units=(3, 4, 9), width=1, image_size=224, **vit):
     >>> count_hybrid_params(hidden_size=768, num_layers=12, mlp_dim=3072, num_heads=12, patch_size=1)
     98659112
     """
+    total, channels = resnet_params(block_units, width)
+    h, w = (image_size, image_size) if isinstance(image_size, int) else image_size
+    stride = backbone_stride(block_units)
+    grid = (-(-h // stride), -(-w // stride))
+    return total + count_params(image_size=grid, channels=channels, **vit)
+
+
+def resnet_params(block_units, width=1):
+    """``(parameters, output channels)`` of the hybrid's ResNet-v2 stem.
+
+    Example:
+    >>> resnet_params((3, 4, 9))
+    (11894848, 1024)
+    """
     root = int(ROOT_WIDTH * width)
     total = 7 * 7 * 3 * root + 2 * root  # conv_root (no bias) + gn_root
     channels = root
@@ -85,14 +99,14 @@ def count_hybrid_params(block_units=(3, 4, 9), width=1, image_size=224, **vit):
             if channels != 4 * features or stride != 1:
                 total += channels * 4 * features + 2 * 4 * features  # conv_proj + gn_proj
             channels = 4 * features
-    h, w = (image_size, image_size) if isinstance(image_size, int) else image_size
-    stride = backbone_stride(block_units)
-    grid = (-(-h // stride), -(-w // stride))
-    return total + count_params(image_size=grid, channels=channels, **vit)
+    return total, channels
 
 
 def count_config_params(config):
     """Count the parameters of the model a :class:`~keras_vit.architecture.config.ViTConfig` describes, without building it.
+
+    Every family switch is counted (tokens, LayerScale, gated MLPs, qkv bias, extra norms, attention
+    pooling, projection, DeiT's second head); the tests compare the count with built models.
 
     Example:
     >>> from keras_vit.architecture.config import ViTConfig
@@ -100,15 +114,33 @@ def count_config_params(config):
     >>> count_config_params(ViTConfig(**decode_variant("B/16")))
     86567656
     """
-    vit = dict(
-        patch_size=config.patch_size, hidden_size=config.hidden_size, num_layers=config.num_layers,
-        mlp_dim=config.mlp_dim, num_heads=config.num_heads, num_classes=config.num_classes,
-        representation_size=config.representation_size, class_token=config.class_token, include_top=config.include_top,
-    )
+    d, m = config.hidden_size, config.mlp_dim
     if config.stem == "resnet":
-        return count_hybrid_params(config.block_units, config.width, image_size=config.native_image_size, **vit)
-    channels, stem = 3, 0
-    for width in config.stem_channels:  # 3x3 convolutions without bias, BatchNorm (4 weights per channel)
-        stem += 9 * channels * width + 4 * width
-        channels = width
-    return stem + count_params(image_size=config.feature_map_size(), channels=channels, **vit)
+        stem, channels = resnet_params(config.block_units, config.width)
+    else:
+        channels, stem = 3, 0
+        for width in config.stem_channels:  # 3x3 convolutions without bias, BatchNorm (4 weights per channel)
+            stem += 9 * channels * width + 4 * width
+            channels = width
+    ph, pw = config.patch_size
+    embed = ph * pw * channels * d + d
+    embed += d * (int(config.class_token) + int(config.distillation_token) + config.num_register_tokens)
+    embed += (config.num_patches + config.num_position_prefix) * d
+    glu = 2 if config.mlp_type == "glu" else 1
+    mlp = d * m * glu + m * glu + m * d + d
+    block = 4 * d + 3 * d * d + (3 * d if config.qkv_bias else 0) + d * d + d + mlp
+    block += 2 * d if config.layer_scale_init is not None else 0
+    total = stem + embed + config.num_layers * block
+    total += 2 * d * (int(config.pre_norm) + int(config.final_norm) + int(config.fc_norm))
+    if config.pooling == "map":  # probe, query, key/value, output, LayerNorm, MLP
+        total += d + d * d + 2 * d * d + (3 * d if config.qkv_bias else 0) + d * d + d + 2 * d + d * m + m + m * d + d
+    width = d
+    if config.projection_dim:
+        total += d * config.projection_dim
+        width = config.projection_dim
+    if config.representation_size:
+        total += width * config.representation_size + config.representation_size
+        width = config.representation_size
+    if config.include_top and config.pooling is not None:
+        total += (width * config.num_classes + config.num_classes) * (2 if config.distillation_token else 1)
+    return total

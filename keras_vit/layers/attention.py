@@ -52,6 +52,8 @@ class SelfAttention(keras.layers.Layer):
             output has the width of the input.
         dropout: dropout rate on the attention weights.
         use_bias: whether the four projections have biases.
+        qkv_bias: whether the query, key and value projections have biases (default: ``use_bias``;
+            False with a biased output projection is timm's ``qkv_bias=False``).
         kernel_initializer: initializer of the projection kernels.
         bias_initializer: initializer of the projection biases.
         kernel_regularizer: regularizer of the projection kernels.
@@ -87,6 +89,7 @@ class SelfAttention(keras.layers.Layer):
         *,
         dropout=0.0,
         use_bias=True,
+        qkv_bias=None,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         kernel_regularizer=None,
@@ -101,6 +104,7 @@ class SelfAttention(keras.layers.Layer):
         self.key_dim = positive_int(key_dim, "key_dim")
         self.dropout = check_rate(dropout, "dropout")
         self.use_bias = bool(use_bias)
+        self.qkv_bias = self.use_bias if qkv_bias is None else bool(qkv_bias)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
@@ -120,11 +124,11 @@ class SelfAttention(keras.layers.Layer):
             )
         return super().__call__(x, **kwargs)
 
-    def _projection(self, equation, output_shape, bias_axes, name):
+    def _projection(self, equation, output_shape, bias_axes, name, use_bias):
         return keras.layers.EinsumDense(
             equation,
             output_shape=output_shape,
-            bias_axes=bias_axes if self.use_bias else None,
+            bias_axes=bias_axes if use_bias else None,
             kernel_initializer=_fresh(self.kernel_initializer),
             bias_initializer=_fresh(self.bias_initializer),
             kernel_regularizer=self.kernel_regularizer,
@@ -142,10 +146,10 @@ class SelfAttention(keras.layers.Layer):
                 f"Received: input_shape={tuple(input_shape)}"
             )
         width, heads = input_shape[-1], (self.num_heads, self.key_dim)
-        self.query_dense = self._projection("abc,cde->abde", (None,) + heads, "de", "query")
-        self.key_dense = self._projection("abc,cde->abde", (None,) + heads, "de", "key")
-        self.value_dense = self._projection("abc,cde->abde", (None,) + heads, "de", "value")
-        self.output_dense = self._projection("abcd,cde->abe", (None, width), "e", "attention_output")
+        self.query_dense = self._projection("abc,cde->abde", (None,) + heads, "de", "query", self.qkv_bias)
+        self.key_dense = self._projection("abc,cde->abde", (None,) + heads, "de", "key", self.qkv_bias)
+        self.value_dense = self._projection("abc,cde->abde", (None,) + heads, "de", "value", self.qkv_bias)
+        self.output_dense = self._projection("abcd,cde->abe", (None, width), "e", "attention_output", self.use_bias)
         for projection in (self.query_dense, self.key_dense, self.value_dense):
             projection.build(input_shape)
         self.output_dense.build(tuple(input_shape[:2]) + heads)
@@ -159,7 +163,7 @@ class SelfAttention(keras.layers.Layer):
         width = self.num_heads * self.key_dim
         kernel = ops.concatenate([ops.reshape(ops.cast(d.kernel, dtype), (-1, width)) for d in self._projections()], axis=1)
         bias = None
-        if self.use_bias:
+        if self.qkv_bias:
             bias = ops.concatenate([ops.reshape(ops.cast(d.bias, dtype), (width,)) for d in self._projections()], axis=0)
         qkv = kernels.matmul_bias(x, kernel, bias)
         shape = ops.shape(x)
@@ -216,6 +220,7 @@ class SelfAttention(keras.layers.Layer):
                 "key_dim": self.key_dim,
                 "dropout": self.dropout,
                 "use_bias": self.use_bias,
+                "qkv_bias": self.qkv_bias,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
                 "kernel_regularizer": keras.regularizers.serialize(self.kernel_regularizer),

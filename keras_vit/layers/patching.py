@@ -168,6 +168,13 @@ class PatchEncoder(keras.layers.Layer):
     prepended to the sequence, and learned 1-D position embeddings added to
     every token (class token included), then optional dropout.
 
+    The ViT family's tokens: DeiT's distillation token after the class token
+    (with a position, as the class token), register tokens after them (never
+    with a position: DINOv2 with registers, timm's ``reg_tokens``), and
+    position embeddings over the patches only (timm's ``no_embed_class``:
+    ``prefix_positions=False``). The sequence is ``[class, distillation,
+    registers, patches]``.
+
     The position embeddings are stored for ``num_patches`` patches on a grid
     of ``grid_size`` rows and columns. Patches given on their grid,
     ``(batch, rows, cols, P*P*C)`` (``Patches(flatten=False)``), may come on
@@ -186,6 +193,9 @@ class PatchEncoder(keras.layers.Layer):
         grid_size: ``(rows, cols)`` of the stored grid, ``rows * cols ==
             num_patches``; None: a square grid (needed only for patches given on
             their grid).
+        distillation_token: a learnable distillation token after the class token.
+        num_register_tokens: learnable register tokens after them, without positions.
+        prefix_positions: the class and distillation tokens have position embeddings.
 
     Call arguments:
         patches: ``(batch, N, P*P*C)``, or ``(batch, rows, cols, P*P*C)``.
@@ -202,11 +212,30 @@ class PatchEncoder(keras.layers.Layer):
     (2, 481, 192)
     """
 
-    def __init__(self, num_patches, hidden_size, *, class_token=True, dropout=0.0, grid_size=None, **kwargs):
+    def __init__(
+        self,
+        num_patches,
+        hidden_size,
+        *,
+        class_token=True,
+        dropout=0.0,
+        grid_size=None,
+        distillation_token=False,
+        num_register_tokens=0,
+        prefix_positions=True,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.num_patches = positive_int(num_patches, "num_patches")
         self.hidden_size = positive_int(hidden_size, "hidden_size")
         self.class_token = bool(class_token)
+        self.distillation_token = bool(distillation_token)
+        if self.distillation_token and not self.class_token:
+            raise ValueError("A distillation token follows a class token. Received: class_token=False, distillation_token=True")
+        if isinstance(num_register_tokens, bool) or not isinstance(num_register_tokens, int) or num_register_tokens < 0:
+            raise ValueError(f"`num_register_tokens` must be an int >= 0. Received: num_register_tokens={num_register_tokens!r}")
+        self.num_register_tokens = num_register_tokens
+        self.prefix_positions = bool(prefix_positions)
         self.dropout = check_rate(dropout, "dropout")
         self.grid_size = None if grid_size is None else pair(grid_size, "grid_size")
         if self.grid_size is not None and self.grid_size[0] * self.grid_size[1] != self.num_patches:
@@ -228,8 +257,18 @@ class PatchEncoder(keras.layers.Layer):
 
     @property
     def num_prefix_tokens(self):
-        """Tokens before the patches: 1 with a class token, else 0."""
-        return 1 if self.class_token else 0
+        """Tokens before the patches: class, distillation and register tokens."""
+        return self.num_learned_prefix + self.num_register_tokens
+
+    @property
+    def num_learned_prefix(self):
+        """The class and distillation tokens (those that may have position embeddings)."""
+        return int(self.class_token) + int(self.distillation_token)
+
+    @property
+    def num_position_prefix(self):
+        """Position embeddings before the patches' (the class and distillation tokens', unless ``prefix_positions=False``)."""
+        return self.num_learned_prefix if self.prefix_positions else 0
 
     @property
     def stored_grid(self):
@@ -256,8 +295,16 @@ class PatchEncoder(keras.layers.Layer):
             self.cls = self.add_weight(
                 shape=(1, 1, self.hidden_size), initializer="zeros", name="class_token"
             )
+        if self.distillation_token:
+            self.dist = self.add_weight(shape=(1, 1, self.hidden_size), initializer="zeros", name="distillation_token")
+        if self.num_register_tokens:
+            self.registers = self.add_weight(
+                shape=(1, self.num_register_tokens, self.hidden_size),
+                initializer=keras.initializers.RandomNormal(stddev=1e-6),
+                name="register_tokens",
+            )
         self.position_embedding = self.add_weight(
-            shape=(1, self.num_tokens, self.hidden_size),
+            shape=(1, self.num_patches + self.num_position_prefix, self.hidden_size),
             initializer=keras.initializers.RandomNormal(stddev=0.02),
             name="position_embedding",
             autocast=False,  # resampled in float32 (under a 16-bit policy too), then cast
@@ -272,8 +319,8 @@ class PatchEncoder(keras.layers.Layer):
         if all(isinstance(n, int) for n in grid) and tuple(grid) == (rows, cols):
             return self.position_embedding
         posemb = ops.convert_to_tensor(self.position_embedding)
-        prefix = posemb[:, : self.num_prefix_tokens]
-        patches = ops.reshape(posemb[0, self.num_prefix_tokens :], (rows, cols, self.hidden_size))
+        prefix = posemb[:, : self.num_position_prefix]
+        patches = ops.reshape(posemb[0, self.num_position_prefix :], (rows, cols, self.hidden_size))
         patches = resampling.resize_grid(patches, grid)
         patches = ops.reshape(patches, (1, grid[0] * grid[1], self.hidden_size))
         return ops.concatenate([prefix, patches], axis=1)
@@ -285,11 +332,23 @@ class PatchEncoder(keras.layers.Layer):
             position = self.position_embedding_for((shape[1], shape[2]))
             patches = ops.reshape(patches, (shape[0], shape[1] * shape[2], patches.shape[-1]))
         x = kernels.dense(patches, self.projection)
-        if self.class_token:
-            cls = ops.cast(self.cls, x.dtype)
-            cls = ops.broadcast_to(cls, (ops.shape(x)[0], 1, self.hidden_size))
-            x = ops.concatenate([cls, x], axis=1)
-        x = x + ops.cast(position, x.dtype)
+        batch = ops.shape(x)[0]
+        prefix = [self.cls] if self.class_token else []
+        prefix += [self.dist] if self.distillation_token else []
+        prefix = [ops.broadcast_to(ops.cast(token, x.dtype), (batch, 1, self.hidden_size)) for token in prefix]
+        registers = []
+        if self.num_register_tokens:
+            shape = (batch, self.num_register_tokens, self.hidden_size)
+            registers = [ops.broadcast_to(ops.cast(self.registers, x.dtype), shape)]
+        if self.prefix_positions:
+            x = ops.concatenate(prefix + [x], axis=1) if prefix else x
+            x = x + ops.cast(position, x.dtype)
+            if registers:  # after the class (and distillation) token, as DINOv2 inserts them
+                k = self.num_learned_prefix
+                x = ops.concatenate([x[:, :k]] + registers + [x[:, k:]], axis=1)
+        else:
+            x = x + ops.cast(position, x.dtype)
+            x = ops.concatenate(prefix + registers + [x], axis=1) if prefix or registers else x
         return self.dropout_layer(x, training=training)
 
     def compute_output_shape(self, input_shape):
@@ -308,6 +367,9 @@ class PatchEncoder(keras.layers.Layer):
                 "class_token": self.class_token,
                 "dropout": self.dropout,
                 "grid_size": self.grid_size,
+                "distillation_token": self.distillation_token,
+                "num_register_tokens": self.num_register_tokens,
+                "prefix_positions": self.prefix_positions,
             }
         )
         return config

@@ -1,4 +1,4 @@
-"""The pre-LayerNorm Transformer encoder block, stochastic depth, and token pooling."""
+"""The pre-LayerNorm Transformer encoder block, LayerScale, stochastic depth, and token pooling."""
 
 import keras
 from keras import ops
@@ -61,11 +61,54 @@ class StochasticDepth(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
+class LayerScale(keras.layers.Layer):
+    """Per-channel scaling of a residual branch (CaiT's LayerScale; DINOv2, DeiT-III): ``x * gamma``.
+
+    Args:
+        init_value: the initial value of every ``gamma`` (timm's ``init_values``, 1e-5 in DINOv2).
+
+    Example:
+    >>> layer = LayerScale(0.1)
+    >>> keras.ops.convert_to_numpy(layer(keras.ops.ones((1, 2, 3)))).ravel().round(3).tolist()
+    [0.1, 0.1, 0.1, 0.1, 0.1, 0.1]
+    """
+
+    def __init__(self, init_value=1e-5, **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(init_value, bool) or not isinstance(init_value, (int, float)) or not init_value > 0:
+            raise ValueError(f"`init_value` must be a positive number. Received: init_value={init_value!r}")
+        self.init_value = float(init_value)
+
+    def build(self, input_shape):
+        self.gamma = self.add_weight(
+            shape=(input_shape[-1],), initializer=keras.initializers.Constant(self.init_value), name="gamma"
+        )
+
+    def call(self, x):
+        return x * ops.cast(self.gamma, x.dtype)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"init_value": self.init_value})
+        return config
+
+
+MLP_TYPES = ("mlp", "glu")  # Dense -> act -> Dense; or GLU: act(x W_a) * (x W_b) -> Dense (SwiGLU with act=silu)
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
 class TransformerBlock(keras.layers.Layer):
     """One pre-LayerNorm Transformer encoder block (Eqs. 2-3 of the paper).
 
     ``x = x + DropPath(MSA(LN(x)))``; ``x = x + DropPath(MLP(LN(x)))``, where the
     MLP is Dense(mlp_dim) -> exact (erf) GELU -> Dropout -> Dense(D) -> Dropout.
+    The ViT family's switches: LayerScale on both branches (``x + DropPath(gamma * MSA(LN(x)))``),
+    another activation, a gated MLP (``mlp_type="glu"``: ``Dense(2 * mlp_dim)`` split in two halves
+    ``a, b`` and ``act(a) * b``; SwiGLU with ``activation="silu"``, as in DINOv2 giant), and no
+    bias on the query, key and value projections.
 
     Args:
         num_heads: attention heads; must divide the input width.
@@ -74,6 +117,10 @@ class TransformerBlock(keras.layers.Layer):
         attention_dropout: dropout rate on the attention weights.
         drop_path: stochastic-depth rate of both residual branches.
         layer_norm_epsilon: LayerNorm epsilon (1e-6 in the original).
+        layer_scale_init: initial value of the LayerScale gammas, or None for no LayerScale.
+        activation: the MLP's activation, one of ``kernels.ACTIVATIONS`` (exact ``"gelu"`` in the paper).
+        mlp_type: ``"mlp"`` or ``"glu"``.
+        qkv_bias: biases on the query, key and value projections.
 
     Call arguments:
         x: ``(batch, tokens, D)``.
@@ -102,9 +149,21 @@ class TransformerBlock(keras.layers.Layer):
         attention_dropout=0.0,
         drop_path=0.0,
         layer_norm_epsilon=LAYER_NORM_EPSILON,
+        layer_scale_init=None,
+        activation="gelu",
+        mlp_type="mlp",
+        qkv_bias=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        if activation not in kernels.ACTIVATIONS:
+            raise ValueError(f"Unknown MLP activation: expected one of {kernels.ACTIVATIONS}. Received: activation={activation!r}")
+        if mlp_type not in MLP_TYPES:
+            raise ValueError(f"Unknown MLP type: expected one of {MLP_TYPES}. Received: mlp_type={mlp_type!r}")
+        self.activation = activation
+        self.mlp_type = mlp_type
+        self.qkv_bias = bool(qkv_bias)
+        self.layer_scale_init = None if layer_scale_init is None else float(layer_scale_init)
         self.num_heads = positive_int(num_heads, "num_heads")
         self.mlp_dim = positive_int(mlp_dim, "mlp_dim")
         self.dropout = check_rate(dropout, "dropout")
@@ -121,8 +180,12 @@ class TransformerBlock(keras.layers.Layer):
         self.drop_path_layer = StochasticDepth(self.drop_path, dtype=policy, name="drop_path")
         self.mlp_dropout = keras.layers.Dropout(self.dropout, dtype=policy, name="mlp_dropout")
         self.attention = None  # created in build: key_dim depends on the width
+        self.layer_scale_1 = self.layer_scale_2 = None
+        if self.layer_scale_init is not None:
+            self.layer_scale_1 = LayerScale(self.layer_scale_init, dtype=policy, name="layer_scale_1")
+            self.layer_scale_2 = LayerScale(self.layer_scale_init, dtype=policy, name="layer_scale_2")
         self.mlp_dense_1 = keras.layers.Dense(
-            self.mlp_dim,
+            self.mlp_dim * (2 if self.mlp_type == "glu" else 1),
             kernel_initializer="glorot_uniform",
             bias_initializer=keras.initializers.RandomNormal(stddev=1e-6),
             dtype=policy,
@@ -142,6 +205,7 @@ class TransformerBlock(keras.layers.Layer):
             num_heads=self.num_heads,
             key_dim=width // self.num_heads,
             dropout=self.attention_dropout,
+            qkv_bias=self.qkv_bias,
             kernel_initializer="glorot_uniform",
             dtype=policy,
             name="attention",
@@ -161,6 +225,9 @@ class TransformerBlock(keras.layers.Layer):
         self.attention.build(input_shape)
         self.mlp_dense_1.build(input_shape)
         self.mlp_dense_2.build(tuple(input_shape[:-1]) + (self.mlp_dim,))
+        for scale in (self.layer_scale_1, self.layer_scale_2):
+            if scale is not None:
+                scale.build(input_shape)
 
     def call(self, x, training=None, return_attention_scores=False):
         y = kernels.layer_norm(x, self.norm1)
@@ -170,13 +237,21 @@ class TransformerBlock(keras.layers.Layer):
         else:
             y, scores = attention, None
         y = self.attention_dropout_layer(y, training=training)
+        if self.layer_scale_1 is not None:
+            y = self.layer_scale_1(y)
         x = x + self.drop_path_layer(y, training=training)
 
         y = kernels.layer_norm(x, self.norm2)
-        y = kernels.dense(y, self.mlp_dense_1, gelu=True, training=training)
+        if self.mlp_type == "glu":
+            gate, y = ops.split(kernels.dense(y, self.mlp_dense_1), 2, axis=-1)
+            y = kernels.activate(gate, self.activation, training=training) * y
+        else:
+            y = kernels.dense(y, self.mlp_dense_1, activation=self.activation, training=training)
         y = self.mlp_dropout(y, training=training)
         y = kernels.dense(y, self.mlp_dense_2)
         y = self.mlp_dropout(y, training=training)
+        if self.layer_scale_2 is not None:
+            y = self.layer_scale_2(y)
         x = x + self.drop_path_layer(y, training=training)
         return (x, scores) if return_attention_scores else x
 
@@ -196,6 +271,10 @@ class TransformerBlock(keras.layers.Layer):
                 "attention_dropout": self.attention_dropout,
                 "drop_path": self.drop_path,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
+                "layer_scale_init": self.layer_scale_init,
+                "activation": self.activation,
+                "mlp_type": self.mlp_type,
+                "qkv_bias": self.qkv_bias,
             }
         )
         return config
@@ -203,11 +282,14 @@ class TransformerBlock(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
 class TokenPooling(keras.layers.Layer):
-    """Reduce a token sequence to one vector: the class token or the mean.
+    """Reduce a token sequence to one vector: the class token, the distillation token or the mean.
 
     Args:
-        mode: ``"token"`` reads token 0 (the ``[class]`` token); ``"gap"``
-            averages all tokens (GAP models carry no class token).
+        mode: ``"token"`` reads token 0 (the ``[class]`` token); ``"distillation"``
+            token 1 (DeiT's distillation token); ``"gap"`` averages the tokens after
+            the first ``num_prefix_tokens`` (the paper's GAP models carry no class
+            token; timm's average pooling leaves out the class and register tokens).
+        num_prefix_tokens: tokens before the patches, left out of ``"gap"``.
 
     Call arguments:
         x: ``(batch, tokens, D)``.
@@ -221,24 +303,29 @@ class TokenPooling(keras.layers.Layer):
     [[4.0, 5.0, 6.0, 7.0]]
     """
 
-    MODES = ("token", "gap")
+    MODES = ("token", "distillation", "gap")
 
-    def __init__(self, mode="token", **kwargs):
+    def __init__(self, mode="token", num_prefix_tokens=0, **kwargs):
         super().__init__(**kwargs)
         if mode not in self.MODES:
             raise ValueError(f"Unknown pooling mode: expected one of {self.MODES}. Received: mode={mode!r}")
         self.mode = mode
+        if isinstance(num_prefix_tokens, bool) or not isinstance(num_prefix_tokens, int) or num_prefix_tokens < 0:
+            raise ValueError(f"`num_prefix_tokens` must be an int >= 0. Received: num_prefix_tokens={num_prefix_tokens!r}")
+        self.num_prefix_tokens = num_prefix_tokens
         built_when_created(self)  # no weights: built when created, so model.quantize() never meets it unbuilt
 
     def call(self, x):
         if self.mode == "token":
             return x[:, 0]
-        return ops.mean(x, axis=1)
+        if self.mode == "distillation":
+            return x[:, 1]
+        return ops.mean(x[:, self.num_prefix_tokens :] if self.num_prefix_tokens else x, axis=1)
 
     def compute_output_shape(self, input_shape):
         return (input_shape[0], input_shape[-1])
 
     def get_config(self):
         config = super().get_config()
-        config.update({"mode": self.mode})
+        config.update({"mode": self.mode, "num_prefix_tokens": self.num_prefix_tokens})
         return config

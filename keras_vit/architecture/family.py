@@ -1,0 +1,119 @@
+"""The ViT family's switches in :class:`~keras_vit.architecture.config.ViTConfig`: their checks and defaults.
+
+DINOv2, SigLIP, CLIP, DeiT, DeiT-III, MAE and timm's register models are the paper's architecture with
+a few switches (tokens, LayerScale, activation, gated MLP, qkv bias, extra norms, attention pooling, a
+projection, the input's mean and std). Each switch is a field of the config; this module checks them
+together, so an impossible combination is refused by name before anything is built.
+"""
+
+import math
+import numbers
+
+from keras_vit.layers.kernels import ACTIVATIONS
+from keras_vit.layers.transformer import MLP_TYPES
+
+# the fields this module checks, with the paper's values: a config with these is the paper's ViT
+PAPER = {
+    "distillation_token": False,
+    "num_register_tokens": 0,
+    "prefix_positions": True,
+    "layer_scale_init": None,
+    "mlp_activation": "gelu",
+    "mlp_type": "mlp",
+    "qkv_bias": True,
+    "pre_norm": False,
+    "final_norm": True,
+    "fc_norm": False,
+    "projection_dim": None,
+    "input_mean": (0.5, 0.5, 0.5),
+    "input_std": (0.5, 0.5, 0.5),
+}
+
+
+def is_paper(config):
+    """True when every family switch has the paper's value (and the class token follows the pooling).
+
+    Example:
+    >>> from keras_vit.architecture.config import ViTConfig
+    >>> is_paper(ViTConfig()), is_paper(ViTConfig(num_register_tokens=4))
+    (True, False)
+    """
+    same = all(_same(getattr(config, name), value) for name, value in PAPER.items())
+    return same and config.class_token == (config.pooling != "gap")
+
+
+def validate(config, set_):
+    """Check and normalise the family's fields of ``config`` (a ``ViTConfig`` being created); ``set_(name, value)``
+    stores a normalised value. Raises a ``ValueError`` naming the fields of an impossible combination."""
+    class_token = config.class_token
+    if class_token is None:
+        class_token = config.pooling != "gap"
+    elif not isinstance(class_token, (bool, numbers.Integral)):
+        raise ValueError(f"`class_token` must be a bool or None. Received: class_token={class_token!r}")
+    set_("class_token", bool(class_token))
+    for flag in ("distillation_token", "prefix_positions", "qkv_bias", "pre_norm", "final_norm", "fc_norm"):
+        value = getattr(config, flag)
+        if not isinstance(value, (bool, numbers.Integral)):
+            raise ValueError(f"`{flag}` must be a bool. Received: {flag}={value!r}")
+        set_(flag, bool(value))
+    registers = config.num_register_tokens
+    if isinstance(registers, bool) or not isinstance(registers, numbers.Integral) or registers < 0:
+        raise ValueError(f"`num_register_tokens` must be an int >= 0. Received: num_register_tokens={registers!r}")
+    set_("num_register_tokens", int(registers))
+    scale = config.layer_scale_init
+    if scale is not None:
+        if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not (math.isfinite(scale) and scale > 0):
+            raise ValueError(f"`layer_scale_init` must be a positive number or None. Received: layer_scale_init={scale!r}")
+        set_("layer_scale_init", float(scale))
+    if config.mlp_activation not in ACTIVATIONS:
+        raise ValueError(f"Unknown `mlp_activation`: expected one of {ACTIVATIONS}. Received: mlp_activation={config.mlp_activation!r}")
+    if config.mlp_type not in MLP_TYPES:
+        raise ValueError(f"Unknown `mlp_type`: expected one of {MLP_TYPES}. Received: mlp_type={config.mlp_type!r}")
+    if config.projection_dim is not None:
+        if isinstance(config.projection_dim, bool) or not isinstance(config.projection_dim, numbers.Integral) or config.projection_dim < 1:
+            raise ValueError(f"`projection_dim` must be a positive int or None. Received: projection_dim={config.projection_dim!r}")
+    for name in ("input_mean", "input_std"):
+        set_(name, _channels(getattr(config, name), name, positive=name == "input_std"))
+    _check_combinations(config)
+
+
+def _check_combinations(config):
+    """The combinations no source publishes and the graph cannot give a meaning to."""
+    refuse = []
+    if config.pooling == "token" and not config.class_token:
+        refuse.append("pooling='token' reads the class token: class_token=False leaves none")
+    if config.distillation_token and not config.class_token:
+        refuse.append("a distillation token follows the class token: class_token=False")
+    if config.distillation_token and config.pooling != "token":
+        refuse.append(f"a distillation token is read with pooling='token' (DeiT's two heads). Received pooling={config.pooling!r}")
+    if config.distillation_token and (config.representation_size or config.projection_dim or config.fc_norm):
+        refuse.append("DeiT's two heads read the tokens directly: no representation_size, projection_dim or fc_norm")
+    if config.fc_norm and config.final_norm:
+        refuse.append("fc_norm replaces the final norm (as in timm): set final_norm=False with fc_norm=True")
+    if config.pooling is None and (config.fc_norm or config.projection_dim):
+        refuse.append("fc_norm and projection_dim act on the pooled vector: pooling=None has none")
+    if config.stem is not None and not is_paper_tokens(config):
+        refuse.append(f"stem={config.stem!r} models have the paper's tokens only (no registers or distillation token)")
+    if refuse:
+        raise ValueError("Impossible ViTConfig: " + "; ".join(refuse))
+
+
+def is_paper_tokens(config):
+    return not config.distillation_token and not config.num_register_tokens and config.prefix_positions
+
+
+def _channels(value, name, positive):
+    try:
+        values = tuple(float(v) for v in value) if not isinstance(value, (str, bytes)) else ()
+    except (TypeError, ValueError):
+        values = ()
+    if len(values) != 3 or not all(math.isfinite(v) for v in values) or (positive and min(values) <= 0):
+        what = "three positive numbers" if positive else "three finite numbers"
+        raise ValueError(f"`{name}` must be {what} (R, G, B in [0, 1] units). Received: {name}={value!r}")
+    return values
+
+
+def _same(a, b):
+    if isinstance(b, tuple):
+        return tuple(a) == b
+    return a == b

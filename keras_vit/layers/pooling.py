@@ -1,0 +1,117 @@
+"""Attention pooling: SigLIP's multi-head attention pooling ("MAP") head."""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_vit.layers import kernels
+from keras_vit.layers.checks import LAYER_NORM_EPSILON, PACKAGE as _PACKAGE, positive_int
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class AttentionPooling(keras.layers.Layer):
+    """Pool a token sequence with a learned probe: multi-head attention, then a residual MLP.
+
+    big_vision's ``MAPHead`` (SigLIP), timm's ``AttentionPoolLatent`` and transformers'
+    ``SiglipMultiheadAttentionPoolingHead`` compute::
+
+        y = proj(MHA(query=probe W_q, keys/values=x W_kv));  y = y + MLP(LN(y));  return y[:, 0]
+
+    with one probe token, the key and value projections as one ``(D, 2D)`` matrix (keys first),
+    and the MLP ``Dense(mlp_dim) -> act -> Dense(D)``.
+
+    Args:
+        num_heads: attention heads; must divide the input width.
+        mlp_dim: hidden size of the MLP.
+        layer_norm_epsilon: of the LayerNorm before the MLP.
+        activation: the MLP's activation (one of ``kernels.ACTIVATIONS``).
+        qkv_bias: biases on the query and key/value projections.
+
+    Call arguments:
+        x: ``(batch, tokens, D)``.
+
+    Returns:
+        ``(batch, D)``.
+
+    Example:
+    >>> layer = AttentionPooling(num_heads=4, mlp_dim=64)
+    >>> tuple(layer(keras.ops.zeros((2, 5, 32))).shape)
+    (2, 32)
+    >>> sorted(w.path.split("/", 1)[1] for w in layer.weights)[:4]
+    ['attention_output/bias', 'attention_output/kernel', 'key_value/bias', 'key_value/kernel']
+    """
+
+    def __init__(self, num_heads, mlp_dim, *, layer_norm_epsilon=LAYER_NORM_EPSILON, activation="gelu", qkv_bias=True, **kwargs):
+        super().__init__(**kwargs)
+        if activation not in kernels.ACTIVATIONS:
+            raise ValueError(f"Unknown MLP activation: expected one of {kernels.ACTIVATIONS}. Received: activation={activation!r}")
+        self.num_heads = positive_int(num_heads, "num_heads")
+        self.mlp_dim = positive_int(mlp_dim, "mlp_dim")
+        self.layer_norm_epsilon = float(layer_norm_epsilon)
+        self.activation = activation
+        self.qkv_bias = bool(qkv_bias)
+        policy = self.dtype_policy
+        self.norm = keras.layers.LayerNormalization(epsilon=self.layer_norm_epsilon, dtype=policy, name="layer_norm")
+        self.mlp_dense_1 = keras.layers.Dense(self.mlp_dim, dtype=policy, name="mlp_dense_1")
+        self.query = self.key_value = self.output_dense = self.mlp_dense_2 = None  # in build: D is the input's
+
+    def build(self, input_shape):
+        width = input_shape[-1]
+        if width is None or width % self.num_heads:
+            raise ValueError(
+                "The width must be known and divisible by `num_heads`. "
+                f"Received: input_shape={tuple(input_shape)}, num_heads={self.num_heads}"
+            )
+        policy = self.dtype_policy
+        self.probe = self.add_weight(
+            shape=(1, 1, width), initializer=keras.initializers.TruncatedNormal(stddev=0.02), name="probe"
+        )
+        self.query = keras.layers.Dense(width, use_bias=self.qkv_bias, dtype=policy, name="query")
+        self.key_value = keras.layers.Dense(2 * width, use_bias=self.qkv_bias, dtype=policy, name="key_value")
+        self.output_dense = keras.layers.Dense(width, dtype=policy, name="attention_output")
+        self.mlp_dense_2 = keras.layers.Dense(width, dtype=policy, name="mlp_dense_2")
+        self.query.build((1, 1, width))
+        self.key_value.build(input_shape)
+        self.output_dense.build((None, 1, width))
+        self.norm.build((None, 1, width))
+        self.mlp_dense_1.build((None, 1, width))
+        self.mlp_dense_2.build((None, 1, self.mlp_dim))
+
+    def call(self, x):
+        dtype = self.compute_dtype
+        width = x.shape[-1]
+        heads, head_dim = self.num_heads, width // self.num_heads
+        batch, tokens = ops.shape(x)[0], ops.shape(x)[1]
+        query = kernels.dense(ops.cast(self.probe, dtype), self.query)  # (1, 1, D)
+        query = ops.transpose(ops.reshape(query, (1, 1, heads, head_dim)), (0, 2, 1, 3))  # (1, heads, 1, hd)
+        key, value = ops.split(kernels.dense(x, self.key_value), 2, axis=-1)  # rank 3 each: no (B, N, 2, h, hd)
+        key = ops.transpose(ops.reshape(key, (batch, tokens, heads, head_dim)), (0, 2, 1, 3))
+        value = ops.transpose(ops.reshape(value, (batch, tokens, heads, head_dim)), (0, 2, 1, 3))
+        query = ops.broadcast_to(query * ops.cast(1.0 / math.sqrt(head_dim), dtype), (batch, heads, 1, head_dim))
+        scores = kernels.matmul_transposed(query, key)  # (B, heads, 1, N)
+        if dtype in ("bfloat16", "float16"):
+            weights = ops.cast(ops.softmax(ops.cast(scores, "float32"), axis=-1), dtype)
+        else:
+            weights = ops.softmax(scores, axis=-1)
+        y = ops.reshape(ops.transpose(ops.matmul(weights, value), (0, 2, 1, 3)), (batch, 1, width))
+        y = kernels.dense(y, self.output_dense)
+        z = kernels.dense(kernels.layer_norm(y, self.norm), self.mlp_dense_1, activation=self.activation)
+        y = y + kernels.dense(z, self.mlp_dense_2)
+        return y[:, 0]
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], input_shape[-1])
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "mlp_dim": self.mlp_dim,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "activation": self.activation,
+                "qkv_bias": self.qkv_bias,
+            }
+        )
+        return config
