@@ -204,10 +204,12 @@ def rollout_map(model, image, head_fusion="mean", discard_ratio=0.0, weights=Non
     image_size = tuple(np.shape(image)[:2])
     grid = patch_grid(model, image_size)
     n = grid[0] * grid[1]
-    if config_of(model).class_token:
-        relevance = rollout[0, 1:]
+    config = config_of(model)
+    prefix = config.num_prefix_tokens  # class, distillation and register tokens: not on the grid
+    if config.class_token:
+        relevance = rollout[0, prefix:]
     else:
-        relevance = rollout.mean(0)
+        relevance = rollout[prefix:, prefix:].mean(0)
     if relevance.shape[0] != n:
         raise ValueError(f"Token count does not match the patch grid {grid}. Received: {relevance.shape[0]} patch tokens")
     return images_lib.resize(relevance.reshape(grid), size or image_size)

@@ -27,9 +27,11 @@ from keras_vit.train.model_setup import block_number
 
 # timm's train.py --model-ema-decay default (its ModelEmaV2's own default is 0.9999)
 EMA_DECAY = 0.9998
-NO_WEIGHT_DECAY = ("bias", "gamma", "beta", "class_token", "position_embedding")
+# timm's no_weight_decay(): the tokens and position embeddings, and every 1-D weight (biases, norms, LayerScale)
+NO_WEIGHT_DECAY = ("bias", "gamma", "beta", "class_token", "distillation_token", "register_tokens", "probe", "position_embedding")
 OPTIMIZERS = ("adamw", "sgd")
-_HEAD_LAYERS = ("encoder_norm", "pool", "pre_logits", "head", "predictions")
+_HEAD_LAYERS = ("encoder_norm", "pool", "pool_distillation", "map_head", "fc_norm", "projection", "pre_logits", "head",
+                "head_distillation", "head_average", "predictions")
 
 
 def warmup_cosine(learning_rate, total_steps, warmup_steps=0, *, end_fraction=0.0):
