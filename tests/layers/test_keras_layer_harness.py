@@ -12,6 +12,8 @@ from absl.testing import parameterized
 from keras.src import testing
 
 from keras_vit.layers import PatchEncoder, Patches, SelfAttention, StochasticDepth, TokenPooling, TransformerBlock
+from keras_vit.layers.pooling import AttentionPooling
+from keras_vit.layers.transformer import LayerScale
 
 BATCH, TOKENS, WIDTH, HEADS = 2, 5, 8, 2
 # _TRAINING_CHECK: the harness's fit step calls the layer without call_kwargs (one output) but takes its
@@ -64,6 +66,25 @@ class LayerHarnessTest(testing.TestCase):
             expected_num_trainable_weights=num_weights,  # projection kernel and bias, position embedding, [class]
             expected_num_non_trainable_weights=0,
             expected_num_seed_generators=num_seeds,
+            run_training_check=True,
+            run_mixed_precision_check=True,
+        )
+
+    @parameterized.named_parameters(
+        # tokens: class + distillation + 4 registers; weights: projection (2), position embedding, 3 token weights
+        ("registers_and_distillation", {"distillation_token": True, "num_register_tokens": 4}, TOKENS + 6, 6),
+        ("no_prefix_positions", {"num_register_tokens": 2, "prefix_positions": False}, TOKENS + 3, 5),
+    )
+    def test_patch_encoder_family_tokens(self, switches, tokens, num_weights):
+        self.run_layer_test(
+            PatchEncoder,
+            {"num_patches": TOKENS, "hidden_size": WIDTH, **switches},
+            input_shape=(BATCH, TOKENS, 12),
+            expected_output_shape=(BATCH, tokens, WIDTH),
+            expected_output_dtype="float32",
+            expected_num_trainable_weights=num_weights,
+            expected_num_non_trainable_weights=0,
+            expected_num_seed_generators=0,
             run_training_check=True,
             run_mixed_precision_check=True,
         )
@@ -123,6 +144,55 @@ class LayerHarnessTest(testing.TestCase):
             run_mixed_precision_check=True,
         )
 
+    @parameterized.named_parameters(
+        # LayerScale adds 2 gammas; a GLU MLP changes shapes only; no qkv bias drops 3 biases
+        ("layer_scale_swiglu", {"layer_scale_init": 1e-5, "mlp_type": "glu", "activation": "silu"}, 18),
+        ("quick_gelu_no_qkv_bias", {"activation": "quick_gelu", "qkv_bias": False}, 13),
+        ("gelu_tanh", {"activation": "gelu_tanh"}, 16),
+    )
+    def test_transformer_block_family_switches(self, switches, num_weights):
+        self.run_layer_test(
+            TransformerBlock,
+            {"num_heads": HEADS, "mlp_dim": 16, **switches},
+            input_shape=(BATCH, TOKENS, WIDTH),
+            expected_output_shape=(BATCH, TOKENS, WIDTH),
+            expected_num_trainable_weights=num_weights,
+            expected_num_non_trainable_weights=0,
+            expected_num_seed_generators=0,
+            run_training_check=True,
+            run_mixed_precision_check=True,
+        )
+
+    def test_layer_scale(self):
+        self.run_layer_test(
+            LayerScale,
+            {"init_value": 0.1},
+            input_shape=(BATCH, TOKENS, WIDTH),
+            expected_output_shape=(BATCH, TOKENS, WIDTH),
+            expected_output_dtype="float32",
+            expected_num_trainable_weights=1,
+            expected_num_non_trainable_weights=0,
+            expected_num_seed_generators=0,
+            run_training_check=True,
+            run_mixed_precision_check=True,
+        )
+
+    @parameterized.named_parameters(("bias", True, 11), ("no_qkv_bias", False, 9))
+    def test_attention_pooling(self, qkv_bias, num_weights):
+        self.run_layer_test(
+            AttentionPooling,
+            {"num_heads": HEADS, "mlp_dim": 16, "qkv_bias": qkv_bias, "activation": "gelu_tanh"},
+            input_shape=(BATCH, TOKENS, WIDTH),
+            expected_output_shape=(BATCH, WIDTH),
+            expected_output_dtype="float32",
+            # probe, query (2), key_value (2), attention_output (2), LayerNorm (2), MLP (4), less the 2 qkv biases
+            expected_num_trainable_weights=num_weights + 2,
+            expected_num_non_trainable_weights=0,
+            expected_num_seed_generators=0,
+            run_training_check=True,
+            run_mixed_precision_check=True,
+        )
+
     @parameterized.named_parameters(("active", 0.2, 1), ("identity", 0.0, 0))
     def test_stochastic_depth(self, rate, num_seeds):
         self.run_layer_test(
@@ -138,11 +208,13 @@ class LayerHarnessTest(testing.TestCase):
             run_mixed_precision_check=True,
         )
 
-    @parameterized.named_parameters(("token", "token"), ("gap", "gap"))
-    def test_token_pooling(self, mode):
+    @parameterized.named_parameters(
+        ("token", "token", 0), ("gap", "gap", 0), ("distillation", "distillation", 0), ("gap_after_prefix", "gap", 3)
+    )
+    def test_token_pooling(self, mode, num_prefix_tokens):
         self.run_layer_test(
             TokenPooling,
-            {"mode": mode},
+            {"mode": mode, "num_prefix_tokens": num_prefix_tokens},
             input_shape=(BATCH, TOKENS, WIDTH),
             expected_output_shape=(BATCH, WIDTH),
             expected_output_dtype="float32",

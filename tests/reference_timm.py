@@ -1,0 +1,201 @@
+"""An independent NumPy forward pass of timm's ``VisionTransformer`` (and DeiT's distilled one), and a writer
+of random state dicts in timm's layout; no keras_vit code.
+
+Written from timm/models/vision_transformer.py (``VisionTransformer._pos_embed``, ``forward_features``,
+``forward_head``, ``Block``, ``Attention``, ``LayerScale``), timm/layers/mlp.py (``Mlp``, ``GluMlp`` as
+``SwiGLUPacked``: ``act(x1) * x2``), timm/layers/attention_pool.py (``AttentionPoolLatent``) and
+timm/models/deit.py (``VisionTransformerDistilled``: the mean of ``head`` and ``head_dist`` at inference).
+Arrays are in torch's layout: ``Linear.weight`` is ``(out, in)``, the patch convolution ``(D, C, P, P)``.
+``args`` are timm's ``model_args`` names: ``patch_size, embed_dim, depth, num_heads, mlp_ratio, qkv_bias,
+class_token, reg_tokens, no_embed_class, init_values, global_pool, fc_norm, pre_norm, final_norm,
+act_layer, mlp_layer, num_classes, img_size, distilled``.
+"""
+
+import math
+
+import numpy as np
+
+_erf = np.vectorize(math.erf)
+
+DEFAULTS = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4.0, qkv_bias=True, class_token=True,
+                reg_tokens=0, no_embed_class=False, init_values=None, global_pool="token", fc_norm=None, pre_norm=False,
+                final_norm=True, act_layer="gelu", mlp_layer="mlp", num_classes=1000, img_size=224, distilled=False,
+                eps=1e-6)
+
+
+def full_args(args):
+    args = {**DEFAULTS, **args}
+    if args["fc_norm"] is None:  # timm: use_fc_norm = global_pool in ('avg', 'avgmax', 'max') when fc_norm is None
+        args["fc_norm"] = args["global_pool"] == "avg"
+    return args
+
+
+def act(x, name):
+    if name == "gelu":
+        return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+    if name == "gelu_tanh":
+        return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+    if name == "quick_gelu":
+        return x / (1.0 + np.exp(-1.702 * x))
+    if name == "silu":
+        return x / (1.0 + np.exp(-x))
+    raise ValueError(name)
+
+
+def layer_norm(x, sd, name, eps):
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * sd[name + ".weight"] + sd[name + ".bias"]
+
+
+def linear(x, sd, name):
+    y = x @ sd[name + ".weight"].T
+    return y + sd[name + ".bias"] if name + ".bias" in sd else y
+
+
+def softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def heads_attention(q, k, v, heads):
+    """q (M, D), k and v (N, D): the heads one at a time."""
+    hd = q.shape[-1] // heads
+    out = []
+    for h in range(heads):
+        s = slice(h * hd, (h + 1) * hd)
+        out.append(softmax(q[:, s] @ k[:, s].T / math.sqrt(hd)) @ v[:, s])
+    return np.concatenate(out, axis=-1)
+
+
+def mlp(x, sd, name, args):
+    y = linear(x, sd, name + ".fc1")
+    if args["mlp_layer"] == "swiglu":
+        x1, x2 = np.split(y, 2, axis=-1)
+        y = act(x1, "silu") * x2
+    else:
+        y = act(y, args["act_layer"])
+    return linear(y, sd, name + ".fc2")
+
+
+def block(x, sd, i, args):
+    p = f"blocks.{i}"
+    y = layer_norm(x, sd, p + ".norm1", args["eps"])
+    q, k, v = np.split(linear(y, sd, p + ".attn.qkv"), 3, axis=-1)
+    y = linear(heads_attention(q, k, v, args["num_heads"]), sd, p + ".attn.proj")
+    if p + ".ls1.gamma" in sd:
+        y = y * sd[p + ".ls1.gamma"]
+    x = x + y
+    y = mlp(layer_norm(x, sd, p + ".norm2", args["eps"]), sd, p + ".mlp", args)
+    if p + ".ls2.gamma" in sd:
+        y = y * sd[p + ".ls2.gamma"]
+    return x + y
+
+
+def patches(image, sd, patch):
+    """image (H, W, C) in the model's input scale -> (N, D), row-major."""
+    w = sd["patch_embed.proj.weight"]  # (D, C, P, P)
+    rows, cols = image.shape[0] // patch, image.shape[1] // patch
+    out = []
+    for i in range(rows):
+        for j in range(cols):
+            piece = image[i * patch:(i + 1) * patch, j * patch:(j + 1) * patch]  # (P, P, C)
+            out.append(np.einsum("yxc,dcyx->d", piece, w))
+    out = np.stack(out)
+    return out + sd["patch_embed.proj.bias"] if "patch_embed.proj.bias" in sd else out
+
+
+def forward(image, sd, args, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5)):
+    """Logits (or the pooled vector with num_classes=0) of one image (H, W, 3) of [0, 255] pixels."""
+    args = full_args(args)
+    x = (np.asarray(image, "float64") / 255.0 - np.asarray(mean)) / np.asarray(std)
+    x = patches(x, sd, args["patch_size"])
+    prefix = []
+    if args["class_token"]:
+        prefix.append(sd["cls_token"][0])
+    if args["distilled"]:
+        prefix.append(sd["dist_token"][0])
+    if args["reg_tokens"]:
+        prefix.append(sd["reg_token"][0])
+    pos = sd["pos_embed"][0]
+    if args["no_embed_class"]:
+        x = np.concatenate(prefix + [x + pos])
+    else:
+        x = np.concatenate(prefix + [x]) + pos
+    num_prefix = sum(len(p) for p in prefix)
+    if args["pre_norm"]:
+        x = layer_norm(x, sd, "norm_pre", args["eps"])
+    for i in range(args["depth"]):
+        x = block(x, sd, i, args)
+    if args["final_norm"] and not args["fc_norm"]:
+        x = layer_norm(x, sd, "norm", args["eps"])
+    if args["distilled"]:
+        if not args["num_classes"]:
+            return (x[0] + x[1]) / 2
+        return (linear(x[0], sd, "head") + linear(x[1], sd, "head_dist")) / 2
+    if args["global_pool"] == "map":
+        q = linear(sd["attn_pool.latent"][0], sd, "attn_pool.q")
+        k, v = np.split(linear(x, sd, "attn_pool.kv"), 2, axis=-1)
+        y = linear(heads_attention(q, k, v, args["num_heads"]), sd, "attn_pool.proj")
+        y = y + mlp(layer_norm(y, sd, "attn_pool.norm", args["eps"]), sd, "attn_pool.mlp", {**args, "mlp_layer": "mlp"})
+        x = y[0]
+    elif args["global_pool"] == "avg":
+        x = x[num_prefix:].mean(0)
+    elif args["global_pool"] == "token":
+        x = x[0]
+    else:
+        return x
+    if args["fc_norm"]:
+        x = layer_norm(x, sd, "fc_norm", args["eps"])
+    return linear(x, sd, "head") if args["num_classes"] else x
+
+
+def state_dict(args, seed=0, scale=0.2):
+    """Random float32 weights of the timm model ``args`` describes, named and shaped as timm saves them."""
+    args = full_args(args)
+    rng = np.random.default_rng(seed)
+    d, p = args["embed_dim"], args["patch_size"]
+    hidden = int(d * args["mlp_ratio"])
+    grid = (args["img_size"] // p) ** 2
+    prefix = int(args["class_token"]) + int(args["distilled"]) + args["reg_tokens"]
+    shapes = {"patch_embed.proj.weight": (d, 3, p, p), "pos_embed": (1, grid + (0 if args["no_embed_class"] else prefix), d)}
+    if not args["pre_norm"]:
+        shapes["patch_embed.proj.bias"] = (d,)  # timm: bias=not pre_norm (CLIP's conv1 has none)
+    for name, on in (("cls_token", args["class_token"]), ("dist_token", args["distilled"])):
+        if on:
+            shapes[name] = (1, 1, d)
+    if args["reg_tokens"]:
+        shapes["reg_token"] = (1, args["reg_tokens"], d)
+    norms = (["norm_pre"] if args["pre_norm"] else []) + (["norm"] if args["final_norm"] and not args["fc_norm"] else [])
+    norms += ["fc_norm"] if args["fc_norm"] else []
+
+    def mlp_shapes(name, hidden, glu):
+        return {f"{name}.fc1.weight": (hidden, d), f"{name}.fc1.bias": (hidden,),
+                f"{name}.fc2.weight": (d, hidden // 2 if glu else hidden), f"{name}.fc2.bias": (d,)}
+
+    for i in range(args["depth"]):
+        b = f"blocks.{i}"
+        norms += [f"{b}.norm1", f"{b}.norm2"]
+        shapes[f"{b}.attn.qkv.weight"] = (3 * d, d)
+        if args["qkv_bias"]:
+            shapes[f"{b}.attn.qkv.bias"] = (3 * d,)
+        shapes.update({f"{b}.attn.proj.weight": (d, d), f"{b}.attn.proj.bias": (d,)})
+        shapes.update(mlp_shapes(f"{b}.mlp", hidden, args["mlp_layer"] == "swiglu"))
+        if args["init_values"]:
+            shapes.update({f"{b}.ls1.gamma": (d,), f"{b}.ls2.gamma": (d,)})
+    if args["global_pool"] == "map":
+        shapes.update({"attn_pool.latent": (1, 1, d), "attn_pool.q.weight": (d, d), "attn_pool.kv.weight": (2 * d, d),
+                       "attn_pool.proj.weight": (d, d), "attn_pool.proj.bias": (d,)})
+        if args["qkv_bias"]:
+            shapes.update({"attn_pool.q.bias": (d,), "attn_pool.kv.bias": (2 * d,)})
+        norms.append("attn_pool.norm")
+        shapes.update(mlp_shapes("attn_pool.mlp", int(d * args["mlp_ratio"]), False))
+    if args["num_classes"]:
+        shapes.update({"head.weight": (args["num_classes"], d), "head.bias": (args["num_classes"],)})
+        if args["distilled"]:
+            shapes.update({"head_dist.weight": (args["num_classes"], d), "head_dist.bias": (args["num_classes"],)})
+    sd = {name: (rng.standard_normal(shape) * scale).astype("float32") for name, shape in shapes.items()}
+    for name in norms:
+        sd[name + ".weight"] = (1.0 + rng.standard_normal(d) * scale).astype("float32")
+        sd[name + ".bias"] = (rng.standard_normal(d) * scale).astype("float32")
+    return sd
