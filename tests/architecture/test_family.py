@@ -3,7 +3,7 @@
 import keras
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import event, given, settings, strategies as st
 
 from keras_vit import ViTConfig, build_model
 from keras_vit.architecture import family
@@ -84,7 +84,9 @@ def test_every_combination_is_refused_or_counted_exactly(switches):
         config = ViTConfig(**{**TINY, **switches})
     except ValueError as error:
         assert "Impossible ViTConfig" in str(error) or "Unknown" in str(error)
+        event("refused")
         return
+    event("built")
     model = build_model(config)
     assert model.count_params() == count_config_params(config)
     images = np.random.default_rng(0).uniform(0, 255, (2, 16, 16, 3)).astype("float32")
