@@ -1,43 +1,111 @@
 """2-D resampling of a grid of position embeddings: one formula for the model's graph and the checkpoint loader.
 
-The original code resamples position embeddings with
-``scipy.ndimage.zoom(order=1)``: linear interpolation along each axis with the
-first and last samples aligned (``align_corners``). Here it is written as a
-matrix product, ``new = Mh @ grid @ Mw^T``, where row ``i`` of ``M`` (``n x o``)
-interpolates output sample ``i`` at input coordinate ``i * (o - 1) / (n - 1)``:
+Each framework resamples a checkpoint's grid of position embeddings its own way,
+and a model reproduces a checkpoint's outputs at another resolution only with
+the same rule. Every rule here is separable and linear, so it is written as a
+matrix product, ``new = Mh @ grid @ Mw^T``, with ``M`` (``n x o``) the weights of
+output sample ``i`` on input sample ``j``, selected by name
+(:data:`RESAMPLING_METHODS`):
 
-    ``M[i, j] = max(0, 1 - |i * (o - 1) - j * (n - 1)| / (n - 1))``
+* ``"linear_aligned"`` (the default): the original code's
+  ``scipy.ndimage.zoom(order=1)``, linear along each axis with the first and last
+  samples aligned (``align_corners``). Output sample ``i`` sits at input
+  coordinate ``i * (o - 1) / (n - 1)``:
 
-The numerator is an integer, so the weights are exact: at the same size ``M``
-is the identity bit for bit, and a dynamic-size model at its native size adds
-exactly the stored embeddings. The same function runs on NumPy arrays (the
-loader, :func:`keras_vit.weights.resize_position_embedding`, in float64) and on
-``keras.ops`` tensors whose sizes are only known when the graph runs
-(:class:`keras_vit.layers.PatchEncoder` of a model built with ``image_size=None``).
+      ``M[i, j] = max(0, 1 - |i * (o - 1) - j * (n - 1)| / (n - 1))``
+
+  The numerator is an integer, so the weights are exact: at the same size ``M``
+  is the identity bit for bit.
+* ``"bicubic_torch"``: ``torch.nn.functional.interpolate(mode="bicubic",
+  align_corners=False)`` (transformers' ViT, DINOv2, CLIP ``interpolate_pos_encoding``):
+  Keys' cubic convolution with ``A = -0.75`` at the source coordinate
+  ``x = s * (i + 0.5) - 0.5`` (half-pixel centres, ``s = o / n``, or
+  ``1 / scale_factor`` when torch is given a ``scale_factor``), taps beyond the
+  border clamped onto the first or last sample (PyTorch's ``UpSample.h``,
+  ``HelperInterpCubic::compute_indices_weights``).
+* ``"bicubic_torch_antialias"``: the same call with ``antialias=True`` (timm's
+  ``resample_abs_pos_embed``), which follows Pillow's ``ImagingResample``: Keys'
+  kernel with ``A = -0.5`` centred on ``s * (i + 0.5)``, widened by ``s`` when
+  downsampling, each row normalised to sum 1 (``HelperInterpBase::
+  _compute_indices_min_size_weights_aa``, Pillow's ``precompute_coeffs``).
+
+Every ``M`` is built dense, each weight from the distance between output ``i``
+and input ``j`` with masks instead of windows, so the same function runs on
+NumPy arrays (the loader, :func:`keras_vit.weights.resize_position_embedding`, in
+float64) and on ``keras.ops`` tensors whose sizes are only known when the graph
+runs (:class:`keras_vit.layers.PatchEncoder` of a model built with
+``image_size=None``). At the same size every rule gives the identity exactly, as
+torch copies the input.
 """
+
+import math
+import numbers
 
 import keras
 import numpy as np
 from keras import ops
+
+RESAMPLING_METHODS = ("linear_aligned", "bicubic_torch", "bicubic_torch_antialias")
+"""The names :func:`interpolation_matrix` and :func:`resize_grid` take as ``method``."""
 
 
 def _cast(xp, value, dtype):
     return np.asarray(value, dtype) if xp is np else xp.cast(value, dtype)
 
 
-def interpolation_matrix(new, old, xp=ops, dtype="float32"):
-    """``(new, old)`` weights of aligned-corners linear interpolation from ``old`` samples to ``new``.
+def _is_number(value):
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
-    Args:
-        new: the output size (an int, or a scalar tensor when ``xp`` is ``keras.ops``).
-        old: the input size (an int).
-        xp: ``numpy`` or ``keras.ops``.
-        dtype: the weights' dtype.
+
+def check_method(method, scale_factor=None):
+    """Refuse an unknown ``method``, or a ``scale_factor`` where the method has none, with the value at fault.
 
     Example:
-    >>> interpolation_matrix(3, 2, xp=np).tolist()
-    [[1.0, 0.0], [0.5, 0.5], [0.0, 1.0]]
+    >>> check_method("bicubic")
+    Traceback (most recent call last):
+    ...
+    ValueError: Unknown resampling method 'bicubic'; expected one of 'linear_aligned', 'bicubic_torch', 'bicubic_torch_antialias'.
     """
+    if method not in RESAMPLING_METHODS:
+        names = ", ".join(repr(name) for name in RESAMPLING_METHODS)
+        raise ValueError(f"Unknown resampling method {method!r}; expected one of {names}.")
+    if scale_factor is not None and method == "linear_aligned":
+        raise ValueError(
+            f"scale_factor={scale_factor!r} is given with method='linear_aligned', which aligns the corners "
+            "and has no scale; it sets the sampling of the half-pixel methods ('bicubic_torch', "
+            "'bicubic_torch_antialias')."
+        )
+
+
+def _source_scale(new, old, xp, dtype, scale_factor):
+    """The source step ``s``: ``old / new``, or ``1 / scale_factor`` (``UpSample.h`` ``area_pixel_compute_scale``).
+
+    torch's output size for a ``scale_factor`` is ``floor(old * scale_factor)``; a
+    ``new`` and ``scale_factor`` known here that disagree are refused.
+    """
+    if scale_factor is None:
+        return _cast(xp, old, dtype) / _cast(xp, new, dtype)
+    if _is_number(scale_factor):
+        if not (math.isfinite(scale_factor) and scale_factor > 0):
+            raise ValueError(f"scale_factor must be a positive number, got {scale_factor!r}.")
+        if _is_number(new) and int(new) != math.floor(old * scale_factor):
+            raise ValueError(
+                f"scale_factor={scale_factor!r} resizes {old} samples to floor({old} * {scale_factor!r}) = "
+                f"{math.floor(old * scale_factor)} in torch, not {int(new)}."
+            )
+        return _cast(xp, 1.0 / scale_factor, dtype)  # the reciprocal in double, then cast, as torch
+    return 1.0 / _cast(xp, scale_factor, dtype)
+
+
+def _cubic(x, a, xp):
+    """Keys' cubic convolution kernel of ``|x|`` (``UpSample.h`` ``cubic_convolution1/2``; Pillow ``bicubic_filter``)."""
+    x = xp.abs(x)
+    near = ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0
+    far = ((a * x - 5.0 * a) * x + 8.0 * a) * x - 4.0 * a
+    return xp.where(x < 1.0, near, xp.where(x < 2.0, far, xp.zeros_like(x)))
+
+
+def _linear_aligned(new, old, xp, dtype):
     i = xp.expand_dims(xp.arange(new), 1)
     j = xp.expand_dims(xp.arange(old), 0)
     span = xp.maximum(new - 1, 1)  # one output sample sits on the first input sample
@@ -45,22 +113,100 @@ def interpolation_matrix(new, old, xp=ops, dtype="float32"):
     return xp.maximum(1.0 - _cast(xp, distance, dtype) / _cast(xp, span, dtype), 0.0)
 
 
-def resize_grid(grid, size, xp=ops):
-    """Resample ``(rows, cols, D)`` to ``(size[0], size[1], D)`` (see the module docstring).
+def _bicubic_torch(new, old, xp, dtype, scale):
+    """``antialias=False``: four taps around ``x = s * (i + 0.5) - 0.5``, those outside ``[0, old)`` clamped.
+
+    The taps of output ``i`` are the integers ``k`` within 2 of ``x``; ``x`` lies in
+    ``[-0.5, old)`` (``guard_index_and_lambda`` caps it at ``old``), so every tap is
+    in ``[-2, old + 1]``. The weights over those ``old + 4`` positions are folded
+    onto the ``old`` samples by a constant 0/1 matrix: positions ``-2`` and ``-1``
+    onto sample 0, ``old`` and ``old + 1`` onto sample ``old - 1``.
+    """
+    i = _cast(xp, xp.arange(new), dtype)
+    source = xp.minimum(scale * (i + 0.5) - 0.5, _cast(xp, old, dtype))
+    taps = np.arange(-2, old + 2)
+    distance = xp.expand_dims(_cast(xp, taps, dtype), 0) - xp.expand_dims(source, 1)
+    fold = np.zeros((old + 4, old))
+    fold[np.arange(old + 4), np.clip(taps, 0, old - 1)] = 1.0
+    return xp.matmul(_cubic(distance, -0.75, xp), _cast(xp, fold, dtype))
+
+
+def _bicubic_torch_antialias(new, old, xp, dtype, scale):
+    """``antialias=True``: ``A = -0.5`` around the centre ``s * (i + 0.5)``, stretched by ``max(s, 1)``, rows normalised.
+
+    Pillow and torch sum the kernel over the window ``[trunc(c - 2m + 0.5),
+    trunc(c + 2m + 0.5))`` (``m = max(s, 1)``) clipped to ``[0, old)``: every sample the
+    kernel does not vanish on lies in it, so the dense sum over all ``old`` samples
+    is the same.
+    """
+    i = _cast(xp, xp.arange(new), dtype)
+    center = scale * (i + 0.5)
+    inverse = 1.0 / xp.maximum(scale, _cast(xp, 1.0, dtype))
+    j = xp.expand_dims(_cast(xp, np.arange(old), dtype), 0)
+    weights = _cubic((j - xp.expand_dims(center, 1) + 0.5) * inverse, -0.5, xp)
+    total = xp.sum(weights, axis=1, keepdims=True)
+    return weights / xp.where(total != 0.0, total, xp.ones_like(total))  # an empty row stays zero, as in torch
+
+
+def interpolation_matrix(new, old, xp=ops, dtype="float32", method="linear_aligned", scale_factor=None):
+    """``(new, old)`` weights that resample ``old`` samples to ``new`` by ``method`` (see the module docstring).
+
+    Args:
+        new: the output size (an int, or a scalar tensor when ``xp`` is ``keras.ops``).
+        old: the input size (an int).
+        xp: ``numpy`` or ``keras.ops``.
+        dtype: the weights' dtype.
+        method: one of :data:`RESAMPLING_METHODS`.
+        scale_factor: for the torch methods, the ``scale_factor`` torch was called
+            with instead of a size (the source step is then ``1 / scale_factor``,
+            not ``old / new``); a number, or a scalar tensor with ``keras.ops``.
+
+    Example:
+    >>> interpolation_matrix(3, 2, xp=np).tolist()
+    [[1.0, 0.0], [0.5, 0.5], [0.0, 1.0]]
+    >>> interpolation_matrix(4, 2, xp=np, dtype="float64", method="bicubic_torch").tolist()
+    [[1.10546875, -0.10546875], [0.7734375, 0.2265625], [0.2265625, 0.7734375], [-0.10546875, 1.10546875]]
+    >>> interpolation_matrix(2, 4, xp=np, dtype="float64", method="bicubic_torch_antialias").round(4).tolist()
+    [[0.4587, 0.4587, 0.1198, -0.0372], [-0.0372, 0.1198, 0.4587, 0.4587]]
+    """
+    check_method(method, scale_factor)
+    if method == "linear_aligned":
+        return _linear_aligned(new, old, xp, dtype)
+    scale = _source_scale(new, old, xp, dtype, scale_factor)
+    if method == "bicubic_torch":
+        return _bicubic_torch(new, old, xp, dtype, scale)
+    return _bicubic_torch_antialias(new, old, xp, dtype, scale)
+
+
+def _pair(scale_factor):
+    if scale_factor is None or not isinstance(scale_factor, (tuple, list)):
+        return scale_factor, scale_factor
+    if len(scale_factor) != 2:
+        raise ValueError(f"scale_factor must be one number or (rows, cols), got {scale_factor!r}.")
+    return tuple(scale_factor)
+
+
+def resize_grid(grid, size, xp=ops, method="linear_aligned", scale_factor=None):
+    """Resample ``(rows, cols, D)`` to ``(size[0], size[1], D)`` by ``method`` (see the module docstring).
 
     Args:
         grid: ``(rows, cols, D)`` with static ``rows`` and ``cols``.
         size: ``(new_rows, new_cols)``: ints, or scalar tensors known when the graph runs.
         xp: ``numpy`` or ``keras.ops``; the computation is in ``grid``'s dtype.
+        method: one of :data:`RESAMPLING_METHODS`.
+        scale_factor: for the torch methods, torch's ``scale_factor``: one number or ``(rows, cols)``.
 
     Example:
     >>> grid = np.array([[1.0, 2.0], [3.0, 4.0]])[..., None]
     >>> resize_grid(grid, (3, 3), xp=np)[..., 0].tolist()
     [[1.0, 1.5, 2.0], [2.0, 2.5, 3.0], [3.0, 3.5, 4.0]]
+    >>> resize_grid(grid, (1, 1), xp=np, method="bicubic_torch")[..., 0].tolist()
+    [[2.5]]
     """
     rows, cols = grid.shape[0], grid.shape[1]
     dtype = str(grid.dtype) if xp is np else keras.backend.standardize_dtype(grid.dtype)
-    m_rows = interpolation_matrix(size[0], rows, xp, dtype)
-    m_cols = interpolation_matrix(size[1], cols, xp, dtype)
+    row_factor, col_factor = _pair(scale_factor)
+    m_rows = interpolation_matrix(size[0], rows, xp, dtype, method=method, scale_factor=row_factor)
+    m_cols = interpolation_matrix(size[1], cols, xp, dtype, method=method, scale_factor=col_factor)
     grid = xp.einsum("ih,hwd->iwd", m_rows, grid)
     return xp.einsum("jw,iwd->ijd", m_cols, grid)

@@ -1,9 +1,11 @@
 """Position-embedding resampling (Sec. 3.2 of the paper): fine-tuning at another resolution.
 
 The checkpoint's grid of learned position embeddings is resampled in 2-D to the
-model's patch grid, as ``scipy.ndimage.zoom(order=1)`` does in the original code,
-with the formula a model built with ``image_size=None`` runs in its graph
-(:func:`keras_vit.layers.resampling.resize_grid`), here in float64.
+model's patch grid, by default as ``scipy.ndimage.zoom(order=1)`` does in the
+original code, or by another framework's rule named by ``method`` (one of
+:data:`keras_vit.layers.resampling.RESAMPLING_METHODS`: torch's bicubic, with or
+without antialiasing), with the formula a model built with ``image_size=None``
+runs in its graph (:func:`keras_vit.layers.resampling.resize_grid`), here in float64.
 """
 
 import math
@@ -12,7 +14,7 @@ import numpy as np
 
 from keras_vit.architecture.model import config_of
 from keras_vit.errors import CheckpointError
-from keras_vit.layers.resampling import resize_grid
+from keras_vit.layers.resampling import check_method, resize_grid
 
 
 def model_grid(model):
@@ -27,25 +29,34 @@ def model_grid(model):
     return config_of(model).grid
 
 
-def resize_position_embedding(posemb, new_grid, old_grid=None, num_prefix_tokens=1):
+def resize_position_embedding(posemb, new_grid, old_grid=None, num_prefix_tokens=1, method="linear_aligned",
+                              scale_factor=None):
     """Resample ``(1, prefix + gh*gw, D)`` position embeddings to ``new_grid``.
 
     The prefix (class token) positions are kept as they are; the grid is
-    resampled by bilinear interpolation with aligned corners, as
-    ``scipy.ndimage.zoom(order=1)`` does in the original code. Resizing to the
-    same grid returns the input unchanged.
+    resampled by ``method``: by default bilinear interpolation with aligned
+    corners, as ``scipy.ndimage.zoom(order=1)`` does in the original code.
+    Resizing to the same grid returns the input unchanged (as timm, transformers
+    and DINOv2 return their embeddings when the grid is the same).
 
     Args:
         posemb: array ``(1, tokens, D)``.
         new_grid: ``(rows, cols)`` of the target grid.
         old_grid: ``(rows, cols)`` of the source grid; inferred as a square.
         num_prefix_tokens: leading tokens that are not on the grid.
+        method: one of :data:`keras_vit.layers.resampling.RESAMPLING_METHODS`.
+        scale_factor: for the torch methods, the ``scale_factor`` torch is called with
+            instead of a size (one number or ``(rows, cols)``), as DINOv2's
+            original code and older transformers do.
 
     Example:
     >>> posemb = np.arange(1 + 2 * 2, dtype="float32").reshape(1, 5, 1)  # class token 0, grid [[1, 2], [3, 4]]
     >>> resize_position_embedding(posemb, (3, 3))[0, :, 0].tolist()
     [0.0, 1.0, 1.5, 2.0, 2.0, 2.5, 3.0, 3.0, 3.5, 4.0]
+    >>> resize_position_embedding(posemb, (1, 1), method="bicubic_torch")[0, :, 0].tolist()
+    [0.0, 2.5]
     """
+    check_method(method, scale_factor)
     posemb = np.asarray(posemb)
     prefix, grid = posemb[:, :num_prefix_tokens], posemb[0, num_prefix_tokens:]
     if old_grid is None:
@@ -60,6 +71,6 @@ def resize_position_embedding(posemb, new_grid, old_grid=None, num_prefix_tokens
     nh, nw = new_grid
     grid = grid.reshape(gh, gw, -1).astype(np.float64)
     if (gh, gw) != (nh, nw):
-        grid = resize_grid(grid, (nh, nw), xp=np)
+        grid = resize_grid(grid, (nh, nw), xp=np, method=method, scale_factor=scale_factor)
     grid = grid.reshape(1, nh * nw, -1).astype(posemb.dtype)
     return np.concatenate([prefix, grid], axis=1)

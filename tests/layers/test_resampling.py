@@ -1,0 +1,176 @@
+"""The resampling rules of keras_vit.layers.resampling against the frameworks they copy.
+
+torch is not installed here: ``bicubic_torch`` and ``bicubic_torch_antialias`` are compared with the loops of
+``reference_resampling.py``, transcribed from PyTorch's C++ (``UpSample.h``, ``cpu/UpSampleKernel.cpp``), and
+the antialiased rule also with Pillow, whose ``ImagingResample`` torch's antialias follows (the other with
+OpenCV's ``INTER_CUBIC`` where OpenCV is installed; it is not a dependency). The NumPy path runs
+in float64 (1e-12 against the float64 loops); Pillow computes in double and stores float32 images between and
+after its two passes (1e-5); the graph runs in float32 (1e-5).
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from hypothesis import given, settings, strategies as st
+
+import keras
+from keras_vit.layers.resampling import RESAMPLING_METHODS, interpolation_matrix, resize_grid
+from reference_resampling import torch_bicubic, torch_bicubic_antialias
+
+TORCH = {"bicubic_torch": torch_bicubic, "bicubic_torch_antialias": torch_bicubic_antialias}
+
+# (old, new): down, up, the ViT-family resolutions (DINOv2 37 <-> 16, 14 -> 24), one sample either way, non-square
+SIZES = [((37, 37), (16, 16)), ((16, 16), (37, 37)), ((14, 14), (24, 24)), ((7, 7), (3, 3)), ((1, 1), (4, 4)),
+         ((4, 4), (1, 1)), ((5, 9), (11, 4)), ((16, 16), (24, 16)), ((3, 12), (7, 5))]
+
+
+def random_grid(old, channels=3, seed=0):
+    return np.random.default_rng(seed).normal(size=tuple(old) + (channels,))
+
+
+def per_channel(reference, grid, new, **kwargs):
+    return np.stack([reference(grid[..., c], new, **kwargs) for c in range(grid.shape[-1])], axis=-1)
+
+
+def test_the_names():
+    assert RESAMPLING_METHODS == ("linear_aligned", "bicubic_torch", "bicubic_torch_antialias")
+
+
+@pytest.mark.parametrize("method", RESAMPLING_METHODS)
+@pytest.mark.parametrize("size", [1, 2, 7, 16, 37])
+def test_the_same_size_is_the_identity_exactly(method, size):
+    """torch copies the input at the same size (separable_upsample_generic_Nd_kernel_impl); so do the weights."""
+    eye = np.eye(size)
+    np.testing.assert_array_equal(interpolation_matrix(size, size, xp=np, dtype="float64", method=method), eye)
+    np.testing.assert_array_equal(interpolation_matrix(size, size, xp=np, method=method), eye.astype("float32"))
+    graph = tf.function(lambda n: interpolation_matrix(n, size, method=method),
+                        input_signature=[tf.TensorSpec((), tf.int32)])
+    np.testing.assert_array_equal(graph(tf.constant(size)).numpy(), eye.astype("float32"))
+
+
+def test_linear_aligned_stays_the_default():
+    grid = random_grid((4, 6))
+    np.testing.assert_array_equal(resize_grid(grid, (7, 3), xp=np),
+                                  resize_grid(grid, (7, 3), xp=np, method="linear_aligned"))
+    np.testing.assert_array_equal(interpolation_matrix(5, 3, xp=np), interpolation_matrix(5, 3, xp=np, method="linear_aligned"))
+
+
+@pytest.mark.parametrize("method", sorted(TORCH))
+@pytest.mark.parametrize("old, new", SIZES)
+def test_torch_methods_equal_the_loops_of_torch_source(method, old, new):
+    grid = random_grid(old)
+    expected = per_channel(TORCH[method], grid, new)
+    np.testing.assert_allclose(resize_grid(grid, new, xp=np, method=method), expected, atol=1e-12)
+
+
+@pytest.mark.parametrize("old, new", SIZES)
+def test_antialiased_bicubic_equals_pillow(old, new):
+    pil_image = pytest.importorskip("PIL.Image")
+    grid = random_grid(old, seed=1)
+    pillow = np.stack([
+        np.asarray(pil_image.fromarray(grid[..., c].astype(np.float32), mode="F").resize(
+            (new[1], new[0]), pil_image.Resampling.BICUBIC))
+        for c in range(grid.shape[-1])], axis=-1)
+    np.testing.assert_allclose(resize_grid(grid, new, xp=np, method="bicubic_torch_antialias"), pillow, atol=1e-5)
+
+
+
+@pytest.mark.parametrize("old, new", SIZES)
+def test_bicubic_torch_equals_opencv_where_installed(old, new):
+    """torch's antialias=False bicubic is OpenCV's INTER_CUBIC (UpSampleKernel.cpp: "-0.75 ... compatibility with
+    Opencv"); OpenCV is not a dependency, so this runs only where it is installed (float32 there)."""
+    cv2 = pytest.importorskip("cv2")
+    grid = random_grid(old, seed=4)
+    opencv = np.stack([cv2.resize(grid[..., c].astype(np.float32), (new[1], new[0]), interpolation=cv2.INTER_CUBIC)
+                       for c in range(grid.shape[-1])], axis=-1)
+    np.testing.assert_allclose(resize_grid(grid, new, xp=np, method="bicubic_torch"), opencv.reshape(new + (-1,)),
+                               atol=1e-5)
+
+def test_the_methods_differ_where_they_should():
+    """Upsampling, the kernels differ (A = -0.75 against -0.5 and clamped taps against normalised rows)."""
+    grid = random_grid((7, 7))
+    out = {m: resize_grid(grid, (12, 12), xp=np, method=m) for m in RESAMPLING_METHODS}
+    assert np.abs(out["bicubic_torch"] - out["bicubic_torch_antialias"]).max() > 1e-2
+    assert np.abs(out["bicubic_torch"] - out["linear_aligned"]).max() > 1e-2
+
+
+@pytest.mark.parametrize("method", sorted(TORCH))
+@pytest.mark.parametrize("old, new", [(16, 24), (37, 16), (16, 37), (7, 12)])
+def test_a_scale_factor_sets_the_source_step(method, old, new):
+    """DINOv2's original code and older transformers call interpolate(scale_factor=(new + 0.1) / old): torch then
+    samples at 1 / scale_factor, not old / new (compute_scales_value)."""
+    factor = (new + 0.1) / old
+    grid = random_grid((old, 5))
+    expected = per_channel(TORCH[method], grid, (new, 5), scale_factor=(factor, None))
+    got = resize_grid(grid, (new, 5), xp=np, method=method, scale_factor=(factor, None))
+    np.testing.assert_allclose(got, expected, atol=1e-12)
+    assert np.abs(got - resize_grid(grid, (new, 5), xp=np, method=method)).max() > 1e-4  # not the size's rule
+
+
+@pytest.mark.parametrize("method", RESAMPLING_METHODS)
+@pytest.mark.parametrize("old, new", [((4, 4), (6, 9)), ((37, 37), (16, 20)), ((3, 5), (1, 1))])
+def test_graph_with_sizes_known_at_run_time_equals_numpy(method, old, new):
+    grid = random_grid(old, channels=4, seed=2).astype("float32")
+    fn = tf.function(lambda rows, cols: resize_grid(tf.constant(grid), (rows, cols), method=method),
+                     input_signature=[tf.TensorSpec((), tf.int32)] * 2)
+    out = fn(tf.constant(new[0]), tf.constant(new[1])).numpy()
+    expected = resize_grid(grid.astype("float64"), new, xp=np, method=method)
+    np.testing.assert_allclose(out, expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("method", sorted(TORCH))
+def test_graph_scale_factor_from_a_run_time_size(method):
+    """DINOv2's (new + 0.1) / old computed in the graph from a size known only when it runs."""
+    grid = random_grid((16, 16), seed=3).astype("float32")
+
+    @tf.function(input_signature=[tf.TensorSpec((), tf.int32)] * 2)
+    def fn(rows, cols):
+        factors = tuple((keras.ops.cast(n, "float32") + 0.1) / 16.0 for n in (rows, cols))
+        return resize_grid(tf.constant(grid), (rows, cols), method=method, scale_factor=factors)
+
+    expected = resize_grid(grid.astype("float64"), (24, 11), xp=np, method=method, scale_factor=(24.1 / 16, 11.1 / 16))
+    np.testing.assert_allclose(fn(tf.constant(24), tf.constant(11)).numpy(), expected, atol=1e-5)
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(old=st.integers(1, 40), new=st.integers(1, 40), method=st.sampled_from(sorted(TORCH)))
+def test_any_sizes_equal_the_loops(old, new, method):
+    grid = random_grid((old, 2), channels=1)
+    expected = per_channel(TORCH[method], grid, (new, 2))
+    np.testing.assert_allclose(resize_grid(grid, (new, 2), xp=np, method=method), expected, atol=1e-12)
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(old=st.integers(1, 40), new=st.integers(1, 40), method=st.sampled_from(RESAMPLING_METHODS))
+def test_every_row_sums_to_one(old, new, method):
+    """A constant grid stays constant: what every rule promises, the clamped torch taps included."""
+    rows = interpolation_matrix(new, old, xp=np, dtype="float64", method=method).sum(axis=1)
+    np.testing.assert_allclose(rows, np.ones(new), atol=1e-12)
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_an_unknown_method_is_refused_with_the_choices():
+    with pytest.raises(ValueError, match=r"Unknown resampling method 'bicubic'; expected one of 'linear_aligned', "
+                                         r"'bicubic_torch', 'bicubic_torch_antialias'"):
+        resize_grid(random_grid((2, 2)), (3, 3), xp=np, method="bicubic")
+
+
+def test_a_scale_factor_with_the_aligned_rule_is_refused():
+    with pytest.raises(ValueError, match=r"scale_factor=1\.5 is given with method='linear_aligned'"):
+        interpolation_matrix(3, 2, xp=np, scale_factor=1.5)
+
+
+def test_a_scale_factor_that_gives_another_size_is_refused():
+    with pytest.raises(ValueError, match=r"resizes 16 samples to floor\(16 \* 1\.5\) = 24 in torch, not 20"):
+        interpolation_matrix(20, 16, xp=np, method="bicubic_torch", scale_factor=1.5)
+
+
+@pytest.mark.parametrize("factor, message", [(0.0, "must be a positive number, got 0.0"),
+                                             (float("nan"), "must be a positive number, got nan"),
+                                             ((1.5, 2.0, 1.0), r"one number or \(rows, cols\), got \(1\.5, 2\.0, 1\.0\)")])
+def test_a_bad_scale_factor_is_refused(factor, message):
+    with pytest.raises(ValueError, match=message):
+        resize_grid(random_grid((2, 2)), (3, 3), xp=np, method="bicubic_torch_antialias", scale_factor=factor)
+
