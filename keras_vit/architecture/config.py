@@ -79,6 +79,10 @@ class ViTConfig:
         final_norm: the LayerNorm after the blocks (``encoder_norm``).
         fc_norm: a LayerNorm after pooling (timm's ``fc_norm``, with average pooling instead of the final norm).
         projection_dim: a bias-free projection of the pooled vector (CLIP's ``visual_projection``), or None.
+        position_resampling: how the position embeddings are resampled for another grid (at load, by
+            ``resize_model`` and in the graph of an ``image_size=None`` model): ``"linear_aligned"`` (the
+            paper's code, ``scipy.ndimage.zoom(order=1)``), ``"bicubic_torch"`` (transformers'
+            ``interpolate_pos_encoding``) or ``"bicubic_torch_antialias"`` (timm's ``resample_abs_pos_embed``).
         input_mean, input_std: per channel, in [0, 1] units: the model scales [0, 255] pixels to
             ``(x / 255 - mean) / std`` (``include_preprocessing``). 0.5 and 0.5 give the paper's [-1, 1].
 
@@ -121,6 +125,7 @@ class ViTConfig:
     projection_dim: int | None = None
     input_mean: tuple = (0.5, 0.5, 0.5)
     input_std: tuple = (0.5, 0.5, 0.5)
+    position_resampling: str = "linear_aligned"
 
     def __post_init__(self):
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731  (a frozen dataclass)

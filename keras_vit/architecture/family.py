@@ -10,6 +10,7 @@ import math
 import numbers
 
 from keras_vit.layers.kernels import ACTIVATIONS
+from keras_vit.layers.resampling import RESAMPLING_METHODS
 from keras_vit.layers.transformer import MLP_TYPES
 
 # the fields this module checks, with the paper's values: a config with these is the paper's ViT
@@ -27,6 +28,7 @@ PAPER = {
     "projection_dim": None,
     "input_mean": (0.5, 0.5, 0.5),
     "input_std": (0.5, 0.5, 0.5),
+    "position_resampling": "linear_aligned",
 }
 
 
@@ -72,6 +74,11 @@ def validate(config, set_):
     if config.projection_dim is not None:
         if isinstance(config.projection_dim, bool) or not isinstance(config.projection_dim, numbers.Integral) or config.projection_dim < 1:
             raise ValueError(f"`projection_dim` must be a positive int or None. Received: projection_dim={config.projection_dim!r}")
+    if config.position_resampling not in RESAMPLING_METHODS:
+        raise ValueError(
+            f"Unknown `position_resampling`: expected one of {RESAMPLING_METHODS}. "
+            f"Received: position_resampling={config.position_resampling!r}"
+        )
     for name in ("input_mean", "input_std"):
         set_(name, _channels(getattr(config, name), name, positive=name == "input_std"))
     _check_combinations(config)

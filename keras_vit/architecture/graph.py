@@ -62,6 +62,7 @@ def embed(x, config):
         distillation_token=config.distillation_token,
         num_register_tokens=config.num_register_tokens,
         prefix_positions=config.prefix_positions,
+        resampling=config.position_resampling,
         name="patch_encoder",
     )(patches)
     if config.pre_norm:

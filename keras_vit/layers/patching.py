@@ -5,7 +5,8 @@ import math
 import keras
 from keras import ops
 
-from keras_vit.layers import kernels, resampling
+from keras_vit.layers import kernels
+from keras_vit.layers import resampling as resampling_lib
 from keras_vit.layers.checks import PACKAGE as _PACKAGE, built_when_created, check_rate, pair, positive_int
 
 
@@ -196,6 +197,8 @@ class PatchEncoder(keras.layers.Layer):
         distillation_token: a learnable distillation token after the class token.
         num_register_tokens: learnable register tokens after them, without positions.
         prefix_positions: the class and distillation tokens have position embeddings.
+        resampling: the rule of :mod:`keras_vit.layers.resampling` for another grid
+            (``"linear_aligned"``, the paper's; timm's and transformers' bicubic ones).
 
     Call arguments:
         patches: ``(batch, N, P*P*C)``, or ``(batch, rows, cols, P*P*C)``.
@@ -223,6 +226,7 @@ class PatchEncoder(keras.layers.Layer):
         distillation_token=False,
         num_register_tokens=0,
         prefix_positions=True,
+        resampling="linear_aligned",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -236,6 +240,8 @@ class PatchEncoder(keras.layers.Layer):
             raise ValueError(f"`num_register_tokens` must be an int >= 0. Received: num_register_tokens={num_register_tokens!r}")
         self.num_register_tokens = num_register_tokens
         self.prefix_positions = bool(prefix_positions)
+        self.resampling = resampling
+        resampling_lib.check_method(resampling)
         self.dropout = check_rate(dropout, "dropout")
         self.grid_size = None if grid_size is None else pair(grid_size, "grid_size")
         if self.grid_size is not None and self.grid_size[0] * self.grid_size[1] != self.num_patches:
@@ -321,7 +327,7 @@ class PatchEncoder(keras.layers.Layer):
         posemb = ops.convert_to_tensor(self.position_embedding)
         prefix = posemb[:, : self.num_position_prefix]
         patches = ops.reshape(posemb[0, self.num_position_prefix :], (rows, cols, self.hidden_size))
-        patches = resampling.resize_grid(patches, grid)
+        patches = resampling_lib.resize_grid(patches, grid, method=self.resampling)
         patches = ops.reshape(patches, (1, grid[0] * grid[1], self.hidden_size))
         return ops.concatenate([prefix, patches], axis=1)
 
@@ -370,6 +376,7 @@ class PatchEncoder(keras.layers.Layer):
                 "distillation_token": self.distillation_token,
                 "num_register_tokens": self.num_register_tokens,
                 "prefix_positions": self.prefix_positions,
+                "resampling": self.resampling,
             }
         )
         return config

@@ -108,7 +108,8 @@ def resize_model(model, image_size=SAME, patch_size=None):
         for path, variable in layer_weights(layer).items():
             value = keras.ops.convert_to_numpy(old[path])
             if layer.name == "patch_encoder" and path.endswith("/position_embedding"):
-                value = resize_position_embedding(value, target.grid, config.grid, config.num_position_prefix)
+                value = resize_position_embedding(value, target.grid, config.grid, config.num_position_prefix,
+                                                  method=config.position_resampling)
             elif layer.name == "patch_encoder" and path.endswith("/projection/kernel") and new_patch != config.patch_size:
                 channels = value.shape[0] // (config.patch_size[0] * config.patch_size[1])
                 kernel = resample_patch_embedding(value.reshape(config.patch_size + (channels, -1)), new_patch)

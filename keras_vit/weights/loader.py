@@ -223,6 +223,7 @@ def _fit_position_embedding(model, key, array, target, report, grid=None):
             f"Shape mismatch for checkpoint key {key!r}: checkpoint has {array.shape}, "
             f"model {model.name!r} expects {target.shape}."
         )
-    resized = resize_position_embedding(array, model_grid(model), grid, num_prefix_tokens=prefix)
+    resized = resize_position_embedding(array, model_grid(model), grid, num_prefix_tokens=prefix,
+                                        method=config_of(model).position_resampling)
     report.resized[key] = (array.shape, target.shape)
     return resized

@@ -115,3 +115,19 @@ def test_input_mean_and_std_scale_pixels_per_channel():
     pixels = np.random.default_rng(0).uniform(0, 255, (1, 16, 16, 3)).astype("float32")
     scaled = np.asarray(model.get_layer("preprocessing")(pixels))
     np.testing.assert_allclose(scaled, (pixels / 255.0 - np.array(mean)) / np.array(std), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("method", ["bicubic_torch", "bicubic_torch_antialias"])
+def test_position_resampling_is_the_same_rule_in_the_graph_and_the_loader(method):
+    from keras_vit.weights.posemb import resize_position_embedding
+
+    config = ViTConfig(**{**TINY, "image_size": None, "native_image_size": 32}, num_register_tokens=2, position_resampling=method)
+    model = build_model(config)
+    encoder = model.get_layer("patch_encoder")
+    encoder.position_embedding.assign(np.random.default_rng(0).normal(size=encoder.position_embedding.shape))
+    stored = np.asarray(encoder.position_embedding)
+    graph = np.asarray(encoder.position_embedding_for((3, 5)))
+    loader = resize_position_embedding(stored.astype("float64"), (3, 5), (4, 4), num_prefix_tokens=1, method=method)
+    np.testing.assert_allclose(graph, loader, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="Unknown `position_resampling`"):
+        config.replace(position_resampling="nearest")
