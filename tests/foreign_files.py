@@ -8,8 +8,8 @@ import safetensors.numpy as safetensors_numpy
 
 from helpers import TINY
 
-def timm_state_dict(p, num_layers=2, d=32):
-    """The original arrays in timm's layout, as timm's own ``_load_weights`` maps them."""
+def timm_state_dict(p, num_layers=2, d=32, qkv_bias=True):
+    """The original arrays in timm's layout, as timm's own ``_load_weights`` maps them (``qkv_bias=False``: no q/k/v bias)."""
     t = {"cls_token": p["cls"], "pos_embed": p["Transformer/posembed_input/pos_embedding"],
          "patch_embed.proj.weight": p["embedding/kernel"].transpose(3, 2, 0, 1), "patch_embed.proj.bias": p["embedding/bias"],
          "norm.weight": p["Transformer/encoder_norm/scale"], "norm.bias": p["Transformer/encoder_norm/bias"],
@@ -18,7 +18,8 @@ def timm_state_dict(p, num_layers=2, d=32):
         b = f"Transformer/encoderblock_{i}/"
         a = b + "MultiHeadDotProductAttention_1/"
         t[f"blocks.{i}.attn.qkv.weight"] = np.concatenate([p[a + n + "/kernel"].reshape(d, d).T for n in ("query", "key", "value")])
-        t[f"blocks.{i}.attn.qkv.bias"] = np.concatenate([p[a + n + "/bias"].reshape(-1) for n in ("query", "key", "value")])
+        if qkv_bias:
+            t[f"blocks.{i}.attn.qkv.bias"] = np.concatenate([p[a + n + "/bias"].reshape(-1) for n in ("query", "key", "value")])
         t[f"blocks.{i}.attn.proj.weight"] = p[a + "out/kernel"].reshape(d, d).T
         t[f"blocks.{i}.attn.proj.bias"] = p[a + "out/bias"]
         for n, k in (("norm1", "LayerNorm_0"), ("norm2", "LayerNorm_2")):
@@ -29,8 +30,12 @@ def timm_state_dict(p, num_layers=2, d=32):
     return {k: np.ascontiguousarray(v, np.float32) for k, v in t.items()}
 
 
-def transformers_folder(folder, p, num_layers=2, d=32, heads=4, mlp=64, num_classes=5, eps=1e-12):
-    """A ``save_pretrained`` folder of ``ViTForImageClassification``, written from modeling_vit's key names."""
+def transformers_folder(folder, p, num_layers=2, d=32, heads=4, mlp=64, num_classes=5, eps=1e-12, qkv_bias=True, **config):
+    """A ``save_pretrained`` folder of ``ViTForImageClassification``, written from modeling_vit's key names.
+
+    ``qkv_bias=False`` leaves out the query/key/value biases (and says so in config.json); ``config`` sets
+    (or, with None, removes) other fields of config.json (``hidden_act="gelu_new"``, ``image_size=[32, 48]``).
+    """
     t = {"vit.embeddings.cls_token": p["cls"],
          "vit.embeddings.position_embeddings": p["Transformer/posembed_input/pos_embedding"],
          "vit.embeddings.patch_embeddings.projection.weight": p["embedding/kernel"].transpose(3, 2, 0, 1),
@@ -42,7 +47,8 @@ def transformers_folder(folder, p, num_layers=2, d=32, heads=4, mlp=64, num_clas
         a = b + "MultiHeadDotProductAttention_1/"
         for n in ("query", "key", "value"):  # nn.Linear stores (out, in)
             t[e + f"attention.attention.{n}.weight"] = p[a + n + "/kernel"].reshape(d, d).T
-            t[e + f"attention.attention.{n}.bias"] = p[a + n + "/bias"].reshape(-1)
+            if qkv_bias:
+                t[e + f"attention.attention.{n}.bias"] = p[a + n + "/bias"].reshape(-1)
         t[e + "attention.output.dense.weight"] = p[a + "out/kernel"].reshape(d, d).T
         t[e + "attention.output.dense.bias"] = p[a + "out/bias"]
         for n, k in (("layernorm_before", "LayerNorm_0"), ("layernorm_after", "LayerNorm_2")):
@@ -54,20 +60,21 @@ def transformers_folder(folder, p, num_layers=2, d=32, heads=4, mlp=64, num_clas
     os.makedirs(folder, exist_ok=True)
     safetensors_numpy.save_file({k: np.ascontiguousarray(v, np.float32) for k, v in t.items()},
                                 os.path.join(folder, "model.safetensors"))
-    config = {"model_type": "vit", "architectures": ["ViTForImageClassification"], "hidden_size": d,
-              "num_hidden_layers": num_layers, "num_attention_heads": heads, "intermediate_size": mlp,
-              "patch_size": TINY["patch_size"], "image_size": TINY["image_size"], "num_channels": 3, "qkv_bias": True,
-              "layer_norm_eps": eps, "hidden_act": "gelu", "id2label": {str(i): f"class {i}" for i in range(num_classes)}}
+    written = {"model_type": "vit", "architectures": ["ViTForImageClassification"], "hidden_size": d,
+               "num_hidden_layers": num_layers, "num_attention_heads": heads, "intermediate_size": mlp,
+               "patch_size": TINY["patch_size"], "image_size": TINY["image_size"], "num_channels": 3, "qkv_bias": qkv_bias,
+               "layer_norm_eps": eps, "hidden_act": "gelu", "id2label": {str(i): f"class {i}" for i in range(num_classes)}}
+    written.update(config)
     with open(os.path.join(folder, "config.json"), "w") as f:
-        json.dump(config, f)
+        json.dump({k: v for k, v in written.items() if v is not None}, f)
     return str(folder)
 
 
-def timm_file(folder, params, config=None):
+def timm_file(folder, params, config=None, qkv_bias=True, num_layers=2, d=32):
     """A timm ``model.safetensors`` of ``params``, with ``config.json`` beside it when ``config`` is given."""
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, "model.safetensors")
-    safetensors_numpy.save_file(timm_state_dict(params), path)
+    safetensors_numpy.save_file(timm_state_dict(params, num_layers=num_layers, d=d, qkv_bias=qkv_bias), path)
     if config is not None:
         with open(os.path.join(folder, "config.json"), "w") as f:
             json.dump(config, f)

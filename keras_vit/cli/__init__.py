@@ -7,10 +7,12 @@ line is the command's help.
 """
 
 import argparse
-import contextlib
 import importlib
+import logging
 import os
 import sys
+
+from keras_vit.hardware import terminal
 
 COMMANDS = {
     "info": "keras_vit.cli.info",
@@ -26,9 +28,15 @@ COMMANDS = {
 # what the command set in its own environment before TensorFlow started (see keras_vit.hardware.onednn.onednn_environment)
 ENVIRONMENT_SET = {}
 
+VERBOSE_ENV = "KERAS_VIT_VERBOSE"
+VERBOSE_HELP = f"show TensorFlow's and LiteRT's information and warnings too (or {VERBOSE_ENV}=1)"
+# TensorFlow's Python loggers (deprecation notes, tracing advice): errors only unless --verbose
+PYTHON_LOGGERS = ("absl", "tensorflow")
+
 
 def build_parser():
     parser = argparse.ArgumentParser(prog="keras-vit", description="Vision Transformer for Keras 3.")
+    parser.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     modules = {}
     for name, module_name in COMMANDS.items():
@@ -40,38 +48,37 @@ def build_parser():
     return parser, modules
 
 
-@contextlib.contextmanager
-def native_stderr_hidden():
-    """Send file descriptor 2 to /dev/null for the block (TensorFlow's C++ lines bypass ``sys.stderr``).
+def verbose_requested(argv):
+    """``keras-vit --verbose COMMAND ...`` (before the command), or ``KERAS_VIT_VERBOSE=1``: every log line shown.
 
-    Nothing is hidden when ``TF_CPP_MIN_LOG_LEVEL`` is 0 or 1 (the user asked
-    for the lines); descriptor 2 is restored before any exception leaves.
+    Read before the parser exists, since TensorFlow starts (and prints) before the arguments are
+    parsed; after the command, ``--verbose`` is the command's own (``train --verbose 2``: Keras' progress).
+
+    Example:
+    >>> verbose_requested(["--verbose", "predict", "m.keras"]), verbose_requested(["train", "--verbose", "2"])
+    (True, False)
     """
-    if os.environ.get("TF_CPP_MIN_LOG_LEVEL") in ("0", "1"):
-        yield
-        return
-    try:
-        sys.stderr.flush()
-        saved = os.dup(2)
-        devnull = os.open(os.devnull, os.O_WRONLY)
-    except OSError:
-        yield
-        return
-    try:
-        os.dup2(devnull, 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(devnull)
+    if os.environ.get(VERBOSE_ENV, "").strip().lower() in ("1", "true", "yes", "on"):
+        return True
+    for token in argv:
+        if token == "--verbose":
+            return True
+        if not token.startswith("-") or token == "--":
+            return False
+    return False
 
 
-def quiet_tensorflow():
-    """Import TensorFlow with its C++ start-up lines (oneDNN notices, CUDA probing) hidden.
+def quiet_tensorflow(verbose=False):
+    """Start TensorFlow with its C++ start-up lines (oneDNN notices, CUDA probing) filtered out.
 
-    TensorFlow 2.21 writes them to file descriptor 2 before absl's logging is
-    initialised, so ``TF_CPP_MIN_LOG_LEVEL`` alone does not silence them.
-    ``TF_CPP_MIN_LOG_LEVEL=0`` (or 1) shows them again. Only the ``keras-vit``
+    TensorFlow 2.21 writes them to file descriptor 2 before absl's logging is initialised, and its
+    CUDA build logs an ERROR for the ``cuInit`` it cannot make on a machine without an NVIDIA driver,
+    so ``TF_CPP_MIN_LOG_LEVEL`` alone does not silence them. With ``TF_CPP_MIN_LOG_LEVEL=2`` (set
+    unless the user set it) the import and the device probing run under
+    :func:`keras_vit.hardware.terminal.native_stderr_filtered`, which writes back every line but
+    TensorFlow's and LiteRT's information and warnings (real errors stay); the ``absl`` and
+    ``tensorflow`` Python loggers show errors only. ``verbose`` (``--verbose``,
+    ``KERAS_VIT_VERBOSE=1``) or ``TF_CPP_MIN_LOG_LEVEL=0`` shows everything. Only the ``keras-vit``
     command calls this; importing the library changes nothing.
 
     On an AVX2 CPU where TensorFlow would leave its oneDNN kernels off, it
@@ -80,7 +87,13 @@ def quiet_tensorflow():
     It does so under another Keras backend too, where TensorFlow starts later if
     at all (a SavedModel to predict with, an export, tf.data).
     """
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if verbose:
+        os.environ[terminal.LEVEL_ENV] = "0"
+    else:
+        os.environ.setdefault(terminal.LEVEL_ENV, "2")
+        if terminal.native_log_level() >= 2:
+            for name in PYTHON_LOGGERS:
+                logging.getLogger(name).setLevel(logging.ERROR)
     if "tensorflow" in sys.modules:
         return
     from keras_vit.hardware import onednn
@@ -89,15 +102,16 @@ def quiet_tensorflow():
     os.environ.update(ENVIRONMENT_SET)
     if os.environ.get("KERAS_BACKEND", "tensorflow") != "tensorflow":
         return
-    with native_stderr_hidden():
+    with terminal.native_stderr_filtered():
         try:
-            import tensorflow  # noqa: F401
+            import tensorflow as tf
         except ImportError:
-            pass  # reported, with stderr back, by the command that needs it
+            return  # reported, with stderr back, by the command that needs it
+        tf.config.list_physical_devices()  # the CUDA probing (cuInit) happens here, once, filtered
 
 
 def main(argv=None):
-    quiet_tensorflow()
+    quiet_tensorflow(verbose_requested(sys.argv[1:] if argv is None else argv))
     parser, modules = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -27,10 +27,10 @@ def _row(name, config, stages=""):
 def print_model(path):
     """The architecture of the model in ``path``, one field a line, and its parameter count."""
     from keras_vit.architecture.model import config_of
-    from keras_vit.cli import native_stderr_hidden
+    from keras_vit.hardware.terminal import native_stderr_filtered
     from keras_vit.saving import load_model
 
-    with native_stderr_hidden():  # TensorFlow's CUDA probing on a machine without a GPU
+    with native_stderr_filtered():  # TensorFlow's CUDA probing on a machine without a GPU
         model = load_model(path)
     config = config_of(model)
     print(f"{path}: {model.name} ({config.variant or 'no registered variant'}), {config.describe_size()}")
@@ -67,12 +67,13 @@ def run(args):
     for name in variants.HYBRID_VARIANTS:
         config = ViTConfig(stem="resnet", **variants.decode_hybrid_variant(name), **head)
         print(_row(name, config, f"  {config.block_units}"))
-    from keras_vit.cli import ENVIRONMENT_SET, native_stderr_hidden
+    from keras_vit.cli import ENVIRONMENT_SET
     from keras_vit.hardware.onednn import ONEDNN_VARIABLE
     from keras_vit.hardware.report import describe
+    from keras_vit.hardware.terminal import native_stderr_filtered
 
     print()
-    with native_stderr_hidden():  # TensorFlow's CUDA probing on a machine without a GPU
+    with native_stderr_filtered():  # TensorFlow's CUDA probing on a machine without a GPU
         lines = describe(onednn_set_by_keras_vit=ONEDNN_VARIABLE in ENVIRONMENT_SET)
     for line in lines:
         print(line)

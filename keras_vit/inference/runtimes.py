@@ -16,6 +16,7 @@ import threading
 import numpy as np
 
 from keras_vit.architecture.model import config_of
+from keras_vit.hardware.terminal import native_stderr_filtered
 
 FORMATS = ("keras", "saved_model", "tflite")  # what model_format tells apart
 
@@ -141,11 +142,14 @@ def tflite_interpreter(path_or_content, num_threads=None):
     """An ``ai_edge_litert`` interpreter of a ``.tflite`` path or flatbuffer bytes, tensors allocated."""
     from ai_edge_litert.interpreter import Interpreter  # deferred: ai_edge_litert is an optional extra ([export])
 
-    if isinstance(path_or_content, (bytes, bytearray)):
-        interpreter = Interpreter(model_content=bytes(path_or_content), num_threads=num_threads)
-    else:
-        interpreter = Interpreter(model_path=os.fspath(path_or_content), num_threads=num_threads)
-    interpreter.allocate_tensors()
+    # LiteRT prints "INFO: Created TensorFlow Lite XNNPACK delegate for CPU." from C++, whatever
+    # TF_CPP_MIN_LOG_LEVEL says: filtered here to the level that variable asks for
+    with native_stderr_filtered():
+        if isinstance(path_or_content, (bytes, bytearray)):
+            interpreter = Interpreter(model_content=bytes(path_or_content), num_threads=num_threads)
+        else:
+            interpreter = Interpreter(model_path=os.fspath(path_or_content), num_threads=num_threads)
+        interpreter.allocate_tensors()
     return interpreter
 
 

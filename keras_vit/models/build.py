@@ -14,7 +14,7 @@ import inspect
 from keras_vit import weights as weights_lib
 from keras_vit.architecture.config import STEM_FIELDS, ViTConfig, field_names
 from keras_vit.architecture.model import VisionTransformer
-from keras_vit.weights import sources
+from keras_vit.weights import declared, sources
 
 # what a builder takes besides the architecture: the weights to load, an input tensor, the model's name
 NOT_ARCHITECTURE = ("weights", "input_tensor", "name")
@@ -28,24 +28,27 @@ def resolve_weights(weights, config, variant=None):
     return sources.resolve(weights, variant=variant, hybrid=config.stem == "resnet", image_size=config.native_image_size)
 
 
-def fit_to_checkpoint(config, info, source, epsilon_given=False):
+def fit_to_checkpoint(config, info, source, given=()):
     """``config`` with what the checkpoint ``info`` decides besides its shapes, checked before building.
 
-    A pre-logits layer in the file is added when ``representation_size`` is None; the LayerNorms take the
-    epsilon the file was trained with (1e-12 in transformers' ports) unless the caller gave one, which
-    the loader then compares with the file's; a hybrid's ResNet stages must be the file's.
+    A pre-logits layer in the file is added when ``representation_size`` is None; the fields the file
+    declares that a builder takes from it (:data:`keras_vit.weights.declared.ADOPTED`: the LayerNorm epsilon,
+    1e-12 in transformers' ports) are taken unless the caller set them (``given``); a hybrid's ResNet stages
+    must be the file's. Then every field the file declares is compared with the result
+    (:func:`keras_vit.weights.declared.check`): a number of heads, an activation, or an epsilon the caller
+    set that the file contradicts is refused, naming each, before anything is built.
     """
     changes = {}
     if config.stem == "resnet":
         weights_lib.check_hybrid_stages(info.shapes, config.block_units, str(source))
     if config.representation_size is None:
         changes["representation_size"] = weights_lib.representation_size_of(info.shapes)
-    if not epsilon_given and info.layer_norm_epsilon is not None:
-        changes["layer_norm_epsilon"] = info.layer_norm_epsilon
-    return config.replace(**changes) if changes else config
+    config = declared.adopt(config.replace(**changes) if changes else config, info.declared, given)
+    declared.check(info.declared, config, source)
+    return config
 
 
-def build_model(config, *, weights=None, input_tensor=None, name=None, variant=None, info=None, epsilon_given=True):
+def build_model(config, *, weights=None, input_tensor=None, name=None, variant=None, info=None, given=None):
     """The model ``config`` describes, with ``weights`` (a path, preset tag or ``hf://`` name) loaded.
 
     Args:
@@ -56,7 +59,9 @@ def build_model(config, *, weights=None, input_tensor=None, name=None, variant=N
         variant: the registered variant whose preset tags ``weights`` names (default: the config's).
         info: the :class:`~keras_vit.weights.formats.CheckpointInfo` of ``weights`` when the caller has
             already read it (not read twice).
-        epsilon_given: the config's ``layer_norm_epsilon`` was chosen by the caller; else the file's is taken.
+        given: the names of the config's fields the caller chose; a field the file declares and the caller
+            did not choose is taken from the file where a builder does (the LayerNorm epsilon). None: every
+            field was chosen (the config is the caller's own), and a file that declares another is refused.
 
     Returns:
         A :class:`~keras_vit.architecture.model.VisionTransformer`; with ``weights``, the report of the
@@ -72,7 +77,7 @@ def build_model(config, *, weights=None, input_tensor=None, name=None, variant=N
     path = resolve_weights(weights, config, variant)
     if path is not None:
         info = info or weights_lib.describe(path)  # shapes and settings only, no tensor data
-        config = fit_to_checkpoint(config, info, path, epsilon_given=epsilon_given)
+        config = fit_to_checkpoint(config, info, path, given=field_names() if given is None else given)
     model = VisionTransformer.from_vit_config(config, input_tensor=input_tensor, name=name)
     if path is not None:
         weights_lib.load_into(model, path, info=info)
@@ -116,10 +121,9 @@ def make_builder(builder_name, *, doc, positional=(), fixed=None, defaults=None,
             raise ValueError(
                 f"Unknown argument(s) {unknown} for {builder_name}; accepted: {', '.join(free + list(NOT_ARCHITECTURE))}"
             )
-        epsilon_given = "layer_norm_epsilon" in given
         config = ViTConfig(**{**defaults, **fixed, **given})
         return build_model(config, weights=weights, input_tensor=input_tensor, name=name or default_name,
-                           variant=variant, epsilon_given=epsilon_given)
+                           variant=variant, given=frozenset(given) | frozenset(fixed))
 
     builder.__name__ = builder.__qualname__ = builder_name
     builder.__doc__ = doc

@@ -72,7 +72,7 @@ def from_pretrained(source, **overrides):
     kwargs = arguments(arch, overrides, source)
     name, input_tensor = kwargs.pop("name", None), kwargs.pop("input_tensor", None)
     config = ViTConfig(stem="resnet" if "block_units" in kwargs else None, **kwargs)
-    model = build_model(config, weights=path, info=info, input_tensor=input_tensor, name=name, epsilon_given=False)
+    model = build_model(config, weights=path, info=info, input_tensor=input_tensor, name=name, given=frozenset(kwargs))
     model.load_report.source = str(source)
     if kwargs.get("include_top", True) and kwargs.get("num_classes") == arch["num_classes"]:
         tag = preset.tag if preset else info.tag or _hub_tag(source)

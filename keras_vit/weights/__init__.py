@@ -7,6 +7,7 @@ One job per module:
 * :mod:`~keras_vit.weights.timm`, :mod:`~keras_vit.weights.transformers`: a foreign state dict -> the original keys;
 * :mod:`~keras_vit.weights.keras_file`: a keras_vit ``.keras`` model as a checkpoint;
 * :mod:`~keras_vit.weights.config`: the fields of a ``config.json``, type-checked and checked against the weights;
+* :mod:`~keras_vit.weights.declared`: what a checkpoint declares (heads, epsilon, activation...), compared with a model's config;
 * :mod:`~keras_vit.weights.sniff`, :mod:`~keras_vit.weights.pickles`: which kind of file a path is; pickles refused;
 * :mod:`~keras_vit.weights.safetensors_files`, :mod:`~keras_vit.weights.shards`: ``.safetensors`` files, a folder's shards;
 * :mod:`~keras_vit.weights.input_normalization`: a foreign model's input mean/std folded into the patch embedding;

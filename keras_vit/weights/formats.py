@@ -40,6 +40,7 @@ from keras_vit.weights import config as config_lib
 from keras_vit.weights import keras_file, npz, shards
 from keras_vit.weights import timm as timm_layout
 from keras_vit.weights import transformers as transformers_layout
+from keras_vit.weights.declared import declare
 from keras_vit.weights.input_normalization import fold_normalization, normalization_settings
 from keras_vit.weights.safetensors_files import Tensors
 from keras_vit.weights.sniff import sniff
@@ -56,8 +57,10 @@ class CheckpointInfo:
         format: ``"npz"``, ``"timm"``, ``"transformers"`` or ``"keras"``.
         shapes: ``{original key: shape}`` (attention kernels of foreign layouts
             with merged head axes).
-        layer_norm_epsilon: the LayerNorm epsilon the weights were trained with.
-        num_heads: heads, when the file says (a config), else None.
+        declared: what the file declares about its architecture, ``{field: Declaration}``
+            (:mod:`keras_vit.weights.declared`), compared with the model's before a load.
+        layer_norm_epsilon: the LayerNorm epsilon the weights were trained with (declared), or None.
+        num_heads: heads, when the file says (an ``.npz``'s kernels, a config), else None.
         class_names: names of the head's outputs carried by the file, or None.
         architecture: timm model name or transformers class, if known.
         tag: the pretrained tag of a timm file (``pretrained_cfg.tag``: ``"augreg2_in21k_ft_in1k"``), if known.
@@ -69,14 +72,21 @@ class CheckpointInfo:
     path: str
     format: str
     shapes: dict
-    layer_norm_epsilon: float = 1e-6
-    num_heads: int | None = None
+    declared: dict = dataclasses.field(default_factory=dict)
     class_names: list | None = None
     architecture: str | None = None
     tag: str | None = None
     mean: list | None = None
     std: list | None = None
     grid: tuple | None = None
+
+    @property
+    def layer_norm_epsilon(self):
+        return self.declared["layer_norm_epsilon"].value if "layer_norm_epsilon" in self.declared else None
+
+    @property
+    def num_heads(self):
+        return self.declared["num_heads"].value if "num_heads" in self.declared else None
 
 
 def _open(path):
@@ -111,9 +121,9 @@ def _open(path):
     )
 
 
-def _layout_settings(fmt, config, config_path):
+def _layout_settings(fmt, config, config_path, path):
     if fmt == timm_layout.FORMAT:
-        return timm_layout.settings(config, config_path or "<config>")
+        return timm_layout.settings(config, config_path or "<config>", weights=path)
     return transformers_layout.settings(config, config_path)
 
 
@@ -143,30 +153,44 @@ def describe(path):
     path = os.fspath(path)
     fmt, tensors, config, config_path = _open(path)
     if fmt == "npz":
-        return CheckpointInfo(path=path, format="npz", shapes=npz.npz_shapes(path))
+        shapes = npz.npz_shapes(path)
+        return CheckpointInfo(path=path, format="npz", shapes=shapes, declared=npz.declared(shapes, path))
     if fmt == keras_file.FORMAT:
-        arrays, epsilon, class_names, grid = keras_file.contents(path)
+        arrays, config, class_names = keras_file.contents(path)
         shapes = {key: tuple(array.shape) for key, array in arrays.items()}
         return CheckpointInfo(
-            path=path, format=fmt, shapes=shapes, layer_norm_epsilon=epsilon, class_names=class_names, grid=grid,
+            path=path, format=fmt, shapes=shapes, declared=keras_file.declared(config, path), class_names=class_names,
+            grid=config.grid,
         )
-    settings = normalization_settings(path, _layout_settings(fmt, config, config_path), config_path)
+    settings = normalization_settings(path, _layout_settings(fmt, config, config_path, path), config_path)
     shapes = {k: tuple(v.shape) for k, v in _convert(fmt, tensors.stand_ins(), settings, path).items()}
     has_bias = any(k.endswith(("attention.attention.query.bias", "attn.qkv.bias")) for k in tensors.shapes)
     config_lib.check_against_weights(settings["expected"], shapes, has_bias, config_path or path)
     _check_heads(settings.get("num_heads"), shapes, config_path or path)
+    record = dict(settings["declared"])
+    if not has_bias:  # zeros stand in for the biases in the shapes; the model must not have other ones
+        declare(record, "qkv_bias", False, "no query/key/value bias tensors (qkv_bias=False)", path)
     return CheckpointInfo(
         path=path,
         format=fmt,
         shapes=shapes,
-        layer_norm_epsilon=settings["layer_norm_epsilon"],
-        num_heads=settings.get("num_heads"),
+        declared=record,
+        grid=_declared_grid(settings["expected"], shapes),
         class_names=settings.get("class_names"),
         architecture=settings.get("architecture"),
         tag=settings.get("tag"),
         mean=settings.get("mean"),
         std=settings.get("std"),
     )
+
+
+def _declared_grid(expected, shapes):
+    """``(rows, cols)`` of the position embeddings from the image size a config states (checked against them), or None."""
+    kernel = shapes.get("embedding/kernel")
+    sizes = [value for quantity, _, value in expected if quantity == "image_size"]
+    if not sizes or kernel is None or len(kernel) != 4:
+        return None
+    return sizes[0][0] // kernel[0], sizes[0][1] // kernel[1]
 
 
 def _check_heads(num_heads, shapes, path):
@@ -188,7 +212,7 @@ def read(path):
         return npz.npz_arrays(path)
     if fmt == keras_file.FORMAT:
         return keras_file.read(path)
-    settings = normalization_settings(path, _layout_settings(fmt, config, config_path), config_path)
+    settings = normalization_settings(path, _layout_settings(fmt, config, config_path, path), config_path)
     arrays = {k: np.asarray(v) for k, v in _convert(fmt, tensors.arrays(), settings, path).items()}
     return fold_normalization(arrays, settings.get("mean"), settings.get("std"))
 

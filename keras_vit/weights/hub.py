@@ -5,6 +5,13 @@ fetched (``snapshot_download`` with ``allow_patterns``), so ``HF_HOME``,
 ``HF_HUB_CACHE``, ``HF_HUB_OFFLINE``, ``HF_ENDPOINT`` and tokens work as with
 every Hugging Face library. Pickle weights (``pytorch_model.bin``) are never
 downloaded nor read.
+
+Timeouts are huggingface_hub's own, not ``KERAS_VIT_DOWNLOAD_TIMEOUT`` (which is for presets,
+:mod:`keras_vit.weights.transfer`): ``HF_HUB_DOWNLOAD_TIMEOUT`` (each read of a file, 10 s by default)
+and ``HF_HUB_ETAG_TIMEOUT`` (a file's metadata, 10 s), read by ``huggingface_hub.constants`` when it
+is imported. In huggingface_hub 2.4 the repository listing that ``snapshot_download`` makes first
+(``HfApi.repo_info`` in ``_snapshot_download.py``) passes ``timeout=None``: a Hub endpoint that
+accepts the connection and never answers that request is not timed out there.
 """
 
 import os
@@ -88,7 +95,10 @@ def offline_message(source, repo, revision, cache, offline):
             "can be reached, and it is downloaded into the cache once"
         )
     else:
-        why = "and the Hub cannot be reached (no network, or HF_ENDPOINT wrong?)"
+        why = (
+            "and the Hub cannot be reached (no network, HF_ENDPOINT wrong, or no answer within "
+            "HF_HUB_ETAG_TIMEOUT / HF_HUB_DOWNLOAD_TIMEOUT seconds?)"
+        )
     command = f"hf download {repo}" + (f" --revision {revision}" if revision else "")
     return (
         f"{source} is not in the Hugging Face cache {cache!r}, {why}. Without network access here, run "

@@ -21,6 +21,7 @@ import numpy as np
 from keras_vit.architecture.model import VisionTransformer
 from keras_vit.errors import CheckpointError
 from keras_vit.saving import load_model, read_metadata
+from keras_vit.weights.declared import declare
 from keras_vit.weights.mapping import keras_targets, targets_of
 
 FORMAT = "keras"
@@ -34,7 +35,7 @@ def is_keras_archive(names):
 
 @functools.lru_cache(maxsize=1)
 def _contents(path, mtime_ns, size):
-    """``(arrays, layer_norm_epsilon, class_names, grid)`` of a ``.keras`` file, read once per version of the file."""
+    """``(arrays, vit_config, class_names)`` of a ``.keras`` file, read once per version of the file."""
     try:
         model = load_model(path)
     except ValueError as error:
@@ -44,18 +45,40 @@ def _contents(path, mtime_ns, size):
     targets = targets_of(model)
     targets.update(keras_targets(model, targets))
     arrays = {key: np.reshape(keras.ops.convert_to_numpy(t.variable), t.shape) for key, t in targets.items()}
-    config = model.vit_config
-    return arrays, config.layer_norm_epsilon, read_metadata(path).get("class_names"), config.grid
+    return arrays, model.vit_config, read_metadata(path).get("class_names")
 
 
 def contents(path):
-    """``(arrays, layer_norm_epsilon, class_names, grid)`` of the ``.keras`` file at ``path``.
+    """``(arrays, vit_config, class_names)`` of the ``.keras`` file at ``path``.
 
-    ``grid`` is the ``(rows, cols)`` of its position embeddings (not always a square).
+    ``vit_config.grid`` is the ``(rows, cols)`` of its position embeddings (not always a square).
     """
     path = os.path.abspath(os.fspath(path))
     stat = os.stat(path)
     return _contents(path, stat.st_mtime_ns, stat.st_size)
+
+
+# what a saved model declares about the weights it holds (the resolution, head and regularisation may differ)
+DECLARED = ("num_heads", "layer_norm_epsilon", "hidden_size", "num_layers", "mlp_dim", "class_token",
+            "mlp_activation", "qkv_bias")
+
+
+def declared(config, path):
+    """The declared record (:mod:`keras_vit.weights.declared`) of a saved model's ``ViTConfig``.
+
+    A field the config does not have (``mlp_activation`` before it exists) is not declared.
+
+    Example:
+    >>> from keras_vit.architecture.config import ViTConfig
+    >>> declared(ViTConfig(num_heads=4, hidden_size=32, mlp_dim=64), "m.keras")["num_heads"]
+    Declaration(value=4, said='vit_config.num_heads=4', origin='m.keras')
+    """
+    record = {}
+    for field in DECLARED:
+        if hasattr(config, field):
+            value = getattr(config, field)
+            declare(record, field, value, f"vit_config.{field}={value!r}", path)
+    return record
 
 
 def read(path):

@@ -4,6 +4,8 @@ Position embeddings are resampled in 2-D when the grid changes, the
 patch-embedding kernel by FlexiViT's pseudo-inverse resize when the patch size
 does (:mod:`keras_vit.weights.patchemb`); a head of another size is skipped and
 left at zero (the paper's fine-tuning rule).
+What the file declares about its architecture (heads, epsilon, activation...:
+:mod:`keras_vit.weights.declared`) is compared with the model's first.
 Everything is checked before any weight is written, so a failed load leaves
 the model as it was.
 """
@@ -17,7 +19,7 @@ import numpy as np
 
 from keras_vit.architecture.model import config_of
 from keras_vit.errors import CheckpointError
-from keras_vit.weights import formats
+from keras_vit.weights import declared, formats, npz
 from keras_vit.weights.formats import read_checkpoint
 from keras_vit.weights.mapping import HEAD_KEYS, PATCH_KERNEL_KEY, POSEMB_KEY, keras_targets, targets_of
 from keras_vit.weights.patchemb import resample_patch_embedding
@@ -56,20 +58,6 @@ class LoadReport:
         return "\n".join(lines)
 
 
-def _check_epsilon(model, epsilon, path):
-    """The model's LayerNorms use the epsilon the weights were trained with, or the load is refused.
-
-    A transformers port (1e-12) loaded into a model built with 1e-6 would give other outputs
-    without any error; the builders take the file's epsilon when given ``weights=``.
-    """
-    used = config_of(model).layer_norm_epsilon
-    if epsilon is not None and abs(used - epsilon) > 1e-3 * epsilon:
-        raise CheckpointError(
-            f"{path!r} was trained with LayerNorm epsilon {epsilon:g}, but the model's LayerNorms use "
-            f"{used:g}; build the model with weights={path!r} (it takes the file's epsilon)"
-        )
-
-
 def load_checkpoint(model, checkpoint, strict=True, source=None, *, info=None):
     """Load an original ViT checkpoint into a keras_vit model.
 
@@ -86,7 +74,9 @@ def load_checkpoint(model, checkpoint, strict=True, source=None, *, info=None):
         A :class:`LoadReport`.
 
     Raises:
-        CheckpointError: a key the model needs is missing, a tensor has a
+        CheckpointError: the file declares an architecture the model does not have (heads, LayerNorm
+            epsilon, MLP activation, query/key/value bias, sizes, class token, pooling: every difference
+            named, see :mod:`keras_vit.weights.declared`), a key the model needs is missing, a tensor has a
             shape that cannot be mapped (the message names the key and both
             shapes), a dtype that is not a real number (bool, complex,
             string, object) or NaN/infinite values (the message names the
@@ -106,11 +96,14 @@ def load_checkpoint(model, checkpoint, strict=True, source=None, *, info=None):
     arrays = read_checkpoint(checkpoint)
     report = LoadReport(path="<arrays>" if isinstance(checkpoint, dict) else os.fspath(checkpoint))
     grid = None  # of the checkpoint's position embeddings: a square unless the file says
-    if not isinstance(checkpoint, dict):
+    if isinstance(checkpoint, dict):
+        record = npz.declared({k: a.shape for k, a in arrays.items()}, report.path, layout=False)
+    else:
         info = info or formats.describe(checkpoint)
         report.format = info.format
         grid = info.grid
-        _check_epsilon(model, info.layer_norm_epsilon, report.path)
+        record = info.declared
+    declared.check(record, config_of(model), report.path, model.name)  # heads, epsilon, activation...: all at once
     report.source = str(source) if source is not None else report.path
     targets = targets_of(model)
     if report.format == "keras":  # a .keras source also carries the weights of a conv stem
@@ -128,7 +121,7 @@ def load_checkpoint(model, checkpoint, strict=True, source=None, *, info=None):
             continue
         array = arrays[key]
         _check_values(report.path, key, array)
-        if key == POSEMB_KEY and array.shape != target.shape:
+        if key == POSEMB_KEY and (array.shape != target.shape or (grid is not None and tuple(grid) != model_grid(model))):
             array = _fit_position_embedding(model, key, array, target, report, grid)
         elif key == PATCH_KERNEL_KEY and array.shape != target.shape and _same_channels_and_width(array, target):
             report.resized[key] = (array.shape, target.shape)  # another patch size (FlexiViT)

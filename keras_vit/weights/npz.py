@@ -16,6 +16,10 @@ import zipfile
 import numpy as np
 
 from keras_vit.errors import CheckpointError
+from keras_vit.layers.checks import LAYER_NORM_EPSILON
+from keras_vit.weights.declared import declare
+
+QUERY_KERNEL = "Transformer/encoderblock_0/MultiHeadDotProductAttention_1/query/kernel"
 
 # newer Flax naming inside an encoder block -> the original naming
 _BLOCK_RENAMES = {
@@ -90,6 +94,25 @@ def npz_arrays(path):
     return arrays
 
 
+def verify_npz(path):
+    """Read every member of an ``.npz`` through, or raise ``CheckpointError`` naming the file and what is wrong.
+
+    Checks what a build would only meet while loading: each member's zip CRC-32 (checked when its
+    last byte is read), its ``.npy`` header, and that its data is as long as the header's shape
+    (a short member is refused). Reads in blocks: nothing is allocated for the arrays.
+    """
+    path = os.fspath(path)
+    with _reading(path), zipfile.ZipFile(path) as archive:
+        members = archive.namelist()
+        if not members:
+            raise CheckpointError(f"Checkpoint {path!r} holds no arrays.")
+        for member in members:
+            _entry_header(path, archive, member)
+            with archive.open(member) as stream:
+                while stream.read(1 << 20):
+                    pass
+
+
 _HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
 
 
@@ -103,6 +126,26 @@ def npz_shapes(path):
     if not shapes:
         raise CheckpointError(f"Checkpoint {path!r} holds no arrays.")
     return shapes
+
+
+def declared(shapes, path, layout=True):
+    """What an original checkpoint declares (:mod:`keras_vit.weights.declared`): its heads, and its epsilon.
+
+    The attention kernels are ``(D, heads, head_dim)``: the heads axis declares the number of heads. The
+    original code's LayerNorms use epsilon 1e-6, which ``layout`` declares (an ``.npz``; not a dict of
+    arrays, which may come from anywhere).
+
+    Example:
+    >>> declared({QUERY_KERNEL: (32, 2, 16)}, "c.npz")["num_heads"].said
+    "'Transformer/encoderblock_0/MultiHeadDotProductAttention_1/query/kernel' of shape (32, 2, 16) (D, heads=2, head_dim)"
+    """
+    record = {}
+    query = tuple(shapes.get(QUERY_KERNEL, ()))
+    if len(query) == 3:
+        declare(record, "num_heads", int(query[1]), f"{QUERY_KERNEL!r} of shape {query} (D, heads={query[1]}, head_dim)", path)
+    if layout:
+        declare(record, "layer_norm_epsilon", LAYER_NORM_EPSILON, f"original layout (LayerNorm epsilon {LAYER_NORM_EPSILON:g})", path)
+    return record
 
 
 def _members(archive):

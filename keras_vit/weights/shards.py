@@ -19,8 +19,7 @@ def folder_files(folder):
     config = os.path.join(folder, "config.json")
     index = os.path.join(folder, "model.safetensors.index.json")
     if os.path.isfile(index):
-        weight_map = config_lib.json_object(config_lib.read_json(index).get("weight_map", {}), index, "weight_map")
-        files = [os.path.join(folder, shard) for shard in sorted(set(weight_map.values()))]
+        files = [os.path.join(folder, shard) for shard in sorted(set(read_index(index).values()))]
     elif os.path.isfile(os.path.join(folder, "model.safetensors")):
         files = [os.path.join(folder, "model.safetensors")]
     else:
@@ -33,12 +32,47 @@ def folder_files(folder):
     return files, (config if os.path.isfile(config) else None)
 
 
+def read_index(index):
+    """The ``weight_map`` of a sharded index, checked: a JSON object of tensor name -> shard file in the folder.
+
+    Every value must be the name of a file beside the index (a relative path that stays inside the
+    folder: no absolute path, no ``..``); an index that is not of that shape is refused naming the
+    file and the key, before any shard is opened.
+
+    Example:
+    >>> import json, os, tempfile
+    >>> index = os.path.join(tempfile.mkdtemp(), "model.safetensors.index.json")
+    >>> with open(index, "w") as f:
+    ...     json.dump({"weight_map": {"x": 3}}, f)
+    >>> read_index(index)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    keras_vit.errors.CheckpointError: '...index.json': weight_map['x']=3, expected the name of a shard file (a string).
+    """
+    content = config_lib.read_json(index)
+    if "weight_map" not in content:
+        raise CheckpointError(f"{index!r} has no weight_map (tensor name -> shard file); the index is damaged.")
+    weight_map = config_lib.json_object(content["weight_map"], index, "weight_map")
+    for key, shard in weight_map.items():
+        if not isinstance(shard, str) or not shard:
+            raise CheckpointError(
+                f"{index!r}: weight_map[{key!r}]={shard!r}, expected the name of a shard file (a string)."
+            )
+        normal = os.path.normpath(shard)
+        if os.path.isabs(shard) or normal == ".." or normal.startswith(".." + os.sep) or normal == "." or "\0" in shard:
+            raise CheckpointError(
+                f"{index!r}: weight_map[{key!r}]={shard!r} is not a file inside the folder of the index "
+                "(an absolute path or one that leaves it with '..'); shards are named relative to the folder."
+            )
+    return weight_map
+
+
 def check_index(folder, tensors):
     """The shards of a sharded folder hold exactly the tensors its index maps to them (no mixed-up shard)."""
     index = os.path.join(folder, "model.safetensors.index.json")
     if not os.path.isfile(index):
         return
-    weight_map = config_lib.read_json(index).get("weight_map", {})
+    weight_map = read_index(index)
     found = {key: os.path.basename(file) for key, file in tensors.where.items()}
     wrong = sorted(k for k in set(weight_map) | set(found) if found.get(k) != weight_map.get(k))
     if wrong:

@@ -13,7 +13,9 @@ transposed to ``(D, C, P, P)``.
 The attention kernels are returned with their head axes merged
 (``query/kernel`` ``(D, heads * head_dim)``): a state dict does not store the
 number of heads, and the loader splits the merged axes with the model's.
-Missing query/key/value biases (``qkv_bias=False``) become zeros.
+Missing query/key/value biases (``qkv_bias=False``) become zeros in the converted
+layout, and the file declares ``qkv_bias=False`` (:mod:`keras_vit.weights.declared`),
+which a load into keras_vit's attention (always with biases) refuses.
 
 Models with parts keras_vit does not implement are refused by name: a
 distillation token (distilled DeiT), register tokens, layer scale, a norm after
@@ -26,6 +28,8 @@ import numpy as np
 
 from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
+from keras_vit.weights import declared as declared_lib
+from keras_vit.weights.declared import declare
 
 FORMAT = "timm"
 LAYER_NORM_EPSILON = 1e-6  # timm's VisionTransformer: partial(nn.LayerNorm, eps=1e-6)
@@ -173,7 +177,8 @@ def _split_qkv(index, name, array, path):
 
 
 def _add_missing_qkv_bias(out):
-    """``qkv_bias=False`` models have no query/key/value bias: the original layout's zeros.
+    """``qkv_bias=False`` models have no query/key/value bias: the original layout's zeros (for the shapes;
+    :mod:`keras_vit.weights.formats` declares ``qkv_bias=False``, which the loader refuses).
 
     Only for a file without any: one that lacks some of them is damaged, and the loader names
     the missing keys.
@@ -188,15 +193,19 @@ def _add_missing_qkv_bias(out):
 # timm architecture name -> (number of heads, width): the paper's sizes (timm's vit_tiny ... vit_huge, DeiT)
 _SIZES = {"tiny": (3, 192), "small": (6, 384), "base": (12, 768), "large": (16, 1024), "huge": (16, 1280)}
 _NAME = re.compile(r"^(?:vit|deit)_(tiny|small|base|large|huge)_patch")
+_POOLING = {"token": "token", "avg": "gap"}  # timm's global_pool -> keras_vit's pooling
 
 
-def settings(config, path="<config>"):
-    """What a timm ``config.json`` says beyond the weights: heads, epsilon, labels, input normalisation.
+def settings(config, path="<config>", weights=None):
+    """What a timm ``config.json`` says beyond the weights: heads, epsilon, activation, labels, input normalisation.
 
     The sizes it states (``model_args``, ``num_features``, ``num_classes``, the width and patch in the
     ``architecture`` name, ``pretrained_cfg.input_size``) go to ``"expected"``, to be checked against
     the weights (:func:`keras_vit.weights.config.check_against_weights`): a config.json of another
-    model would otherwise give these weights its number of heads.
+    model would otherwise give these weights its number of heads. What it declares about the
+    architecture (heads, ``act_layer``, ``qkv_bias``, depth, width, MLP ratio, class token, pooling; and
+    timm's LayerNorm epsilon, declared by the layout itself, from ``weights``) goes to ``"declared"``, to be
+    compared with the model's (:func:`keras_vit.weights.declared.check`).
 
     Example:
     >>> s = settings({"architecture": "deit_small_patch16_224", "pretrained_cfg": {"mean": [0.485, 0.456, 0.406]}})
@@ -204,15 +213,15 @@ def settings(config, path="<config>"):
     (6, 1e-06, [0.485, 0.456, 0.406])
     >>> [(quantity, value) for quantity, _, value in s["expected"]]  # from the name: width 384, patch 16
     [('hidden_size', 384), ('patch_size', 16)]
+    >>> settings({"model_args": {"act_layer": "quick_gelu"}})["declared"]["mlp_activation"]
+    Declaration(value='quick_gelu', said="model_args.act_layer='quick_gelu'", origin='<config>')
     """
     config = config_lib.json_object(config or {}, path)
     pretrained = config_lib.json_object(config.get("pretrained_cfg") or {}, path, "pretrained_cfg")
     args = config_lib.json_object(config.get("model_args") or {}, path, "model_args")
     architecture = config.get("architecture")
     name = _NAME.match(architecture) if isinstance(architecture, str) else None
-    heads = config_lib.number(args, "num_heads", None, path, integer=True)
-    if heads is None and name:
-        heads = _SIZES[name[1]][0]
+    record = _declared(config, args, architecture, name, path, weights)
     expected = _expected(config, args, pretrained, architecture, name, path)
     names = config.get("label_names")
     names = config_lib.indexed_names(names, "label_names", path)
@@ -222,14 +231,54 @@ def settings(config, path="<config>"):
     return {
         "architecture": architecture,
         "tag": pretrained.get("tag"),
-        "num_heads": heads,
+        "num_heads": record["num_heads"].value if "num_heads" in record else None,
         "layer_norm_epsilon": LAYER_NORM_EPSILON,
         "global_pool": args.get("global_pool", config.get("global_pool")),
         "class_names": names or None,
         "mean": pretrained.get("mean"),
         "std": pretrained.get("std"),
         "expected": expected,
+        "declared": record,
     }
+
+
+def _declared(config, args, architecture, name, path, weights):
+    """The architecture a timm config declares, as timm builds the model from it (``model_args`` over the name)."""
+    record = {}
+    heads = config_lib.number(args, "num_heads", None, path, integer=True)
+    if heads is not None:
+        declare(record, "num_heads", heads, f"model_args.num_heads={heads!r}", path)
+    elif name:
+        declare(record, "num_heads", _SIZES[name[1]][0], f"architecture={architecture!r} ({_SIZES[name[1]][0]} heads)", path)
+    width = config_lib.number(args, "embed_dim", None, path, integer=True)
+    if width is not None:
+        declare(record, "hidden_size", width, f"model_args.embed_dim={width!r}", path)
+    elif name:
+        width = _SIZES[name[1]][1]
+        declare(record, "hidden_size", width, f"architecture={architecture!r} (width {width})", path)
+    depth = config_lib.number(args, "depth", None, path, integer=True)
+    if depth is not None:
+        declare(record, "num_layers", depth, f"model_args.depth={depth!r}", path)
+    ratio = config_lib.number(args, "mlp_ratio", None, path)
+    if ratio is not None and width is not None:
+        declare(record, "mlp_dim", int(width * ratio), f"model_args.mlp_ratio={args['mlp_ratio']!r} (x width {width})", path)
+    if "act_layer" in args:
+        act = args["act_layer"]
+        if act is not None and not isinstance(act, str):
+            raise CheckpointError(f"{path!r}: model_args.act_layer={act!r}, expected the name of an activation.")
+        declare(record, "mlp_activation", declared_lib.activation(act), f"model_args.act_layer={act!r}", path)
+    for field in ("qkv_bias", "class_token"):
+        if field in args:
+            if not isinstance(args[field], bool):
+                raise CheckpointError(f"{path!r}: model_args.{field}={args[field]!r}, expected true or false.")
+            declare(record, field, args[field], f"model_args.{field}={args[field]!r}", path)
+    for source, label in ((args, "model_args.global_pool"), (config, "global_pool")):
+        pool = source.get("global_pool")
+        if pool in _POOLING:
+            declare(record, "pooling", _POOLING[pool], f"{label}={pool!r}", path)
+    if weights is not None:  # timm's VisionTransformer: partial(nn.LayerNorm, eps=1e-6), whatever the config
+        declare(record, "layer_norm_epsilon", LAYER_NORM_EPSILON, f"timm layout (LayerNorm eps={LAYER_NORM_EPSILON:g})", weights)
+    return record
 
 
 def _expected(config, args, pretrained, architecture, name, path):

@@ -12,7 +12,8 @@ original pre-logits layer (``convert_vit_timm_to_pytorch.py`` maps
 
 Attention kernels come back with merged head axes, as from
 :mod:`keras_vit.weights.timm`; missing query/key/value biases
-(``qkv_bias: false``) are zeros.
+(``qkv_bias: false``) are zeros; what ``config.json`` declares (heads, epsilon, ``hidden_act``,
+``qkv_bias``, sizes) is compared with the model's by :mod:`keras_vit.weights.declared`.
 """
 
 import re
@@ -21,6 +22,7 @@ import numpy as np  # noqa: F401  (the doctests' np)
 
 from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
+from keras_vit.weights.declared import activation, declare
 from keras_vit.weights.timm import finish, patch_kernel
 
 FORMAT = "transformers"
@@ -118,14 +120,15 @@ def _said(config, field, value):
 
 
 def settings(config, path="<config>"):
-    """What a transformers ``config.json`` says: heads, epsilon, sizes to check, labels.
+    """What a transformers ``config.json`` says: heads, epsilon, activation, sizes to check, labels.
 
     Every field read is type-checked (:mod:`keras_vit.weights.config`); absent fields take
     ``ViTConfig``'s defaults.
 
     Raises:
-        CheckpointError: a ``model_type`` other than ``"vit"``, a ``hidden_act`` other than the
-            exact GELU, or a field of the wrong type (the message names it and its value).
+        CheckpointError: a ``model_type`` other than ``"vit"``, or a field of the wrong type (the
+            message names it and its value). A ``hidden_act`` other than the exact GELU is declared
+            (``"declared"``) and refused when compared with the model's.
 
     Example:
     >>> s = settings({"model_type": "vit", "layer_norm_eps": 1e-12, "num_attention_heads": 3,
@@ -141,10 +144,8 @@ def settings(config, path="<config>"):
             "(ViTModel, ViTForImageClassification)."
         )
     act = config.get("hidden_act", "gelu")
-    if act != "gelu":
-        raise CheckpointError(
-            f"{path!r} has hidden_act={act!r}; keras_vit's ViT uses the exact (erf) GELU, transformers' 'gelu'."
-        )
+    if not isinstance(act, str):
+        raise CheckpointError(f"{path!r}: hidden_act={act!r}, expected the name of an activation.")
     names = config_lib.indexed_names(config.get("id2label"), "id2label", path) or []
     if all(re.fullmatch(r"LABEL_\d+", name) for name in names):  # transformers' placeholder labels
         names = []
@@ -164,10 +165,25 @@ def settings(config, path="<config>"):
     if not isinstance(qkv_bias, bool):
         raise CheckpointError(f"{path!r}: qkv_bias={qkv_bias!r}, expected true or false.")
     expected.append(("qkv_bias", f"qkv_bias={qkv_bias!r}", qkv_bias))
+    record = {}  # what the model must have: compared with its ViTConfig by keras_vit.weights.declared.check
+    for field, name, default in (
+        ("num_heads", "num_attention_heads", 12),
+        ("layer_norm_epsilon", "layer_norm_eps", LAYER_NORM_EPSILON),
+        ("hidden_size", "hidden_size", None),
+        ("num_layers", "num_hidden_layers", None),
+        ("mlp_dim", "intermediate_size", None),
+    ):
+        value = config_lib.number(config, name, default, path, integer=field != "layer_norm_epsilon")
+        if value is not None:
+            said = f"{name}={value!r}" if name in config else f"{name} absent (transformers' default {value!r})"
+            declare(record, field, value, said, path)
+    declare(record, "mlp_activation", activation(act), f"hidden_act={act!r}", path)
+    declare(record, "qkv_bias", qkv_bias, f"qkv_bias={qkv_bias!r}", path)
     return {
         "architecture": (config.get("architectures") or ["ViTModel"])[0],
-        "num_heads": config_lib.number(config, "num_attention_heads", 12, path, integer=True),
-        "layer_norm_epsilon": config_lib.number(config, "layer_norm_eps", LAYER_NORM_EPSILON, path),
+        "num_heads": record["num_heads"].value,
+        "layer_norm_epsilon": record["layer_norm_epsilon"].value,
         "class_names": names or None,
         "expected": expected,
+        "declared": record,
     }

@@ -67,7 +67,7 @@ def test_transformers_folder_takes_the_files_epsilon_and_gives_the_reference_log
     np.testing.assert_allclose(np.asarray(model(x)), reference.vit_logits(x, params), atol=5e-5)
     # loading the same folder into a model built with the original 1e-6 would be silently different: refused
     plain = keras_vit.ViT(**TINY, num_classes=5)
-    with pytest.raises(CheckpointError, match=r"epsilon 1e-12.*1e-06"):
+    with pytest.raises(CheckpointError, match=r"config\.json: layer_norm_eps=1e-12 but the model has layer_norm_epsilon=1e-06"):
         keras_vit.load_checkpoint(plain, folder)
 
 

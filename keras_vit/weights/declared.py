@@ -1,0 +1,155 @@
+"""What a checkpoint declares about its architecture, and the one comparison of that with a model's ``ViTConfig``.
+
+Attention kernels stored with their heads merged (timm, transformers) have the
+same shapes for 2 heads or 4, and nothing in a tensor says its LayerNorm
+epsilon, its MLP activation or its query/key/value bias: loading such weights
+into a model built with other values gives other logits without an error. So
+every source reader returns, besides the shapes, a *declared record*:
+``{field: Declaration(value, said, origin)}``, where ``field`` names the
+:class:`~keras_vit.architecture.config.ViTConfig` field (or a property:
+``class_token``; or a field the config does not have yet: ``mlp_activation``,
+``qkv_bias``, compared with keras_vit's fixed choice), ``value`` is in the
+config's terms, ``said`` is how the file says it (``num_attention_heads=4``)
+and ``origin`` the file that says it (``config.json``).
+
+The readers: :mod:`~keras_vit.weights.transformers` (``config.json``),
+:mod:`~keras_vit.weights.timm` (``config.json``: ``model_args``, the
+``architecture`` name, ``global_pool``; timm's own LayerNorm epsilon),
+:mod:`~keras_vit.weights.npz` (the heads axis of the attention kernels, the
+original epsilon), :mod:`~keras_vit.weights.keras_file` (the saved
+``ViTConfig``), and :mod:`~keras_vit.weights.formats` (a state dict with no
+query/key/value bias at all); ``hf://`` folders and presets are read by the
+same readers. :func:`check` compares a record with a model's config and names
+every difference at once; the loader calls it before anything is written, and
+the builders before anything is built, after taking from the file the fields in
+:data:`ADOPTED` that the caller did not set.
+
+The image size and patch size a file declares are compared with its own
+weights (:func:`keras_vit.weights.config.check_against_weights`), not with the
+model: a model of another resolution or patch size gets the weights resampled
+(position embeddings in 2-D from the file's grid, the patch kernel by
+FlexiViT's resize) and the load report says so; a head of another size is a new
+head. Those are what fine-tuning does, by design.
+"""
+
+import os
+from typing import NamedTuple
+
+from keras_vit.errors import CheckpointError
+
+# how a file writes the exact (erf) GELU, keras_vit's MLP activation: transformers' "gelu", timm's default nn.GELU
+EXACT_GELU = ("gelu", "GELU", "nn.GELU", "torch.nn.GELU", "torch.nn.modules.activation.GELU")
+# fields a builder takes from the file when its caller did not set them (a field ViTConfig lacks is skipped)
+ADOPTED = ("layer_norm_epsilon", "mlp_activation")
+# what keras_vit's attention and MLP have where ViTConfig has no field for it (yet): getattr reads the field once it exists
+FIXED = {"mlp_activation": "gelu", "qkv_bias": True}
+_WHY = {
+    "mlp_activation": " (keras_vit's MLP uses the exact erf GELU)",
+    "qkv_bias": " (keras_vit's attention always has query/key/value biases)",
+}
+
+
+class Declaration(NamedTuple):
+    """One field a source declares: ``value`` in ``ViTConfig``'s terms, ``said`` as the file writes it, ``origin`` the file."""
+
+    value: object
+    said: str
+    origin: str
+
+
+def declare(record, field, value, said, origin):
+    """Add ``field`` to ``record`` unless a more specific place of the source declared it first; returns ``record``.
+
+    Example:
+    >>> record = declare({}, "num_heads", 4, "model_args.num_heads=4", "/m/config.json")
+    >>> declare(record, "num_heads", 3, "architecture='vit_tiny_patch16_224'", "/m/config.json")["num_heads"]
+    Declaration(value=4, said='model_args.num_heads=4', origin='config.json')
+    """
+    record.setdefault(field, Declaration(value, said, os.path.basename(os.fspath(origin)) or str(origin)))
+    return record
+
+
+def activation(value):
+    """A declared MLP activation in keras_vit's terms: ``"gelu"`` for the exact GELU, else the name as written.
+
+    Example:
+    >>> activation("nn.GELU"), activation("quick_gelu"), activation(None)
+    ('gelu', 'quick_gelu', 'gelu')
+    """
+    return "gelu" if value is None or value in EXACT_GELU else value
+
+
+def model_value(config, field):
+    """The model's value of a declared ``field``: the config's, or keras_vit's fixed choice where it has none."""
+    return getattr(config, field, FIXED.get(field))
+
+
+def _agrees(field, declared, have):
+    if field == "layer_norm_epsilon":
+        return abs(have - declared) <= 1e-3 * declared
+    if isinstance(have, (list, tuple)) or isinstance(declared, (list, tuple)):
+        return tuple(have) == tuple(declared)
+    return have == declared
+
+
+def mismatches(record, config):
+    """``["config.json: num_attention_heads=4 but the model has num_heads=2", ...]``: every field that differs.
+
+    Example:
+    >>> from keras_vit.architecture.config import ViTConfig
+    >>> config = ViTConfig(image_size=32, patch_size=8, hidden_size=32, num_layers=1, num_heads=2, mlp_dim=64)
+    >>> record = declare({}, "num_heads", 4, "num_attention_heads=4", "vit/config.json")
+    >>> declare(record, "mlp_activation", "gelu_new", "hidden_act='gelu_new'", "vit/config.json")
+    ... # doctest: +ELLIPSIS
+    {...}
+    >>> mismatches(record, config)  # doctest: +NORMALIZE_WHITESPACE
+    ['config.json: num_attention_heads=4 but the model has num_heads=2',
+     "config.json: hidden_act='gelu_new' but the model has mlp_activation='gelu' (keras_vit's MLP uses the exact erf GELU)"]
+    """
+    found = []  # a model with pooling=None returns the tokens: no pooling to compare (have is None)
+    for field, (value, said, origin) in record.items():
+        have = model_value(config, field)
+        if have is None or _agrees(field, value, have):
+            continue
+        shown = f"{have:g}" if field == "layer_norm_epsilon" else repr(have)
+        found.append(f"{origin}: {said} but the model has {field}={shown}{_WHY.get(field, '')}")
+    return found
+
+
+def check(record, config, path, model_name=None):
+    """Refuse a checkpoint whose declared architecture differs from ``config``, naming every difference at once.
+
+    Args:
+        record: the checkpoint's declared record (``CheckpointInfo.declared``).
+        config: the model's :class:`~keras_vit.architecture.config.ViTConfig`.
+        path: the checkpoint, named in the error.
+        model_name: the model's name, if it is built.
+
+    Raises:
+        CheckpointError: a declared field differs from the model's; the message names the file, each source
+            field with its value, and the model's field with its value.
+    """
+    found = mismatches(record or {}, config)
+    if not found:
+        return
+    model = f"model {model_name!r}" if model_name else "the model"
+    raise CheckpointError(
+        f"Checkpoint {os.fspath(path)!r} declares an architecture that {model} does not have "
+        f"({len(found)} difference(s)): {'; '.join(found)}. The weights would load into it and compute something "
+        "else. Build the model with the file's values (a builder's weights= takes the LayerNorm epsilon from the "
+        "file), or let keras_vit.from_pretrained(path) build the architecture the file describes."
+    )
+
+
+def adopt(config, record, given):
+    """``config`` with the :data:`ADOPTED` fields the file declares and the caller did not set (in ``given``).
+
+    A field ``ViTConfig`` does not have (yet) is left to :func:`check`, which refuses a value other than keras_vit's.
+    """
+    fields = getattr(type(config), "__dataclass_fields__", {})
+    changes = {
+        field: record[field].value
+        for field in ADOPTED
+        if field in record and field in fields and field not in given
+    }
+    return config.replace(**changes) if changes else config
