@@ -133,7 +133,7 @@ def count_config_params(config):
     total = stem + embed + config.num_layers * block
     total += 2 * d * (int(config.pre_norm) + int(config.final_norm) + int(config.fc_norm))
     if config.pooling == "map":  # probe, query, key/value, output, LayerNorm, MLP
-        total += d + d * d + 2 * d * d + (3 * d if config.qkv_bias else 0) + d * d + d + 2 * d + d * m + m + m * d + d
+        total += d + 3 * d * d + (3 * d if config.qkv_bias else 0) + d * d + d + 2 * d + d * m + m + m * d + d
     width = d
     if config.projection_dim:
         total += d * config.projection_dim

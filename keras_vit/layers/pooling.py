@@ -18,15 +18,16 @@ class AttentionPooling(keras.layers.Layer):
 
         y = proj(MHA(query=probe W_q, keys/values=x W_kv));  y = y + MLP(LN(y));  return y[:, 0]
 
-    with one probe token, the key and value projections as one ``(D, 2D)`` matrix (keys first),
-    and the MLP ``Dense(mlp_dim) -> act -> Dense(D)``.
+    with one probe token, query, key, value and output projections ``(D, D)`` (big_vision's
+    ``MultiHeadDotProductAttention`` with the head axes merged; timm's fused ``kv`` is split in two by
+    the loader), and the MLP ``Dense(mlp_dim) -> act -> Dense(D)``.
 
     Args:
         num_heads: attention heads; must divide the input width.
         mlp_dim: hidden size of the MLP.
         layer_norm_epsilon: of the LayerNorm before the MLP.
         activation: the MLP's activation (one of ``kernels.ACTIVATIONS``).
-        qkv_bias: biases on the query and key/value projections.
+        qkv_bias: biases on the query, key and value projections.
 
     Call arguments:
         x: ``(batch, tokens, D)``.
@@ -39,7 +40,7 @@ class AttentionPooling(keras.layers.Layer):
     >>> tuple(layer(keras.ops.zeros((2, 5, 32))).shape)
     (2, 32)
     >>> sorted(w.path.split("/", 1)[1] for w in layer.weights)[:4]
-    ['attention_output/bias', 'attention_output/kernel', 'key_value/bias', 'key_value/kernel']
+    ['attention_output/bias', 'attention_output/kernel', 'key/bias', 'key/kernel']
     """
 
     def __init__(self, num_heads, mlp_dim, *, layer_norm_epsilon=LAYER_NORM_EPSILON, activation="gelu", qkv_bias=True, **kwargs):
@@ -54,7 +55,7 @@ class AttentionPooling(keras.layers.Layer):
         policy = self.dtype_policy
         self.norm = keras.layers.LayerNormalization(epsilon=self.layer_norm_epsilon, dtype=policy, name="layer_norm")
         self.mlp_dense_1 = keras.layers.Dense(self.mlp_dim, dtype=policy, name="mlp_dense_1")
-        self.query = self.key_value = self.output_dense = self.mlp_dense_2 = None  # in build: D is the input's
+        self.query = self.key = self.value = self.output_dense = self.mlp_dense_2 = None  # in build: D is the input's
 
     def build(self, input_shape):
         width = input_shape[-1]
@@ -68,11 +69,13 @@ class AttentionPooling(keras.layers.Layer):
             shape=(1, 1, width), initializer=keras.initializers.TruncatedNormal(stddev=0.02), name="probe"
         )
         self.query = keras.layers.Dense(width, use_bias=self.qkv_bias, dtype=policy, name="query")
-        self.key_value = keras.layers.Dense(2 * width, use_bias=self.qkv_bias, dtype=policy, name="key_value")
+        self.key = keras.layers.Dense(width, use_bias=self.qkv_bias, dtype=policy, name="key")
+        self.value = keras.layers.Dense(width, use_bias=self.qkv_bias, dtype=policy, name="value")
         self.output_dense = keras.layers.Dense(width, dtype=policy, name="attention_output")
         self.mlp_dense_2 = keras.layers.Dense(width, dtype=policy, name="mlp_dense_2")
         self.query.build((1, 1, width))
-        self.key_value.build(input_shape)
+        self.key.build(input_shape)
+        self.value.build(input_shape)
         self.output_dense.build((None, 1, width))
         self.norm.build((None, 1, width))
         self.mlp_dense_1.build((None, 1, width))
@@ -85,7 +88,7 @@ class AttentionPooling(keras.layers.Layer):
         batch, tokens = ops.shape(x)[0], ops.shape(x)[1]
         query = kernels.dense(ops.cast(self.probe, dtype), self.query)  # (1, 1, D)
         query = ops.transpose(ops.reshape(query, (1, 1, heads, head_dim)), (0, 2, 1, 3))  # (1, heads, 1, hd)
-        key, value = ops.split(kernels.dense(x, self.key_value), 2, axis=-1)  # rank 3 each: no (B, N, 2, h, hd)
+        key, value = kernels.dense(x, self.key), kernels.dense(x, self.value)
         key = ops.transpose(ops.reshape(key, (batch, tokens, heads, head_dim)), (0, 2, 1, 3))
         value = ops.transpose(ops.reshape(value, (batch, tokens, heads, head_dim)), (0, 2, 1, 3))
         query = ops.broadcast_to(query * ops.cast(1.0 / math.sqrt(head_dim), dtype), (batch, heads, 1, head_dim))

@@ -40,6 +40,35 @@ BLOCK_KEYS = {
     "MlpBlock_3/Dense_1/kernel": "mlp_dense_2/kernel",
     "MlpBlock_3/Dense_1/bias": "mlp_dense_2/bias",
 }
+# the ViT family's parts (keras_vit's canonical keys; big_vision's names where big_vision has the part):
+# inside encoder block i, LayerScale of the attention and MLP branches
+LAYER_SCALE_KEYS = {"LayerScale_1/gamma": "layer_scale_1/gamma", "LayerScale_3/gamma": "layer_scale_2/gamma"}
+# top level: checkpoint key -> weight path (each present only where the model's config has the part)
+FAMILY_KEYS = {
+    "dist": "patch_encoder/distillation_token",
+    "reg": "patch_encoder/register_tokens",
+    "Transformer/pre_norm/scale": "pre_norm/gamma",
+    "Transformer/pre_norm/bias": "pre_norm/beta",
+    "fc_norm/scale": "fc_norm/gamma",
+    "fc_norm/bias": "fc_norm/beta",
+    "projection/kernel": "projection/kernel",
+    "head_dist/kernel": "head_distillation/kernel",
+    "head_dist/bias": "head_distillation/bias",
+    "MAPHead_0/probe": "map_head/probe",
+    "MAPHead_0/LayerNorm_0/scale": "map_head/layer_norm/gamma",
+    "MAPHead_0/LayerNorm_0/bias": "map_head/layer_norm/beta",
+    "MAPHead_0/MlpBlock_0/Dense_0/kernel": "map_head/mlp_dense_1/kernel",
+    "MAPHead_0/MlpBlock_0/Dense_0/bias": "map_head/mlp_dense_1/bias",
+    "MAPHead_0/MlpBlock_0/Dense_1/kernel": "map_head/mlp_dense_2/kernel",
+    "MAPHead_0/MlpBlock_0/Dense_1/bias": "map_head/mlp_dense_2/bias",
+}
+# the MAP head's attention: big_vision's (D, heads, head_dim) kernels, or merged (D, D) as timm and transformers
+# store them -> keras_vit's (D, D) Dense kernels
+MAP_ATTENTION_KEYS = {
+    f"MAPHead_0/MultiHeadDotProductAttention_0/{name}/{kind}": f"map_head/{layer}/{kind}"
+    for name, layer in (("query", "query"), ("key", "key"), ("value", "value"), ("out", "attention_output"))
+    for kind in ("kernel", "bias")
+}
 # Flax parameter names -> Keras weight names
 _NORM_WEIGHTS = {"scale": "gamma", "bias": "beta"}
 _KEYS_OF_NORM_WEIGHTS = {name: key for key, name in _NORM_WEIGHTS.items()}
@@ -58,6 +87,16 @@ class Target:
 
     def convert(self, array):
         return np.reshape(array, tuple(self.variable.shape))
+
+
+class MergedHeadsTarget(Target):
+    """A Dense kernel or bias stored by big_vision with its head axes apart: ``(D, heads, hd)``, ``(heads, hd, D)``
+    or ``(heads, hd)``; the merged shape (timm, transformers) is accepted too."""
+
+    def accepts(self, shape):
+        return int(np.prod(shape)) == int(np.prod(self.shape)) and (
+            tuple(shape) == tuple(self.shape) or len(shape) == len(self.shape) + 1
+        )
 
 
 class GroupNormTarget(Target):
@@ -122,16 +161,30 @@ def vit_targets(model):
     if config.class_token:
         targets["cls"] = _target(weights, "patch_encoder/class_token", model)
     targets[POSEMB_KEY] = _target(weights, "patch_encoder/position_embedding", model)
+    block_keys = {key: path for key, path in BLOCK_KEYS.items() if config.qkv_bias or not _is_qkv_bias(key)}
+    if config.layer_scale_init is not None:
+        block_keys.update(LAYER_SCALE_KEYS)
     for i in range(config.num_layers):
-        for key, path in BLOCK_KEYS.items():
+        for key, path in block_keys.items():
             targets[f"Transformer/encoderblock_{i}/{key}"] = _target(weights, f"transformer_block_{i}/{path}", model)
-    for key, name in _NORM_WEIGHTS.items():
-        targets[f"Transformer/encoder_norm/{key}"] = _target(weights, f"encoder_norm/{name}", model)
+    if config.final_norm:
+        for key, name in _NORM_WEIGHTS.items():
+            targets[f"Transformer/encoder_norm/{key}"] = _target(weights, f"encoder_norm/{name}", model)
+    for key, path in FAMILY_KEYS.items():
+        if path in weights:
+            targets[key] = _target(weights, path, model)
+    for key, path in MAP_ATTENTION_KEYS.items():
+        if path in weights:
+            targets[key] = _target(weights, path, model, cls=MergedHeadsTarget)
     for layer in ("pre_logits", "head"):  # absent with include_top=False or without pre-logits
         for name in ("kernel", "bias"):
             if f"{layer}/{name}" in weights:
                 targets[f"{layer}/{name}"] = _target(weights, f"{layer}/{name}", model)
     return targets
+
+
+def _is_qkv_bias(key):
+    return key.endswith("/bias") and any(f"/{name}/" in key for name in ("query", "key", "value"))
 
 
 _UNIT_NAME = re.compile(r"^block(\d+)_unit(\d+)$")

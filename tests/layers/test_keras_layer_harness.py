@@ -177,7 +177,7 @@ class LayerHarnessTest(testing.TestCase):
             run_mixed_precision_check=True,
         )
 
-    @parameterized.named_parameters(("bias", True, 11), ("no_qkv_bias", False, 9))
+    @parameterized.named_parameters(("bias", True, 13), ("no_qkv_bias", False, 10))
     def test_attention_pooling(self, qkv_bias, num_weights):
         self.run_layer_test(
             AttentionPooling,
@@ -185,7 +185,7 @@ class LayerHarnessTest(testing.TestCase):
             input_shape=(BATCH, TOKENS, WIDTH),
             expected_output_shape=(BATCH, WIDTH),
             expected_output_dtype="float32",
-            # probe, query (2), key_value (2), attention_output (2), LayerNorm (2), MLP (4), less the 2 qkv biases
+            # probe, query, key, value, attention_output (2 each), LayerNorm (2), MLP (4), less the 3 qkv biases
             expected_num_trainable_weights=num_weights + 2,
             expected_num_non_trainable_weights=0,
             expected_num_seed_generators=0,
