@@ -325,3 +325,70 @@ class PatchEncoder(keras.layers.Layer):
             }
         )
         return config
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class StemInputCheck(keras.layers.Layer):
+    """The images, refused when a stem of total ``stride`` would leave no whole grid of patches.
+
+    A stem pads ``"same"``: an ``H x W`` image gives a ``ceil(H / stride) x ceil(W / stride)`` feature
+    map, which the patches must divide, at least one patch in each dimension
+    (:meth:`~keras_vit.architecture.config.ViTConfig.grid_for`'s rule). Checked on the image, so that
+    the message names the image size (the ``Patches`` after the stem only see the feature map): a
+    ``ValueError`` when the size is static, an ``InvalidArgumentError`` from the graph (TensorFlow) when
+    it is known only when the graph runs.
+
+    Args:
+        patch_size: int or ``(ph, pw)``, the patch size on the feature map.
+        stride: the stem's total stride.
+
+    Example:
+    >>> tuple(StemInputCheck(2, 4)(keras.ops.zeros((1, 8, 16, 3))).shape)
+    (1, 8, 16, 3)
+    """
+
+    def __init__(self, patch_size, stride, **kwargs):
+        super().__init__(**kwargs)
+        self.patch_size = patch_size
+        self.stride = positive_int(stride, "stride")
+        self._patch = pair(patch_size, "patch_size")
+        built_when_created(self)
+
+    def _message(self):
+        s = self.stride
+        return (
+            f"The image size must give the stem (stride {s}) a feature map (the image size / {s}, rounded up) "
+            f"divisible by the patch size {self._patch}, and at least one patch{_NO_PATCH}"
+        )
+
+    def _check_static(self, h, w):
+        if h is None or w is None:
+            return
+        rows, cols = -(-h // self.stride), -(-w // self.stride)
+        (ph, pw), valid = self._patch, min(h, w) >= 1
+        if not valid or rows % ph or cols % pw or rows < ph or cols < pw:
+            raise ValueError(f"{self._message()}. Received: image_size=({h}, {w}), patch_size={self._patch}, stride={self.stride}")
+
+    def call(self, images):
+        _, h, w, _ = images.shape
+        self._check_static(h, w)
+        if (h is not None and w is not None) or keras.backend.backend() != "tensorflow":
+            return images  # other backends trace static shapes: checked above
+        import tensorflow as tf  # deferred: the TensorFlow backend only
+
+        size = tf.shape(images)[1:3]
+        patch = tf.constant(self._patch, tf.int32)
+        rows = (size + self.stride - 1) // self.stride
+        valid = tf.reduce_all(tf.logical_and(size >= 1, tf.logical_and(tf.equal(rows % patch, 0), rows >= patch)))
+        message = f"{self._message()}. Received: (batch, H, W, C) ="
+        with tf.control_dependencies([tf.debugging.Assert(valid, [message, tf.shape(images)], summarize=4)]):
+            return tf.identity(images)
+
+    def compute_output_shape(self, input_shape):
+        self._check_static(input_shape[1], input_shape[2])
+        return tuple(input_shape)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"patch_size": self.patch_size, "stride": self.stride})
+        return config
