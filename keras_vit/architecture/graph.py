@@ -14,6 +14,7 @@ import keras
 
 from keras_vit.architecture.family import PAPER
 from keras_vit.layers import PatchEncoder, Patches, TokenPooling, TransformerBlock
+from keras_vit.layers.patching import StemInputCheck
 from keras_vit.layers.pooling import AttentionPooling
 from keras_vit.layers.resnet import resnet_stem
 
@@ -34,7 +35,13 @@ def image_input(config, input_tensor=None):
 
 
 def stem(x, config):
-    """The feature map the patches are cut from: the image itself, a ResNet-v2's or a conv stem's."""
+    """The feature map the patches are cut from: the image itself, a ResNet-v2's or a conv stem's.
+
+    Before a stem that strides, the images are checked (``stem_input_check``): one that would give no
+    whole grid of patches is refused naming its size, not the feature map's.
+    """
+    if config.stride > 1:
+        x = StemInputCheck(config.patch_size, config.stride, name="stem_input_check")(x)
     if config.stem == "resnet":
         return resnet_stem(x, config.block_units, config.width)
     for i, channels in enumerate(config.stem_channels):

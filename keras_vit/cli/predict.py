@@ -19,6 +19,13 @@ def add_arguments(parser):
     parser.add_argument("--labels", help="text file of class names, one per line (default: stored with the model)")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument(
+        "--image-size",
+        type=int,
+        nargs=2,
+        metavar=("H", "W"),
+        help="size to classify at, for a model of any size (default: its native size, or the size its SavedModel records)",
+    )
+    parser.add_argument(
         "--input-range",
         choices=sorted(INPUT_RANGES),
         default="auto",
@@ -36,6 +43,7 @@ def run(args):
         labels=args.labels,
         batch_size=args.batch_size,
         include_preprocessing=INPUT_RANGES[args.input_range],
+        image_size=args.image_size,
     )
     failed = [r for r in results if "error" in r]
     for result in failed:

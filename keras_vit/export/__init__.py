@@ -13,7 +13,8 @@ This file only names the public API. The modules, one job each:
 modes, labels), :mod:`~keras_vit.export.data` (verification and calibration
 images), :mod:`~keras_vit.export.verify` (the report and its bars), one module
 per format (:mod:`~keras_vit.export.saved_model` with
-:mod:`~keras_vit.export.exif` and :mod:`~keras_vit.export.rest`,
+:mod:`~keras_vit.export.rest`, whose ``serving_bytes`` decodes with
+:mod:`keras_vit.inference.decoding` as ``predict`` does,
 :mod:`~keras_vit.export.tflite`, :mod:`~keras_vit.export.onnx`), and
 :mod:`~keras_vit.export.quantization` (the size / latency / agreement table).
 """

@@ -152,17 +152,27 @@ def _at_size(model, format, image_size):
 def _export_saved_model(model, base, *, name, version, labels, top_k, images, expected, bars, warmup, image_size):
     import tensorflow as tf  # deferred: TensorFlow, not imported under the JAX and PyTorch backends
 
-    if not common.outputs_are_probabilities(model):
+    probabilities = common.outputs_are_probabilities(model)
+    if not probabilities:
         expected = softmax(expected)
     holder = {}
+
+    def reference(pixels):
+        outputs = model.predict(pixels, batch_size=32, verbose=0)
+        return outputs if probabilities else softmax(outputs)
 
     def check(tmp):
         loaded = tf.saved_model.load(tmp)
         actual = saved_model.run_signature(loaded, images)
-        holder["report"] = verify.make_report(
+        report = holder["report"] = verify.make_report(
             "saved_model", "float32", tmp, size_bytes=common.file_size(tmp), ops=saved_model.graph_ops(tmp),
             expected=expected, actual=actual, tolerance=bars, runtime="tensorflow",
         )
+        # serving_bytes (what TF Serving's REST clients get) on the same images sent as files
+        report.details["serving_bytes"] = verify.check_serving_bytes(
+            lambda files: saved_model.run_bytes_signature(loaded, files), reference, images, image_size, bars
+        )
+        report.passed = report.passed and report.details["serving_bytes"]["passed"]
         if not holder["report"].passed:
             raise ExportVerificationError(holder["report"])
 

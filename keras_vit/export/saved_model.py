@@ -17,24 +17,27 @@ Signatures (both with a dynamic batch):
   ``top_k_scores`` (float32), ``top_k_ids`` (int32) and ``top_k_labels``
   (string), each ``(batch, k)``.
 * ``serving_bytes``: input ``image_bytes``, string ``(batch,)`` of JPEG/PNG/
-  BMP/GIF file contents (what the REST ``{"b64": ...}`` form arrives as);
-  decoded to RGB, turned upright by its EXIF orientation as keras_vit's
-  reader does (JPEG and PNG; :mod:`keras_vit.export.exif`), resized
-  bilinearly to ``(H, W)`` (for an ``image_size=None`` model, the size
+  GIF/BMP/WebP file contents (what the REST ``{"b64": ...}`` form arrives as);
+  decoded and resized in the graph by the function ``keras-vit predict``
+  reads files with (:mod:`keras_vit.inference.decoding`: EXIF orientation,
+  gray to RGB, alpha composited onto white, bilinear resize with
+  antialiasing) to ``(H, W)`` (for an ``image_size=None`` model, the size
   given to the export, by default its native size) and fed to the same
-  model; same outputs. Bytes
-  that do not decode fail that request with ``InvalidArgumentError`` (an
-  error response in TF Serving); the server and later requests are
-  unaffected. The graph cannot run keras_vit's Pillow reader
-  (:mod:`keras_vit.inference.images`), so two differences remain: the resize
-  is TensorFlow's bilinear (no antialiasing when shrinking), and 16-bit PNGs
-  are decoded by TensorFlow (``tf.io.decode_image`` to 8 bits); send pixels
-  to ``serving_default`` for the reader's exact result.
+  model; same outputs, and the probabilities ``keras-vit predict`` gives for
+  the same file. Bytes that do not decode, or an image with no pixels, fail
+  that request with ``InvalidArgumentError`` (an error response in TF
+  Serving); the server and later requests are unaffected.
+
+``assets/keras_vit.json`` records the model's ``vit_config`` and the size
+``serving_bytes`` resizes to (``image_size``), so that ``keras-vit predict``
+classifies files with the SavedModel of an ``image_size=None`` model at that
+size (:data:`METADATA_FILE`).
 
 The graph holds only TensorFlow ops: it loads with ``tf.saved_model.load`` in a
 process where keras_vit (or Keras) is not importable.
 """
 
+import json
 import os
 import re
 import shutil
@@ -43,7 +46,10 @@ import keras
 import numpy as np
 
 from keras_vit import saving
-from keras_vit.export import common, exif
+from keras_vit.architecture.model import config_of
+from keras_vit.export import common
+from keras_vit.inference import decoding
+from keras_vit.inference.runtimes import SAVED_MODEL_METADATA as METADATA_FILE
 
 SERVING_SIGNATURE = "serving_default"
 BYTES_SIGNATURE = "serving_bytes"
@@ -87,6 +93,16 @@ def version_path(base_path, name, version=None):
     return path, int(version)
 
 
+def bytes_image_size(model, image_size=None):
+    """``(H, W)`` that ``serving_bytes`` resizes to: ``image_size``, else the model's input size, else its native size."""
+    if image_size is not None:
+        return tuple(int(v) for v in image_size)
+    _, h, w, _ = model.input_shape
+    if h is None or w is None:  # a model of any size (image_size=None)
+        return config_of(model).native_image_size
+    return h, w
+
+
 def build_archive(model, labels, top_k=5, *, image_size=None):
     """A ``keras.export.ExportArchive`` holding both serving signatures.
 
@@ -97,7 +113,7 @@ def build_archive(model, labels, top_k=5, *, image_size=None):
 
     _, mh, mw, c = model.input_shape
     dynamic = mh is None or mw is None
-    h, w = image_size if image_size is not None else common.image_shape(model)[:2]
+    h, w = bytes_image_size(model, image_size)
     classes = common.num_outputs(model)
     k = min(int(top_k), classes)
     if k < 1:
@@ -119,14 +135,12 @@ def build_archive(model, labels, top_k=5, *, image_size=None):
             "top_k_labels": tf.gather(label_table, ids),
         }
 
-    def decode(data):
-        image = tf.io.decode_image(data, channels=c, expand_animations=False)
-        image = exif.apply_orientation(image, exif.orientation(data))  # upright, as keras_vit's reader
-        image = tf.image.resize(tf.cast(image, tf.float32), (h, w), method="bilinear")
-        return tf.clip_by_value(image, 0.0, 255.0)
-
     def serve_bytes(image_bytes):
-        images = tf.map_fn(decode, image_bytes, fn_output_signature=tf.TensorSpec((h, w, c), tf.float32))
+        # the one decoder and resize rule, as keras-vit predict reads files (keras_vit.inference.decoding)
+        images = tf.map_fn(
+            lambda data: decoding.decode_and_resize(data, (h, w)), image_bytes,
+            fn_output_signature=tf.TensorSpec((h, w, c), tf.float32),
+        )
         return serve(images)
 
     archive = keras.export.ExportArchive()
@@ -139,6 +153,20 @@ def build_archive(model, labels, top_k=5, *, image_size=None):
         BYTES_SIGNATURE, serve_bytes, input_signature=[tf.TensorSpec((None,), tf.string, name=BYTES_INPUT)]
     )
     return archive
+
+
+def write_metadata(path, model, image_size=None):
+    """Write ``assets/keras_vit.json``: the model's ``vit_config`` (if it has one) and ``serving_bytes``'s size."""
+    size = bytes_image_size(model, image_size)
+    metadata = {"image_size": [int(v) for v in size]}
+    try:
+        metadata["vit_config"] = config_of(model).to_dict()
+    except ValueError:  # a Keras model that is no keras_vit model: the size only
+        pass
+    os.makedirs(os.path.join(path, "assets"), exist_ok=True)
+    with open(os.path.join(path, METADATA_FILE), "w", encoding="utf-8") as f:
+        json.dump(metadata, f, indent=2, sort_keys=True)
+        f.write("\n")
 
 
 def write_warmup(path, model_name, images):
@@ -197,6 +225,14 @@ def run_signature(loaded, images, batch_size=32):
     return np.concatenate(out)
 
 
+def run_bytes_signature(loaded, files):
+    """``probabilities`` of ``serving_bytes`` on a list of encoded image files (bytes)."""
+    import tensorflow as tf  # deferred: TensorFlow, not imported under the JAX and PyTorch backends
+
+    fn = loaded.signatures[BYTES_SIGNATURE]
+    return fn(**{BYTES_INPUT: tf.constant(list(files), dtype=tf.string)})["probabilities"].numpy()
+
+
 def export_saved_model(
     model, base_path, name=None, *, version=None, labels=None, top_k=5, warmup_images=None, check=None, image_size=None,
 ):
@@ -234,6 +270,7 @@ def export_saved_model(
         os.makedirs(os.path.join(tmp, "assets"), exist_ok=True)
         with open(os.path.join(tmp, "assets", "labels.txt"), "w", encoding="utf-8") as f:
             f.write("".join(f"{label}\n" for label in labels))
+        write_metadata(tmp, model, image_size)
         if warmup_images is not None:
             written = write_warmup(tmp, name, warmup_images)
             details["warmup"] = WARMUP_FILE if written else "skipped: tensorflow-serving-api not installed"

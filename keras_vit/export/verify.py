@@ -2,7 +2,10 @@
 
 An exported model is run in its target runtime on real images and compared
 with the Keras model: the largest absolute difference of the outputs and the
-share of images whose top-1 class agrees. Float exports are held to an
+share of images whose top-1 class agrees. A SavedModel is run through both
+signatures: ``serving_bytes`` on the images encoded as files
+(:func:`check_serving_bytes`), against Keras on the pixels the one decoder
+gives for those files. Float exports are held to an
 absolute tolerance, quantized ones to a top-1 agreement floor
 (:data:`TOLERANCES`); an export outside its tolerance raises
 :class:`~keras_vit.export.errors.ExportVerificationError` carrying the report.
@@ -14,6 +17,7 @@ import os
 
 import numpy as np
 
+from keras_vit.inference import decoding
 from keras_vit.saving import atomic_write
 
 # (format, quantize) -> bars; both keys may be present
@@ -116,6 +120,38 @@ def compare(expected, actual):
     if not np.all(np.isfinite(actual)):
         return float("inf"), float(np.mean(expected.argmax(-1) == np.nan_to_num(actual).argmax(-1)))
     return float(np.max(np.abs(expected - actual))), float(np.mean(expected.argmax(-1) == actual.argmax(-1)))
+
+
+def encode_images(images, jpeg_count=1):
+    """The verification images as the files a client sends: PNG each, and the first ``jpeg_count`` as JPEG too (RGB)."""
+    import tensorflow as tf  # deferred: TensorFlow, not imported under the JAX and PyTorch backends
+
+    pixels = np.clip(np.round(np.asarray(images, dtype="float32")), 0, 255).astype("uint8")
+    files = [tf.io.encode_png(p).numpy() for p in pixels]
+    return files + [tf.io.encode_jpeg(p, quality=90).numpy() for p in pixels[:jpeg_count]]
+
+
+def check_serving_bytes(run_bytes, reference, images, image_size, tolerance, batch_size=32):
+    """``serving_bytes`` against Keras on the same files: a dict for the report's details, with ``passed``.
+
+    Args:
+        run_bytes: ``run_bytes(list of bytes) -> (n, classes)`` probabilities (the loaded signature).
+        reference: ``reference(pixels) -> (n, classes)`` probabilities (the Keras model).
+        images: the verification images, float32 ``(n, H, W, 3)``; sent as PNG files, and the first as JPEG.
+        image_size: ``(H, W)`` the signature resizes to.
+        tolerance: the bars (``max_abs_diff`` applies; every top-1 class must agree).
+    """
+    import tensorflow as tf  # deferred: TensorFlow, not imported under the JAX and PyTorch backends
+
+    files = encode_images(images)
+    # the pixels keras-vit predict reads from these files: the one decoder and resize rule
+    pixels = np.stack([decoding.eager("decode_and_resize")(tf.constant(f), tuple(image_size)).numpy() for f in files])
+    expected = reference(pixels)
+    actual = np.concatenate([run_bytes(files[i : i + batch_size]) for i in range(0, len(files), batch_size)])
+    max_abs_diff, agreement = compare(expected, actual)
+    passed = agreement == 1.0 and max_abs_diff <= tolerance.get("max_abs_diff", float("inf"))
+    return {"files": f"{len(files) - 1} PNG, 1 JPEG", "max_abs_diff": max_abs_diff, "top1_agreement": agreement,
+            "passed": bool(passed)}
 
 
 def make_report(fmt, quantize, path, *, size_bytes, ops, expected, actual, tolerance, runtime, details=None):

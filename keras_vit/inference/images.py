@@ -1,33 +1,36 @@
 """The one image reader of keras_vit: listing image files, decoding them to RGB, resizing.
 
 ``keras-vit predict``, ``keras-vit attention``, the export's ``--eval-data``
-folders and the training image-folder dataset all read files here, so an
-image gives the same pixels on every path:
+folders and the training image-folder dataset all read files here, and the
+SavedModel's ``serving_bytes`` signature decodes in its graph with the same
+TensorFlow function (:mod:`keras_vit.inference.decoding`), so an image gives
+the same pixels, and the same probabilities, on every path:
 
 * :data:`IMAGE_EXTENSIONS` is the one list of file names a folder is searched
   for (hidden files skipped);
-* :func:`read_image` decodes a file fully with Pillow to ``uint8 (H, W, 3)``:
-  EXIF orientation applied; grayscale, palette, CMYK to RGB; transparent
-  pixels composited onto white; 16-bit images scaled to 8 bits
-  (``round(v / 257)``, not clipped to white); float images (TIFF) taken as
-  [0, 1] and scaled by 255. A file that does not decode raises a
-  ``ValueError`` naming it;
-* :func:`resize` is the one bilinear resize (Pillow's: half-pixel centres,
-  edges clamped, antialiased when shrinking), for images and for heatmaps;
+* :func:`read_image` decodes a file fully to ``uint8 (H, W, 3)``: JPEG, PNG,
+  GIF, BMP and WebP with :func:`keras_vit.inference.decoding.decode` (EXIF
+  orientation applied; gray to RGB; transparent pixels composited onto white;
+  16-bit PNGs scaled to 8 bits as ``round(v / 257)``); the files it does not
+  read (TIFF, palette BMP, ...) with Pillow by the same rules, float images
+  (TIFF) taken as [0, 1] and scaled by 255. A file that does not decode, or
+  whose header declares a zero height or width, raises a ``ValueError``
+  naming it;
+* :func:`resize` is the one bilinear resize (:func:`keras_vit.inference.decoding.resize`:
+  half-pixel centres, edges clamped, antialiased when shrinking), for images
+  and for heatmaps;
 * :func:`load_image` is what a model takes: float32 RGB in [0, 255],
   optionally resized to its input size (no crop).
-
-The serving SavedModel's ``serving_bytes`` signature decodes in the graph
-(``tf.io.decode_image``), where Pillow cannot run; it applies the EXIF
-orientation of JPEG and PNG files as :func:`read_image` does
-(:mod:`keras_vit.export.exif`) but resizes without antialiasing.
 """
 
+import io
 import os
 import stat
 
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
+
+from keras_vit.inference import decoding
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 
@@ -125,15 +128,18 @@ def _to_rgb(image, path):
 def read_image(path):
     """Decode an image file fully to RGB ``uint8 (H, W, 3)``.
 
-    EXIF orientation is applied; grayscale, palette and CMYK images become
-    RGB; transparent pixels are composited onto white; 16-bit images are
-    scaled to 8 bits (``round(v / 257)``); float images (e.g. 32-bit TIFF)
-    are taken as [0, 1] and scaled by 255. The first frame of an animation
-    is read.
+    JPEG, PNG, GIF, BMP and WebP files are decoded by the one decoder,
+    :func:`keras_vit.inference.decoding.decode`, as the SavedModel's
+    ``serving_bytes`` decodes them; the others (TIFF, palette BMP, ...) by
+    Pillow with the same rules. EXIF orientation is applied; grayscale,
+    palette and CMYK images become RGB; transparent pixels are composited
+    onto white; 16-bit images are scaled to 8 bits (``round(v / 257)``);
+    float images (e.g. 32-bit TIFF) are taken as [0, 1] and scaled by 255.
+    The first frame of an animation is read.
 
     Args:
         path: the image file (JPEG, PNG, BMP, GIF, WebP, TIFF, ... anything
-            Pillow decodes).
+            TensorFlow or Pillow decodes).
 
     Returns:
         A ``uint8`` array ``(H, W, 3)``.
@@ -142,8 +148,8 @@ def read_image(path):
         FileNotFoundError: no such file.
         PermissionError: the file, or a folder on its path, may not be read.
         IsADirectoryError: ``path`` is a folder.
-        ValueError: the file is not an image Pillow can decode, is truncated
-            or corrupt, has more pixels than Pillow's decompression-bomb
+        ValueError: the file is not an image either decoder reads, is truncated
+            or corrupt, has no pixels (a zero height or width), has more pixels than Pillow's decompression-bomb
             limit (``PIL.Image.MAX_IMAGE_PIXELS``) allows, or holds values
             outside the range of its type; the message names the file.
 
@@ -156,6 +162,14 @@ def read_image(path):
     >>> image.shape, image.dtype, image[0, 0].tolist()
     ((2, 4, 3), dtype('uint8'), [100, 100, 100])
     """
+    return read_image_and_decoder(path)[0]
+
+
+def read_image_and_decoder(path):
+    """``(pixels, decoder)``: :func:`read_image`'s pixels, and ``"tensorflow"`` (the one decoder read the file) or ``"pillow"``.
+
+    A training pipeline decodes in its graph the files the one decoder reads, and the others with Pillow.
+    """
     path = os.fspath(path)
     try:
         is_dir = stat.S_ISDIR(os.stat(path).st_mode)
@@ -166,16 +180,43 @@ def read_image(path):
     if is_dir:
         raise IsADirectoryError(f"Expected an image file, got a folder: {path!r}")
     try:
-        with Image.open(path) as image:
-            image.load()  # decode every byte: a truncated or corrupt file fails here, not later
-            image = ImageOps.exif_transpose(image)
+        with open(path, "rb") as f:
+            data = f.read()
     except PermissionError:
         raise PermissionError(f"Permission denied: cannot read {path!r}") from None
+    size = decoding.declared_size(data)
+    if size is not None and min(size) < 1:
+        raise ValueError(f"Image {path!r} has no pixels: its header declares {size[0]}x{size[1]} (height x width)")
+    try:
+        with Image.open(io.BytesIO(data)) as image:  # the header only: Pillow's decompression-bomb check
+            image.size
     except Image.DecompressionBombError as error:  # not an OSError: it would end a whole predict run
         raise ValueError(f"Image too large to decode safely: {path!r} ({error})") from None
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError):
+        pass  # the decoders below say what is wrong
+    if decoding.tf_decodable(data):
+        import tensorflow as tf  # deferred: TensorFlow, not imported by keras_vit under the JAX and PyTorch backends
+
+        try:
+            return decoding.eager("decode")(tf.constant(data)).numpy(), "tensorflow"
+        except tf.errors.InvalidArgumentError as error:
+            tf_error = error.message.strip().splitlines()[0]
+            if "no pixels" in tf_error:
+                raise ValueError(f"Image {path!r} has no pixels ({tf_error})") from None
+    else:
+        tf_error = None
+    try:  # what tf.io.decode_image does not read (TIFF, palette BMP, ...): Pillow, by the same rules
+        with Image.open(io.BytesIO(data)) as image:
+            image.load()  # decode every byte: a truncated or corrupt file fails here, not later
+            image = ImageOps.exif_transpose(image)
+    except Image.DecompressionBombError as error:
+        raise ValueError(f"Image too large to decode safely: {path!r} ({error})") from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as error:
-        raise ValueError(f"Corrupt or unreadable image: {path!r} ({error})") from None
-    return _to_rgb(image, path)
+        raise ValueError(f"Corrupt or unreadable image: {path!r} ({tf_error or error})") from None
+    pixels = _to_rgb(image, path)
+    if min(pixels.shape[:2]) < 1:
+        raise ValueError(f"Image {path!r} has no pixels: {pixels.shape[0]}x{pixels.shape[1]} (height x width)")
+    return pixels, "pillow"
 
 
 def _size(size, name="size"):
@@ -194,28 +235,32 @@ def _size(size, name="size"):
 def resize(array, size):
     """Bilinear resize of an image ``(H, W, C)`` or a map ``(H, W)`` to ``size`` ``(h, w)``.
 
-    Pillow's ``BILINEAR``: pixel centres at half-pixel positions, edges
-    clamped, and antialiased (a wider triangle filter) when shrinking.
-    ``uint8`` arrays stay ``uint8`` (rounded, as Pillow resizes 8-bit
-    images); any other dtype is resized, and returned, in float32.
+    The one resize rule (:func:`keras_vit.inference.decoding.resize`,
+    ``tf.image.resize(..., "bilinear", antialias=True)``): pixel centres at
+    half-pixel positions, edges clamped, and antialiased (a wider triangle
+    filter) when shrinking, as the SavedModel's ``serving_bytes`` resizes.
+    ``uint8`` arrays stay ``uint8`` (rounded); any other dtype is resized,
+    and returned, in float32 (images are clipped to [0, 255] only by
+    :func:`load_image`, maps are not).
 
     Example:
     >>> resize(np.array([[0.0, 1.0]]), (1, 4))
     array([[0.  , 0.25, 0.75, 1.  ]], dtype=float32)
     """
+    import tensorflow as tf  # deferred: TensorFlow, not imported by keras_vit under the JAX and PyTorch backends
+
     h, w = _size(size)
     array = np.asarray(array)
     if array.ndim not in (2, 3):
         raise ValueError(f"Expected an image (H, W, C) or a map (H, W). Received: shape={array.shape}")
-    array = array.astype("uint8" if array.dtype == np.uint8 else "float32", copy=False)  # Pillow mode "L" or "F"
+    is_uint8 = array.dtype == np.uint8
+    array = array.astype("float32", copy=False)
     if array.shape[:2] == (h, w):
-        return array
-    channels = [array] if array.ndim == 2 else [array[..., i] for i in range(array.shape[-1])]
-    resized = [
-        np.array(Image.fromarray(np.ascontiguousarray(c)).resize((w, h), Image.BILINEAR))
-        for c in channels
-    ]
-    return resized[0] if array.ndim == 2 else np.stack(resized, axis=-1)
+        return array.astype("uint8") if is_uint8 else array
+    planar = array if array.ndim == 3 else array[..., None]
+    resized = tf.image.resize(planar, (h, w), method=decoding.METHOD, antialias=True).numpy()
+    resized = resized if array.ndim == 3 else resized[..., 0]
+    return np.clip(np.round(resized), 0, 255).astype("uint8") if is_uint8 else resized
 
 
 def load_image(path, image_size=None):
@@ -243,6 +288,6 @@ def load_image(path, image_size=None):
     if image_size is not None:
         image_size = _size(image_size, "image_size")
     image = read_image(path)
-    if image_size is not None:
-        image = resize(image, image_size)
-    return image.astype("float32")
+    if image_size is None:
+        return image.astype("float32")
+    return decoding.eager("resize")(image, image_size).numpy()

@@ -1,7 +1,9 @@
 """Classify image files with a ``.keras``, SavedModel or ``.tflite`` ViT.
 
 ``predict(model, images)`` reads image files or folders with the one reader
-(:mod:`keras_vit.inference.images`), resizes them to the model's input size,
+(:mod:`keras_vit.inference.images`, decoding and resizing with the function the
+SavedModel's ``serving_bytes`` runs in its graph), resizes them to the model's
+input size (a model of any size: its native size, or ``image_size=``),
 runs whichever format it was given (:mod:`keras_vit.inference.runtimes`), and
 returns the top-k classes of each image; ``preprocess_input`` and
 ``decode_predictions`` follow ``keras.applications``. A file or folder that
@@ -144,7 +146,7 @@ def _advise_onednn():
         warnings.warn(notice, stacklevel=3)
 
 
-def load_predictor(model, labels=None, include_preprocessing=None):
+def load_predictor(model, labels=None, include_preprocessing=None, image_size=None):
     """Load a model for :func:`predict`: a ``keras.Model``, or a path to a ``.keras``/SavedModel/``.tflite``.
 
     Args:
@@ -155,21 +157,27 @@ def load_predictor(model, labels=None, include_preprocessing=None):
             or [-1, 1] (False). None: Keras models are asked (a
             ``preprocessing`` layer), SavedModel and TFLite files are assumed
             to take [0, 255] as keras_vit exports them.
+        image_size: ``(H, W)`` (or an int) to classify images at, for a model of any size
+            (``image_size=None``) or its SavedModel; default its native size (for a SavedModel, the
+            size keras_vit's export recorded, what its ``serving_bytes`` resizes to). A fixed-size
+            model takes only its own size: another is refused, naming both.
     """
     if isinstance(model, Predictor):
+        if image_size is not None:
+            runtimes.input_size(model.image_size, image_size)  # a loaded predictor keeps its size
         return model
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
         kind = runtimes.model_format(path)
         if kind == "keras":
-            runtime = runtimes.keras_runtime(saving.load_model(path), include_preprocessing)
+            runtime = runtimes.keras_runtime(saving.load_model(path), include_preprocessing, image_size)
         elif kind == "saved_model":
-            runtime = runtimes.saved_model_runtime(path, include_preprocessing)
+            runtime = runtimes.saved_model_runtime(path, include_preprocessing, image_size)
         else:
-            runtime = runtimes.tflite_runtime(path, include_preprocessing)
+            runtime = runtimes.tflite_runtime(path, include_preprocessing, image_size)
     else:
         path, kind = None, "keras"
-        runtime = runtimes.keras_runtime(model, include_preprocessing)
+        runtime = runtimes.keras_runtime(model, include_preprocessing, image_size)
     # after loading (a SavedModel starts TensorFlow under another backend): what runs on TensorFlow's kernels,
     # a Keras model under the TensorFlow backend and a SavedModel, gets the oneDNN advice
     if kind == "saved_model" or (kind == "keras" and keras.backend.backend() == "tensorflow"):
@@ -177,7 +185,7 @@ def load_predictor(model, labels=None, include_preprocessing=None):
     return Predictor(runtime, kind, path, labels=labels)
 
 
-def predict(model, images, top_k=5, *, labels=None, batch_size=16, include_preprocessing=None):
+def predict(model, images, top_k=5, *, labels=None, batch_size=16, include_preprocessing=None, image_size=None):
     """Top-k classes of image files with any supported model format.
 
     Args:
@@ -188,7 +196,7 @@ def predict(model, images, top_k=5, *, labels=None, batch_size=16, include_prepr
         labels: class names (list or label file); default: stored with the
             model, ImageNet for 1000/21843 classes, else ``class_i``.
         batch_size: images per forward pass.
-        include_preprocessing: see :func:`load_predictor`.
+        include_preprocessing, image_size: see :func:`load_predictor`.
 
     Returns:
         One dict per image file, in order: ``{"path", "predictions": [{"index",
@@ -209,7 +217,7 @@ def predict(model, images, top_k=5, *, labels=None, batch_size=16, include_prepr
     """
     if int(top_k) < 1:
         raise ValueError(f"`top_k` must be a positive int. Received: top_k={top_k!r}")
-    predictor = load_predictor(model, labels=labels, include_preprocessing=include_preprocessing)
+    predictor = load_predictor(model, labels=labels, include_preprocessing=include_preprocessing, image_size=image_size)
     top_k = min(int(top_k), predictor.num_classes)
     results = []
     pending = []  # (result, image) waiting for a batch

@@ -10,15 +10,20 @@ exporter verifies its ``.tflite`` files with.
 """
 
 import collections
+import json
 import os
 import threading
 
 import numpy as np
 
+from keras_vit.architecture.arguments import positive_pair
+from keras_vit.architecture.config import ViTConfig
 from keras_vit.architecture.model import config_of
 from keras_vit.hardware.terminal import native_stderr_filtered
 
 FORMATS = ("keras", "saved_model", "tflite")  # what model_format tells apart
+# written by keras_vit's SavedModel export: {"image_size": [H, W] (what serving_bytes resizes to), "vit_config": {...}}
+SAVED_MODEL_METADATA = os.path.join("assets", "keras_vit.json")
 
 Runtime = collections.namedtuple(
     "Runtime", "run image_size num_classes takes_pixels loaded atol", defaults=(None, 1e-3)
@@ -72,22 +77,60 @@ def model_takes_pixels(model):
         return False
 
 
+def input_size(static, image_size=None, *, default=None, config=None, what="The model"):
+    """``(H, W)`` to run a model at: its static input size, else ``image_size``, else ``default``.
+
+    ``image_size`` other than a static size is refused, naming both; for a model of any size the
+    size must make a patch grid (``config.grid_for``), else the message names it and the patch size.
+
+    Example:
+    >>> input_size((32, 32), None), input_size((None, None), (16, 24), default=(32, 32))
+    ((32, 32), (16, 24))
+    >>> input_size((32, 32), (64, 64))
+    Traceback (most recent call last):
+    ...
+    ValueError: The model takes images of size (32, 32) only. Received: image_size=(64, 64)
+    """
+    requested = None if image_size is None else positive_pair(image_size, "image_size")
+    if None not in tuple(static):
+        static = tuple(int(v) for v in static)
+        if requested is not None and requested != static:
+            raise ValueError(f"{what} takes images of size {static} only. Received: image_size={requested}")
+        return static
+    size = requested or (None if default is None else tuple(int(v) for v in default))
+    if size is None:
+        raise ValueError(
+            f"{what} takes images of any size and records no size to classify files at: pass image_size=(H, W) "
+            "(keras-vit predict --image-size H W)"
+        )
+    if config is not None:
+        config.grid_for(size)  # a size the patches do not cut into a grid: a ValueError naming it
+    return size
+
+
 _CHUNK = 32  # images per predict_on_batch call of a Keras model
 
 
-def keras_runtime(model, include_preprocessing=None):
+def keras_runtime(model, include_preprocessing=None, image_size=None):
     """A ``keras.Model`` with one image input.
 
     ``include_preprocessing=None`` asks the model whether it takes [0, 255]
-    pixels (:func:`model_takes_pixels`).
+    pixels (:func:`model_takes_pixels`). A model of any size (``image_size=None``)
+    runs at ``image_size``, by default its native size.
     """
     if include_preprocessing is None:
         include_preprocessing = model_takes_pixels(model)
     shape = model.input_shape
     if isinstance(shape, list) or len(shape) != 4:
         raise ValueError(f"Expected a model with one (batch, H, W, 3) image input. Received: input_shape={shape}")
-    if None in shape[1:3]:  # a model of any size (image_size=None) classifies images at its native size
-        shape = (None,) + config_of(model).native_image_size + shape[3:]
+    config = None
+    if None in shape[1:3]:  # a model of any size: its native size by default
+        try:
+            config = config_of(model)
+        except ValueError:  # a Keras model of any size that is no keras_vit model: image_size must be named
+            pass
+    size = input_size(shape[1:3], image_size, default=config and config.native_image_size, config=config)
+    shape = (None,) + size + tuple(shape[3:])
 
     def run(images):
         # predict_on_batch per chunk, not model.predict: model.predict builds a tf.data iterator per call,
@@ -98,8 +141,12 @@ def keras_runtime(model, include_preprocessing=None):
     return Runtime(run, shape[1:3], model.output_shape[-1], include_preprocessing, model)
 
 
-def saved_model_runtime(path, include_preprocessing=None):
+def saved_model_runtime(path, include_preprocessing=None, image_size=None):
     """A SavedModel's ``serving_default`` signature (else its first) with one ``(batch, H, W, 3)`` input.
+
+    One that takes any size (exported from an ``image_size=None`` model) runs at ``image_size``, by
+    default the size keras_vit's export recorded (:data:`SAVED_MODEL_METADATA`: the size its
+    ``serving_bytes`` resizes to).
 
     It is taken to scale [0, 255] pixels itself (as keras_vit exports do)
     unless ``include_preprocessing=False``.
@@ -117,8 +164,14 @@ def saved_model_runtime(path, include_preprocessing=None):
     if len(inputs) != 1:
         raise ValueError(f"Expected a SavedModel signature with one image input. Received inputs: {sorted(inputs)}")
     input_name, spec = next(iter(inputs.items()))
-    if spec.shape.rank != 4 or spec.shape[1] is None or spec.shape[2] is None:
+    if spec.shape.rank != 4:
         raise ValueError(f"Expected a (batch, height, width, 3) image input. Received: {input_name}: {spec.shape}")
+    metadata = _saved_model_metadata(path)
+    config = ViTConfig.from_dict(metadata["vit_config"]) if "vit_config" in metadata else None
+    size = input_size(
+        tuple(spec.shape[1:3]), image_size, default=metadata.get("image_size"), config=config,
+        what=f"The SavedModel {path!r} ({input_name}: {spec.shape})",
+    )
     outputs = {
         name: out
         for name, out in signature.structured_outputs.items()
@@ -135,7 +188,22 @@ def saved_model_runtime(path, include_preprocessing=None):
         result = [signature(**{input_name: tf.constant(c, dtype=spec.dtype)})[output_name].numpy() for c in chunks]
         return np.concatenate(result)
 
-    return Runtime(run, spec.shape[1:3], outputs[output_name].shape[-1], include_preprocessing is not False, loaded)
+    return Runtime(run, size, outputs[output_name].shape[-1], include_preprocessing is not False, loaded)
+
+
+def _saved_model_metadata(path):
+    """What keras_vit's export recorded beside a SavedModel (:data:`SAVED_MODEL_METADATA`), or ``{}``."""
+    file = os.path.join(path, SAVED_MODEL_METADATA)
+    if not os.path.isfile(file):
+        return {}
+    try:
+        with open(file, encoding="utf-8") as f:
+            metadata = json.load(f)
+    except (OSError, ValueError) as error:
+        raise ValueError(f"Unreadable SavedModel metadata {file!r}: {error}") from None
+    if not isinstance(metadata, dict):
+        raise ValueError(f"SavedModel metadata {file!r} must hold a JSON object. Received: {type(metadata).__name__}")
+    return metadata
 
 
 def tflite_interpreter(path_or_content, num_threads=None):
@@ -233,17 +301,19 @@ def run_tflite(interpreter, images):
     return np.concatenate(results)
 
 
-def tflite_runtime(path, include_preprocessing=None):
+def tflite_runtime(path, include_preprocessing=None, image_size=None):
     """A ``.tflite`` file with one ``(batch, H, W, 3)`` input, run by LiteRT.
 
     ``run`` may be called from several threads at once: each thread runs its
     own interpreter.
 
     It is taken to scale [0, 255] pixels itself (as keras_vit exports do)
-    unless ``include_preprocessing=False``.
+    unless ``include_preprocessing=False``. Its input size is fixed; an
+    ``image_size`` other than it is refused.
     """
     interpreter = tflite_interpreter(path)
     _, h, w, _ = tflite_input(interpreter)["shape"]
+    h, w = input_size((h, w), image_size, what=f"The TFLite model {os.fspath(path)!r}")
     output_detail = tflite_output(interpreter)
     # A LiteRT interpreter holds its input and output tensors: two threads sharing one overwrite each
     # other's images (RuntimeError, or another image's scores). One interpreter per thread, the

@@ -34,6 +34,11 @@ class Patches(keras.layers.Layer):
     ``H`` and ``W`` divisible by the patch size are taken, sizes known only when
     the graph runs included (an indivisible one fails with both sizes named).
 
+    An image smaller than one patch in either dimension (``0x16``, ``7x8`` for
+    patch 8) is refused as well, with both sizes named: a ``ValueError`` when
+    the size is static, an ``InvalidArgumentError`` from the graph (a
+    SavedModel, TF Serving) when it is known only when it runs.
+
     Args:
         patch_size: int or ``(ph, pw)``, positive.
         flatten: return the patches as one sequence (True) or on their grid.
@@ -69,9 +74,9 @@ class Patches(keras.layers.Layer):
         _, h, w, _ = input_shape
         if h is None or w is None:
             raise ValueError(f"Patches needs a static image size. Received: input_shape={tuple(input_shape)}")
-        if h % self._ph or w % self._pw:
+        if h % self._ph or w % self._pw or h < self._ph or w < self._pw:
             raise ValueError(
-                "The image size must be divisible by the patch size. "
+                f"The image size{_STEM} must be divisible by the patch size, and at least one patch{_NO_PATCH}. "
                 f"Received: image_size=({h}, {w}), patch_size=({self._ph}, {self._pw})"
             )
         return h // self._ph, w // self._pw
@@ -133,17 +138,26 @@ class Patches(keras.layers.Layer):
         return config
 
 
+_STEM = " (after a stem: its feature map's, the image size / the stem's stride rounded up)"
+_NO_PATCH = " in each dimension (an image smaller than a patch has no patch to classify)"
+
+
 def _checked_divisible(images, patch_size):
-    """``images``, failing when the graph runs if the patch size does not divide their size (both named)."""
+    """``images``, failing when the graph runs if their size is not a positive multiple of the patch size (both named).
+
+    An image smaller than a patch (``0x16`` included) is refused as an indivisible one is: its
+    sequence would hold the class token alone, and the model would classify nothing.
+    """
     if keras.backend.backend() != "tensorflow":
         return images  # other backends trace static shapes: Patches.grid_size checks them
     import tensorflow as tf  # deferred: the TensorFlow backend only
 
     size = tf.shape(images)[1:3]
-    whole = tf.reduce_all(tf.equal(size % tf.constant(patch_size, tf.int32), 0))
+    patch = tf.constant(patch_size, tf.int32)
+    whole = tf.reduce_all(tf.logical_and(tf.equal(size % patch, 0), size >= patch))
     message = (
-        f"The image size must be divisible by the patch size {tuple(patch_size)} (H, W). "
-        "Received: (batch, H, W, C) ="
+        f"The image size{_STEM} must be divisible by the patch size {tuple(patch_size)} (H, W), and at least one "
+        f"patch{_NO_PATCH}. Received: (batch, H, W, C) ="
     )
     with tf.control_dependencies([tf.debugging.Assert(whole, [message, tf.shape(images)], summarize=4)]):
         return tf.identity(images)
@@ -379,4 +393,71 @@ class PatchEncoder(keras.layers.Layer):
                 "resampling": self.resampling,
             }
         )
+        return config
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class StemInputCheck(keras.layers.Layer):
+    """The images, refused when a stem of total ``stride`` would leave no whole grid of patches.
+
+    A stem pads ``"same"``: an ``H x W`` image gives a ``ceil(H / stride) x ceil(W / stride)`` feature
+    map, which the patches must divide, at least one patch in each dimension
+    (:meth:`~keras_vit.architecture.config.ViTConfig.grid_for`'s rule). Checked on the image, so that
+    the message names the image size (the ``Patches`` after the stem only see the feature map): a
+    ``ValueError`` when the size is static, an ``InvalidArgumentError`` from the graph (TensorFlow) when
+    it is known only when the graph runs.
+
+    Args:
+        patch_size: int or ``(ph, pw)``, the patch size on the feature map.
+        stride: the stem's total stride.
+
+    Example:
+    >>> tuple(StemInputCheck(2, 4)(keras.ops.zeros((1, 8, 16, 3))).shape)
+    (1, 8, 16, 3)
+    """
+
+    def __init__(self, patch_size, stride, **kwargs):
+        super().__init__(**kwargs)
+        self.patch_size = patch_size
+        self.stride = positive_int(stride, "stride")
+        self._patch = pair(patch_size, "patch_size")
+        built_when_created(self)
+
+    def _message(self):
+        s = self.stride
+        return (
+            f"The image size must give the stem (stride {s}) a feature map (the image size / {s}, rounded up) "
+            f"divisible by the patch size {self._patch}, and at least one patch{_NO_PATCH}"
+        )
+
+    def _check_static(self, h, w):
+        if h is None or w is None:
+            return
+        rows, cols = -(-h // self.stride), -(-w // self.stride)
+        (ph, pw), valid = self._patch, min(h, w) >= 1
+        if not valid or rows % ph or cols % pw or rows < ph or cols < pw:
+            raise ValueError(f"{self._message()}. Received: image_size=({h}, {w}), patch_size={self._patch}, stride={self.stride}")
+
+    def call(self, images):
+        _, h, w, _ = images.shape
+        self._check_static(h, w)
+        if (h is not None and w is not None) or keras.backend.backend() != "tensorflow":
+            return images  # other backends trace static shapes: checked above
+        import tensorflow as tf  # deferred: the TensorFlow backend only
+
+        size = tf.shape(images)[1:3]
+        patch = tf.constant(self._patch, tf.int32)
+        rows = (size + self.stride - 1) // self.stride
+        valid = tf.reduce_all(tf.logical_and(size >= 1, tf.logical_and(tf.equal(rows % patch, 0), rows >= patch)))
+        message = f"{self._message()}. Received: (batch, H, W, C) ="
+        with tf.control_dependencies([tf.debugging.Assert(valid, [message, tf.shape(images)], summarize=4)]):
+            return tf.identity(images)
+
+    def compute_output_shape(self, input_shape):
+        self._check_static(input_shape[1], input_shape[2])
+        return tuple(input_shape)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"patch_size": self.patch_size, "stride": self.stride})
         return config

@@ -18,14 +18,16 @@ import math
 import keras
 import tensorflow as tf
 
+from keras_vit.inference import decoding
+
 AUGMENTATIONS = ("none", "digits", "inception")
 
 
 def resize(image, size):
-    """``image`` as float32, resized (antialiased) to ``size`` unless it has that size already."""
+    """``image`` as float32, resized by the one rule (:func:`keras_vit.inference.decoding.resize`) unless it has that size already."""
     if tuple(image.shape[:2]) == tuple(size):
         return tf.cast(image, tf.float32)
-    return tf.image.resize(tf.cast(image, tf.float32), size, antialias=True)
+    return decoding.resize(image, size)
 
 
 def center_crop(image, size, crop_fraction=1.0):

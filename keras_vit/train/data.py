@@ -32,6 +32,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from keras_vit.inference import decoding
 from keras_vit.inference import images as images_lib
 from keras_vit.inference.images import IMAGE_EXTENSIONS
 from keras_vit.train import augment as augment_lib
@@ -198,20 +199,24 @@ def _list_class_folder(root):
 
 
 def _check_images(files):
-    """Decode every file once with the one reader, so that a corrupt image is named up front."""
-    for path in files:
-        images_lib.read_image(path)
+    """Decode every file once with the one reader, so that a corrupt image is named up front; which ones TF decodes."""
+    return np.asarray([images_lib.read_image_and_decoder(path)[1] == "tensorflow" for path in files], bool)
 
 
-def _decode(path, label):
-    # the one reader (keras_vit.inference.images: EXIF, 16-bit, float TIFF), as predict and export read files
-    image = tf.numpy_function(lambda p: images_lib.read_image(os.fsdecode(p)), [path], tf.uint8, stateful=False)
+def _decode(path, label, in_graph):
+    # the one decoder (keras_vit.inference.decoding), as predict and serving_bytes read files; the files it
+    # does not read (TIFF...) through the one reader's Pillow path (keras_vit.inference.images)
+    image = tf.cond(
+        in_graph,
+        lambda: decoding.decode(tf.io.read_file(path)),
+        lambda: tf.numpy_function(lambda p: images_lib.read_image(os.fsdecode(p)), [path], tf.uint8, stateful=False),
+    )
     image.set_shape((None, None, 3))
     return image, label
 
 
-def _file_dataset(files, labels):
-    ds = tf.data.Dataset.from_tensor_slices((np.asarray(files), labels))
+def _file_dataset(files, labels, in_graph):
+    ds = tf.data.Dataset.from_tensor_slices((np.asarray(files), labels, in_graph))
     return ds.map(_decode, num_parallel_calls=AUTOTUNE)
 
 
@@ -247,12 +252,12 @@ def load_image_folder(path, *, test_every=5):
         train_labels, test_labels = labels[~is_test], labels[is_test]
         if not test_files:
             raise ValueError(f"Image folder {path!r} is too small to hold out a test image from any class (need {test_every} per class)")
-    _check_images(train_files + test_files)
+    in_graph = _check_images(train_files + test_files)
     return ImageDataset(
         name=path,
         class_names=classes,
-        train=_file_dataset(train_files, train_labels),
-        test=_file_dataset(test_files, test_labels),
+        train=_file_dataset(train_files, train_labels, in_graph[: len(train_files)]),
+        test=_file_dataset(test_files, test_labels, in_graph[len(train_files) :]),
         num_train=len(train_files),
         num_test=len(test_files),
     )

@@ -46,7 +46,8 @@ def test_version_layout_and_report(exported):
     assert sorted(os.listdir(base / "tiny_digits")) == ["1"]  # no temporary folder left
     assert report.passed and report.max_abs_diff <= 1e-5 and report.top1_agreement == 1.0  # count ratio: exact
     assert report.num_images == 64 and report.size_bytes > 0
-    assert {"DecodeImage", "ResizeBilinear", "TopKV2", "Softmax"} <= set(report.ops)
+    # serving_bytes: the one decoder (16-bit aware PNG, any other format) and the antialiased resize
+    assert {"DecodeImage", "DecodePng", "ScaleAndTranslate", "TopKV2", "Softmax"} <= set(report.ops)
     assert open(os.path.join(report.path, "assets", "labels.txt")).read().split() == LABELS
 
 
@@ -143,9 +144,11 @@ def test_rest_b64_instances_request(model, exported, tmp_path):
     assert status == 200, answer
     predictions = answer["predictions"]
     assert len(predictions) == 2
-    # the reference: decode and resize the same way, then the Keras model
-    decoded = [tf.io.decode_image(base64.b64decode(i["image_bytes"]["b64"]), channels=3) for i in body["instances"]]
-    pixels = np.stack([tf.image.resize(tf.cast(d, tf.float32), (32, 32)).numpy() for d in decoded])
+    # the reference: the one decoder and resize rule (what keras-vit predict reads), then the Keras model
+    from keras_vit.inference import decoding
+
+    files = [base64.b64decode(i["image_bytes"]["b64"]) for i in body["instances"]]
+    pixels = np.stack([decoding.decode_and_resize(f, (32, 32)).numpy() for f in files])
     keras_probs = np.asarray(model(np.clip(pixels, 0, 255)))
     np.testing.assert_allclose([p["probabilities"] for p in predictions], keras_probs, atol=1e-5)
     assert [p["top_k_labels"][0] for p in predictions] == [LABELS[i] for i in keras_probs.argmax(-1)]

@@ -151,7 +151,7 @@ def _encode(pixels, fmt, orientation=None, byte_order="II"):
 
 @pytest.mark.parametrize("fmt,byte_order", [("JPEG", "II"), ("JPEG", "MM"), ("PNG", "II")])
 def test_exif_orientation_in_the_graph_matches_the_reader(tmp_path, fmt, byte_order):
-    from keras_vit.export import exif
+    from keras_vit.inference import exif
 
     for value in range(1, 9):
         data = _encode(_pattern(), fmt, value, byte_order)
@@ -168,7 +168,7 @@ def test_exif_orientation_in_the_graph_matches_the_reader(tmp_path, fmt, byte_or
 
 @pytest.mark.parametrize("data", [b"", b"\xff\xd8 no exif", b"\xff\xd8\xff\xe1\x00\x08Exif\x00\x00II*\x00\xff\xff", b"x" * 100])
 def test_exif_orientation_of_files_without_a_valid_tag_is_1(data):
-    from keras_vit.export import exif
+    from keras_vit.inference import exif
 
     assert int(exif.orientation(tf.constant(data))) == 1
 

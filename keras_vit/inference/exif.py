@@ -1,12 +1,12 @@
-"""EXIF orientation in a TensorFlow graph, for the SavedModel's ``serving_bytes`` signature.
+"""EXIF orientation in a TensorFlow graph, for the one decoder (:mod:`keras_vit.inference.decoding`).
 
 Cameras store a photo as the sensor saw it and record in the EXIF
 ``Orientation`` tag (0x0112) how to turn it upright; keras_vit's Pillow reader
 applies it (``ImageOps.exif_transpose``), ``tf.io.decode_image`` does not.
 :func:`orientation` reads the tag from the encoded bytes with TensorFlow ops
 only (the served graph cannot run Pillow) and :func:`apply_orientation` turns
-the decoded image as Pillow does, so a photo sent to ``serving_bytes`` is
-classified upright, as ``keras-vit predict`` reads it.
+the decoded image as Pillow does, so a photo is classified upright by
+``keras-vit predict`` and by the SavedModel's ``serving_bytes`` alike.
 
 The tag is looked for where JPEG (an ``APP1`` segment ``Exif\\0\\0``) and PNG
 (an ``eXIf`` chunk) keep it, in the first :data:`SEARCH_BYTES` bytes; any other

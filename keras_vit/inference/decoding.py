@@ -1,0 +1,134 @@
+"""The one image decoder and the one resize rule, in TensorFlow ops.
+
+``keras-vit predict`` (:func:`keras_vit.inference.images.read_image`), the SavedModel's
+``serving_bytes`` signature (inside the served graph, where Pillow cannot run), the export's
+verification and the training image folders all decode and resize image files here, so that a
+file gets the same pixels, and the same probabilities, on every path:
+
+* :func:`decode`: the encoded bytes of a JPEG, PNG, GIF, BMP or WebP file (what
+  ``tf.io.decode_image`` reads; :func:`tf_decodable` tells them by their signature) to
+  ``uint8 (H, W, 3)``: turned upright by its EXIF orientation (JPEG and PNG,
+  :mod:`keras_vit.inference.exif`); gray to RGB; transparent pixels composited onto white
+  (``round((rgb * a + 255 * (255 - a)) / 255)``); 16-bit PNGs scaled to 8 bits as
+  ``round(v / 257)``; the first frame of an animation. An image with no pixels (a zero height or
+  width) fails with ``InvalidArgumentError`` naming its size;
+* :func:`resize`: bilinear with antialiasing (``tf.image.resize(..., "bilinear", antialias=True)``:
+  half-pixel centres, edges clamped, a wider triangle filter when shrinking), to float32 in
+  [0, 255], not rounded;
+* :func:`decode_and_resize`: both, what a model of input size ``(h, w)`` is given.
+
+What GIF keeps of transparency is lost in ``tf.io.decode_gif`` (transparent pixels come out
+black, not white), and WebP files' EXIF orientation is not read.
+
+Example:
+>>> import tensorflow as tf
+>>> png = tf.io.encode_png(tf.constant([[[0, 0, 255, 255], [255, 0, 0, 0]]], tf.uint8))  # blue, transparent red
+>>> decode(png).numpy().tolist()
+[[[0, 0, 255], [255, 255, 255]]]
+>>> decode_and_resize(png, (2, 4)).shape
+TensorShape([2, 4, 3])
+"""
+
+from keras_vit.inference import exif
+
+METHOD = "bilinear"  # with antialias=True: the one resize rule
+SIGNATURES = (  # the files tf.io.decode_image reads, told by their first bytes as it tells them
+    (0, b"\xff\xd8\xff"),  # JPEG
+    (0, b"\x89PNG\r\n\x1a\n"),  # PNG
+    (0, b"GIF87a"),
+    (0, b"GIF89a"),
+    (0, b"BM"),  # BMP
+    (8, b"WEBP"),  # RIFF....WEBP
+)
+_PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def tf_decodable(data):
+    """Whether encoded ``data`` (bytes) is a format :func:`decode` reads.
+
+    Example:
+    >>> tf_decodable(b"\\x89PNG\\r\\n\\x1a\\n..."), tf_decodable(b"II*\\x00 a TIFF")
+    (True, False)
+    """
+    return any(data[offset : offset + len(signature)] == signature for offset, signature in SIGNATURES)
+
+
+def declared_size(data):
+    """``(height, width)`` that a PNG, BMP or JPEG header declares (bytes), or None for another file or a header cut short.
+
+    Read before decoding, so that a file of zero height or width is refused as such, where the
+    decoders only say they cannot read it.
+
+    Example:
+    >>> declared_size(b"\\x89PNG\\r\\n\\x1a\\n" + bytes(8) + (16).to_bytes(4, "big") + (0).to_bytes(4, "big"))
+    (0, 16)
+    """
+    if data[:8] == _PNG and len(data) >= 24:  # IHDR: width, height (big-endian) at bytes 16..24
+        return int.from_bytes(data[20:24], "big"), int.from_bytes(data[16:20], "big")
+    if data[:2] == b"BM" and len(data) >= 26:  # DIB header: width, height (signed; negative: top-down)
+        return abs(int.from_bytes(data[22:26], "little", signed=True)), abs(int.from_bytes(data[18:22], "little", signed=True))
+    if data[:3] == b"\xff\xd8\xff":  # the first start-of-frame segment: FFCn, length, precision, height, width
+        offset = 2
+        while offset + 9 <= len(data) and data[offset] == 0xFF:
+            marker = data[offset + 1]
+            if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+                return int.from_bytes(data[offset + 5 : offset + 7], "big"), int.from_bytes(data[offset + 7 : offset + 9], "big")
+            offset += 2 + int.from_bytes(data[offset + 2 : offset + 4], "big")
+    return None
+
+
+def decode(data):
+    """One encoded image (a scalar ``tf.string``) to ``uint8 (H, W, 3)``; see the module docstring."""
+    import tensorflow as tf  # deferred: TensorFlow, not imported under the JAX and PyTorch backends
+
+    data = tf.convert_to_tensor(data, tf.string)
+    is_png = tf.equal(tf.strings.substr(data, 0, len(_PNG)), _PNG)
+    # a PNG is decoded at 16 bits (8-bit ones come out as v * 257) and brought to 8 bits as round(v / 257),
+    # exact for 8-bit files; tf.io.decode_image would truncate 16-bit ones (v >> 8)
+    image = tf.cond(
+        is_png,
+        lambda: tf.round(tf.cast(tf.io.decode_png(data, channels=0, dtype=tf.uint16), tf.float32) / 257.0),
+        lambda: tf.cast(tf.io.decode_image(data, channels=0, expand_animations=False), tf.float32),
+    )
+    size = tf.shape(image)[:2]
+    message = "The image has no pixels: it must be at least 1x1. Received: (height, width) ="
+    with tf.control_dependencies([tf.debugging.Assert(tf.reduce_all(size >= 1), [message, size])]):
+        image = tf.identity(image)
+    channels = tf.shape(image)[-1]  # 1 gray, 2 gray + alpha, 3 RGB, 4 RGBA
+    rgb = tf.gather(image, tf.where(channels < 3, tf.constant([0, 0, 0]), tf.constant([0, 1, 2])), axis=-1)
+    alpha = tf.where(channels % 2 == 0, image[..., -1:], 255.0)
+    image = tf.round((rgb * alpha + 255.0 * (255.0 - alpha)) / 255.0)  # onto white; exact where alpha is 255
+    image = exif.apply_orientation(tf.cast(image, tf.uint8), exif.orientation(data))
+    return tf.ensure_shape(image, (None, None, 3))
+
+
+def resize(image, size):
+    """``image`` ``(H, W, C)`` (or a batch) as float32 resized to ``size`` ``(h, w)`` by the one rule, in [0, 255].
+
+    Example:
+    >>> import tensorflow as tf
+    >>> resize(tf.constant([[[0.0], [255.0]]]), (1, 4)).numpy().ravel().tolist()
+    [0.0, 63.75, 191.25, 255.0]
+    """
+    import tensorflow as tf  # deferred: TensorFlow, not imported under the JAX and PyTorch backends
+
+    image = tf.image.resize(tf.cast(image, tf.float32), tuple(size), method=METHOD, antialias=True)
+    return tf.clip_by_value(image, 0.0, 255.0)
+
+
+def decode_and_resize(data, size):
+    """Encoded bytes to float32 ``(h, w, 3)`` in [0, 255]: :func:`decode`, then :func:`resize` to ``size``."""
+    return resize(decode(data), size)
+
+
+_EAGER = {}
+
+
+def eager(name):
+    """``decode`` or ``decode_and_resize`` as a ``tf.function`` traced once per call signature (for Python callers)."""
+    import tensorflow as tf  # deferred: TensorFlow, not imported under the JAX and PyTorch backends
+
+    if name not in _EAGER:
+        function = {"decode": decode, "decode_and_resize": decode_and_resize, "resize": resize}[name]
+        _EAGER[name] = tf.function(function, reduce_retracing=True)
+    return _EAGER[name]
