@@ -14,7 +14,8 @@ Each passes Keras' own layer harness (tests/layers/test_keras_layer_harness.py).
 
 from keras_vit.layers.attention import SelfAttention
 from keras_vit.layers.checks import LAYER_NORM_EPSILON
-from keras_vit.layers.patching import PatchEncoder, Patches
+from keras_vit.layers.embedding import PatchEncoder
+from keras_vit.layers.patching import Patches
 from keras_vit.layers.resnet import ResidualUnit, StdConv2D
 from keras_vit.layers.transformer import StochasticDepth, TokenPooling, TransformerBlock
 
