@@ -18,7 +18,7 @@ import math
 import keras
 import tensorflow as tf
 
-AUGMENTATIONS = ("none", "digits", "inception")
+from keras_vit.train.choices import AUGMENTATIONS  # noqa: F401  (one tuple for TrainConfig and make_pipeline)
 
 
 def resize(image, size):

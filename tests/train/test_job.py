@@ -172,3 +172,56 @@ def test_killed_train_command_resumes(tmp_path):
     assert metrics["steps"] == 160 and metrics["resumed_from_step"] == saved
     after = (out / "log.csv").read_text()
     assert after.startswith(before) and [r["epoch"] for r in csv.DictReader(after.splitlines())] == ["0", "1", "2", "3"]
+
+
+def _pets(root, per_class=10):
+    from PIL import Image
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    for name in ("cat", "dog"):
+        (root / name).mkdir(parents=True)
+        for i in range(per_class):
+            Image.fromarray(rng.integers(0, 255, (28, 28, 3), dtype=np.uint8)).save(root / name / f"{i:03d}.png")
+    return str(root)
+
+
+def test_small_folder_run_validates_fits_its_batch_and_saves_no_optimizer(tmp_path, capsys):
+    """Issue 23 item 4 and the two seen beside it, through `keras-vit train` on a 20-image folder.
+
+    --validation-fraction held out nothing on a folder; the default batch of 64 failed on 12 training images; and
+    model.keras carried the optimizer state (44 MB for a 5.7 M-parameter model).
+    """
+    import zipfile
+
+    import h5py
+
+    from keras_vit import cli
+    from keras_vit.inference.predictors import predict
+
+    folder, out = _pets(tmp_path / "pets"), tmp_path / "run"
+    code = cli.main(["train", "--model", "micro", "--dataset", folder, "--validation-fraction", "0.25", "--epochs", "1",
+                     "--output", str(out), "--verbose", "0", "--no-tensorboard"])
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert "batch size 12: the recipe's 64 is more than the 12 training images (--batch-size sets it)" in printed
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert (metrics["num_train_examples"], metrics["num_validation_examples"], metrics["num_test_examples"]) == (12, 4, 4)
+    assert metrics["batch_size"] == 12 and metrics["steps"] == 1 and metrics["validation_accuracy"] is not None
+
+    with zipfile.ZipFile(out / "model.keras") as archive:
+        archive.extract("model.weights.h5", tmp_path)
+        config = json.loads(archive.read("config.json"))
+    with h5py.File(tmp_path / "model.weights.h5") as weights:
+        assert "optimizer" not in weights, list(weights)
+    assert not config.get("compile_config")
+    model = keras_vit.load_model(out / "model.keras")
+    assert model.output_shape == (None, 2) and model.class_names == ["cat", "dog"]
+    (result, *_) = predict(str(out / "model.keras"), [folder + "/cat"], top_k=1)
+    assert result["predictions"][0]["label"] in ("cat", "dog")
+
+
+def test_an_explicit_batch_larger_than_the_data_names_the_flags(tmp_path):
+    folder = _pets(tmp_path / "pets")
+    with pytest.raises(ValueError, match=r"global batch of 32 images .* larger than the 16 training images: pass a smaller --batch-size"):
+        job.run(job.TrainConfig(model="micro", dataset=folder, batch_size=32, epochs=1, output=str(tmp_path / "run"), verbose=0))
