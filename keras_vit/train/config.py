@@ -171,8 +171,15 @@ class TrainConfig:
         return {name: getattr(self, name) for name in RUN_SETTINGS if getattr(self, name) is not None}
 
     def settings(self):
-        """``{name: value}`` of every run setting (:data:`RUN_SETTINGS`), as stored with the backups."""
-        return {name: getattr(self, name) for name in RUN_SETTINGS}
+        """``{name: value}`` of every run setting (:data:`RUN_SETTINGS`), as stored with the backups.
+
+        A dataset folder or a weights file is stored by its absolute path: a run resumed from another working
+        directory reads the same files.
+        """
+        stored = {name: getattr(self, name) for name in RUN_SETTINGS}
+        for name in ("dataset", "weights"):
+            stored[name] = _as_path(name, stored[name])
+        return stored
 
     def resolved(self):
         """A copy with the unset fields filled from the model's recipe and :data:`DEFAULTS`, checked.
@@ -203,11 +210,16 @@ def _comparable(name, value):
         return value or None  # 0 is no average
     if name == "mixed_precision":
         return {None: False, "float32": False, "none": False, "mixed": True, "auto": True}.get(value, value)
-    if name == "dataset" and isinstance(value, str):
-        if value.lower() in MNIST_NAMES:
-            return "mnist"
-        return os.path.normpath(os.path.abspath(value)) if not value.startswith("tfds:") else value
-    return value
+    if name == "dataset" and isinstance(value, str) and value.lower() in MNIST_NAMES:
+        return "mnist"
+    return _as_path(name, value)
+
+
+def _as_path(name, value):
+    """A dataset folder or weights file as an absolute path (the MNIST names and TFDS names stay as they are)."""
+    if not isinstance(value, str) or name == "dataset" and (value.lower() in MNIST_NAMES or value.startswith("tfds:")):
+        return value
+    return os.path.abspath(value) if os.path.exists(value) else value
 
 
 def reconcile(config, stored, *, where):

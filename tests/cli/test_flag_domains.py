@@ -47,7 +47,7 @@ EXPORT_FLAGS = {**_numeric_flags("export", orchestration.ARGUMENT_DOMAINS), "--i
 
 def test_every_numeric_flag_has_a_declared_domain():
     """No flag parses numbers with a bare int/float: the types come from the declarations, so they cannot drift."""
-    for command in ("train", "export", "predict", "resize", "convert"):
+    for command in cli.COMMANDS:
         for action in _subparser(command)._actions:
             assert action.type not in (int, float), (command, action.option_strings)
     expected = {"--image-size", "--epochs", "--steps-per-epoch", "--batch-size", "--accumulate", "--ema", "--lr",

@@ -138,7 +138,7 @@ def test_train_flags_become_the_config():
 
 @pytest.mark.slow
 def test_killed_train_command_resumes(tmp_path):
-    """SIGKILL `keras-vit train` mid-epoch, run it again: same step count, earlier log rows kept."""
+    """SIGKILL `keras-vit train` mid-epoch, run it again without its flags: same step count, earlier log rows kept."""
     import subprocess
     import sys
     import time
@@ -165,8 +165,11 @@ def test_killed_train_command_resumes(tmp_path):
     saved = json.loads(metadata.read_text())["iterations"]
     assert 91 <= saved < 160 and saved % 40, saved  # mid-epoch, before the end
     before = (out / "log.csv").read_text()
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=400)
+    # resumed without the flags that made the run: the stored settings win, and the command says so
+    resume = [arg for arg in command if arg not in ("--model", "micro", "--epochs", "4", "--steps-per-epoch", "40")]
+    result = subprocess.run(resume, env=env, capture_output=True, text=True, timeout=400)
     assert result.returncode == 0, result.stderr[-2000:]
+    assert "resuming with the stored settings: model=micro, epochs=4, steps_per_epoch=40" in result.stdout
     assert f"step {saved} of 160" in result.stdout
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["steps"] == 160 and metrics["resumed_from_step"] == saved
