@@ -8,6 +8,8 @@ still classified; the exit status is 1 if any file failed.
 import json
 import sys
 
+from keras_vit.domains import POSITIVE_INT
+
 INPUT_RANGES = {"auto": None, "0-255": True, "-1-1": False}
 
 
@@ -22,7 +24,7 @@ def add_arguments(parser):
     parser.add_argument("--batch-size", type=PREDICT_DOMAINS["batch_size"].argparse_type(), default=16, help="images per forward pass (default 16)")
     parser.add_argument(
         "--image-size",
-        type=int,
+        type=POSITIVE_INT.argparse_type(),
         nargs=2,
         metavar=("H", "W"),
         help="size to classify at, for a model of any size (default: its native size, or the size its SavedModel records)",
