@@ -37,7 +37,7 @@ _EXPORTS = {
     "keras_vit.train.backup": ("Backup",),
     "keras_vit.train.resumable": ("fit_resumable",),
     "keras_vit.train.model_setup": ("freeze", "set_precision"),
-    "keras_vit.train.job": ("TrainConfig",),
+    "keras_vit.train.config": ("TrainConfig",),
     "keras_vit.train.distribute": ("DistributedTrainer",),
     "keras_vit.inspect.attention": (
         "attention_model",

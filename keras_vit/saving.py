@@ -112,15 +112,20 @@ def atomic_write(path, write):
             os.remove(tmp)
 
 
-def save_model(model, path, metadata=None):
+def save_model(model, path, metadata=None, *, include_optimizer=True):
     """Save ``model`` as ``.keras`` atomically, with ``metadata`` (e.g. ``{"class_names": [...]}``) inside.
 
     A model's ``class_names`` attribute (set by :func:`keras_vit.from_pretrained` and
     :func:`load_model`) goes into the metadata unless ``metadata`` names classes itself.
+    ``include_optimizer=False`` writes the model without its compile settings and
+    optimizer state (a copy of it, uncompiled: Keras 3's ``.keras`` format has no such
+    switch), a file of the weights' size that predicts and exports the same.
     """
     names = getattr(model, "class_names", None)
     if names and "class_names" not in (metadata or {}):
         metadata = {**(metadata or {}), "class_names": [str(name) for name in names]}
+    if not include_optimizer and getattr(model, "optimizer", None) is not None:
+        model = _uncompiled_copy(model)
 
     def write(tmp):
         model.save(tmp)
@@ -129,6 +134,13 @@ def save_model(model, path, metadata=None):
                 archive.writestr(METADATA_ENTRY, json.dumps(metadata, indent=2, sort_keys=True))
 
     atomic_write(os.fspath(path), write)
+
+
+def _uncompiled_copy(model):
+    """The same model rebuilt from its config (as loading a ``.keras`` file does), with its weights, not compiled."""
+    copy = type(model).from_config(model.get_config())
+    copy.set_weights(model.get_weights())
+    return copy
 
 
 def read_metadata(path):

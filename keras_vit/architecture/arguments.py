@@ -8,6 +8,8 @@ import numbers
 
 import keras
 
+from keras_vit.domains import POSITIVE_INT
+
 POOLING_MODES = ("token", "gap", "map")  # class token, mean of the patch tokens, attention pooling (SigLIP)
 DEFAULT_IMAGE_SIZE = 224  # the builders' image_size, and the native size of an image_size=None model
 
@@ -27,9 +29,7 @@ def positive_int(value, name):
     ...
     ValueError: `num_layers` must be a positive int. Received: num_layers=0
     """
-    if not _is_int(value) or value < 1:
-        raise ValueError(f"`{name}` must be a positive int. Received: {name}={value!r}")
-    return int(value)
+    return POSITIVE_INT.check(value, name)
 
 
 def positive_ints(values, name):

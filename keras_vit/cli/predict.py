@@ -8,19 +8,23 @@ still classified; the exit status is 1 if any file failed.
 import json
 import sys
 
+from keras_vit.domains import POSITIVE_INT
+
 INPUT_RANGES = {"auto": None, "0-255": True, "-1-1": False}
 
 
 def add_arguments(parser):
+    from keras_vit.inference.predictors import PREDICT_DOMAINS
+
     parser.add_argument("model", help="a .keras file, a SavedModel folder or a .tflite file")
     parser.add_argument("images", nargs="+", help="image files (JPEG, PNG, ...) or folders of them")
-    parser.add_argument("--top-k", type=int, default=5, help="classes per image (default 5)")
+    parser.add_argument("--top-k", type=PREDICT_DOMAINS["top_k"].argparse_type(), default=5, help="classes per image (default 5)")
     parser.add_argument("--json", action="store_true", help="print one JSON document for scripts")
     parser.add_argument("--labels", help="text file of class names, one per line (default: stored with the model)")
-    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--batch-size", type=PREDICT_DOMAINS["batch_size"].argparse_type(), default=16, help="images per forward pass (default 16)")
     parser.add_argument(
         "--image-size",
-        type=int,
+        type=POSITIVE_INT.argparse_type(),
         nargs=2,
         metavar=("H", "W"),
         help="size to classify at, for a model of any size (default: its native size, or the size its SavedModel records)",

@@ -11,6 +11,8 @@ model are kept; the output is written atomically.
 import argparse
 import re
 
+from keras_vit.domains import POSITIVE_INT
+
 _KEEP = object()  # --image-size not given (argparse converts string defaults with `type`; this it leaves alone)
 
 
@@ -24,9 +26,10 @@ def parse_image_size(text):
     if text.lower() in ("none", "any", "dynamic"):
         return None
     match = re.fullmatch(r"(\d+)(?:x(\d+))?", text)
-    if match is None or int(match[1]) < 1 or (match[2] is not None and int(match[2]) < 1):
-        raise argparse.ArgumentTypeError(f"must be N, HxW or 'none' (any size). Received: {text!r}")
-    return int(match[1]) if match[2] is None else (int(match[1]), int(match[2]))
+    sides = [] if match is None else [int(side) for side in match.groups() if side is not None]
+    if not sides or not all(POSITIVE_INT.contains(side) for side in sides):  # the builders' image_size domain
+        raise argparse.ArgumentTypeError(f"must be N, HxW or 'none' (any size) of positive ints, got {text}")
+    return sides[0] if len(sides) == 1 else tuple(sides)
 
 
 def add_arguments(parser):

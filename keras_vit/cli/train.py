@@ -7,7 +7,7 @@ held-out test images. Outputs in ``--output``:
 * ``metrics.json`` -- test_accuracy, test_loss (with label smoothing),
   train and validation loss and accuracy, epochs, steps, train_seconds,
   dataset, model, ... (the same keys for every ``--strategy``).
-* ``model.keras`` -- the trained model (``keras_vit.load_model(path)``); the
+* ``model.keras`` -- the trained model, without optimizer state (``keras_vit.load_model(path)``); the
   class names are inside the archive
   (``keras_vit.saving.read_metadata(path)["class_names"]``).
 * ``log.csv``, ``logs/`` (TensorBoard), ``checkpoint.weights.h5``, and
@@ -15,7 +15,11 @@ held-out test images. Outputs in ``--output``:
 
 Run the same command again after an interruption and it resumes from the
 last backup (every ``--save-freq`` steps), mid-epoch, and ends with as many
-optimizer steps as an uninterrupted run. A run that stops on a non-finite
+optimizer steps as an uninterrupted run. The backup stores the run's settings:
+flags left out are taken from there ("resuming with the stored settings:
+..."), and a flag given with another value is refused, naming it. A numeric
+flag out of its domain (``--label-smoothing 1.5``, ``--lr nan``) is refused
+before anything runs (exit status 2). A run that stops on a non-finite
 loss exits with status 1 and writes neither ``metrics.json`` nor
 ``model.keras``; its last good backup stays. A second run into the same
 ``--output`` while one is going exits with status 1, naming the other's pid.
@@ -31,59 +35,62 @@ import json
 import sys
 
 
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer. Received: {text!r}")
-    return value
-
-
 def add_arguments(parser):
-    from keras_vit.train import job
+    from keras_vit.train import config as config_lib
     from keras_vit.train import recipes
     from keras_vit.train.optimizers import EMA_DECAY
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    add = parser.add_argument
-    add("--model", default="mnist", help=f"model name: one of {', '.join(recipes.model_names())} (default: mnist)")
-    add("--dataset", default="mnist", help="'mnist' (offline MNIST subset, default), 'tfds:NAME', or an image folder (one subfolder per class)")
+    domains = config_lib.FIELD_DOMAINS
+
+    def add(flag, help=None, **options):
+        """A flag; one of a TrainConfig field with a domain gets its argparse type from it, and says it in --help."""
+        field = options.get("dest", flag[2:].replace("-", "_"))
+        domain = domains.get(field)
+        if domain is not None and options.get("action") is None:
+            options.setdefault("type", domain.argparse_type())
+            help = f"{help}; {domain.description}" if help else domain.description
+        parser.add_argument(flag, help=help, **options)
+
+    # None: not given. A fresh run takes the recipe's value or the default; a resumed run, the stored run's
+    add("--model", default=None, help=f"model name: one of {', '.join(recipes.model_names())} (default: mnist)")
+    add("--dataset", default=None, help="'mnist' (offline MNIST subset, default), 'tfds:NAME', or an image folder (one subfolder per class)")
     add("--data-dir", default=None, help="TFDS data directory")
-    add("--image-size", type=int, default=None, help="input size (default: the model's own, 224 for paper variants)")
-    add("--epochs", type=int, default=None)
-    add("--steps-per-epoch", type=_positive_int, default=None, help="optimizer updates per epoch (default: one pass over the training images)")
-    add("--batch-size", type=int, default=None, help="global batch size of each forward/backward pass")
-    add("--accumulate", type=_positive_int, default=1, metavar="N",
+    add("--image-size", default=None, help="input size (default: the model's own, 224 for paper variants)")
+    add("--epochs", default=None)
+    add("--steps-per-epoch", default=None, help="optimizer updates per epoch (default: one pass over the training images)")
+    add("--batch-size", default=None,
+        help="global batch size of each forward/backward pass (default: the recipe's, at most the training images)")
+    add("--accumulate", default=None, metavar="N",
         help="gradient accumulation: one optimizer update per N batches (an update sees N x --batch-size images); "
-        "--steps-per-epoch, --save-freq, --warmup-epochs and the learning-rate schedule count updates")
-    add("--ema", type=float, nargs="?", const=EMA_DECAY, default=None, metavar="DECAY",
+        "--steps-per-epoch, --save-freq, --warmup-epochs and the learning-rate schedule count updates (default 1)")
+    add("--ema", nargs="?", const=EMA_DECAY, default=None, metavar="DECAY",
         help=f"keep an exponential moving average of the weights, updated after each optimizer update "
-        f"(decay {EMA_DECAY}, timm's default, if no DECAY); evaluation, model.keras and exports use it")
-    add("--lr", type=float, default=None, help="peak learning rate (after warmup)")
+        f"(decay {EMA_DECAY}, timm's default, if no DECAY; 0: none); evaluation, model.keras and exports use it")
+    add("--lr", default=None, help="peak learning rate (after warmup)")
     add("--optimizer", choices=("adamw", "sgd"), default=None)
-    add("--weight-decay", type=float, default=None)
-    add("--warmup-epochs", type=float, default=None)
-    add("--label-smoothing", type=float, default=None)
-    add("--layer-decay", type=float, default=None, help="layer-wise learning-rate decay (fine-tuning), e.g. 0.75")
-    add("--freeze-blocks", type=int, default=0, help="freeze the embedding and the first N blocks (-1: all blocks)")
-    add("--drop-path", type=float, default=None, help="stochastic depth rate (default: the model's recipe)")
+    add("--weight-decay", default=None)
+    add("--warmup-epochs", default=None)
+    add("--label-smoothing", default=None)
+    add("--layer-decay", default=None, help="layer-wise learning-rate decay (fine-tuning), e.g. 0.75")
+    add("--freeze-blocks", default=None, help="freeze the embedding and the first N blocks (-1: all blocks; default 0)")
+    add("--drop-path", default=None, help="stochastic depth rate (default: the model's recipe)")
     add("--weights", default=None, metavar="SOURCE",
         help="pretrained weights to fine-tune from (new zero head, position embeddings resized to --image-size): "
         "an original .npz, a timm .safetensors, a transformers folder, hf://ORG/NAME, a keras_vit .keras model, "
         "or a preset tag (imagenet21k, augreg_in21k_ft_in1k, ...: keras-vit info --presets)")
-    add("--augment", choices=("none", "digits", "inception"), default=None, help="default: digits for MNIST, inception otherwise")
-    add("--randaugment", action="store_true")
-    add("--mixup", type=float, default=0.0, help="probability of MixUp per batch")
-    add("--cutmix", type=float, default=0.0, help="probability of CutMix per batch")
-    add("--validation-fraction", type=float, default=0.0, help="hold out this fraction of the training images for validation")
-    add("--mixed-precision", action="store_true", help="16-bit compute where the hardware has it natively: bfloat16 on GPUs of compute capability 8.0+ and CPUs with AVX512_BF16/AMX, float16 with loss scaling on older GPUs; float32 (with a notice) on other CPUs")
+    add("--augment", choices=config_lib.AUGMENTATIONS, default=None, help="default: digits for MNIST, inception otherwise")
+    add("--randaugment", action=argparse.BooleanOptionalAction, default=None, help="keras.layers.RandAugment on each batch")
+    add("--mixup", default=None, metavar="P", help="probability of MixUp per batch (default 0: none)")
+    add("--cutmix", default=None, metavar="P", help="probability of CutMix per batch (default 0: none)")
+    add("--validation-fraction", default=None,
+        help="hold out this fraction of the training images (of each class of an image folder) for validation")
+    add("--mixed-precision", action=argparse.BooleanOptionalAction, default=None, help="16-bit compute where the hardware has it natively: bfloat16 on GPUs of compute capability 8.0+ and CPUs with AVX512_BF16/AMX, float16 with loss scaling on older GPUs; float32 (with a notice) on other CPUs")
     add("--jit", action=argparse.BooleanOptionalAction, default=None,
         help="XLA-compile the train step (jit_compile); default: on for the small models, off otherwise")
-    add("--strategy", choices=job.STRATEGIES, default="none", help="tf.distribute strategy (multi-worker reads TF_CONFIG)")
-    add("--save-freq", type=_positive_int, default=None, help="back up every N optimizer updates (default: each epoch)")
-    add("--seed", type=int, default=0)
+    add("--strategy", choices=config_lib.STRATEGIES, default=None, help="tf.distribute strategy (multi-worker reads TF_CONFIG; default none)")
+    add("--save-freq", default=None, help="back up every N optimizer updates (default: each epoch)")
+    add("--seed", default=None, help="the seed of the weights, the shuffling and the augmentation (default 0)")
     add("--no-tensorboard", dest="tensorboard", action="store_false", default="auto",
         help="no TensorBoard logs (default: written when the tensorboard package is installed)")
     add("--output", default="runs/train", help="output folder")

@@ -20,6 +20,17 @@ from keras_vit.architecture.arguments import positive_pair
 from keras_vit.architecture.model import config_of
 from keras_vit.models.resize import resize_model
 from keras_vit.saving import atomic_write, load_model, temporary_path
+from keras_vit.domains import POSITIVE_INT, Optional, check_arguments
+
+# the domains of export_model's numeric arguments (keras_vit.domains); `keras-vit export` takes its flags' types here
+ARGUMENT_DOMAINS = {
+    "num_images": POSITIVE_INT,
+    "version": Optional(POSITIVE_INT),  # TF Serving reads numeric folders from 1
+    "top_k": POSITIVE_INT,
+    "batch_size": POSITIVE_INT,
+    "opset": POSITIVE_INT,
+    **verify.TOLERANCE_DOMAINS,
+}
 
 
 def export_model(
@@ -68,7 +79,8 @@ def export_model(
         float_ops: ``int8`` only: ``"auto"`` (full int8, then keep
             ``tflite.FRAGILE_OPS`` in float if the agreement bar is missed),
             a list of TFLite op names to keep in float, or ``()``.
-        max_abs_diff, min_top1_agreement: override the bars of :data:`TOLERANCES`.
+        max_abs_diff, min_top1_agreement: override the bars of :data:`TOLERANCES`
+            (a finite number >= 0; a share in [0, 1]).
         warmup: write TF Serving warmup requests (needs tensorflow-serving-api).
         opset: ONNX opset.
         report: optional path of a JSON report (written pass or fail).
@@ -87,8 +99,13 @@ def export_model(
             left at ``output``; ``error.report`` has the numbers).
         ExportError: the converter or the runtime failed.
         FileExistsError: the SavedModel version exists.
-        ValueError: bad arguments or data of the wrong shape.
+        ValueError: bad arguments (a number out of its domain, :data:`ARGUMENT_DOMAINS`, is
+            refused first) or data of the wrong shape.
     """
+    check_arguments(  # before anything is read or written
+        ARGUMENT_DOMAINS, num_images=num_images, version=version, top_k=top_k, batch_size=batch_size, opset=opset,
+        max_abs_diff=max_abs_diff, min_top1_agreement=min_top1_agreement,
+    )
     common.check_format(format)
     common.check_quantize(quantize, format)
     if float_ops != "auto" and isinstance(float_ops, str):

@@ -10,12 +10,14 @@ The latency helpers (:func:`keras_latency`, :func:`tflite_latency`,
 
 import os
 import statistics
+import sys
 import tempfile
 import time
 
 import numpy as np
 
 from keras_vit import saving
+from keras_vit.domains import NON_NEGATIVE_INT, POSITIVE_INT, check_arguments
 from keras_vit.export import common, data, onnx, saved_model, tflite, verify
 from keras_vit.export.orchestration import export_model
 from keras_vit.inference import runtimes
@@ -68,6 +70,10 @@ def onnx_latency(path, images, num_threads=2, *, runs=20):
     return _time(lambda: sess.run(None, {name: x}), runs)
 
 
+# the domains of quantization_report's numbers (keras_vit.domains); `keras-vit quantization-report` uses them too
+REPORT_DOMAINS = {"num_images": POSITIVE_INT, "num_threads": POSITIVE_INT, "runs": POSITIVE_INT, "throughput_batch": NON_NEGATIVE_INT}
+
+
 def quantization_report(
     model,
     eval_data=None,
@@ -115,6 +121,7 @@ def quantization_report(
         :data:`~keras_vit.export.TOLERANCES`; exports are kept even when they
         miss them, so they can be timed).
     """
+    check_arguments(REPORT_DOMAINS, num_images=num_images, num_threads=num_threads, runs=runs, throughput_batch=throughput_batch)
     model = saving.load_model(model)
     shape = common.image_shape(model)
     if eval_data is None:
@@ -154,7 +161,8 @@ def quantization_report(
         report = export_model(
             model, fmt, path, quantize=mode, labels=labels, eval_data=images,
             representative_data=representative_data, num_images=num_images, name=f"{model.name}_saved_model",
-            max_abs_diff=float("inf"), min_top1_agreement=0.0, float_ops=float_ops, warmup=False,
+            # no bar here (the rows are judged against TOLERANCES below): the largest finite tolerance, a float's maximum
+            max_abs_diff=sys.float_info.max, min_top1_agreement=0.0, float_ops=float_ops, warmup=False,
         )
         bars = verify.TOLERANCES[(fmt, mode)]
         if fmt == "tflite":

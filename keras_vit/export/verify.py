@@ -17,6 +17,7 @@ import os
 
 import numpy as np
 
+from keras_vit.domains import NON_NEGATIVE, PROBABILITY, Optional
 from keras_vit.inference import decoding
 from keras_vit.saving import atomic_write
 
@@ -31,13 +32,28 @@ TOLERANCES = {
 }
 
 
+# the domains of the overrides (keras_vit.domains): `keras-vit export --max-abs-diff/--min-top1-agreement` use them too
+TOLERANCE_DOMAINS = {"max_abs_diff": Optional(NON_NEGATIVE), "min_top1_agreement": Optional(PROBABILITY)}
+
+
 def tolerance_for(fmt, quantize, *, max_abs_diff=None, min_top1_agreement=None):
-    """The default bars for an export, with optional overrides."""
+    """The default bars for an export, with optional overrides (each checked against :data:`TOLERANCE_DOMAINS`).
+
+    Example:
+    >>> tolerance_for("tflite", "int8", min_top1_agreement=0.8)
+    {'top1_agreement': 0.8}
+    >>> tolerance_for("tflite", "int8", min_top1_agreement=1.01)
+    Traceback (most recent call last):
+    ...
+    ValueError: `min_top1_agreement` must be in [0, 1]. Received: min_top1_agreement=1.01
+    """
+    max_abs_diff = TOLERANCE_DOMAINS["max_abs_diff"].check(max_abs_diff, "max_abs_diff")
+    min_top1_agreement = TOLERANCE_DOMAINS["min_top1_agreement"].check(min_top1_agreement, "min_top1_agreement")
     bars = dict(TOLERANCES[(fmt, quantize)])
     if max_abs_diff is not None:
-        bars["max_abs_diff"] = float(max_abs_diff)
+        bars["max_abs_diff"] = max_abs_diff
     if min_top1_agreement is not None:
-        bars["top1_agreement"] = float(min_top1_agreement)
+        bars["top1_agreement"] = min_top1_agreement
     return bars
 
 

@@ -18,6 +18,7 @@ import keras
 import numpy as np
 
 from keras_vit import saving
+from keras_vit.domains import POSITIVE_INT, check_arguments
 from keras_vit.hardware import onednn
 from keras_vit.inference import images as images_lib
 from keras_vit.inference import labels as labels_lib
@@ -133,6 +134,8 @@ class Predictor:
         return to_probabilities(self.runtime.run(x), self.runtime.atol)
 
 
+# the domains of predict's numeric arguments (keras_vit.domains); `keras-vit predict` takes its flags' types here
+PREDICT_DOMAINS = {"top_k": POSITIVE_INT, "batch_size": POSITIVE_INT}
 _ADVISED = []
 
 
@@ -215,8 +218,7 @@ def predict(model, images, top_k=5, *, labels=None, batch_size=16, include_prepr
     >>> os.path.basename(result["path"]), len(result["predictions"]), sorted(result["predictions"][0])
     ('red.png', 2, ['index', 'label', 'probability'])
     """
-    if int(top_k) < 1:
-        raise ValueError(f"`top_k` must be a positive int. Received: top_k={top_k!r}")
+    top_k, batch_size = check_arguments(PREDICT_DOMAINS, top_k=top_k, batch_size=batch_size).values()
     predictor = load_predictor(model, labels=labels, include_preprocessing=include_preprocessing, image_size=image_size)
     top_k = min(int(top_k), predictor.num_classes)
     results = []

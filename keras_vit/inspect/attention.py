@@ -26,6 +26,7 @@ import keras
 import numpy as np
 
 from keras_vit.architecture.model import config_of
+from keras_vit.domains import FRACTION
 from keras_vit.inference import images as images_lib
 
 HEAD_FUSIONS = ("mean", "max", "min")
@@ -129,6 +130,9 @@ def attention_weights(model, images, batch_size=8):
     return weights[0] if single else weights
 
 
+DISCARD_RATIO = FRACTION  # attention_rollout's discard_ratio; `keras-vit attention --discard-ratio` uses it too
+
+
 def attention_rollout(weights, head_fusion="mean", discard_ratio=0.0):
     """Attention rollout (Abnar & Zuidema, 2020) of one image's attention weights.
 
@@ -158,8 +162,7 @@ def attention_rollout(weights, head_fusion="mean", discard_ratio=0.0):
         raise ValueError(f"Expected weights of shape (layers, heads, tokens, tokens). Received: shape={weights.shape}")
     if head_fusion not in HEAD_FUSIONS:
         raise ValueError(f"Unknown head_fusion: expected one of {HEAD_FUSIONS}. Received: head_fusion={head_fusion!r}")
-    if not 0.0 <= discard_ratio < 1.0:
-        raise ValueError(f"`discard_ratio` must be in [0, 1). Received: discard_ratio={discard_ratio!r}")
+    discard_ratio = DISCARD_RATIO.check(discard_ratio, "discard_ratio")
     tokens = weights.shape[-1]
     eye = np.eye(tokens)
     rollout = eye

@@ -14,6 +14,7 @@ import os
 
 import numpy as np
 
+from keras_vit.domains import PROBABILITY
 from keras_vit.inference import images as images_lib
 
 
@@ -85,8 +86,7 @@ def overlay_heatmap(image, heatmap, alpha=0.5, cmap="jet"):
     image = np.asarray(image, dtype="float64")
     if image.ndim != 3 or image.shape[-1] != 3:
         raise ValueError(f"Expected an RGB image (H, W, 3). Received: shape={image.shape}")
-    if not 0.0 <= alpha <= 1.0:
-        raise ValueError(f"`alpha` must be in [0, 1]. Received: alpha={alpha!r}")
+    alpha = PROBABILITY.check(alpha, "alpha")  # keras_vit.domains; `keras-vit attention --alpha` uses it too
     heatmap = np.asarray(heatmap)
     if heatmap.ndim != 2:
         raise ValueError(f"Expected a heatmap (H, W). Received: shape={heatmap.shape}")

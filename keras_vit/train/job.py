@@ -20,6 +20,9 @@
    ``model.fit`` cannot run there (:mod:`keras_vit.train.accumulation`). Run the same job again
    in the same folder after an interruption and it goes on from the last
    backup, mid-epoch, and ends after as many steps as an uninterrupted run;
+   the backup stores the run's settings, which the resumed run keeps
+   (:func:`keras_vit.train.config.reconcile`: fields left None are taken
+   from there, fields set otherwise are refused before the backup is read);
 5. evaluation on the test split, then the outputs; with ``ema``, both use
    the moving average of the weights (so does validation each epoch:
    :class:`keras_vit.train.ema.EMAValidation`), while the backups
@@ -33,7 +36,7 @@ Only one run at a time may use an output folder
 
 Outputs in ``output``: ``metrics.json`` (the keys of :data:`METRICS`, the
 same for every strategy), ``model.keras`` (class names inside:
-:func:`keras_vit.saving.read_metadata`), ``log.csv``, ``logs/``
+:func:`keras_vit.saving.read_metadata`; no optimizer state, which only the backups need), ``log.csv``, ``logs/``
 (TensorBoard), ``checkpoint.weights.h5``, and ``backup/`` while a run is in
 progress. In a multi-worker run (each worker runs the job with its own
 ``TF_CONFIG``) the chief, worker 0, writes those; each worker backs up to
@@ -58,7 +61,9 @@ from keras_vit import saving
 from keras_vit.train import model_setup
 from keras_vit.train import optimizers
 from keras_vit.train import recipes
+from keras_vit.train import config as config_lib
 from keras_vit.train.backup import Backup
+from keras_vit.train.backup import stored_settings
 from keras_vit.train.disk_space import check_space
 from keras_vit.train.divergence import StopOnNonFinite
 from keras_vit.train.divergence import check_finite
@@ -68,11 +73,12 @@ from keras_vit.train.progress import Timer
 from keras_vit.train.resumable import fit_resumable
 from keras_vit.train.resumable import make_callbacks
 from keras_vit.train.run_files import write_json
+from keras_vit.train.choices import STRATEGIES  # noqa: F401  (public here too: the strategies of run)
+from keras_vit.train.config import TrainConfig
 
 # deferred below: keras_vit.train.data and .distribute import TensorFlow (tf.data, tf.distribute), and
 # `keras-vit` builds its parser from this module (STRATEGIES, TrainConfig) on every Keras backend
 
-STRATEGIES = ("none", "mirrored", "multi-worker")
 # the keys of metrics.json, for every strategy (None where a value does not apply, e.g. no validation split)
 METRICS = (
     "test_accuracy", "test_loss", "num_test_examples",
@@ -82,119 +88,6 @@ METRICS = (
     "model", "parameters", "image_size", "batch_size", "accumulate", "ema", "learning_rate", "optimizer", "augment",
     "mixed_precision", "jit_compile", "strategy", "workers", "replicas",
 )  # fmt: skip
-# fields that default to the model's recipe (keras_vit.train.recipes) when left None
-_FROM_RECIPE = ("epochs", "batch_size", "lr", "optimizer", "weight_decay", "warmup_epochs", "label_smoothing", "drop_path", "jit")
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class TrainConfig:
-    """What to train, on what, and how: the arguments of ``keras-vit train``.
-
-    Fields left None take the model's recipe (:func:`keras_vit.train.recipes.recipe`;
-    the fine-tuning recipe when ``weights`` is given): see :meth:`resolved`.
-
-    Attributes:
-        model: a model name (:func:`keras_vit.train.recipes.model_names`).
-        dataset: ``"mnist"`` (the offline subset), ``"tfds:NAME"`` or an image folder.
-        data_dir: the TFDS data directory.
-        image_size: input size (default: the model's own).
-        epochs, steps_per_epoch: the run's length (default steps: one pass
-            over the training images).
-        batch_size: the global batch size of each forward and backward pass.
-        accumulate: batches per optimizer update (gradient accumulation): an
-            update sees ``accumulate * batch_size`` images, and the steps
-            (``steps_per_epoch``, ``save_freq``, warmup, the schedule) count updates.
-        ema: the decay of an exponential moving average of the weights
-            (e.g. :data:`keras_vit.train.optimizers.EMA_DECAY`, 0.9998),
-            updated after each update; evaluation, ``model.keras`` and
-            exports use it. None: no average.
-        lr, optimizer, weight_decay, warmup_epochs, label_smoothing: the
-            recipe (:func:`keras_vit.train.optimizers.build_optimizer`).
-        layer_decay: layer-wise learning-rate decay (fine-tuning), e.g. 0.75.
-        freeze_blocks: freeze the embedding and the first N blocks (-1: all).
-        drop_path: stochastic depth rate.
-        weights: the weights to fine-tune from (new zero head), any source
-            :func:`keras_vit.train.recipes.build_model` takes, resized to ``image_size``.
-        augment: ``"none"``, ``"digits"`` or ``"inception"`` (default:
-            digits for MNIST, inception otherwise); ``randaugment``, ``mixup``
-            and ``cutmix`` (probabilities per batch) on top.
-        validation_fraction: the fraction of the training images held out
-            for validation after each epoch.
-        mixed_precision: False (float32), True (the 16-bit type the hardware
-            runs natively) or a policy name (:func:`keras_vit.train.model_setup.set_precision`).
-        jit: XLA-compile the train step.
-        strategy: ``"none"``, ``"mirrored"`` or ``"multi-worker"`` (reads ``TF_CONFIG``).
-        save_freq: back up every N steps (default: each epoch).
-        seed: the seed of the weights, the shuffling and the augmentation.
-        tensorboard: write TensorBoard logs (``"auto"``: when the package is installed).
-        output: the output folder.
-        verbose: ``"auto"`` (a progress bar on a terminal, one line per epoch
-            otherwise), 0, 1 or 2.
-    """
-
-    model: str = "mnist"
-    dataset: str = "mnist"
-    data_dir: str | None = None
-    image_size: int | None = None
-    epochs: int | None = None
-    steps_per_epoch: int | None = None
-    batch_size: int | None = None
-    accumulate: int = 1
-    ema: float | None = None
-    lr: float | None = None
-    optimizer: str | None = None
-    weight_decay: float | None = None
-    warmup_epochs: float | None = None
-    label_smoothing: float | None = None
-    layer_decay: float | None = None
-    freeze_blocks: int = 0
-    drop_path: float | None = None
-    weights: str | None = None
-    augment: str | None = None
-    randaugment: bool = False
-    mixup: float = 0.0
-    cutmix: float = 0.0
-    validation_fraction: float = 0.0
-    mixed_precision: bool | str = False
-    jit: bool | None = None
-    strategy: str = "none"
-    save_freq: int | None = None
-    seed: int = 0
-    tensorboard: bool | str = "auto"
-    output: str = "runs/train"
-    verbose: int | str = "auto"
-
-    def resolved(self):
-        """A copy with the unset fields filled from the model's recipe, checked.
-
-        Raises:
-            ValueError: an unknown model or strategy, fewer than one epoch or image per batch.
-        """
-        from keras_vit.train import data  # deferred: TensorFlow (see the imports above)
-
-        if self.strategy not in STRATEGIES:
-            raise ValueError(f"Unknown strategy: expected one of {STRATEGIES}. Received: strategy={self.strategy!r}")
-        if self.model not in recipes.model_names():
-            raise ValueError(f"Unknown model: expected one of {recipes.model_names()}. Received: model={self.model!r}")
-        recipe = recipes.recipe(self.model, fine_tune=self.weights is not None)
-        filled = {key: recipe[key] for key in _FROM_RECIPE if getattr(self, key) is None}
-        is_mnist = str(self.dataset).lower() in (*data.MNIST_NAMES, "tfds:mnist")
-        config = dataclasses.replace(
-            self,
-            **filled,
-            image_size=self.image_size or recipes.default_image_size(self.model),
-            augment=self.augment or ("digits" if is_mnist else "inception"),
-        )
-        for key in ("epochs", "batch_size", "image_size", "steps_per_epoch", "save_freq", "accumulate"):
-            value = getattr(config, key)
-            if value is None and key in ("steps_per_epoch", "save_freq"):
-                continue  # one pass over the training images; a backup each epoch
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"`{key}` must be a positive int. Received: {key}={value!r}")
-        if config.ema is not None and not 0.0 < config.ema < 1.0:
-            raise ValueError(f"`ema` (the EMA decay) must be in (0, 1), e.g. 0.9998. Received: ema={config.ema!r}")
-        return config
-
 
 def make_strategy(name):
     """The ``tf.distribute`` strategy named ``name`` (one of :data:`STRATEGIES`)."""
@@ -216,12 +109,20 @@ def run(config):
     """
     if not isinstance(config, TrainConfig):
         raise TypeError(f"`config` must be a TrainConfig. Received: config of type {type(config).__name__}")
-    config = config.resolved()
-    with output_lock(_lock_folder(config)):  # one run per output folder (per worker folder in a cluster)
+    config.resolved()  # an unknown model fails before anything is written
+    folder = _lock_folder(config)
+    with output_lock(folder):  # one run per output folder (per worker folder in a cluster)
+        # a backup to resume: its stored settings fill what this run leaves unset, and refuse what it sets otherwise
+        backup_dir = os.path.join(folder, "backup")
+        config, taken = config_lib.reconcile(config, stored_settings(backup_dir), where=backup_dir)
+        if taken:
+            _say(f"resuming with the stored settings: {config_lib.describe(taken)}")
+        fit_batch = config.batch_size is None  # the recipe's batch: at most the training images
+        config = config.resolved()
         strategy = make_strategy(config.strategy)  # first: a cluster's collectives are configured at start-up
         model_setup.set_precision(config.mixed_precision or "float32")
         try:
-            return _train(config, strategy)
+            return _train(config, strategy, fit_batch=fit_batch)
         finally:
             keras.mixed_precision.set_global_policy("float32")
 
@@ -232,6 +133,18 @@ def _lock_folder(config):
     from keras_vit.train import distribute  # deferred: TensorFlow (see the imports above)
 
     return os.path.join(config.output, f"worker-{distribute.worker_info()[0]}")
+
+
+def _batch_that_fits(config, num_train, replicas):
+    """``config`` with the recipe's batch lowered to what ``num_train`` images fill (a multiple of ``replicas``)."""
+    fits = num_train // config.accumulate // replicas * replicas
+    if config.batch_size * config.accumulate <= num_train or fits < 1:
+        return config
+    _say(
+        f"batch size {fits}: the recipe's {config.batch_size} is more than the {num_train} training images "
+        f"{f'in {config.accumulate} accumulated batches ' if config.accumulate > 1 else ''}(--batch-size sets it)"
+    )
+    return dataclasses.replace(config, batch_size=fits)
 
 
 def _remove_temporaries(*folders):
@@ -273,7 +186,7 @@ def _pipelines(dataset, config, strategy, *, per_worker):
     return train, validation, pipeline(dataset.test, eval_batch)
 
 
-def _train(config, strategy):
+def _train(config, strategy, *, fit_batch=False):
     from keras_vit.train import data  # deferred: TensorFlow (see the imports above)
     from keras_vit.train import distribute  # deferred: TensorFlow (see the imports above)
 
@@ -294,6 +207,8 @@ def _train(config, strategy):
             f"Dataset {dataset.name!r} has {dataset.num_classes} class(es) {dataset.class_names}: a classifier "
             "needs at least 2 (an image folder needs one subfolder per class)"
         )
+    if fit_batch:
+        config = _batch_that_fits(config, dataset.num_train, strategy.num_replicas_in_sync)
     distribute.check_batch_size(config.batch_size, strategy)
     steps_per_epoch, total_steps, warmup_steps = optimizers.plan_steps(  # in optimizer updates
         dataset.num_train, config.batch_size * config.accumulate, epochs=config.epochs, warmup_epochs=config.warmup_epochs,
@@ -329,11 +244,11 @@ def _train(config, strategy):
     if multi_worker:  # every worker backs up to its own folder
         backup = distribute.WorkerBackup(
             os.path.join(output, f"worker-{index}", "backup"), strategy,
-            save_freq=config.save_freq or steps_per_epoch, total_steps=total_steps,
+            save_freq=config.save_freq or steps_per_epoch, total_steps=total_steps, settings=config.settings(),
         )
     else:  # save_freq counts batches: a multiple of `accumulate` lands between updates
         save_freq = config.save_freq * config.accumulate if config.save_freq else "epoch"
-        backup = Backup(os.path.join(output, "backup"), save_freq=save_freq)
+        backup = Backup(os.path.join(output, "backup"), save_freq=save_freq, settings=config.settings())
     if custom_loop:
         trainer = distribute.DistributedTrainer(
             model, strategy, config.batch_size, label_smoothing=config.label_smoothing, jit_compile=config.jit
@@ -398,7 +313,9 @@ def _train(config, strategy):
     if chief:
         metadata = {"class_names": dataset.class_names, "dataset": dataset.name, "image_size": config.image_size}
         check_space(os.path.join(output, "model.keras"), model)  # HDF5 on a full disk: a crash
-        saving.save_model(model, os.path.join(output, "model.keras"), metadata=dict(metadata, model=config.model))
+        saving.save_model(  # the deliverable: no optimizer state (the backups have it)
+            model, os.path.join(output, "model.keras"), metadata=dict(metadata, model=config.model), include_optimizer=False
+        )
         write_json(os.path.join(output, "metrics.json"), metrics)
     if multi_worker:
         model.save_weights(os.path.join(output, f"worker-{index}", "final.weights.h5"))

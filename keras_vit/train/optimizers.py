@@ -21,6 +21,8 @@ Example:
 
 import keras
 
+from keras_vit.domains import FRACTION, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, Choice, Interval, Optional
+from keras_vit.domains import check_arguments
 from keras_vit.train.accumulation import AccumulatingAdamW
 from keras_vit.train.accumulation import AccumulatingSGD
 from keras_vit.train.model_setup import block_number
@@ -32,6 +34,19 @@ NO_WEIGHT_DECAY = ("bias", "gamma", "beta", "class_token", "distillation_token",
 OPTIMIZERS = ("adamw", "sgd")
 _HEAD_LAYERS = ("encoder_norm", "pool", "pool_distillation", "map_head", "fc_norm", "projection", "pre_logits", "head",
                 "head_distillation", "head_average", "predictions")
+# the domains of build_optimizer's arguments (keras_vit.domains); TrainConfig and `keras-vit train` use the same
+ARGUMENT_DOMAINS = {
+    "learning_rate": POSITIVE,
+    "total_steps": POSITIVE_INT,
+    "warmup_steps": NON_NEGATIVE_INT,
+    "name": Choice(*OPTIMIZERS),
+    "weight_decay": Optional(NON_NEGATIVE),
+    "momentum": FRACTION,
+    "clipnorm": Optional(POSITIVE),
+    "layer_decay": Optional(Interval(0, 1, closed="(]")),
+    "accumulate": POSITIVE_INT,
+    "ema": Optional(FRACTION),  # a decay of 0 (or None) is no average
+}
 
 
 def warmup_cosine(learning_rate, total_steps, warmup_steps=0, *, end_fraction=0.0):
@@ -57,7 +72,8 @@ def plan_steps(num_train, batch_size, *, epochs, warmup_epochs, steps_per_epoch=
     steps_per_epoch = steps_per_epoch or num_train // batch_size
     if steps_per_epoch < 1:
         raise ValueError(
-            f"The batch size is larger than the {num_train} training images. Received: batch_size={batch_size}"
+            f"The global batch of {batch_size} images (--batch-size times --accumulate) is larger than the {num_train} "
+            f"training images: pass a smaller --batch-size, or --steps-per-epoch. Received: batch_size={batch_size}"
         )
     total = steps_per_epoch * epochs
     return steps_per_epoch, total, min(int(warmup_epochs * steps_per_epoch), total - 1)
@@ -76,8 +92,7 @@ def layer_id(path, num_layers):
 
 def layer_decay_multipliers(model, decay):
     """``{first path component: decay ** (L + 1 - depth)}`` for every trainable variable's layer."""
-    if not 0.0 < decay <= 1.0:
-        raise ValueError(f"`layer_decay` must be in (0, 1]. Received: layer_decay={decay!r}")
+    decay = ARGUMENT_DOMAINS["layer_decay"].domain.check(decay, "layer_decay")
     names = {v.path.split("/")[0] for v in model.trainable_variables}
     num_layers = sum(1 for layer in model.layers if block_number(layer.name) is not None)  # frozen blocks count too
     return {n: float(decay ** (num_layers + 1 - layer_id(n, num_layers))) for n in sorted(names)}
@@ -184,20 +199,22 @@ def build_optimizer(
             times larger. ``iterations``, the schedule and ``total_steps``
             count updates.
         ema: keep an exponential moving average of the weights with this
-            decay, updated after each update: ``ema = ema * d + (1 - d) * w``
+            decay in [0, 1) (None or 0: no average), updated after each update: ``ema = ema * d + (1 - d) * w``
             (the first update sets it to ``w``). ``optimizer.finalize_variable_values(
             model.trainable_variables)`` puts it into the model.
             :data:`EMA_DECAY` (0.9998) is timm's default.
 
+    Each argument is checked against its domain (:data:`ARGUMENT_DOMAINS`) first.
+
     Returns:
         A Keras optimizer.
     """
-    if name not in OPTIMIZERS:
-        raise ValueError(f"Unknown optimizer: expected one of {OPTIMIZERS}. Received: name={name!r}")
-    if learning_rate <= 0:
-        raise ValueError(f"`learning_rate` must be positive. Received: learning_rate={learning_rate!r}")
-    if ema is not None and not 0.0 < ema < 1.0:
-        raise ValueError(f"`ema` (the EMA decay) must be in (0, 1), e.g. {EMA_DECAY}. Received: ema={ema!r}")
+    checked = check_arguments(
+        ARGUMENT_DOMAINS, learning_rate=learning_rate, total_steps=total_steps, warmup_steps=warmup_steps, name=name,
+        weight_decay=weight_decay, momentum=momentum, clipnorm=clipnorm, layer_decay=layer_decay, accumulate=accumulate,
+        ema=ema,
+    )
+    learning_rate, ema = checked["learning_rate"], checked["ema"] or None
     schedule = warmup_cosine(learning_rate, total_steps, warmup_steps)
     kwargs = dict(learning_rate=schedule, weight_decay=weight_decay or None, global_clipnorm=clipnorm)
     if layer_decay is not None and layer_decay != 1.0:

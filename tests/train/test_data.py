@@ -207,3 +207,29 @@ def test_jpeg_truncated_mid_scan_is_named_up_front(tmp_path):
         image.verify()  # the old check: passes
     with pytest.raises(ValueError, match=r"Corrupt.*cat/001\.jpg"):
         data.load_image_folder(root)
+
+
+def test_validation_fraction_holds_out_a_seeded_share_of_each_class_of_a_folder(tmp_path):
+    """Issue 23 item 4: --validation-fraction was ignored on image folders (0 validation images, no warning)."""
+    root = _write_folder(tmp_path / "pets", per_class=10)  # 8 training images per class after the test cut
+    plain = data.load_dataset(str(root))
+    ds = data.load_dataset(str(root), validation_fraction=0.25)
+    assert (ds.num_train, ds.num_validation, ds.num_test) == (12, 4, 4) and plain.num_train == 16
+    _, labels = _arrays(ds.validation.map(lambda x, y: (tf.zeros(()), y)).batch(8))
+    assert sorted(labels.tolist()) == [0, 0, 1, 1]  # each class gives its share
+    again = data.load_dataset(str(root), validation_fraction=0.25)
+    first, second = (_arrays(d.validation.map(lambda x, y: (x[0, 0], y)).batch(8))[0] for d in (ds, again))
+    np.testing.assert_array_equal(first, second)  # the same split every time
+    assert data.load_dataset(str(root), validation_fraction=0.01).num_validation == 1  # a fraction > 0 holds out one
+    for bad in (1.0, float("nan"), -0.1):
+        with pytest.raises(ValueError, match=r"`validation_fraction` must be in \[0, 1\)\. Received: validation_fraction="):
+            data.load_dataset(str(root), validation_fraction=bad)
+
+
+def test_a_folder_with_its_own_validation_folder_refuses_a_fraction(tmp_path):
+    for split, count in (("train", 3), ("test", 2), ("validation", 2)):
+        _write_folder(tmp_path / "d" / split, per_class=count)
+    ds = data.load_dataset(str(tmp_path / "d"))
+    assert (ds.num_train, ds.num_validation, ds.num_test) == (6, 4, 4)
+    with pytest.raises(ValueError, match=r"has a validation folder of its own .*validation_fraction=0\.5"):
+        data.load_dataset(str(tmp_path / "d"), validation_fraction=0.5)

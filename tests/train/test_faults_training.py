@@ -70,10 +70,13 @@ def test_diverged_run_fails_writes_no_outputs_and_keeps_the_last_good_backup(tmp
     assert not (out / "checkpoint.weights.h5").exists() or _weights_file_is_finite(out / "checkpoint.weights.h5")
 
 
-def test_nan_learning_rate_is_a_failure_too(tmp_path, capsys):
-    assert _train_cli(tmp_path / "run", "--lr", "nan") == 1
-    assert "diverged" in capsys.readouterr().err
-    assert not (tmp_path / "run" / "model.keras").exists() and not (tmp_path / "run" / "metrics.json").exists()
+def test_nan_learning_rate_is_refused_before_anything_runs(tmp_path, capsys):
+    """A NaN learning rate used to train (and diverge); it is out of the flag's domain: exit 2, nothing written."""
+    with pytest.raises(SystemExit) as exit_info:
+        _train_cli(tmp_path / "run", "--lr", "nan")
+    assert exit_info.value.code == 2
+    assert "argument --lr: must be a finite number > 0, got nan" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
 
 
 def test_metrics_json_is_always_valid_json(tmp_path):
@@ -207,7 +210,7 @@ def test_non_positive_step_counts_are_refused(flag, field, value, capsys):
     parser, _ = cli.build_parser()
     with pytest.raises(SystemExit):
         parser.parse_args(["train", flag, str(value)])
-    assert f"argument {flag}: must be a positive integer. Received: '{value}'" in capsys.readouterr().err
+    assert f"argument {flag}: must be a positive int, got {value}" in capsys.readouterr().err
     with pytest.raises(ValueError, match=rf"`{field}` must be a positive int. Received: {field}={value}"):
         job.TrainConfig(model="micro", **{field: value}).resolved()
 

@@ -138,7 +138,7 @@ def test_train_flags_become_the_config():
 
 @pytest.mark.slow
 def test_killed_train_command_resumes(tmp_path):
-    """SIGKILL `keras-vit train` mid-epoch, run it again: same step count, earlier log rows kept."""
+    """SIGKILL `keras-vit train` mid-epoch, run it again without its flags: same step count, earlier log rows kept."""
     import subprocess
     import sys
     import time
@@ -165,10 +165,66 @@ def test_killed_train_command_resumes(tmp_path):
     saved = json.loads(metadata.read_text())["iterations"]
     assert 91 <= saved < 160 and saved % 40, saved  # mid-epoch, before the end
     before = (out / "log.csv").read_text()
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=400)
+    # resumed without the flags that made the run: the stored settings win, and the command says so
+    resume = [arg for arg in command if arg not in ("--model", "micro", "--epochs", "4", "--steps-per-epoch", "40")]
+    result = subprocess.run(resume, env=env, capture_output=True, text=True, timeout=400)
     assert result.returncode == 0, result.stderr[-2000:]
+    assert "resuming with the stored settings: model=micro, epochs=4, steps_per_epoch=40" in result.stdout
     assert f"step {saved} of 160" in result.stdout
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["steps"] == 160 and metrics["resumed_from_step"] == saved
     after = (out / "log.csv").read_text()
     assert after.startswith(before) and [r["epoch"] for r in csv.DictReader(after.splitlines())] == ["0", "1", "2", "3"]
+
+
+def _pets(root, per_class=10):
+    from PIL import Image
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    for name in ("cat", "dog"):
+        (root / name).mkdir(parents=True)
+        for i in range(per_class):
+            Image.fromarray(rng.integers(0, 255, (28, 28, 3), dtype=np.uint8)).save(root / name / f"{i:03d}.png")
+    return str(root)
+
+
+def test_small_folder_run_validates_fits_its_batch_and_saves_no_optimizer(tmp_path, capsys):
+    """Issue 23 item 4 and the two seen beside it, through `keras-vit train` on a 20-image folder.
+
+    --validation-fraction held out nothing on a folder; the default batch of 64 failed on 12 training images; and
+    model.keras carried the optimizer state (44 MB for a 5.7 M-parameter model).
+    """
+    import zipfile
+
+    import h5py
+
+    from keras_vit import cli
+    from keras_vit.inference.predictors import predict
+
+    folder, out = _pets(tmp_path / "pets"), tmp_path / "run"
+    code = cli.main(["train", "--model", "micro", "--dataset", folder, "--validation-fraction", "0.25", "--epochs", "1",
+                     "--output", str(out), "--verbose", "0", "--no-tensorboard"])
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert "batch size 12: the recipe's 64 is more than the 12 training images (--batch-size sets it)" in printed
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert (metrics["num_train_examples"], metrics["num_validation_examples"], metrics["num_test_examples"]) == (12, 4, 4)
+    assert metrics["batch_size"] == 12 and metrics["steps"] == 1 and metrics["validation_accuracy"] is not None
+
+    with zipfile.ZipFile(out / "model.keras") as archive:
+        archive.extract("model.weights.h5", tmp_path)
+        config = json.loads(archive.read("config.json"))
+    with h5py.File(tmp_path / "model.weights.h5") as weights:
+        assert "optimizer" not in weights, list(weights)
+    assert not config.get("compile_config")
+    model = keras_vit.load_model(out / "model.keras")
+    assert model.output_shape == (None, 2) and model.class_names == ["cat", "dog"]
+    (result, *_) = predict(str(out / "model.keras"), [folder + "/cat"], top_k=1)
+    assert result["predictions"][0]["label"] in ("cat", "dog")
+
+
+def test_an_explicit_batch_larger_than_the_data_names_the_flags(tmp_path):
+    folder = _pets(tmp_path / "pets")
+    with pytest.raises(ValueError, match=r"global batch of 32 images .* larger than the 16 training images: pass a smaller --batch-size"):
+        job.run(job.TrainConfig(model="micro", dataset=folder, batch_size=32, epochs=1, output=str(tmp_path / "run"), verbose=0))

@@ -1,0 +1,158 @@
+"""A folder of images, one subfolder per class, as an :class:`~keras_vit.train.dataset.ImageDataset`.
+
+``train/`` and ``test/`` subfolders (and ``validation/``) if present, otherwise every fifth image of each
+class (sorted by file name) is held out for testing; ``validation_fraction`` holds out a seeded share of
+each class's training images. Every file is decoded once up front by the one reader, so a corrupt image is
+named before training starts, and read in the pipeline by the one decoder predict and serving use.
+"""
+
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from keras_vit.domains import FRACTION
+from keras_vit.inference import decoding
+from keras_vit.inference import images as images_lib
+from keras_vit.inference.images import IMAGE_EXTENSIONS
+from keras_vit.train.choices import VALIDATION_FOLDERS
+from keras_vit.train.dataset import ImageDataset
+
+
+def _list_class_folder(root):
+    if not os.path.isdir(root):
+        raise FileNotFoundError(f"Image folder not found: {root!r}")
+    classes = sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)) and not d.startswith("."))
+    if not classes:
+        raise ValueError(f"Image folder {root!r} has no class subfolders (expected one subfolder per class)")
+    files, labels = [], []
+    for label, name in enumerate(classes):
+        folder = os.path.join(root, name)
+        found = sorted(f for f in os.listdir(folder) if images_lib.is_image_file(f))
+        files += [os.path.join(folder, f) for f in found]
+        labels += [label] * len(found)
+    if not files:
+        raise ValueError(f"Image folder {root!r} has class subfolders {classes} but no images ({', '.join(IMAGE_EXTENSIONS)})")
+    return classes, files, np.asarray(labels, "int32")
+
+
+def _check_images(files):
+    """Decode every file once with the one reader, so that a corrupt image is named up front; which ones TF decodes."""
+    return np.asarray([images_lib.read_image_and_decoder(path)[1] == "tensorflow" for path in files], bool)
+
+
+def _decode(path, label, in_graph):
+    # the one decoder (keras_vit.inference.decoding), as predict and serving_bytes read files; the files it
+    # does not read (TIFF...) through the one reader's Pillow path (keras_vit.inference.images)
+    image = tf.cond(
+        in_graph,
+        lambda: decoding.decode(tf.io.read_file(path)),
+        lambda: tf.numpy_function(lambda p: images_lib.read_image(os.fsdecode(p)), [path], tf.uint8, stateful=False),
+    )
+    image.set_shape((None, None, 3))
+    return image, label
+
+
+def _file_dataset(files, labels, in_graph):
+    ds = tf.data.Dataset.from_tensor_slices((np.asarray(files), labels, in_graph))
+    return ds.map(_decode, num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def _held_out(labels, fraction, seed):
+    """A boolean mask of the images held out for validation: ``fraction`` of them, of every class alike, seeded.
+
+    Each class's images are ranked in a seeded random order; the images of the
+    lowest relative ranks go, so every class gives its share (rounded overall).
+    """
+    count = int(round(len(labels) * fraction))
+    if fraction > 0 and count == 0:
+        count = 1
+    rng = np.random.default_rng(seed)
+    position = np.zeros(len(labels))
+    for label in np.unique(labels):
+        members = np.flatnonzero(labels == label)
+        position[members] = (rng.permutation(len(members)) + 0.5) / len(members)
+    mask = np.zeros(len(labels), bool)
+    mask[np.argsort(position, kind="stable")[:count]] = True
+    return mask
+
+
+def load_image_folder(path, *, test_every=5, validation_fraction=0.0, seed=0):
+    """Images in one subfolder per class (``path/<class>/<image>``).
+
+    If ``path/train`` and ``path/test`` exist, each is read as a class folder,
+    and ``path/validation`` (or ``path/val``), if it exists, as the validation split.
+    Otherwise image ``i`` of each class (files sorted by name) is a test image
+    iff ``i % test_every == test_every - 1``. Every file is checked up front:
+    a corrupt image raises ``ValueError`` naming it.
+
+    ``validation_fraction`` holds out that share of the training images, of
+    each class alike, chosen with ``seed``: the same split every time (as
+    ``keras.utils.image_dataset_from_directory(validation_split=..., seed=...)``
+    does, stratified). A folder with a validation folder of its own refuses it.
+
+    Returns:
+        An :class:`ImageDataset` whose class names are the subfolder names.
+    """
+    path = os.fspath(path)
+    validation_fraction = FRACTION.check(validation_fraction, "validation_fraction")
+    train_dir, test_dir = os.path.join(path, "train"), os.path.join(path, "test")
+    validation_files, validation_labels = [], np.zeros(0, "int32")
+    if os.path.isdir(train_dir) and os.path.isdir(test_dir):
+        classes, train_files, train_labels = _list_class_folder(train_dir)
+        test_classes, test_files, test_labels = _list_class_folder(test_dir)
+        if test_classes != classes:
+            raise ValueError(f"train/ and test/ of {path!r} have different classes: {classes} vs {test_classes}")
+        validation_dir = next((os.path.join(path, d) for d in VALIDATION_FOLDERS if os.path.isdir(os.path.join(path, d))), None)
+        if validation_dir is not None and validation_fraction:
+            raise ValueError(
+                f"Image folder {path!r} has a validation folder of its own ({validation_dir!r}): leave out "
+                f"validation_fraction (--validation-fraction) to validate on it, or remove the folder to hold out a "
+                f"fraction of train/. Received: validation_fraction={validation_fraction!r}"
+            )
+        if validation_dir is not None:
+            validation_classes, validation_files, validation_labels = _list_class_folder(validation_dir)
+            if validation_classes != classes:
+                raise ValueError(
+                    f"train/ and {os.path.basename(validation_dir)}/ of {path!r} have different classes: "
+                    f"{classes} vs {validation_classes}"
+                )
+    else:
+        if test_every < 2:
+            raise ValueError(f"`test_every` must be at least 2. Received: test_every={test_every!r}")
+        classes, files, labels = _list_class_folder(path)
+        rank = np.zeros(len(files), "int64")
+        for label in range(len(classes)):
+            members = np.flatnonzero(labels == label)
+            rank[members] = np.arange(len(members))
+        is_test = rank % test_every == test_every - 1
+        train_files = [f for f, t in zip(files, is_test) if not t]
+        test_files = [f for f, t in zip(files, is_test) if t]
+        train_labels, test_labels = labels[~is_test], labels[is_test]
+        if not test_files:
+            raise ValueError(f"Image folder {path!r} is too small to hold out a test image from any class (need {test_every} per class)")
+    if validation_fraction:
+        held = _held_out(train_labels, validation_fraction, seed)
+        if held.all():
+            raise ValueError(
+                f"validation_fraction={validation_fraction!r} of the {len(train_files)} training images of {path!r} "
+                "leaves none to train on"
+            )
+        validation_files = [f for f, h in zip(train_files, held) if h]
+        train_files = [f for f, h in zip(train_files, held) if not h]
+        validation_labels, train_labels = train_labels[held], train_labels[~held]
+    in_graph = _check_images(train_files + validation_files + test_files)
+    n_train, n_validation = len(train_files), len(validation_files)
+    return ImageDataset(
+        name=path,
+        class_names=classes,
+        train=_file_dataset(train_files, train_labels, in_graph[:n_train]),
+        test=_file_dataset(test_files, test_labels, in_graph[n_train + n_validation :]),
+        validation=(
+            _file_dataset(validation_files, validation_labels, in_graph[n_train : n_train + n_validation])
+            if validation_files else None
+        ),
+        num_train=len(train_files),
+        num_test=len(test_files),
+        num_validation=len(validation_files),
+    )
