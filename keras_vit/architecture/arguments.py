@@ -10,7 +10,8 @@ import keras
 
 from keras_vit.domains import POSITIVE_INT
 
-POOLING_MODES = ("token", "gap", "map")  # class token, mean of the patch tokens, attention pooling (SigLIP)
+# class token, mean of the patch tokens, attention pooling (SigLIP), [class token; mean of the patch tokens] (DINOv2's classifier)
+POOLING_MODES = ("token", "gap", "map", "token_gap_concat")
 DEFAULT_IMAGE_SIZE = 224  # the builders' image_size, and the native size of an image_size=None model
 
 

@@ -86,7 +86,9 @@ class ViTConfig:
         input_mean, input_std: per channel, in [0, 1] units: the model scales [0, 255] pixels to
             ``(x / 255 - mean) / std`` (``include_preprocessing``). 0.5 and 0.5 give the paper's [-1, 1].
 
-    ``pooling`` also takes ``"map"`` (SigLIP's attention pooling head); ``"gap"`` averages the patch
+    ``pooling`` also takes ``"map"`` (SigLIP's attention pooling head) and ``"token_gap_concat"`` (the class
+    token and the mean of the patch tokens side by side, ``2 * hidden_size`` wide: the input of transformers'
+    ``Dinov2ForImageClassification`` classifier); ``"gap"`` averages the patch
     tokens only (class and register tokens left out, as timm does).
     """
 

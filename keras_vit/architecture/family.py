@@ -32,6 +32,9 @@ PAPER = {
 }
 
 
+PAPER_POOLING = ("token", "gap", None)  # "map" and "token_gap_concat" are the family's
+
+
 def is_paper(config):
     """True when every family switch has the paper's value (and the class token follows the pooling).
 
@@ -41,7 +44,7 @@ def is_paper(config):
     (True, False)
     """
     same = all(_same(getattr(config, name), value) for name, value in PAPER.items())
-    return same and config.class_token == (config.pooling != "gap")
+    return same and config.class_token == (config.pooling != "gap") and config.pooling in PAPER_POOLING
 
 
 def validate(config, set_):
@@ -87,8 +90,10 @@ def validate(config, set_):
 def _check_combinations(config):
     """The combinations no source publishes and the graph cannot give a meaning to."""
     refuse = []
-    if config.pooling == "token" and not config.class_token:
-        refuse.append("pooling='token' reads the class token: class_token=False leaves none")
+    if config.pooling in ("token", "token_gap_concat") and not config.class_token:
+        refuse.append(f"pooling={config.pooling!r} reads the class token: class_token=False leaves none")
+    if config.pooling == "token_gap_concat" and config.fc_norm:
+        refuse.append("fc_norm normalises a vector of the width: pooling='token_gap_concat' gives 2 x hidden_size")
     if config.distillation_token and not config.class_token:
         refuse.append("a distillation token follows the class token: class_token=False")
     if config.distillation_token and config.pooling != "token":

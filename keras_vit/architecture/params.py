@@ -134,9 +134,9 @@ def count_config_params(config):
     total += 2 * d * (int(config.pre_norm) + int(config.final_norm) + int(config.fc_norm))
     if config.pooling == "map":  # probe, query, key/value, output, LayerNorm, MLP
         total += d + 3 * d * d + (3 * d if config.qkv_bias else 0) + d * d + d + 2 * d + d * m + m + m * d + d
-    width = d
+    width = 2 * d if config.pooling == "token_gap_concat" else d
     if config.projection_dim:
-        total += d * config.projection_dim
+        total += width * config.projection_dim
         width = config.projection_dim
     if config.representation_size:
         total += width * config.representation_size + config.representation_size

@@ -289,21 +289,25 @@ class TokenPooling(keras.layers.Layer):
             token 1 (DeiT's distillation token); ``"gap"`` averages the tokens after
             the first ``num_prefix_tokens`` (the paper's GAP models carry no class
             token; timm's average pooling leaves out the class and register tokens).
+            ``"token_gap_concat"`` concatenates token 0 and that mean (``2 * D`` wide,
+            DINOv2's classifier input).
         num_prefix_tokens: tokens before the patches, left out of ``"gap"``.
 
     Call arguments:
         x: ``(batch, tokens, D)``.
 
     Returns:
-        ``(batch, D)``.
+        ``(batch, D)`` (``(batch, 2 * D)`` for ``"token_gap_concat"``).
 
     Example:
     >>> x = keras.ops.reshape(keras.ops.arange(12, dtype="float32"), (1, 3, 4))
     >>> keras.ops.convert_to_numpy(TokenPooling("gap")(x)).tolist()
     [[4.0, 5.0, 6.0, 7.0]]
+    >>> keras.ops.convert_to_numpy(TokenPooling("token_gap_concat", num_prefix_tokens=1)(x)).tolist()
+    [[0.0, 1.0, 2.0, 3.0, 6.0, 7.0, 8.0, 9.0]]
     """
 
-    MODES = ("token", "distillation", "gap")
+    MODES = ("token", "distillation", "gap", "token_gap_concat")
 
     def __init__(self, mode="token", num_prefix_tokens=0, **kwargs):
         super().__init__(**kwargs)
@@ -320,10 +324,16 @@ class TokenPooling(keras.layers.Layer):
             return x[:, 0]
         if self.mode == "distillation":
             return x[:, 1]
-        return ops.mean(x[:, self.num_prefix_tokens :] if self.num_prefix_tokens else x, axis=1)
+        mean = ops.mean(x[:, self.num_prefix_tokens :] if self.num_prefix_tokens else x, axis=1)
+        if self.mode == "token_gap_concat":
+            return ops.concatenate([x[:, 0], mean], axis=-1)
+        return mean
 
     def compute_output_shape(self, input_shape):
-        return (input_shape[0], input_shape[-1])
+        width = input_shape[-1]
+        if self.mode == "token_gap_concat":
+            width = None if width is None else 2 * width
+        return (input_shape[0], width)
 
     def get_config(self):
         config = super().get_config()

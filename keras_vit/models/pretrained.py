@@ -134,6 +134,7 @@ def arguments(arch, overrides, source):
             "'model_args.num_heads') and its sizes are no registered variant's. "
             f"Pass them: from_pretrained({str(source)!r}, num_heads=...)."
         )
+    kwargs.update(arch.get("family", {}))  # the ViT family's switches the file declares (DINOv2, CLIP, SigLIP...)
     kwargs.update({k: v for k, v in overrides.items() if k in OVERRIDES})
     num_classes = overrides.get("num_classes", arch["num_classes"])
     kwargs["include_top"] = overrides.get("include_top", num_classes is not None)

@@ -21,6 +21,12 @@ from keras_vit.layers.resnet import GROUP_NORM_GROUPS, ROOT_WIDTH, backbone_stri
 from keras_vit.weights.mapping import POSEMB_KEY, block_units_of
 
 _BLOCK = re.compile(r"^Transformer/encoderblock_(\d+)/")
+# ViTConfig's family switches a source declares (keras_vit.weights.declared): from_pretrained builds them as declared
+FAMILY_FIELDS = (
+    "class_token", "distillation_token", "num_register_tokens", "prefix_positions", "layer_scale_init", "mlp_activation",
+    "mlp_type", "qkv_bias", "pre_norm", "final_norm", "fc_norm", "projection_dim", "input_mean", "input_std",
+    "position_resampling",
+)
 
 
 def infer(info, source=None, known_heads=None):
@@ -35,7 +41,8 @@ def infer(info, source=None, known_heads=None):
     Returns:
         A dict with ``patch_size``, ``hidden_size``, ``num_layers``, ``mlp_dim``, ``num_heads``
         (None when unknown), ``image_size``, ``pooling``, ``num_classes`` (None: no head),
-        ``representation_size`` (None: no pre-logits), and ``block_units``, ``width`` for a hybrid.
+        ``representation_size`` (None: no pre-logits), ``family`` (the :data:`FAMILY_FIELDS` the file
+        declares), and ``block_units``, ``width`` for a hybrid.
 
     Raises:
         CheckpointError: a tensor the architecture is read from is missing or has an unexpected
@@ -63,7 +70,9 @@ def infer(info, source=None, known_heads=None):
             f"{source!r}: encoder blocks {layers or 'none'} are not numbered 0..N-1 ('Transformer/encoderblock_{{i}}/...')."
         )
     dense = _shape(shapes, "Transformer/encoderblock_0/MlpBlock_3/Dense_0/kernel", 2, source, "(D, mlp_dim)")
-    arch = dict(patch_size=patch, hidden_size=hidden, num_layers=len(layers), mlp_dim=int(dense[1]))
+    family = {field: info.declared[field].value for field in FAMILY_FIELDS if field in (info.declared or {})}
+    glu = family.get("mlp_type") == "glu"  # a gated MLP's first Dense holds both halves: (D, 2 * mlp_dim)
+    arch = dict(patch_size=patch, hidden_size=hidden, num_layers=len(layers), mlp_dim=int(dense[1]) // (2 if glu else 1))
 
     query = shapes.get("Transformer/encoderblock_0/MultiHeadDotProductAttention_1/query/kernel", ())
     heads = int(query[1]) if len(query) == 3 else info.num_heads  # (D, heads, head_dim) in an .npz
@@ -71,9 +80,10 @@ def infer(info, source=None, known_heads=None):
         heads = (known_heads or {}).get((hidden, len(layers), arch["mlp_dim"]))
     arch["num_heads"] = heads
 
-    class_token = "cls" in shapes
+    class_token = family.get("class_token", "cls" in shapes)
     posemb = _shape(shapes, POSEMB_KEY, 3, source, "(1, tokens, D)")
-    positions = int(posemb[1]) - (1 if class_token else 0)
+    prefix = int(class_token) + int(family.get("distillation_token", "dist" in shapes))
+    positions = int(posemb[1]) - (prefix if family.get("prefix_positions", True) else 0)
     side = math.isqrt(max(positions, 0))
     if side * side != positions or side == 0:
         raise CheckpointError(
@@ -86,7 +96,9 @@ def infer(info, source=None, known_heads=None):
         arch["width"] = _root_width(shapes["conv_root/kernel"], source)
         stride = backbone_stride(arch["block_units"])
     arch["image_size"] = side * patch * stride
-    arch["pooling"] = "token" if class_token else "gap"
+    declared_pooling = (info.declared or {}).get("pooling")
+    arch["pooling"] = declared_pooling.value if declared_pooling else "token" if class_token else "gap"
+    arch["family"] = family
     head = shapes.get("head/kernel")
     arch["num_classes"] = int(head[-1]) if head is not None else None
     pre_logits = shapes.get("pre_logits/kernel")

@@ -163,7 +163,8 @@ def check_against_weights(expected, shapes, has_qkv_bias, path):
     head = shapes.get("head/kernel")
     found["num_classes"] = head[-1] if head is not None else None
     posemb = shapes.get("Transformer/posembed_input/pos_embedding")
-    positions = posemb[1] - (1 if found["class_token"] else 0) if posemb is not None and len(posemb) == 3 else None
+    prefix = int(found["class_token"]) + int("dist" in shapes)  # the class (and DeiT's distillation) token's positions
+    positions = posemb[1] - prefix if posemb is not None and len(posemb) == 3 else None
     for quantity, field, value in expected:
         said = field if field.startswith("has no ") else f"says {field}"
         if quantity == "image_size":

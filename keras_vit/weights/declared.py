@@ -40,7 +40,7 @@ from keras_vit.errors import CheckpointError
 # how a file writes the exact (erf) GELU, keras_vit's MLP activation: transformers' "gelu", timm's default nn.GELU
 EXACT_GELU = ("gelu", "GELU", "nn.GELU", "torch.nn.GELU", "torch.nn.modules.activation.GELU")
 # fields a builder takes from the file when its caller did not set them (a field ViTConfig lacks is skipped)
-ADOPTED = ("layer_norm_epsilon", "mlp_activation")
+ADOPTED = ("layer_norm_epsilon", "mlp_activation", "input_mean", "input_std", "position_resampling")
 # what keras_vit's attention and MLP have where ViTConfig has no field for it (yet): getattr reads the field once it exists
 FIXED = {"mlp_activation": "gelu", "qkv_bias": True}
 _WHY = {
@@ -87,8 +87,12 @@ def model_value(config, field):
 def _agrees(field, declared, have):
     if field == "layer_norm_epsilon":
         return abs(have - declared) <= 1e-3 * declared
+    if field == "layer_scale_init":  # the gammas are loaded: only whether there is LayerScale matters
+        return (have is None) == (declared is None)
     if isinstance(have, (list, tuple)) or isinstance(declared, (list, tuple)):
-        return tuple(have) == tuple(declared)
+        if not isinstance(have, (list, tuple)) or not isinstance(declared, (list, tuple)) or len(have) != len(declared):
+            return False
+        return all(a == b or (isinstance(a, float) and isinstance(b, float) and abs(a - b) <= 1e-6) for a, b in zip(have, declared))
     return have == declared
 
 
@@ -109,7 +113,7 @@ def mismatches(record, config):
     found = []  # a model with pooling=None returns the tokens: no pooling to compare (have is None)
     for field, (value, said, origin) in record.items():
         have = model_value(config, field)
-        if have is None or _agrees(field, value, have):
+        if (have is None and field == "pooling") or _agrees(field, value, have):
             continue
         shown = f"{have:g}" if field == "layer_norm_epsilon" else repr(have)
         found.append(f"{origin}: {said} but the model has {field}={shown}{_WHY.get(field, '')}")
@@ -144,7 +148,8 @@ def check(record, config, path, model_name=None):
 def adopt(config, record, given):
     """``config`` with the :data:`ADOPTED` fields the file declares and the caller did not set (in ``given``).
 
-    A field ``ViTConfig`` does not have (yet) is left to :func:`check`, which refuses a value other than keras_vit's.
+    A field ``ViTConfig`` does not have (yet), or a value it refuses (``hidden_act='gelu_new'`` where keras_vit has
+    no such activation), is left to :func:`check`, which refuses it naming the file's field.
     """
     fields = getattr(type(config), "__dataclass_fields__", {})
     changes = {
@@ -152,4 +157,9 @@ def adopt(config, record, given):
         for field in ADOPTED
         if field in record and field in fields and field not in given
     }
-    return config.replace(**changes) if changes else config
+    for field, value in changes.items():  # a value the config cannot take (an activation it lacks) is left to check
+        try:
+            config = config.replace(**{field: value})
+        except ValueError:
+            continue
+    return config

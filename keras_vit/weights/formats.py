@@ -7,9 +7,9 @@ Four formats, told apart by content (not only by the name):
   ``config.json`` (``"architecture": ...``) and ``model.safetensors`` (a timm
   Hugging Face Hub repository);
 * ``transformers``: a folder written by ``save_pretrained`` (``config.json``
-  with ``"model_type": "vit"``, ``model.safetensors`` or sharded
-  ``model.safetensors.index.json``), or its ``.safetensors`` with the
-  ``config.json`` beside it;
+  with ``"model_type": "vit"`` or one of the family's, :mod:`keras_vit.weights.transformers`;
+  ``model.safetensors`` or sharded ``model.safetensors.index.json``), or its
+  ``.safetensors`` with the ``config.json`` beside it;
 * ``keras``: a ``.keras`` model saved by keras_vit (:mod:`keras_vit.weights.keras_file`).
 
 :func:`describe` returns a :class:`CheckpointInfo` (shapes and settings, no
@@ -67,6 +67,9 @@ class CheckpointInfo:
         mean, std: input normalisation of a foreign model (None: [-1, 1]).
         grid: ``(rows, cols)`` of the position embeddings when the file says
             (a ``.keras`` model), else None (a square is assumed).
+        skipped: ``{keys: reason}`` of the tensors a reader left out on purpose (a CLIP repository's text
+            tower, MAE's decoder), for the load report.
+        notes: what the load report should say about the reading (where the input normalisation comes from).
     """
 
     path: str
@@ -79,6 +82,8 @@ class CheckpointInfo:
     mean: list | None = None
     std: list | None = None
     grid: tuple | None = None
+    skipped: dict = dataclasses.field(default_factory=dict)
+    notes: list = dataclasses.field(default_factory=list)
 
     @property
     def layer_norm_epsilon(self):
@@ -128,6 +133,8 @@ def _layout_settings(fmt, config, config_path, path):
 
 
 def _convert(fmt, tensors, settings, path):
+    if fmt == transformers_layout.FORMAT:  # the model_type picks the layout; skipped keys go to settings["skipped"]
+        return transformers_layout.to_original(tensors, path, settings)
     converted = _LAYOUTS[fmt].to_original(tensors, path)
     if fmt == timm_layout.FORMAT:
         pool = settings.get("global_pool")
@@ -164,7 +171,7 @@ def describe(path):
         )
     settings = normalization_settings(path, _layout_settings(fmt, config, config_path, path), config_path)
     shapes = {k: tuple(v.shape) for k, v in _convert(fmt, tensors.stand_ins(), settings, path).items()}
-    has_bias = any(k.endswith(("attention.attention.query.bias", "attn.qkv.bias")) for k in tensors.shapes)
+    has_bias = any(k.endswith(("attention.attention.query.bias", "attn.qkv.bias", "self_attn.q_proj.bias")) for k in tensors.shapes)
     config_lib.check_against_weights(settings["expected"], shapes, has_bias, config_path or path)
     _check_heads(settings.get("num_heads"), shapes, config_path or path)
     record = dict(settings["declared"])
@@ -181,6 +188,8 @@ def describe(path):
         tag=settings.get("tag"),
         mean=settings.get("mean"),
         std=settings.get("std"),
+        skipped=settings.get("skipped") or {},
+        notes=settings.get("notes") or [],
     )
 
 

@@ -21,7 +21,7 @@ def normalization_settings(path, settings, config_path):
     where = (config_path, "pretrained_cfg.mean", "pretrained_cfg.std")
     folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
     file = os.path.join(folder, "preprocessor_config.json")
-    if settings.get("mean") is None and os.path.isfile(file):
+    if settings.get("mean") is None and not settings.get("input_in_model") and os.path.isfile(file):
         config = config_lib.read_json(file)
         if config.get("do_normalize", True):
             settings["mean"], settings["std"] = config.get("image_mean"), config.get("image_std")

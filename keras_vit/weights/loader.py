@@ -37,7 +37,8 @@ class LoadReport:
         loaded: checkpoint keys written into the model.
         unused: checkpoint keys the model has no place for.
         resized: key -> (checkpoint shape, model shape) for interpolated tensors.
-        skipped: key -> reason, for tensors left out on purpose (a new head).
+        skipped: key -> reason, for tensors left out on purpose (a new head, a CLIP repository's text tower).
+        notes: what the reader of the file says about it (where the input normalisation comes from).
     """
 
     path: str = ""
@@ -47,12 +48,14 @@ class LoadReport:
     unused: list = dataclasses.field(default_factory=list)
     resized: dict = dataclasses.field(default_factory=dict)
     skipped: dict = dataclasses.field(default_factory=dict)
+    notes: list = dataclasses.field(default_factory=list)
 
     def __str__(self):
         origin = f"{self.source} ({self.path})" if self.source and self.source != self.path else self.path
         lines = [f"Loaded {len(self.loaded)} tensors from {origin}" + (f" [{self.format}]" if self.format else "")]
         lines += [f"  resized {k}: {a} -> {b}" for k, (a, b) in self.resized.items()]
         lines += [f"  skipped {k}: {why}" for k, why in self.skipped.items()]
+        lines += [f"  note: {note}" for note in self.notes]
         if self.unused:
             lines.append(f"  unused keys ({len(self.unused)}): {', '.join(self.unused)}")
         return "\n".join(lines)
@@ -103,6 +106,8 @@ def load_checkpoint(model, checkpoint, strict=True, source=None, *, info=None):
         report.format = info.format
         grid = info.grid
         record = info.declared
+        report.skipped.update(info.skipped)
+        report.notes.extend(info.notes)
     declared.check(record, config_of(model), report.path, model.name)  # heads, epsilon, activation...: all at once
     report.source = str(source) if source is not None else report.path
     targets = targets_of(model)

@@ -1,0 +1,71 @@
+"""Hugging Face transformers ``save_pretrained`` folders -> the original checkpoint layout, one module per layout.
+
+* :mod:`~keras_vit.weights.transformers.vit`: ``model_type`` ``vit`` (``ViTModel``, ``ViTForImageClassification``);
+* :mod:`~keras_vit.weights.transformers.layouts` (the key tables) and
+  :mod:`~keras_vit.weights.transformers.family` (what each ``config.json`` declares): ``dinov2``,
+  ``dinov2_with_registers``, ``deit``, ``vit_mae``, ``clip_vision_model`` and ``clip``, ``siglip_vision_model``
+  and ``siglip``, ``siglip2_vision_model`` and ``siglip2`` (the image tower of a CLIP or SigLIP repository;
+  its text tower is skipped and reported).
+
+The ``model_type`` of ``config.json`` picks the layout; a key no table names is refused by name, and the
+keys of other parts of a repository (text tower, MAE decoder, mask token) are listed in the load report.
+"""
+
+import os
+
+from keras_vit.errors import CheckpointError
+from keras_vit.weights import config as config_lib
+from keras_vit.weights.transformers import family, layouts, vit
+
+FORMAT = "transformers"
+LAYER_NORM_EPSILON = vit.LAYER_NORM_EPSILON
+MODEL_TYPES = ("vit",) + family.MODEL_TYPES
+
+
+def matches(keys):
+    """Whether a state dict with these keys is a transformers ViT or one of the family's vision models.
+
+    Example:
+    >>> matches(["vit.embeddings.patch_embeddings.projection.weight"]), matches(["patch_embed.proj.weight"])
+    (True, False)
+    """
+    return vit.matches(keys) or layouts.matches(keys)
+
+
+def settings(config, path="<config>"):
+    """What a transformers ``config.json`` says (see :func:`vit.settings` and :func:`family.settings`).
+
+    Raises:
+        CheckpointError: a ``model_type`` keras_vit does not read (the message lists those it reads), or a
+            field of the wrong type (named with its value).
+    """
+    config = config_lib.json_object(config, path)
+    model_type = config.get("model_type")
+    if model_type == "vit":
+        return vit.settings(config, path)
+    if model_type not in family.MODEL_TYPES:
+        raise CheckpointError(
+            f"{path!r} describes a transformers model of type {model_type!r}; keras_vit reads model_type "
+            f"{', '.join(map(repr, MODEL_TYPES))}."
+        )
+    found = family.settings(config, path, model_type)
+    return family.normalization(found, os.path.dirname(os.path.abspath(os.fspath(path))), model_type)
+
+
+def to_original(tensors, path="<arrays>", settings=None):
+    """A transformers state dict in the original ``.npz`` layout; ``settings`` (from :func:`settings`) picks the layout.
+
+    The keys skipped on purpose (a text tower, a decoder) go to ``settings["skipped"]`` for the load report.
+
+    Example:
+    >>> import numpy as np
+    >>> out = to_original({"vit.embeddings.patch_embeddings.projection.weight": np.zeros((8, 3, 4, 4))})
+    >>> out["embedding/kernel"].shape
+    (4, 4, 3, 8)
+    """
+    model_type = (settings or {}).get("model_type", "vit")
+    if model_type == "vit":
+        return vit.to_original(tensors, path)
+    out, skipped = layouts.to_original(tensors, path, family.LAYOUT_OF[model_type])
+    settings["skipped"] = skipped
+    return out

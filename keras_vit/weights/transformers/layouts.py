@@ -1,0 +1,223 @@
+"""The key tables of transformers' ViT family (DINOv2, DeiT, SigLIP, CLIP, ViT-MAE): their names -> the original layout.
+
+Each ``model_type`` is one :class:`Layout`, written from its ``modeling_*.py``: the prefixes its
+``save_pretrained`` puts before the vision model's keys (``dinov2.`` in ``Dinov2ForImageClassification``,
+``vision_model.`` in CLIP and SigLIP), the names inside encoder layer ``i``, the names outside, how a
+tensor is reshaped on the way (``nn.Linear`` weights ``(out, in)`` transposed, ``Conv2d`` kernels
+``(D, C, P, P)`` to ``(P, P, C, D)``, ``nn.Embedding`` positions ``(N, D)`` to ``(1, N, D)``, CLIP's
+``class_embedding`` ``(D,)`` to ``(1, 1, D)``, ``nn.MultiheadAttention``'s ``in_proj_weight`` ``[q; k; v]``
+split in three) and the keys that belong to another part of the repository (a text tower, MAE's pixel
+decoder, a mask token), which are skipped, grouped, with the reason the load report gives. A key in
+no table is refused by name (:func:`keras_vit.weights.timm.finish`).
+"""
+
+import re
+from typing import NamedTuple
+
+import numpy as np
+
+from keras_vit.errors import CheckpointError
+from keras_vit.weights.timm import finish, patch_kernel
+
+ATT = "MultiHeadDotProductAttention_1"
+POSEMB = "Transformer/posembed_input/pos_embedding"
+MAP_ATT = "MAPHead_0/MultiHeadDotProductAttention_0"
+
+
+def _linear(name, canonical):
+    return {f"{name}.weight": f"{canonical}/kernel", f"{name}.bias": f"{canonical}/bias"}
+
+
+def _norm(name, canonical):
+    return {f"{name}.weight": f"{canonical}/scale", f"{name}.bias": f"{canonical}/bias"}
+
+
+# inside encoder layer i (transformers' names -> the original names under Transformer/encoderblock_{i}/)
+VIT_LAYER = {  # ViTLayer, DeiTLayer, ViTMAELayer
+    **_norm("layernorm_before", "LayerNorm_0"),
+    **{k: v for n in ("query", "key", "value") for k, v in _linear(f"attention.attention.{n}", f"{ATT}/{n}").items()},
+    **_linear("attention.output.dense", f"{ATT}/out"),
+    **_norm("layernorm_after", "LayerNorm_2"),
+    **_linear("intermediate.dense", "MlpBlock_3/Dense_0"),
+    **_linear("output.dense", "MlpBlock_3/Dense_1"),
+}
+DINOV2_LAYER = {  # Dinov2Layer: norm1, attention, layer_scale1, norm2, mlp (Dinov2MLP or Dinov2SwiGLUFFN), layer_scale2
+    **_norm("norm1", "LayerNorm_0"),
+    **{k: v for n in ("query", "key", "value") for k, v in _linear(f"attention.attention.{n}", f"{ATT}/{n}").items()},
+    **_linear("attention.output.dense", f"{ATT}/out"),
+    "layer_scale1.lambda1": "LayerScale_1/gamma",
+    **_norm("norm2", "LayerNorm_2"),
+    **_linear("mlp.fc1", "MlpBlock_3/Dense_0"),
+    **_linear("mlp.fc2", "MlpBlock_3/Dense_1"),
+    **_linear("mlp.weights_in", "MlpBlock_3/Dense_0"),  # SwiGLU: (2 * hidden, D), silu(first half) * second half
+    **_linear("mlp.weights_out", "MlpBlock_3/Dense_1"),
+    "layer_scale2.lambda1": "LayerScale_3/gamma",
+}
+CLIP_LAYER = {  # CLIPEncoderLayer, SiglipEncoderLayer
+    **_norm("layer_norm1", "LayerNorm_0"),
+    **{k: v for n, c in (("q", "query"), ("k", "key"), ("v", "value"), ("out", "out"))
+       for k, v in _linear(f"self_attn.{n}_proj", f"{ATT}/{c}").items()},
+    **_norm("layer_norm2", "LayerNorm_2"),
+    **_linear("mlp.fc1", "MlpBlock_3/Dense_0"),
+    **_linear("mlp.fc2", "MlpBlock_3/Dense_1"),
+}
+
+_PATCH_CONV = {"embeddings.patch_embeddings.projection.weight": "embedding/kernel",
+               "embeddings.patch_embeddings.projection.bias": "embedding/bias"}
+_VIT_TOP = {
+    "embeddings.cls_token": "cls",
+    "embeddings.position_embeddings": POSEMB,
+    **_PATCH_CONV,
+    **_norm("layernorm", "Transformer/encoder_norm"),
+}
+_SIGLIP_TOP = {
+    "embeddings.patch_embedding.weight": "embedding/kernel",
+    "embeddings.patch_embedding.bias": "embedding/bias",
+    "embeddings.position_embedding.weight": POSEMB,
+    **_norm("post_layernorm", "Transformer/encoder_norm"),
+    "head.probe": "MAPHead_0/probe",
+    "head.attention.in_proj_weight": f"{MAP_ATT}/qkv/kernel",  # split into query, key, value
+    "head.attention.in_proj_bias": f"{MAP_ATT}/qkv/bias",
+    **_linear("head.attention.out_proj", f"{MAP_ATT}/out"),
+    **_norm("head.layernorm", "MAPHead_0/LayerNorm_0"),
+    **_linear("head.mlp.fc1", "MAPHead_0/MlpBlock_0/Dense_0"),
+    **_linear("head.mlp.fc2", "MAPHead_0/MlpBlock_0/Dense_1"),
+}
+_TEXT = "the text tower (keras_vit loads the image tower of a CLIP or SigLIP model)"
+_MASK = "the mask token of masked-image modelling (unused at inference)"
+
+
+class Layout(NamedTuple):
+    """One ``model_type``'s keys: ``prefixes`` stripped first; ``layer`` (the regex of encoder layer keys, group 1 the
+    index, group 2 the name in ``layer_keys``); ``top`` the keys outside the layers (stripped key -> original key,
+    and whole keys such as CLIP's ``visual_projection.weight``); ``skipped`` (regex on the whole key -> reason);
+    ``zeros`` (original keys the layout has none of, zeros of the width: CLIP's patch embedding has no bias)."""
+
+    prefixes: tuple
+    layer: str
+    layer_keys: dict
+    top: dict
+    skipped: dict
+    zeros: tuple = ()
+
+
+LAYOUTS = {
+    "dinov2": Layout(("dinov2.",), r"^encoder\.layer\.(\d+)\.(.+)$", DINOV2_LAYER,
+                     {**_VIT_TOP, **_linear("classifier", "head")}, {r"^(dinov2\.)?embeddings\.mask_token$": _MASK}),
+    "dinov2_with_registers": Layout(
+        ("dinov2_with_registers.",), r"^encoder\.layer\.(\d+)\.(.+)$", DINOV2_LAYER,
+        {**_VIT_TOP, "embeddings.register_tokens": "reg", **_linear("classifier", "head")},
+        {r"^(dinov2_with_registers\.)?embeddings\.mask_token$": _MASK}),
+    "deit": Layout(
+        ("deit.",), r"^encoder\.layer\.(\d+)\.(.+)$", VIT_LAYER,
+        {**_VIT_TOP, "embeddings.distillation_token": "dist", **_linear("cls_classifier", "head"),
+         **_linear("distillation_classifier", "head_dist")},
+        {r"^(deit\.)?embeddings\.mask_token$": _MASK,
+         r"^(deit\.)?pooler\.dense\.": "DeiTModel's pooler (dense + tanh on the class token), which DeiT's classifiers do "
+                                       "not read: the model returns the mean of the class and distillation tokens"}),
+    "vit_mae": Layout(
+        ("vit.",), r"^encoder\.layer\.(\d+)\.(.+)$", VIT_LAYER, _VIT_TOP,
+        {r"^decoder\.": "MAE's pixel decoder (pre-training only; keras_vit loads the encoder, without masking)"}),
+    "clip": Layout(
+        ("vision_model.",), r"^encoder\.layers\.(\d+)\.(.+)$", CLIP_LAYER,
+        {"embeddings.class_embedding": "cls", "embeddings.patch_embedding.weight": "embedding/kernel",
+         "embeddings.position_embedding.weight": POSEMB, **_norm("pre_layrnorm", "Transformer/pre_norm"),
+         **_norm("post_layernorm", "fc_norm"), "visual_projection.weight": "projection/kernel"},
+        {r"^text_model\.|^text_projection\.|^logit_scale$": _TEXT,
+         r"^vision_model\.embeddings\.position_ids$": "a buffer of position indices 0..N-1 (no weights)"},
+        zeros=("embedding/bias",)),
+    "siglip": Layout(
+        ("vision_model.",), r"^encoder\.layers\.(\d+)\.(.+)$", CLIP_LAYER, _SIGLIP_TOP,
+        {r"^text_model\.|^logit_scale$|^logit_bias$": _TEXT,
+         r"^vision_model\.embeddings\.position_ids$": "a buffer of position indices 0..N-1 (no weights)"}),
+}
+LAYOUTS["siglip2"] = LAYOUTS["siglip"]  # the NaFlex patch embedding is an nn.Linear: see _patch_linear
+MARKERS = ("embeddings.patch_embeddings.projection.weight", "vision_model.embeddings.patch_embedding.weight")
+
+
+def matches(keys):
+    """Whether a state dict holds one of the family's vision models (a patch embedding under a known name).
+
+    Example:
+    >>> matches(["dinov2.embeddings.patch_embeddings.projection.weight"]), matches(["patch_embed.proj.weight"])
+    (True, False)
+    """
+    return any(key.endswith(MARKERS) for key in keys)
+
+
+def _strip(key, prefixes):
+    for prefix in prefixes:
+        if key.startswith(prefix):
+            return key[len(prefix):]
+    return key
+
+
+def _reshape(key, name, array, path):
+    if name == "embedding/kernel":
+        return _patch_linear(key, array, path) if array.ndim == 2 else patch_kernel(key, array, path)
+    if name == POSEMB and array.ndim == 2:  # nn.Embedding (N, D)
+        return array[None]
+    if name == "cls" and array.ndim == 1:  # CLIP's class_embedding (D,)
+        return array[None, None]
+    return array.T if array.ndim == 2 and name.endswith("/kernel") else array
+
+
+def _patch_linear(key, array, path):
+    """SigLIP2's ``nn.Linear(C * P * P, D)`` over patches flattened as ``(P, P, C)`` (``convert_image_to_patches``)."""
+    width, inputs = array.shape
+    side = int(round((inputs / 3) ** 0.5))
+    if 3 * side * side != inputs:
+        raise CheckpointError(f"Checkpoint {path!r}: {key!r} has shape {array.shape}, expected (D, 3 * P * P).")
+    return array.reshape(width, side, side, 3).transpose(1, 2, 3, 0)
+
+
+def _split_in_proj(key, name, array, path):
+    """``nn.MultiheadAttention``'s ``in_proj_weight`` ``(3D, D)`` / ``in_proj_bias`` ``(3D,)``: query, key, value."""
+    if array.shape[0] % 3 or (array.ndim == 2 and array.shape[0] != 3 * array.shape[1]):
+        raise CheckpointError(f"Checkpoint {path!r}: {key!r} has shape {array.shape}, expected [query; key; value] (3D, ...).")
+    width, kind = array.shape[0] // 3, name.rpartition("/")[2]
+    return {
+        name.replace("/qkv/", f"/{part}/"): (piece.T if kind == "kernel" else piece)
+        for part, piece in zip(("query", "key", "value"), (array[i * width:(i + 1) * width] for i in range(3)))
+    }
+
+
+def to_original(tensors, path, model_type):
+    """``(arrays, skipped)``: a family state dict in the original layout, and ``{what: reason}`` of the keys left out.
+
+    Example:
+    >>> arrays = {"vision_model.embeddings.class_embedding": np.zeros(8), "text_model.x.weight": np.zeros((2, 2)),
+    ...           "vision_model.embeddings.patch_embedding.weight": np.zeros((8, 3, 4, 4))}
+    >>> out, skipped = to_original(arrays, "clip", "clip")
+    >>> out["cls"].shape, out["embedding/bias"].shape, list(skipped)
+    ((1, 1, 8), (8,), ['text_model.* (1 tensor)'])
+    """
+    layout = LAYOUTS[model_type]
+    layer = re.compile(layout.layer)
+    out, origin, unknown, skipped = {}, {}, [], {}
+    for key, array in tensors.items():
+        reason = next((why for pattern, why in layout.skipped.items() if re.search(pattern, key)), None)
+        if reason is not None:
+            group = f"{key.split('.')[0]}.*" if key.split(".")[0] in ("text_model", "decoder") else key
+            count, _ = skipped.get(group, (0, reason))
+            skipped[group] = (count + 1, reason)
+            continue
+        short = _strip(key, layout.prefixes)
+        match = layer.match(short)
+        if short in layout.top:
+            name = layout.top[short]
+        elif match and match[2] in layout.layer_keys:
+            name = f"Transformer/encoderblock_{match[1]}/{layout.layer_keys[match[2]]}"
+        else:
+            unknown.append(key)
+            continue
+        parts = _split_in_proj(key, name, array, path) if "/qkv/" in name else {name: _reshape(key, name, array, path)}
+        for part, value in parts.items():
+            if part in origin:
+                raise CheckpointError(f"Checkpoint {path!r}: keys {origin[part]!r} and {key!r} are both {part!r}; keep one.")
+            out[part], origin[part] = value, key
+    if "embedding/kernel" in out:
+        for name in layout.zeros:
+            out.setdefault(name, np.zeros(out["embedding/kernel"].shape[-1], np.float32))
+    out = finish(out, unknown, path, f"transformers {model_type}")
+    return out, {f"{group} ({count} tensor{'s' if count > 1 else ''})": why for group, (count, why) in skipped.items()}

@@ -1,0 +1,235 @@
+"""transformers' ViT family (DINOv2, DINOv2 with registers, DeiT, ViT-MAE, CLIP, SigLIP, SigLIP2) loaded from
+``save_pretrained`` folders and ``hf://`` caches, compared with an independent NumPy forward pass
+(tests/reference_hf_family.py) on random weights written in exactly transformers' layout (offline, torch-free)."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import reference_hf_family as ref
+from helpers import images
+
+safetensors_numpy = pytest.importorskip("safetensors.numpy")
+
+LABELS = {str(i): f"class {i}" for i in range(5)}
+_SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, image_size=32, patch_size=8, num_channels=3)
+_VIT = dict(_SMALL, intermediate_size=64, hidden_act="gelu", layer_norm_eps=1e-12, qkv_bias=True)
+_DINO = dict(_SMALL, mlp_ratio=2, hidden_act="gelu", layer_norm_eps=1e-6, qkv_bias=True, layerscale_value=1.0,
+             use_swiglu_ffn=False)
+_CLIP_VISION = dict(_SMALL, intermediate_size=64, hidden_act="quick_gelu", layer_norm_eps=1e-5, projection_dim=24)
+_SIGLIP_VISION = dict(_SMALL, intermediate_size=64, hidden_act="gelu_pytorch_tanh", layer_norm_eps=1e-6)
+_TEXT = {"hidden_size": 16, "num_hidden_layers": 1, "vocab_size": 50}
+
+# name -> (model_type, config.json, preprocessor_config.json or None (defaults), output)
+CASES = {
+    "dinov2_classifier": ("dinov2", dict(_DINO, model_type="dinov2", architectures=["Dinov2ForImageClassification"],
+                                         id2label=LABELS), ref.IMAGENET, "logits"),
+    "dinov2_swiglu_model": ("dinov2", dict(_DINO, model_type="dinov2", architectures=["Dinov2Model"], use_swiglu_ffn=True,
+                                           mlp_ratio=4, layerscale_value=1e-5), None, "pooled"),
+    "dinov2_with_registers": ("dinov2_with_registers", dict(
+        _DINO, model_type="dinov2_with_registers", architectures=["Dinov2WithRegistersForImageClassification"],
+        num_register_tokens=2, id2label=LABELS), ref.IMAGENET, "logits"),
+    "deit": ("deit", dict(_VIT, model_type="deit", architectures=["DeiTForImageClassificationWithTeacher"],
+                          id2label=LABELS), None, "logits"),
+    "vit_mae": ("vit_mae", dict(_VIT, model_type="vit_mae", architectures=["ViTMAEForPreTraining"], mask_ratio=0.75,
+                                decoder_hidden_size=16), ref.IMAGENET, "pooled"),
+    "clip": ("clip", dict(model_type="clip", architectures=["CLIPModel"], projection_dim=24,
+                          vision_config=dict(_CLIP_VISION, model_type="clip_vision_model"), text_config=_TEXT),
+             ref.CLIP, "pooled"),
+    "clip_vision_model": ("clip_vision_model", dict(_CLIP_VISION, model_type="clip_vision_model",
+                                                    architectures=["CLIPVisionModel"]), None, "pooled"),
+    "clip_vision_with_projection": ("clip_vision_model", dict(
+        _CLIP_VISION, model_type="clip_vision_model", architectures=["CLIPVisionModelWithProjection"]), ref.CLIP, "pooled"),
+    "siglip": ("siglip", dict(model_type="siglip", architectures=["SiglipModel"],
+                              vision_config=dict(_SIGLIP_VISION, model_type="siglip_vision_model"), text_config=_TEXT),
+               ([0.5] * 3, [0.5] * 3), "pooled"),
+    "siglip_vision_model": ("siglip_vision_model", dict(_SIGLIP_VISION, model_type="siglip_vision_model",
+                                                        architectures=["SiglipVisionModel"]), None, "pooled"),
+    "siglip2": ("siglip2", dict(model_type="siglip2", architectures=["Siglip2Model"], text_config=_TEXT,
+                                vision_config=dict({k: v for k, v in _SIGLIP_VISION.items() if k != "image_size"},
+                                                   num_patches=16, model_type="siglip2_vision_model")),
+                ([0.5] * 3, [0.5] * 3), "pooled"),
+}
+DEFAULT_NORMALIZATION = {"dinov2": ref.IMAGENET, "deit": ref.IMAGENET, "clip_vision_model": ref.CLIP,
+                         "siglip_vision_model": ([0.5] * 3, [0.5] * 3)}
+
+
+def write_folder(folder, model_type, config, processor, seed=0):
+    """A ``save_pretrained`` folder: model.safetensors, config.json and, unless None, preprocessor_config.json."""
+    os.makedirs(folder, exist_ok=True)
+    sd = ref.state_dict(model_type, config, seed=seed)
+    safetensors_numpy.save_file(sd, os.path.join(folder, "model.safetensors"))
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(config, f)
+    if processor is not None:
+        with open(os.path.join(folder, "preprocessor_config.json"), "w") as f:
+            json.dump({"do_normalize": True, "image_mean": processor[0], "image_std": processor[1], "do_rescale": True}, f)
+    return str(folder), sd
+
+
+def assert_close(out, expected):
+    """Within 1e-4 relative, of each value or (near zero) of the largest."""
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4 * float(np.abs(expected).max()))
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_from_pretrained_gives_the_transformers_output(tmp_path, case):
+    import keras_vit
+
+    model_type, config, processor, output = CASES[case]
+    folder, sd = write_folder(tmp_path / case, model_type, config, processor)
+    model = keras_vit.from_pretrained(folder, classifier_activation=None)
+    x = images()
+    mean, std = processor or DEFAULT_NORMALIZATION[model_type]
+    expected = ref.forward(model_type, x, sd, config, mean, std)
+    assert_close(np.asarray(model(x)), expected)
+    assert model.output_shape[-1] == expected.shape[-1]
+    report = str(model.load_report)
+    assert "[transformers]" in report
+    assert ("preprocessor_config.json: image_mean" if processor else "no image_mean") in report
+    if output == "logits":
+        assert model.class_names == [f"class {i}" for i in range(5)]
+
+
+def test_dinov2_classifier_reads_the_class_token_and_the_mean_of_the_patch_tokens():
+    """pooling='token_gap_concat' is a plain config switch: a (batch, 2 D) vector, registers left out of the mean."""
+    import keras
+
+    import keras_vit
+    from keras_vit.architecture.params import count_config_params
+
+    model = keras_vit.ViT(image_size=32, patch_size=8, hidden_size=16, num_layers=1, num_heads=2, mlp_dim=32,
+                          num_register_tokens=2, pooling="token_gap_concat", include_top=False)
+    assert model.output_shape == (None, 32)
+    tokens = keras.Model(model.input, model.get_layer("encoder_norm").output)(images())
+    pooled = np.asarray(model(images()))
+    tokens = np.asarray(tokens)
+    np.testing.assert_allclose(pooled, np.concatenate([tokens[:, 0], tokens[:, 3:].mean(1)], -1), rtol=1e-5, atol=1e-6)
+    head = keras_vit.ViT(image_size=32, patch_size=8, hidden_size=16, num_layers=1, num_heads=2, mlp_dim=32,
+                         pooling="token_gap_concat", num_classes=3)
+    assert count_config_params(head.vit_config) == head.count_params()
+    assert head.vit_config.variant is None
+    with pytest.raises(ValueError, match=r"pooling='token_gap_concat' reads the class token"):
+        keras_vit.ViT(image_size=32, patch_size=8, hidden_size=16, num_layers=1, num_heads=2, mlp_dim=32,
+                      pooling="token_gap_concat", class_token=False)
+
+
+def test_a_clip_repository_loads_its_image_tower_and_reports_the_text_tower_skipped(tmp_path):
+    import keras_vit
+
+    model_type, config, processor, _ = CASES["clip"]
+    folder, _ = write_folder(tmp_path / "clip", model_type, config, processor)
+    model = keras_vit.from_pretrained(folder)
+    report = model.load_report
+    skipped = {key: why for key, why in report.skipped.items() if key.startswith(("text_model", "text_projection", "logit"))}
+    assert set(skipped) == {"text_model.* (6 tensors)", "text_projection.weight (1 tensor)", "logit_scale (1 tensor)"}
+    assert all(why.startswith("the text tower") for why in skipped.values())
+    assert "skipped text_model.* (6 tensors): the text tower" in str(report)
+    assert model.vit_config.projection_dim == 24 and model.vit_config.mlp_activation == "quick_gelu"
+
+
+def test_mae_decoder_and_the_default_normalisation_are_reported(tmp_path):
+    import keras_vit
+
+    model_type, config, _, _ = CASES["vit_mae"]
+    folder, _ = write_folder(tmp_path / "mae", model_type, config, None)
+    report = str(keras_vit.from_pretrained(folder).load_report)
+    assert "skipped decoder.* (" in report and "pixel decoder" in report
+    assert "mask_ratio=0.75" in report and "no masking" in report
+    assert "ImageNet mean and std" in report
+
+
+def test_unknown_key_is_refused_by_name(tmp_path):
+    import keras_vit
+    from keras_vit.weights import CheckpointError
+
+    model_type, config, processor, _ = CASES["siglip_vision_model"]
+    folder, sd = write_folder(tmp_path / "siglip", model_type, config, processor)
+    sd["vision_model.encoder.layers.0.self_attn.q_norm.weight"] = np.ones(32, np.float32)
+    safetensors_numpy.save_file(sd, os.path.join(folder, "model.safetensors"))
+    with pytest.raises(CheckpointError, match=r"not part of a ViT: vision_model\.encoder\.layers\.0\.self_attn\.q_norm\.weight"):
+        keras_vit.from_pretrained(folder)
+
+
+@pytest.mark.parametrize("switch, builder_args, message", [
+    ("dinov2_swiglu_model", dict(mlp_type="mlp", mlp_activation="gelu", mlp_dim=88, layer_scale_init=1.0),
+     r"use_swiglu_ffn=True but the model has mlp_type='mlp'"),
+    ("dinov2_with_registers", dict(num_register_tokens=0, layer_scale_init=1.0, pooling="token_gap_concat", num_classes=5),
+     r"num_register_tokens=2 but the model has num_register_tokens=0"),
+    ("clip_vision_model", dict(mlp_activation="gelu", pre_norm=True, final_norm=False, fc_norm=True),
+     r"hidden_act='quick_gelu' but the model has mlp_activation='gelu'"),
+    ("siglip_vision_model", dict(pooling="token", mlp_activation="gelu_tanh", include_top=False),
+     r"vision_use_head absent \(transformers' default True\) but the model has pooling='token'"),
+    ("deit", dict(num_classes=5), r"deit: a distillation token but the model has distillation_token=False"),
+])
+def test_a_model_with_another_switch_is_refused_by_field_name(tmp_path, switch, builder_args, message):
+    """ViT(..., weights=folder) with one family switch other than the file's: refused, naming both fields."""
+    import keras_vit
+    from keras_vit.weights import CheckpointError
+
+    model_type, config, processor, _ = CASES[switch]
+    folder, _ = write_folder(tmp_path / switch, model_type, config, processor)
+    vision = config.get("vision_config", config)
+    sizes = dict(image_size=32, patch_size=8, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64)
+    sizes.update({k: v for k, v in builder_args.items()})
+    if "pooling" not in sizes and "include_top" not in sizes and not vision.get("id2label"):
+        sizes["include_top"] = False
+    with pytest.raises(CheckpointError, match=message):
+        keras_vit.ViT(weights=folder, **sizes)
+
+
+def test_vit_builder_with_the_files_switches_loads_and_adopts_the_normalisation(tmp_path):
+    import keras_vit
+
+    model_type, config, processor, _ = CASES["dinov2_with_registers"]
+    folder, sd = write_folder(tmp_path / "reg", model_type, config, processor)
+    model = keras_vit.ViT(image_size=32, patch_size=8, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64,
+                          num_register_tokens=2, layer_scale_init=1e-5, pooling="token_gap_concat", num_classes=5,
+                          layer_norm_epsilon=1e-6, classifier_activation=None, weights=folder)
+    assert model.vit_config.input_mean == tuple(ref.IMAGENET[0])
+    assert model.vit_config.position_resampling == "bicubic_torch_antialias"
+    x = images()
+    assert_close(np.asarray(model(x)), ref.forward(model_type, x, sd, config, *ref.IMAGENET))
+
+
+def test_hf_cache_offline_loads_a_dinov2_repository(tmp_path):
+    """``hf://ORG/NAME`` of a family repository from a Hugging Face cache with HF_HUB_OFFLINE=1 (no network)."""
+    import subprocess
+    import sys
+
+    model_type, config, processor, _ = CASES["dinov2_classifier"]
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hf" / "hub" / "models--facebook--dinov2-tiny-test"
+    _, sd = write_folder(repo / "snapshots" / commit, model_type, config, processor)
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    np.save(tmp_path / "x.npy", images())
+    code = (
+        "import numpy as np, keras_vit\n"
+        "m = keras_vit.from_pretrained('hf://facebook/dinov2-tiny-test', classifier_activation=None)\n"
+        f"np.save(r'{tmp_path}/out.npy', np.asarray(m(np.load(r'{tmp_path}/x.npy'))))\n"
+        "print(m.load_report.format, m.vit_config.pooling)\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1", PYTHONPATH=root)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "transformers token_gap_concat"
+    assert_close(np.load(tmp_path / "out.npy"), ref.forward(model_type, images(), sd, config, *ref.IMAGENET))
+
+
+def test_deit_single_classifier_and_unknown_model_type_are_refused_by_name(tmp_path):
+    import keras_vit
+    from keras_vit.weights import CheckpointError
+
+    model_type, config, processor, _ = CASES["deit"]
+    folder, _ = write_folder(tmp_path / "deit", model_type, dict(config, architectures=["DeiTForImageClassification"]),
+                             processor)
+    with pytest.raises(CheckpointError, match=r"DeiTForImageClassification reads the class token only"):
+        keras_vit.from_pretrained(folder)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(dict(config, model_type="beit"), f)
+    with pytest.raises(CheckpointError, match=r"model of type 'beit'; keras_vit reads model_type 'vit', 'dinov2'"):
+        keras_vit.from_pretrained(folder)
