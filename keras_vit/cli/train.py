@@ -48,7 +48,8 @@ def add_arguments(parser):
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     add = parser.add_argument
-    add("--model", default="mnist", help=f"model name: one of {', '.join(recipes.model_names())} (default: mnist)")
+    add("--model", default=None, help=f"model name: one of {', '.join(recipes.model_names())} (default: mnist; with "
+        "--weights, pretrained: the architecture of the weights, e.g. a keras_vit .keras model of the ViT family)")
     add("--dataset", default="mnist", help="'mnist' (offline MNIST subset, default), 'tfds:NAME', or an image folder (one subfolder per class)")
     add("--data-dir", default=None, help="TFDS data directory")
     add("--image-size", type=int, default=None, help="input size (default: the model's own, 224 for paper variants)")

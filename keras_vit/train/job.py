@@ -94,7 +94,9 @@ class TrainConfig:
     the fine-tuning recipe when ``weights`` is given): see :meth:`resolved`.
 
     Attributes:
-        model: a model name (:func:`keras_vit.train.recipes.model_names`).
+        model: a model name (:func:`keras_vit.train.recipes.model_names`); None: ``"mnist"``, or with
+            ``weights``, ``"pretrained"``: the architecture of the weights (a ``.keras`` model's whole
+            ``ViTConfig``, the ViT family's switches included), with a new zero head.
         dataset: ``"mnist"`` (the offline subset), ``"tfds:NAME"`` or an image folder.
         data_dir: the TFDS data directory.
         image_size: input size (default: the model's own).
@@ -132,7 +134,7 @@ class TrainConfig:
             otherwise), 0, 1 or 2.
     """
 
-    model: str = "mnist"
+    model: str | None = None
     dataset: str = "mnist"
     data_dir: str | None = None
     image_size: int | None = None
@@ -174,15 +176,17 @@ class TrainConfig:
 
         if self.strategy not in STRATEGIES:
             raise ValueError(f"Unknown strategy: expected one of {STRATEGIES}. Received: strategy={self.strategy!r}")
-        if self.model not in recipes.model_names():
-            raise ValueError(f"Unknown model: expected one of {recipes.model_names()}. Received: model={self.model!r}")
-        recipe = recipes.recipe(self.model, fine_tune=self.weights is not None)
+        model = self.model or (recipes.PRETRAINED if self.weights is not None else "mnist")
+        if model not in recipes.model_names():
+            raise ValueError(f"Unknown model: expected one of {recipes.model_names()}. Received: model={model!r}")
+        recipe = recipes.recipe(model, fine_tune=self.weights is not None)
         filled = {key: recipe[key] for key in _FROM_RECIPE if getattr(self, key) is None}
         is_mnist = str(self.dataset).lower() in (*data.MNIST_NAMES, "tfds:mnist")
         config = dataclasses.replace(
             self,
             **filled,
-            image_size=self.image_size or recipes.default_image_size(self.model),
+            model=model,
+            image_size=self.image_size or recipes.default_image_size(model, self.weights),
             augment=self.augment or ("digits" if is_mnist else "inception"),
         )
         for key in ("epochs", "batch_size", "image_size", "steps_per_epoch", "save_freq", "accumulate"):
