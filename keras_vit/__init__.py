@@ -47,7 +47,7 @@ _EXPORTS = {
         "position_embedding_similarity",
         "rollout_map",
     ),
-    "keras_vit.inspect.features": ("feature_model", "forward_features"),
+    "keras_vit.inspect.features": ("feature_model", "forward_features", "forward_intermediates", "intermediates_model"),
     "keras_vit.inference.images": ("load_image",),
     "keras_vit.inference.predictors": ("decode_predictions", "load_predictor", "predict", "preprocess_input"),
     "keras_vit.saving": ("load_model", "save_model"),

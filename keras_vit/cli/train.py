@@ -53,7 +53,8 @@ def add_arguments(parser):
         parser.add_argument(flag, help=help, **options)
 
     # None: not given. A fresh run takes the recipe's value or the default; a resumed run, the stored run's
-    add("--model", default=None, help=f"model name: one of {', '.join(recipes.model_names())} (default: mnist)")
+    add("--model", default=None, help=f"model name: one of {', '.join(recipes.model_names())} (default: mnist; with "
+        "--weights, pretrained: the architecture of the weights, e.g. a keras_vit .keras model of the ViT family)")
     add("--dataset", default=None, help="'mnist' (offline MNIST subset, default), 'tfds:NAME', or an image folder (one subfolder per class)")
     add("--data-dir", default=None, help="TFDS data directory")
     add("--image-size", default=None, help="input size (default: the model's own, 224 for paper variants)")

@@ -1,12 +1,16 @@
 """Where a ViT looks: attention weights, attention rollout, mean attention distance.
 
 The attention model re-runs a trained model's own layers: everything up to
-``patch_encoder`` is taken from the functional graph as it is (so a hybrid's
-CNN backbone comes along), then every ``TransformerBlock`` is called with
+the first block's input (``patch_encoder``, and the family's ``pre_norm``) is
+taken from the functional graph as it is (so a hybrid's CNN backbone comes
+along), then every ``TransformerBlock`` is called with
 ``return_attention_scores=True``, which computes the softmax weights
 explicitly whatever kernel the ordinary forward pass uses. Any image size and
 patch size work: the grid is read from the model, or for a model built with
-``image_size=None`` from the image (any size the patch size divides).
+``image_size=None`` from the image (any size the patch size divides). Tokens
+are ``[class, distillation, registers, patches]``, each where the model has it
+(``config.num_prefix_tokens`` before the patches); the maps and distances read
+the patches only.
 
 Example:
 >>> import keras_vit
@@ -63,10 +67,11 @@ def attention_model(model):
         A ``keras.Model`` from the same inputs to a list with one
         ``(batch, heads, tokens, tokens)`` tensor per block, in depth order.
     """
-    encoder = _patch_encoder(model)
-    x = encoder.output
+    _patch_encoder(model)
+    blocks = transformer_blocks(model)
+    x = blocks[0].input  # the patch encoder's output, after the family's pre_norm (CLIP's ln_pre) if any
     scores = []
-    for block in transformer_blocks(model):
+    for block in blocks:
         x, weights = _attention_probe(block)(x)
         scores.append(weights)
     attention = keras.Model(model.inputs, scores, name=f"{model.name}_attention")
@@ -110,8 +115,9 @@ def attention_weights(model, images, batch_size=8):
 
     Returns:
         float32 ``(batch, layers, heads, tokens, tokens)`` (no batch axis for
-        one image); each row sums to 1. Tokens are the class token (if any)
-        followed by the patches in row-major order.
+        one image); each row sums to 1. Tokens are the class, distillation
+        and register tokens (those the model has, in that order) followed by
+        the patches in row-major order.
     """
     images = np.asarray(images, dtype="float32")
     single = images.ndim == 3
@@ -181,8 +187,10 @@ def attention_rollout(weights, head_fusion="mean", discard_ratio=0.0):
 def rollout_map(model, image, head_fusion="mean", discard_ratio=0.0, weights=None, size=None):
     """Attention rollout as a heatmap at the input image's resolution.
 
-    The class token's row of the rollout (for GAP models without one, the mean
-    of all rows) is reshaped to the patch grid and resized bilinearly
+    The class token's row of the rollout (for models without one, GAP and
+    SigLIP's MAP pooling, the mean of the patch tokens' rows), restricted to the
+    patch tokens (distillation and register tokens are not on the grid), is
+    reshaped to the patch grid and resized bilinearly
     (:func:`keras_vit.inference.images.resize`, the resize images get) to the
     model's input size, or straight to ``size``.
 
@@ -199,7 +207,8 @@ def rollout_map(model, image, head_fusion="mean", discard_ratio=0.0, weights=Non
     Returns:
         float32 ``(H, W)``: the share of the class token's information that
         comes from each pixel's patch (on the patch grid, before resizing,
-        the values sum to 1 minus the share the class token keeps).
+        the values sum to 1 minus the share the prefix tokens keep: class,
+        distillation, registers).
     """
     if weights is None:
         weights = attention_weights(model, image)
@@ -223,8 +232,9 @@ def mean_attention_distance(model, images, weights=None):
 
     For every query patch, the distance to every key patch (between patch
     centres, in pixels of the input image) weighted by the attention weight,
-    with the weights renormalised over the patches (the class token has no
-    position); averaged over query patches and images.
+    with the weights renormalised over the patches (the class, distillation
+    and register tokens have no place on the image); averaged over query
+    patches and images.
 
     Args:
         model: a keras_vit model.
@@ -259,6 +269,12 @@ def mean_attention_distance(model, images, weights=None):
 def position_embedding_similarity(model):
     """Cosine similarity between the learned position embeddings of the patches (Figure 7, centre).
 
+    The patches' embeddings are the last ``rows * cols`` stored: the class and
+    distillation tokens' positions before them are left out, and a model with
+    ``prefix_positions=False`` (or register tokens, which never have one) stores
+    none for its prefix tokens. For an ``image_size=None`` model, the grid the
+    embeddings are stored for (its native size).
+
     Returns:
         ``(rows, cols, rows, cols)``: entry ``[i, j]`` is the similarity map of
         patch ``(i, j)``'s embedding with every patch's.
@@ -266,6 +282,11 @@ def position_embedding_similarity(model):
     encoder = _patch_encoder(model)
     gh, gw = config_of(model).grid
     posemb = np.asarray(encoder.position_embedding, dtype="float64")[0]
-    posemb = posemb[-gh * gw :]  # drop the class token's position
+    if posemb.shape[0] != gh * gw + encoder.num_position_prefix:
+        raise ValueError(
+            f"Model {model.name!r} stores {posemb.shape[0]} position embeddings; its grid {gh}x{gw} and "
+            f"{encoder.num_position_prefix} prefix positions make {gh * gw + encoder.num_position_prefix}"
+        )
+    posemb = posemb[encoder.num_position_prefix :]  # the patches' (no class or distillation token's position)
     unit = posemb / np.maximum(np.linalg.norm(posemb, axis=-1, keepdims=True), 1e-12)
     return (unit @ unit.T).reshape(gh, gw, gh, gw)

@@ -14,7 +14,7 @@ import warnings
 from keras_vit.architecture import variants
 from keras_vit.architecture.config import ViTConfig
 from keras_vit.models.build import build_model
-from keras_vit.weights import architecture, download, formats, imagenet, presets, sources
+from keras_vit.weights import architecture, download, formats, imagenet, keras_file, presets, sources
 
 # read from the checkpoint: an override must agree with the file
 FROM_FILE = ("patch_size", "hidden_size", "num_layers", "mlp_dim", "num_heads", "representation_size", "block_units", "width")
@@ -48,6 +48,9 @@ def from_pretrained(source, **overrides):
             ``representation_size``, a hybrid's ``block_units`` and ``width``) may be given
             only with the file's values.
 
+    A keras_vit ``.keras`` file is built with the ``ViTConfig`` it was saved with (every switch of the
+    family, a conv stem), the overrides applied.
+
     Returns:
         A functional ``keras.Model`` with ``model.load_report`` (what was loaded, resized,
         skipped, from where) and, when the source names its classes and the head is its own,
@@ -68,10 +71,14 @@ def from_pretrained(source, **overrides):
     """
     path, preset = locate(source, overrides.get("image_size"))
     info = formats.describe(path)
-    arch = architecture.infer(info, str(source), known_heads=_registered_heads())
+    saved = saved_config(path, info)
+    arch = saved_architecture(saved) if saved else architecture.infer(info, str(source), known_heads=_registered_heads())
     kwargs = arguments(arch, overrides, source)
     name, input_tensor = kwargs.pop("name", None), kwargs.pop("input_tensor", None)
-    config = ViTConfig(stem="resnet" if "block_units" in kwargs else None, **kwargs)
+    if saved is not None:  # a keras_vit model: its whole architecture (the family's switches, a stem), the overrides applied
+        config = saved.replace(**kwargs)
+    else:
+        config = ViTConfig(stem="resnet" if "block_units" in kwargs else None, **kwargs)
     model = build_model(config, weights=path, info=info, input_tensor=input_tensor, name=name, given=frozenset(kwargs))
     model.load_report.source = str(source)
     if kwargs.get("include_top", True) and kwargs.get("num_classes") == arch["num_classes"]:
@@ -80,6 +87,21 @@ def from_pretrained(source, **overrides):
         if names:
             model.class_names = names
     return model
+
+
+def saved_config(path, info):
+    """The ``ViTConfig`` a keras_vit ``.keras`` source was saved with, or None for another format."""
+    return keras_file.contents(path)[1] if info.format == keras_file.FORMAT else None
+
+
+def saved_architecture(config):
+    """What :func:`~keras_vit.weights.architecture.infer` reads from a checkpoint, read from a saved ``ViTConfig``."""
+    arch = {k: getattr(config, k) for k in ("patch_size", "hidden_size", "num_layers", "mlp_dim", "num_heads", "representation_size", "pooling")}
+    arch["image_size"] = config.image_size  # None: the saved model takes any size, and so does the new one
+    arch["num_classes"] = config.num_classes if config.include_top else None
+    if config.stem == "resnet":
+        arch.update(block_units=config.block_units, width=config.width)
+    return arch
 
 
 def locate(source, image_size=None):

@@ -187,14 +187,15 @@ class TrainConfig:
         Raises:
             ValueError: an unknown model, a field out of its domain.
         """
-        config = dataclasses.replace(self, **{key: value for key, value in DEFAULTS.items() if getattr(self, key) is None})
+        defaults = dict(DEFAULTS, model=recipes.PRETRAINED if self.weights is not None else DEFAULTS["model"])
+        config = dataclasses.replace(self, **{key: value for key, value in defaults.items() if getattr(self, key) is None})
         if config.model not in recipes.model_names():
             raise ValueError(f"Unknown model: expected one of {recipes.model_names()}. Received: model={config.model!r}")
         recipe = recipes.recipe(config.model, fine_tune=config.weights is not None)
         return dataclasses.replace(
             config,
             **{key: recipe[key] for key in FROM_RECIPE if getattr(config, key) is None},
-            image_size=config.image_size or recipes.default_image_size(config.model),
+            image_size=config.image_size or recipes.default_image_size(config.model, config.weights),
             augment=config.augment or ("digits" if is_mnist(config.dataset) else "inception"),
             ema=config.ema or None,  # a decay of 0 is no average
         )

@@ -11,6 +11,11 @@ named configurations below, which train on a laptop CPU:
 * ``tiny`` -- a plain ViT (patches straight from pixels), same width/depth.
 * ``micro`` -- a two-block plain ViT on 7x7 patches, for tests and smoke runs.
 
+``pretrained`` (what ``--weights`` without ``--model`` means) is the architecture of the weights
+themselves (:func:`keras_vit.from_pretrained`): for a keras_vit ``.keras`` model, every switch of the
+ViT family it was saved with (registers, LayerScale, MAP pooling, a projection...), with a new
+zero-initialised head on the pooled vector (on the projection, for CLIP-like models).
+
 Each named model has a recipe (epochs, batch size, learning rate...) that the
 command uses unless a flag overrides it. :func:`mnist_job` builds the main
 job's model and data, for benchmarks.
@@ -19,7 +24,9 @@ job's model and data, for benchmarks.
 import keras
 
 from keras_vit import weights as weights_lib
+from keras_vit.weights import architecture as source_architecture
 from keras_vit.models import vit as models
+from keras_vit.models import pretrained
 from keras_vit.models.hybrid import HYBRID_BUILDERS
 from keras_vit.models.small import conv_stem_vit
 from keras_vit.architecture.variants import SMALL_MODELS
@@ -38,14 +45,37 @@ FINE_TUNE_RECIPE = dict(epochs=5, batch_size=64, lr=0.01, warmup_epochs=1, weigh
                         optimizer="sgd", drop_path=0.0, jit=False)
 
 
+PRETRAINED = "pretrained"  # the architecture of the weights (`--weights` without `--model`)
+
+
 def model_names():
-    return sorted(SMALL_MODELS) + sorted(models.BUILDERS) + list(HYBRID_BUILDERS)
+    return sorted(SMALL_MODELS) + sorted(models.BUILDERS) + list(HYBRID_BUILDERS) + [PRETRAINED]
 
 
-def default_image_size(model_name):
+def default_image_size(model_name, weights=None):
+    """The input size a model trains at by default: a small model's own, the source's for ``pretrained``, else 224."""
     if model_name in SMALL_MODELS:
         return SMALL_MODELS[model_name]["image_size"]
+    if model_name == PRETRAINED:
+        return source_image_size(weights)
     return 224
+
+
+def source_image_size(weights):
+    """The side of the square images the model of ``weights`` was saved for (``pretrained``'s default size)."""
+    if weights is None:
+        raise ValueError(f"model={PRETRAINED!r} is the architecture of the weights: give weights (--weights SOURCE).")
+    path, _ = pretrained.locate(weights)
+    info = weights_lib.describe(path)
+    saved = pretrained.saved_config(path, info)
+    if saved is not None:
+        h, w = saved.native_image_size
+    else:
+        size = source_architecture.infer(info, str(weights))["image_size"]
+        h, w = (size, size) if isinstance(size, int) else size
+    if h != w:
+        raise ValueError(f"{str(weights)!r} was saved for {h}x{w} images; training takes square ones: give an image size (--image-size).")
+    return h
 
 
 def recipe(model_name, fine_tune=False):
@@ -66,6 +96,13 @@ def build_model(model_name, num_classes, image_size=None, *, weights=None, drop_
     resolution the source had. A model with a conv stem loads ``.keras``
     sources only (the other formats have no place for the stem's weights).
     """
+    if model_name == PRETRAINED:
+        if weights is None:
+            source_image_size(None)  # the error: pretrained needs weights
+        return pretrained.from_pretrained(
+            weights, num_classes=num_classes, image_size=image_size, include_top=True, classifier_activation="softmax",
+            drop_path_rate=drop_path_rate,
+        )
     image_size = image_size or default_image_size(model_name)
     if model_name in SMALL_MODELS:
         config = dict(SMALL_MODELS[model_name], image_size=image_size)
