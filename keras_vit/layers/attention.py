@@ -191,10 +191,7 @@ class SelfAttention(keras.layers.Layer):
             query, key, value = ops.unstack(ops.transpose(qkv, (2, 0, 3, 1, 4)), num=3, axis=0)  # (B, heads, N, hd)
             query = query * ops.cast(scale, dtype)
             scores = kernels.matmul_transposed(query, key)  # (B, heads, N, N)
-            if dtype in ("bfloat16", "float16"):
-                weights = ops.cast(ops.softmax(ops.cast(scores, "float32"), axis=-1), dtype)
-            else:
-                weights = ops.softmax(scores, axis=-1)
+            weights = kernels.softmax(scores, dtype)
             dropped = self.dropout_layer(weights, training=training) if use_dropout else weights
             out = ops.swapaxes(ops.matmul(dropped, value), 1, 2)  # (B, N, heads, head_dim)
         if plain:

@@ -159,6 +159,13 @@ def matmul_transposed(a, b):
     return tf.matmul(a, b, transpose_b=True)
 
 
+def softmax(scores, dtype):
+    """Attention weights ``softmax(scores)`` over the last axis, computed in float32 under a 16-bit ``dtype``."""
+    if dtype in ("bfloat16", "float16"):
+        return ops.cast(ops.softmax(ops.cast(scores, "float32"), axis=-1), dtype)
+    return ops.softmax(scores, axis=-1)
+
+
 def layer_norm(x, layer):
     """``layer(x)`` for a ``keras.layers.LayerNormalization`` over the last axis."""
     tf = _tensorflow()

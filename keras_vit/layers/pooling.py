@@ -93,10 +93,7 @@ class AttentionPooling(keras.layers.Layer):
         value = ops.transpose(ops.reshape(value, (batch, tokens, heads, head_dim)), (0, 2, 1, 3))
         query = ops.broadcast_to(query * ops.cast(1.0 / math.sqrt(head_dim), dtype), (batch, heads, 1, head_dim))
         scores = kernels.matmul_transposed(query, key)  # (B, heads, 1, N)
-        if dtype in ("bfloat16", "float16"):
-            weights = ops.cast(ops.softmax(ops.cast(scores, "float32"), axis=-1), dtype)
-        else:
-            weights = ops.softmax(scores, axis=-1)
+        weights = kernels.softmax(scores, dtype)
         y = ops.reshape(ops.transpose(ops.matmul(weights, value), (0, 2, 1, 3)), (batch, 1, width))
         y = kernels.dense(y, self.output_dense)
         z = kernels.dense(kernels.layer_norm(y, self.norm), self.mlp_dense_1, activation=self.activation)
