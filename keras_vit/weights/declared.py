@@ -85,6 +85,8 @@ def model_value(config, field):
 
 
 def _agrees(field, declared, have):
+    if field == "layer_scale_init":  # its presence decides the weights; the initial value is the loaded gammas'
+        return (have is None) == (declared is None)
     if field == "layer_norm_epsilon":
         return abs(have - declared) <= 1e-3 * declared
     if isinstance(have, (list, tuple)) or isinstance(declared, (list, tuple)):
@@ -144,12 +146,14 @@ def check(record, config, path, model_name=None):
 def adopt(config, record, given):
     """``config`` with the :data:`ADOPTED` fields the file declares and the caller did not set (in ``given``).
 
-    A field ``ViTConfig`` does not have (yet) is left to :func:`check`, which refuses a value other than keras_vit's.
+    A field ``ViTConfig`` does not have (yet), or a value it refuses (an activation keras_vit lacks), is left to
+    :func:`check`, which refuses a value other than the model's by name.
     """
     fields = getattr(type(config), "__dataclass_fields__", {})
-    changes = {
-        field: record[field].value
-        for field in ADOPTED
-        if field in record and field in fields and field not in given
-    }
-    return config.replace(**changes) if changes else config
+    for field in ADOPTED:
+        if field in record and field in fields and field not in given:
+            try:
+                config = config.replace(**{field: record[field].value})
+            except ValueError:  # a value keras_vit has no such layer for (gelu_new): check() names it
+                continue
+    return config

@@ -67,6 +67,10 @@ class CheckpointInfo:
         mean, std: input normalisation of a foreign model (None: [-1, 1]).
         grid: ``(rows, cols)`` of the position embeddings when the file says
             (a ``.keras`` model), else None (a square is assumed).
+        position_resampling: the layout's rule for resampling its position embeddings (timm's
+            ``"bicubic_torch_antialias"``), or None (the model's).
+        notes: ``{original key: what the conversion did}`` for the load report (a zero bias standing in, a
+            head read as a projection).
     """
 
     path: str
@@ -79,6 +83,8 @@ class CheckpointInfo:
     mean: list | None = None
     std: list | None = None
     grid: tuple | None = None
+    position_resampling: str | None = None
+    notes: dict = dataclasses.field(default_factory=dict)
 
     @property
     def layer_norm_epsilon(self):
@@ -121,25 +127,19 @@ def _open(path):
     )
 
 
-def _layout_settings(fmt, config, config_path, path):
+def _layout_settings(fmt, config, config_path, path, tensors=None, architecture=None):
     if fmt == timm_layout.FORMAT:
-        return timm_layout.settings(config, config_path or "<config>", weights=path)
+        return timm_layout.settings(config, config_path or "<config>", weights=path, tensors=tensors, architecture=architecture)
     return transformers_layout.settings(config, config_path)
 
 
 def _convert(fmt, tensors, settings, path):
-    converted = _LAYOUTS[fmt].to_original(tensors, path)
     if fmt == timm_layout.FORMAT:
-        pool = settings.get("global_pool")
-        if pool not in (None, "", "token", "avg") or (pool == "avg" and "cls" in converted):
-            raise CheckpointError(
-                f"Checkpoint {path!r}: timm global_pool={pool!r} with{'' if 'cls' in converted else 'out'} a class token; "
-                "keras_vit pools the class token ('token') or averages the tokens of a model without one ('avg')."
-            )
-    return converted
+        return timm_layout.to_original(tensors, path, settings)
+    return _LAYOUTS[fmt].to_original(tensors, path)
 
 
-def describe(path):
+def describe(path, architecture=None):
     """A :class:`CheckpointInfo` of a checkpoint file or folder: shapes and settings, no tensor data read.
 
     Example:
@@ -149,6 +149,8 @@ def describe(path):
     >>> info = describe(path)
     >>> info.format, info.shapes, info.layer_norm_epsilon
     ('npz', {'cls': (1, 1, 8)}, 1e-06)
+
+    ``architecture`` replaces a timm config.json's (a preset that names timm's quick_gelu registration).
     """
     path = os.fspath(path)
     fmt, tensors, config, config_path = _open(path)
@@ -162,10 +164,12 @@ def describe(path):
             path=path, format=fmt, shapes=shapes, declared=keras_file.declared(config, path), class_names=class_names,
             grid=config.grid,
         )
-    settings = normalization_settings(path, _layout_settings(fmt, config, config_path, path), config_path)
+    settings = normalization_settings(path, _layout_settings(fmt, config, config_path, path, tensors, architecture), config_path)
     shapes = {k: tuple(v.shape) for k, v in _convert(fmt, tensors.stand_ins(), settings, path).items()}
     has_bias = any(k.endswith(("attention.attention.query.bias", "attn.qkv.bias")) for k in tensors.shapes)
-    config_lib.check_against_weights(settings["expected"], shapes, has_bias, config_path or path)
+    declared_prefix = settings["declared"].get("prefix_positions")
+    prefix = None if declared_prefix is None else (("cls" in shapes) + ("dist" in shapes)) * bool(declared_prefix.value)
+    config_lib.check_against_weights(settings["expected"], shapes, has_bias, config_path or path, prefix)
     _check_heads(settings.get("num_heads"), shapes, config_path or path)
     record = dict(settings["declared"])
     if not has_bias:  # zeros stand in for the biases in the shapes; the model must not have other ones
@@ -181,6 +185,8 @@ def describe(path):
         tag=settings.get("tag"),
         mean=settings.get("mean"),
         std=settings.get("std"),
+        position_resampling=settings.get("position_resampling"),
+        notes=dict(settings.get("notes") or {}),
     )
 
 
@@ -199,8 +205,12 @@ def _check_heads(num_heads, shapes, path):
         raise CheckpointError(f"{path!r}: {num_heads} heads do not divide the width {width} of the weights.")
 
 
-def read(path):
+def read(path, input_mean=None, input_std=None, architecture=None):
     """``{original key: np.ndarray}`` of any supported checkpoint (see the module docstring).
+
+    A foreign model's input normalisation is folded into the patch embedding for a model that scales
+    its inputs with ``input_mean`` / ``input_std`` (default: keras_vit's [-1, 1]); ``architecture``
+    as in :func:`describe`.
 
     Example:
     >>> read("model.safetensors")["embedding/kernel"].shape  # doctest: +SKIP
@@ -212,17 +222,17 @@ def read(path):
         return npz.npz_arrays(path)
     if fmt == keras_file.FORMAT:
         return keras_file.read(path)
-    settings = normalization_settings(path, _layout_settings(fmt, config, config_path, path), config_path)
+    settings = normalization_settings(path, _layout_settings(fmt, config, config_path, path, tensors, architecture), config_path)
     arrays = {k: np.asarray(v) for k, v in _convert(fmt, tensors.arrays(), settings, path).items()}
-    return fold_normalization(arrays, settings.get("mean"), settings.get("std"))
+    return fold_normalization(arrays, settings.get("mean"), settings.get("std"), input_mean, input_std)
 
 
-def read_checkpoint(path):
+def read_checkpoint(path, input_mean=None, input_std=None, architecture=None):
     """Read a checkpoint into ``{canonical key: np.ndarray}``.
 
     An ``.npz`` is opened with ``allow_pickle=False``; a timm or transformers
     ``.safetensors`` file or folder is converted to the original layout
-    (:func:`read`); pickle files are refused. Every array is
+    (:func:`read`, which also takes ``input_mean``, ``input_std``, ``architecture``); pickle files are refused. Every array is
     read now, so a truncated or corrupt file fails here with its name, never
     half-way through a load.
 
@@ -235,7 +245,7 @@ def read_checkpoint(path):
     """
     if isinstance(path, dict):
         return npz.canonical_arrays(path)
-    return read(path)
+    return read(path, input_mean, input_std, architecture)
 
 
 def checkpoint_shapes(path):

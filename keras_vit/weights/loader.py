@@ -38,6 +38,8 @@ class LoadReport:
         unused: checkpoint keys the model has no place for.
         resized: key -> (checkpoint shape, model shape) for interpolated tensors.
         skipped: key -> reason, for tensors left out on purpose (a new head).
+        notes: key -> what the source's layout conversion did (a zero bias standing in for one the layout
+            lacks, a head read as a projection), exactly what the source computes.
     """
 
     path: str = ""
@@ -47,12 +49,14 @@ class LoadReport:
     unused: list = dataclasses.field(default_factory=list)
     resized: dict = dataclasses.field(default_factory=dict)
     skipped: dict = dataclasses.field(default_factory=dict)
+    notes: dict = dataclasses.field(default_factory=dict)
 
     def __str__(self):
         origin = f"{self.source} ({self.path})" if self.source and self.source != self.path else self.path
         lines = [f"Loaded {len(self.loaded)} tensors from {origin}" + (f" [{self.format}]" if self.format else "")]
         lines += [f"  resized {k}: {a} -> {b}" for k, (a, b) in self.resized.items()]
         lines += [f"  skipped {k}: {why}" for k, why in self.skipped.items()]
+        lines += [f"  converted {k}: {why}" for k, why in self.notes.items()]
         if self.unused:
             lines.append(f"  unused keys ({len(self.unused)}): {', '.join(self.unused)}")
         return "\n".join(lines)
@@ -93,17 +97,21 @@ def load_checkpoint(model, checkpoint, strict=True, source=None, *, info=None):
     Loaded 23 tensors from <arrays>
       skipped head/kernel: checkpoint shape (32, 1000) != model shape (32, 5); new head zero-initialised (fine-tuning)
     """
-    arrays = read_checkpoint(checkpoint)
+    config = config_of(model)
     report = LoadReport(path="<arrays>" if isinstance(checkpoint, dict) else os.fspath(checkpoint))
     grid = None  # of the checkpoint's position embeddings: a square unless the file says
     if isinstance(checkpoint, dict):
+        arrays = read_checkpoint(checkpoint)
         record = npz.declared({k: a.shape for k, a in arrays.items()}, report.path, layout=False)
     else:
         info = info or formats.describe(checkpoint)
         report.format = info.format
+        report.notes = dict(info.notes)
         grid = info.grid
         record = info.declared
-    declared.check(record, config_of(model), report.path, model.name)  # heads, epsilon, activation...: all at once
+        # a foreign model's input mean and std are folded into the patch embedding where the model's differ
+        arrays = read_checkpoint(checkpoint, config.input_mean, config.input_std, info.architecture)
+    declared.check(record, config, report.path, model.name)  # heads, epsilon, activation...: all at once
     report.source = str(source) if source is not None else report.path
     targets = targets_of(model)
     if report.format == "keras":  # a .keras source also carries the weights of a conv stem

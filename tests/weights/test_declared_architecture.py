@@ -65,7 +65,7 @@ REFUSED = {
     "timm-heads": (_timm, {}, tiny(num_heads=2), r"config\.json: model_args\.num_heads=4 but the model has num_heads=2"),
     "timm-epsilon": (_timm, {}, tiny(layer_norm_epsilon=1e-12),
                      r"model\.safetensors: timm layout \(LayerNorm eps=1e-06\) but the model has layer_norm_epsilon=1e-12"),
-    "timm-activation": (_timm, {"act_layer": "quick_gelu"}, tiny(),
+    "timm-activation": (_timm, {"act_layer": "quick_gelu"}, tiny(mlp_activation="gelu"),  # set: not taken from the file
                         r"config\.json: model_args\.act_layer='quick_gelu' but the model has mlp_activation='gelu'"),
     "timm-qkv-bias": (_timm, {"qkv_bias": False, "bias_tensors": False}, tiny(),
                       r"config\.json: model_args\.qkv_bias=False but the model has qkv_bias=True"),
