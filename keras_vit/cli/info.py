@@ -65,7 +65,7 @@ def print_hub_presets():
 
     from keras_vit.weights import presets, timm_config
 
-    print(f"\n{'name':33} {'family':21} {'res':>4} {'params':>13} {'gives':9} {'cached':6} repository (hf://)")
+    print(f"\n{'name':33} {'family':21} {'res':>4} {'params':>13} {'gives':10} {'cached':6} repository (hf://)")
     for preset in presets.HUB_PRESETS.values():
         projection = preset.num_classes if preset.output == "embedding" and preset.num_classes else None
         fields = timm_config.config_fields(preset.timm_architecture, 0 if projection else preset.num_classes, projection)
@@ -73,7 +73,7 @@ def print_hub_presets():
         gives = "logits" if preset.output == "logits" else ("embedding" if not projection else "projection")
         folder = os.path.join(constants.HF_HUB_CACHE, "models--" + preset.repo.replace("/", "--"), "snapshots")
         cached = "yes" if os.path.isdir(folder) and os.listdir(folder) else "no"
-        print(f"{preset.name:33} {preset.family:21} {preset.image_size:>4} {count:>13,} {gives:9} {cached:6} {preset.repo}")
+        print(f"{preset.name:33} {preset.family:21} {preset.image_size:>4} {count:>13,} {gives:10} {cached:6} {preset.repo}")
     print(f"\nHugging Face cache: {constants.HF_HUB_CACHE} (keras_vit.from_pretrained(name) fetches a family preset there)")
 
 

@@ -43,6 +43,8 @@ EXACT_GELU = ("gelu", "GELU", "nn.GELU", "torch.nn.GELU", "torch.nn.modules.acti
 ADOPTED = ("layer_norm_epsilon", "mlp_activation")
 # what keras_vit's attention and MLP have where ViTConfig has no field for it (yet): getattr reads the field once it exists
 FIXED = {"mlp_activation": "gelu", "qkv_bias": True}
+# fields whose None is a value (no LayerScale, no projection), compared like any other
+NULLABLE = ("layer_scale_init", "projection_dim")
 _WHY = {
     "mlp_activation": " (keras_vit's MLP uses the exact erf GELU)",
     "qkv_bias": " (keras_vit's attention always has query/key/value biases)",
@@ -87,6 +89,8 @@ def model_value(config, field):
 def _agrees(field, declared, have):
     if field == "layer_scale_init":  # its presence decides the weights; the initial value is the loaded gammas'
         return (have is None) == (declared is None)
+    if have is None or declared is None:
+        return have is declared
     if field == "layer_norm_epsilon":
         return abs(have - declared) <= 1e-3 * declared
     if isinstance(have, (list, tuple)) or isinstance(declared, (list, tuple)):
@@ -111,7 +115,7 @@ def mismatches(record, config):
     found = []  # a model with pooling=None returns the tokens: no pooling to compare (have is None)
     for field, (value, said, origin) in record.items():
         have = model_value(config, field)
-        if have is None or _agrees(field, value, have):
+        if (have is None and field not in NULLABLE) or _agrees(field, value, have):
             continue
         shown = f"{have:g}" if field == "layer_norm_epsilon" else repr(have)
         found.append(f"{origin}: {said} but the model has {field}={shown}{_WHY.get(field, '')}")

@@ -30,10 +30,12 @@ RoPE, scaled attention/MLP norms, timm's unpacked SwiGLU).
 
 import re
 
+import numpy as np
+
 from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
 from keras_vit.weights import timm_config
-from keras_vit.weights.declared import declare
+from keras_vit.weights.declared import activation, declare
 
 FORMAT = "timm"
 LAYER_NORM_EPSILON = 1e-6  # timm's VisionTransformer: partial(nn.LayerNorm, eps=1e-6) unless registered otherwise
@@ -143,7 +145,6 @@ def to_original(tensors, path="<arrays>", settings=None):
             unsupported part, or a fused qkv weight that is not ``(3D, D)``.
 
     Example:
-    >>> import numpy as np
     >>> d = 8
     >>> arrays = {"patch_embed.proj.weight": np.zeros((d, 3, 4, 4)), "blocks.0.attn.qkv.weight": np.zeros((3 * d, d))}
     >>> out = to_original(arrays)
@@ -180,8 +181,6 @@ def to_original(tensors, path="<arrays>", settings=None):
 
 
 def _zeros(width):
-    import numpy as np  # deferred: NumPy is loaded anyway; kept local so the module's imports stay the mapping's
-
     return np.zeros((width,), np.float32)
 
 
@@ -290,7 +289,7 @@ def _declared(resolved, pretrained, expected, path, weights, tensors):
             declare(record, "hidden_size", width[0], width[1], path)
         if resolved["act_layer"][1] is not None:
             act = resolved["act_layer"][0]
-            declare(record, "mlp_activation", timm_config.ACTIVATIONS.get(act, _activation(act)), resolved["act_layer"][1], path)
+            declare(record, "mlp_activation", timm_config.ACTIVATIONS.get(act, activation(act)), resolved["act_layer"][1], path)
         if resolved["norm_eps"][1] is not None:
             declare(record, "layer_norm_epsilon", resolved["norm_eps"][0], resolved["norm_eps"][1], path)
         return record, {}
@@ -314,12 +313,6 @@ def _declared(resolved, pretrained, expected, path, weights, tensors):
         notes["embedding/bias"] = "zeros: timm's pre-norm models have no patch-embedding bias (PatchEmbed(bias=not pre_norm)); exact"
     record = timm_config.record(resolved, seen, extra, path, weights)
     return record, {"head_is_projection": projection, "pre_norm": seen["pre_norm"][0], "notes": notes}
-
-
-def _activation(act):
-    from keras_vit.weights.declared import activation  # deferred: only for a config read without its weights
-
-    return activation(act)
 
 
 def _expected(config, args, pretrained, resolved, path):
