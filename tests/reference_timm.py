@@ -8,7 +8,8 @@ timm/models/deit.py (``VisionTransformerDistilled``: the mean of ``head`` and ``
 Arrays are in torch's layout: ``Linear.weight`` is ``(out, in)``, the patch convolution ``(D, C, P, P)``.
 ``args`` are timm's ``model_args`` names: ``patch_size, embed_dim, depth, num_heads, mlp_ratio, qkv_bias,
 class_token, reg_tokens, no_embed_class, init_values, global_pool, fc_norm, pre_norm, final_norm,
-act_layer, mlp_layer, num_classes, img_size, distilled``.
+act_layer, mlp_layer ("mlp", or "SwiGLUPacked" / "swiglu": timm's packed SwiGLU), num_classes, img_size,
+distilled``; ``eps`` is the LayerNorm epsilon (timm's CLIP registrations: 1e-5).
 """
 
 import math
@@ -70,7 +71,7 @@ def heads_attention(q, k, v, heads):
 
 def mlp(x, sd, name, args):
     y = linear(x, sd, name + ".fc1")
-    if args["mlp_layer"] == "swiglu":
+    if args["mlp_layer"] in ("swiglu", "SwiGLUPacked"):
         x1, x2 = np.split(y, 2, axis=-1)
         y = act(x1, "silu") * x2
     else:
@@ -180,14 +181,14 @@ def state_dict(args, seed=0, scale=0.2):
         if args["qkv_bias"]:
             shapes[f"{b}.attn.qkv.bias"] = (3 * d,)
         shapes.update({f"{b}.attn.proj.weight": (d, d), f"{b}.attn.proj.bias": (d,)})
-        shapes.update(mlp_shapes(f"{b}.mlp", hidden, args["mlp_layer"] == "swiglu"))
+        shapes.update(mlp_shapes(f"{b}.mlp", hidden, args["mlp_layer"] in ("swiglu", "SwiGLUPacked")))
         if args["init_values"]:
             shapes.update({f"{b}.ls1.gamma": (d,), f"{b}.ls2.gamma": (d,)})
     if args["global_pool"] == "map":
         shapes.update({"attn_pool.latent": (1, 1, d), "attn_pool.q.weight": (d, d), "attn_pool.kv.weight": (2 * d, d),
                        "attn_pool.proj.weight": (d, d), "attn_pool.proj.bias": (d,)})
-        if args["qkv_bias"]:
-            shapes.update({"attn_pool.q.bias": (d,), "attn_pool.kv.bias": (2 * d,)})
+        # timm's AttentionPoolLatent has q/kv biases whatever the blocks' qkv_bias (VisionTransformer passes none)
+        shapes.update({"attn_pool.q.bias": (d,), "attn_pool.kv.bias": (2 * d,)})
         norms.append("attn_pool.norm")
         shapes.update(mlp_shapes("attn_pool.mlp", int(d * args["mlp_ratio"]), False))
     if args["num_classes"]:

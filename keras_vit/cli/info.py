@@ -1,7 +1,8 @@
 """Print the model variants with their sizes and parameter counts, and what this machine runs natively.
 
 With ``--presets``: the named pretrained weights instead (builder, tag, resolution,
-URL, whether the file is in the Keras cache). With a ``.keras`` file: that model's
+URL, whether the file is in the Keras cache), then the ViT family's named presets (timm Hub repositories:
+family, resolution, parameters, what the model gives, whether the Hugging Face cache holds them). With a ``.keras`` file: that model's
 architecture (its ``ViTConfig``, field by field) and parameter count.
 """
 
@@ -52,6 +53,29 @@ def print_presets():
         builder = variants.builder_name(preset.variant)
         print(f"{builder:10} {preset.tag:25} {preset.image_size:>4} {cached:6} {presets.url_of(preset)}")
     print(f"\ncache: {download.cache_root()}")
+    print_hub_presets()
+
+
+def print_hub_presets():
+    """One line per family preset (``keras_vit.from_pretrained(name)``): its Hub repository, family, resolution,
+    parameter count of the model it builds (from timm's registration, no download), what the model gives."""
+    import os
+
+    # deferred: huggingface_hub, only to say whether its cache holds a repository
+    from huggingface_hub import constants
+
+    from keras_vit.weights import presets, timm_config
+
+    print(f"\n{'name':33} {'family':21} {'res':>4} {'params':>13} {'gives':10} {'cached':6} repository (hf://)")
+    for preset in presets.HUB_PRESETS.values():
+        projection = preset.num_classes if preset.output == "embedding" and preset.num_classes else None
+        fields = timm_config.config_fields(preset.timm_architecture, 0 if projection else preset.num_classes, projection)
+        count = params.count_config_params(ViTConfig(**fields))
+        gives = "logits" if preset.output == "logits" else ("embedding" if not projection else "projection")
+        folder = os.path.join(constants.HF_HUB_CACHE, "models--" + preset.repo.replace("/", "--"), "snapshots")
+        cached = "yes" if os.path.isdir(folder) and os.listdir(folder) else "no"
+        print(f"{preset.name:33} {preset.family:21} {preset.image_size:>4} {count:>13,} {gives:10} {cached:6} {preset.repo}")
+    print(f"\nHugging Face cache: {constants.HF_HUB_CACHE} (keras_vit.from_pretrained(name) fetches a family preset there)")
 
 
 def run(args):

@@ -16,12 +16,15 @@ from keras_vit.architecture.config import ViTConfig
 from keras_vit.models.build import build_model
 from keras_vit.weights import architecture, download, formats, imagenet, keras_file, presets, sources
 
-# read from the checkpoint: an override must agree with the file
-FROM_FILE = ("patch_size", "hidden_size", "num_layers", "mlp_dim", "num_heads", "representation_size", "block_units", "width")
+# read from the checkpoint: an override must agree with the file (the family's switches included)
+FROM_FILE = (
+    "patch_size", "hidden_size", "num_layers", "mlp_dim", "num_heads", "representation_size", "block_units", "width",
+) + architecture.FAMILY
 # free to choose: the head, the resolution, regularisation, the input, the name
 OVERRIDES = (
     "num_classes", "image_size", "include_top", "pooling", "dropout", "attention_dropout", "drop_path_rate",
-    "classifier_activation", "include_preprocessing", "input_tensor", "name",
+    "classifier_activation", "include_preprocessing", "input_tensor", "name", "input_mean", "input_std",
+    "position_resampling",
 )
 PRESET_EXAMPLE = "B/16:augreg_in21k_ft_in1k"
 
@@ -37,7 +40,9 @@ def from_pretrained(source, **overrides):
               Face Hub (through its cache, see :mod:`keras_vit.weights.hub`);
             - ``"VARIANT:TAG"``, a preset (``"B/16:augreg_in21k_ft_in1k"``,
               ``"R50+B/16:imagenet21k"``; ``keras-vit info --presets`` lists them), downloaded
-              once into the Keras cache; the file of the resolution nearest ``image_size``.
+              once into the Keras cache; the file of the resolution nearest ``image_size``;
+            - a named family preset (``"dinov2_vits14"``, ``"clip_vitb16_openai"``...), a timm Hub
+              repository fetched through huggingface_hub's cache as ``hf://`` is.
         **overrides: ``num_classes`` (another number than the file's: a new, zero-initialised
             head for fine-tuning), ``image_size`` (position embeddings resampled in 2-D),
             ``include_top``, ``pooling`` (None with ``include_top=False``: the token sequence),
@@ -45,7 +50,8 @@ def from_pretrained(source, **overrides):
             (default ``"softmax"``), ``include_preprocessing``, ``input_tensor``, ``name``; and
             ``num_heads`` for a timm file without a config naming it. The sizes fixed by the
             weights (``patch_size``, ``hidden_size``, ``num_layers``, ``mlp_dim``,
-            ``representation_size``, a hybrid's ``block_units`` and ``width``) may be given
+            ``representation_size``, a hybrid's ``block_units`` and ``width``, the family's switches:
+            tokens, LayerScale, activation, MLP type, q/k/v bias, norms, projection) may be given
             only with the file's values.
 
     A keras_vit ``.keras`` file is built with the ``ViTConfig`` it was saved with (every switch of the
@@ -70,10 +76,13 @@ def from_pretrained(source, **overrides):
     >>> model = keras_vit.from_pretrained("B/16:augreg_in21k_ft_in1k", num_classes=10, image_size=384)  # doctest: +SKIP
     """
     path, preset = locate(source, overrides.get("image_size"))
-    info = formats.describe(path)
+    info = formats.describe(path, architecture=getattr(preset, "architecture", None))  # a Hub preset may name one
     saved = saved_config(path, info)
     arch = saved_architecture(saved) if saved else architecture.infer(info, str(source), known_heads=_registered_heads())
     kwargs = arguments(arch, overrides, source)
+    for field, value in (("input_mean", info.mean), ("input_std", info.std), ("position_resampling", info.position_resampling)):
+        if value is not None and field not in overrides:  # the source's preprocessing and resampling rule
+            kwargs[field] = tuple(value) if isinstance(value, list) else value
     name, input_tensor = kwargs.pop("name", None), kwargs.pop("input_tensor", None)
     if saved is not None:  # a keras_vit model: its whole architecture (the family's switches, a stem), the overrides applied
         config = saved.replace(**kwargs)
@@ -82,7 +91,7 @@ def from_pretrained(source, **overrides):
     model = build_model(config, weights=path, info=info, input_tensor=input_tensor, name=name, given=frozenset(kwargs))
     model.load_report.source = str(source)
     if kwargs.get("include_top", True) and kwargs.get("num_classes") == arch["num_classes"]:
-        tag = preset.tag if preset else info.tag or _hub_tag(source)
+        tag = getattr(preset, "tag", None) if preset else info.tag or _hub_tag(source)
         names = class_names_of(info, arch["num_classes"], tag)
         if names:
             model.class_names = names
@@ -99,6 +108,7 @@ def saved_architecture(config):
     arch = {k: getattr(config, k) for k in ("patch_size", "hidden_size", "num_layers", "mlp_dim", "num_heads", "representation_size", "pooling")}
     arch["image_size"] = config.image_size  # None: the saved model takes any size, and so does the new one
     arch["num_classes"] = config.num_classes if config.include_top else None
+    arch.update({k: getattr(config, k) for k in architecture.FAMILY})  # the family's switches it was saved with
     if config.stem == "resnet":
         arch.update(block_units=config.block_units, width=config.width)
     return arch
@@ -113,6 +123,9 @@ def locate(source, image_size=None):
     source = os.fspath(source)
     if source.startswith(sources.HF_PREFIX):
         return sources.resolve(source), None
+    hub_preset = presets.hub_preset(source)
+    if hub_preset:  # a named family preset: a timm Hub repository, through huggingface_hub's cache
+        return sources.resolve(sources.HF_PREFIX + hub_preset.repo), hub_preset
     written, colon, tag = source.rpartition(":")
     variant = presets.variant_named(written) if colon else None
     if variant:
@@ -125,7 +138,8 @@ def locate(source, image_size=None):
         hint = f" {written!r} is no variant with presets." if written else needs
     raise ValueError(
         f"from_pretrained: {source!r} is neither a file or folder, 'hf://ORG/NAME' nor a preset 'VARIANT:TAG' "
-        f"(e.g. {PRESET_EXAMPLE!r}; variants with presets: {with_presets}; tags: {', '.join(presets.tags())}).{hint}"
+        f"(e.g. {PRESET_EXAMPLE!r}; variants with presets: {with_presets}; tags: {', '.join(presets.tags())}) "
+        f"nor a named preset ({', '.join(presets.hub_names())}).{hint}"
     )
 
 
@@ -148,6 +162,7 @@ def arguments(arch, overrides, source):
             )
     kwargs = {k: arch[k] for k in ("patch_size", "hidden_size", "num_layers", "mlp_dim", "image_size", "representation_size")}
     kwargs.update({k: arch[k] for k in ("block_units", "width") if k in arch})
+    kwargs.update({k: arch[k] for k in architecture.FAMILY if k in arch})
     kwargs["num_heads"] = overrides.get("num_heads", arch["num_heads"])
     if kwargs["num_heads"] is None:
         raise ValueError(
@@ -156,7 +171,6 @@ def arguments(arch, overrides, source):
             "'model_args.num_heads') and its sizes are no registered variant's. "
             f"Pass them: from_pretrained({str(source)!r}, num_heads=...)."
         )
-    kwargs.update(arch.get("family", {}))  # the ViT family's switches the file declares (DINOv2, CLIP, SigLIP...)
     kwargs.update({k: v for k, v in overrides.items() if k in OVERRIDES})
     num_classes = overrides.get("num_classes", arch["num_classes"])
     kwargs["include_top"] = overrides.get("include_top", num_classes is not None)

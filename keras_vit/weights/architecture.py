@@ -21,12 +21,6 @@ from keras_vit.layers.resnet import GROUP_NORM_GROUPS, ROOT_WIDTH, backbone_stri
 from keras_vit.weights.mapping import POSEMB_KEY, block_units_of
 
 _BLOCK = re.compile(r"^Transformer/encoderblock_(\d+)/")
-# ViTConfig's family switches a source declares (keras_vit.weights.declared): from_pretrained builds them as declared
-FAMILY_FIELDS = (
-    "class_token", "distillation_token", "num_register_tokens", "prefix_positions", "layer_scale_init", "mlp_activation",
-    "mlp_type", "qkv_bias", "pre_norm", "final_norm", "fc_norm", "projection_dim", "input_mean", "input_std",
-    "position_resampling",
-)
 
 
 def infer(info, source=None, known_heads=None):
@@ -41,8 +35,8 @@ def infer(info, source=None, known_heads=None):
     Returns:
         A dict with ``patch_size``, ``hidden_size``, ``num_layers``, ``mlp_dim``, ``num_heads``
         (None when unknown), ``image_size``, ``pooling``, ``num_classes`` (None: no head),
-        ``representation_size`` (None: no pre-logits), ``family`` (the :data:`FAMILY_FIELDS` the file
-        declares), and ``block_units``, ``width`` for a hybrid.
+        ``representation_size`` (None: no pre-logits), the family's switches (:data:`FAMILY`,
+        :func:`family_of`), and ``block_units``, ``width`` for a hybrid.
 
     Raises:
         CheckpointError: a tensor the architecture is read from is missing or has an unexpected
@@ -70,9 +64,10 @@ def infer(info, source=None, known_heads=None):
             f"{source!r}: encoder blocks {layers or 'none'} are not numbered 0..N-1 ('Transformer/encoderblock_{{i}}/...')."
         )
     dense = _shape(shapes, "Transformer/encoderblock_0/MlpBlock_3/Dense_0/kernel", 2, source, "(D, mlp_dim)")
-    family = {field: info.declared[field].value for field in FAMILY_FIELDS if field in (info.declared or {})}
-    glu = family.get("mlp_type") == "glu"  # a gated MLP's first Dense holds both halves: (D, 2 * mlp_dim)
-    arch = dict(patch_size=patch, hidden_size=hidden, num_layers=len(layers), mlp_dim=int(dense[1]) // (2 if glu else 1))
+    arch = dict(patch_size=patch, hidden_size=hidden, num_layers=len(layers), mlp_dim=int(dense[1]))
+    arch.update(family_of(info))
+    if arch["mlp_type"] == "glu":  # Dense_0 holds both halves of the gate: (D, 2 * mlp_dim)
+        arch["mlp_dim"] = int(dense[1]) // 2
 
     query = shapes.get("Transformer/encoderblock_0/MultiHeadDotProductAttention_1/query/kernel", ())
     heads = int(query[1]) if len(query) == 3 else info.num_heads  # (D, heads, head_dim) in an .npz
@@ -80,10 +75,9 @@ def infer(info, source=None, known_heads=None):
         heads = (known_heads or {}).get((hidden, len(layers), arch["mlp_dim"]))
     arch["num_heads"] = heads
 
-    class_token = family.get("class_token", "cls" in shapes)
+    class_token = arch["class_token"]
     posemb = _shape(shapes, POSEMB_KEY, 3, source, "(1, tokens, D)")
-    prefix = int(class_token) + int(family.get("distillation_token", "dist" in shapes))
-    positions = int(posemb[1]) - (prefix if family.get("prefix_positions", True) else 0)
+    positions = int(posemb[1]) - ((int(class_token) + int(arch["distillation_token"])) if arch["prefix_positions"] else 0)
     side = math.isqrt(max(positions, 0))
     if side * side != positions or side == 0:
         raise CheckpointError(
@@ -96,14 +90,61 @@ def infer(info, source=None, known_heads=None):
         arch["width"] = _root_width(shapes["conv_root/kernel"], source)
         stride = backbone_stride(arch["block_units"])
     arch["image_size"] = side * patch * stride
-    declared_pooling = (info.declared or {}).get("pooling")
-    arch["pooling"] = declared_pooling.value if declared_pooling else "token" if class_token else "gap"
-    arch["family"] = family
+    arch["pooling"] = _pooling(info, class_token)
     head = shapes.get("head/kernel")
     arch["num_classes"] = int(head[-1]) if head is not None else None
     pre_logits = shapes.get("pre_logits/kernel")
     arch["representation_size"] = int(pre_logits[-1]) if pre_logits is not None else None
     return arch
+
+
+# the ViT family's ViTConfig fields that the weights (and what the file declares) fix
+FAMILY = (
+    "class_token", "distillation_token", "num_register_tokens", "prefix_positions", "layer_scale_init",
+    "mlp_activation", "mlp_type", "qkv_bias", "pre_norm", "final_norm", "fc_norm", "projection_dim",
+)
+
+
+def family_of(info):
+    """The family's switches a checkpoint fixes: what it declares, else what its canonical keys show.
+
+    Example:
+    >>> from keras_vit.weights.formats import CheckpointInfo
+    >>> shapes = {"cls": (1, 1, 8), "reg": (1, 4, 8), "Transformer/encoderblock_0/LayerScale_1/gamma": (8,),
+    ...           "Transformer/encoderblock_0/MlpBlock_3/Dense_0/kernel": (8, 64),
+    ...           "Transformer/encoderblock_0/MlpBlock_3/Dense_1/kernel": (32, 8)}
+    >>> family = family_of(CheckpointInfo(path="f", format="npz", shapes=shapes))
+    >>> [family[k] for k in ("num_register_tokens", "layer_scale_init", "mlp_type", "qkv_bias", "final_norm")]
+    [4, 1e-05, 'glu', False, False]
+    """
+    shapes, declared = info.shapes, info.declared
+    block = "Transformer/encoderblock_0/"
+    dense_0 = shapes.get(block + "MlpBlock_3/Dense_0/kernel", (0, 0))
+    dense_1 = shapes.get(block + "MlpBlock_3/Dense_1/kernel", (0, 0))
+    projection = shapes.get("projection/kernel")
+    seen = {
+        "class_token": "cls" in shapes,
+        "distillation_token": "dist" in shapes,
+        "num_register_tokens": int(shapes["reg"][1]) if "reg" in shapes else 0,
+        "prefix_positions": True,
+        "layer_scale_init": 1e-5 if block + "LayerScale_1/gamma" in shapes else None,
+        "mlp_activation": "gelu",
+        "mlp_type": "glu" if dense_0[-1] and dense_0[-1] == 2 * dense_1[0] else "mlp",
+        "qkv_bias": block + "MultiHeadDotProductAttention_1/query/bias" in shapes,
+        "pre_norm": "Transformer/pre_norm/scale" in shapes,
+        "final_norm": "Transformer/encoder_norm/scale" in shapes,
+        "fc_norm": "fc_norm/scale" in shapes,
+        "projection_dim": int(projection[-1]) if projection else None,
+    }
+    return {field: declared[field].value if field in declared else value for field, value in seen.items()}
+
+
+def _pooling(info, class_token):
+    if "MAPHead_0/probe" in info.shapes:
+        return "map"
+    if "pooling" in info.declared and info.declared["pooling"].value is not None:
+        return info.declared["pooling"].value
+    return "token" if class_token else "gap"
 
 
 def _shape(shapes, key, ndim, source, layout):

@@ -130,7 +130,7 @@ def indexed_names(mapping, field, path):
     return None
 
 
-def check_against_weights(expected, shapes, has_qkv_bias, path):
+def check_against_weights(expected, shapes, has_qkv_bias, path, position_prefix=None):
     """Refuse weights whose shapes disagree with their config (naming the field and both values).
 
     Args:
@@ -143,6 +143,8 @@ def check_against_weights(expected, shapes, has_qkv_bias, path):
         shapes: ``{original key: shape}`` of the converted weights.
         has_qkv_bias: whether the file holds query/key/value biases.
         path: the config file, named in the error.
+        position_prefix: how many position embeddings precede the patches' (the class and distillation
+            tokens', or none: timm's ``no_embed_class``); default: the class token's, if there is one.
 
     Example:
     >>> check_against_weights([("hidden_size", "hidden_size=8", 8)], {"embedding/kernel": (4, 4, 3, 16)}, True, "m")
@@ -163,8 +165,9 @@ def check_against_weights(expected, shapes, has_qkv_bias, path):
     head = shapes.get("head/kernel")
     found["num_classes"] = head[-1] if head is not None else None
     posemb = shapes.get("Transformer/posembed_input/pos_embedding")
-    prefix = int(found["class_token"]) + int("dist" in shapes)  # the class (and DeiT's distillation) token's positions
-    positions = posemb[1] - prefix if posemb is not None and len(posemb) == 3 else None
+    if position_prefix is None:  # the class (and DeiT's distillation) token's positions
+        position_prefix = int(found["class_token"]) + int("dist" in shapes)
+    positions = posemb[1] - position_prefix if posemb is not None and len(posemb) == 3 else None
     for quantity, field, value in expected:
         said = field if field.startswith("has no ") else f"says {field}"
         if quantity == "image_size":

@@ -39,13 +39,21 @@ from keras_vit.errors import CheckpointError
 
 # how a file writes the exact (erf) GELU, keras_vit's MLP activation: transformers' "gelu", timm's default nn.GELU
 EXACT_GELU = ("gelu", "GELU", "nn.GELU", "torch.nn.GELU", "torch.nn.modules.activation.GELU")
+# every source's names of keras_vit's other MLP activations: transformers' ACT2FN keys, timm's create_act names and classes
+ACTIVATIONS = {
+    "gelu_tanh": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh", "GELUTanh": "gelu_tanh",
+    "quick_gelu": "quick_gelu", "QuickGELU": "quick_gelu",
+    "silu": "silu", "swish": "silu", "SiLU": "silu", "nn.SiLU": "silu", "torch.nn.SiLU": "silu",
+}
 # fields a builder takes from the file when its caller did not set them (a field ViTConfig lacks is skipped)
-ADOPTED = ("layer_norm_epsilon", "mlp_activation", "input_mean", "input_std", "position_resampling")
-# what keras_vit's attention and MLP have where ViTConfig has no field for it (yet): getattr reads the field once it exists
+ADOPTED = ("layer_norm_epsilon", "mlp_activation")
+# the paper's attention and MLP, for a config object without these fields (a ViTConfig has both)
 FIXED = {"mlp_activation": "gelu", "qkv_bias": True}
+# fields whose None is a value (no LayerScale, no projection), compared like any other
+NULLABLE = ("layer_scale_init", "projection_dim")
 _WHY = {
-    "mlp_activation": " (keras_vit's MLP uses the exact erf GELU)",
-    "qkv_bias": " (keras_vit's attention always has query/key/value biases)",
+    "mlp_activation": " (keras_vit's MLP activations: gelu, gelu_tanh, quick_gelu, silu; unset, a builder takes the file's)",
+    "qkv_bias": " (build the model with the file's qkv_bias)",
 }
 
 
@@ -70,13 +78,16 @@ def declare(record, field, value, said, origin):
 
 
 def activation(value):
-    """A declared MLP activation in keras_vit's terms: ``"gelu"`` for the exact GELU, else the name as written.
+    """A declared MLP activation in keras_vit's terms (:data:`ACTIVATIONS`; ``"gelu"`` for the exact GELU), else the
+    name as written, which no model has, so :func:`check` refuses it by name.
 
     Example:
-    >>> activation("nn.GELU"), activation("quick_gelu"), activation(None)
-    ('gelu', 'quick_gelu', 'gelu')
+    >>> activation("nn.GELU"), activation("gelu_pytorch_tanh"), activation("QuickGELU"), activation(None), activation("relu")
+    ('gelu', 'gelu_tanh', 'quick_gelu', 'gelu', 'relu')
     """
-    return "gelu" if value is None or value in EXACT_GELU else value
+    if value is None or value in EXACT_GELU:
+        return "gelu"
+    return ACTIVATIONS.get(value, value) if isinstance(value, str) else value
 
 
 def model_value(config, field):
@@ -85,10 +96,12 @@ def model_value(config, field):
 
 
 def _agrees(field, declared, have):
+    if field == "layer_scale_init":  # its presence decides the weights; the initial value is the loaded gammas'
+        return (have is None) == (declared is None)
+    if have is None or declared is None:
+        return have is declared
     if field == "layer_norm_epsilon":
         return abs(have - declared) <= 1e-3 * declared
-    if field == "layer_scale_init":  # the gammas are loaded: only whether there is LayerScale matters
-        return (have is None) == (declared is None)
     if isinstance(have, (list, tuple)) or isinstance(declared, (list, tuple)):
         if not isinstance(have, (list, tuple)) or not isinstance(declared, (list, tuple)) or len(have) != len(declared):
             return False
@@ -103,17 +116,18 @@ def mismatches(record, config):
     >>> from keras_vit.architecture.config import ViTConfig
     >>> config = ViTConfig(image_size=32, patch_size=8, hidden_size=32, num_layers=1, num_heads=2, mlp_dim=64)
     >>> record = declare({}, "num_heads", 4, "num_attention_heads=4", "vit/config.json")
-    >>> declare(record, "mlp_activation", "gelu_new", "hidden_act='gelu_new'", "vit/config.json")
+    >>> declare(record, "mlp_activation", "relu", "hidden_act='relu'", "vit/config.json")
     ... # doctest: +ELLIPSIS
     {...}
     >>> mismatches(record, config)  # doctest: +NORMALIZE_WHITESPACE
     ['config.json: num_attention_heads=4 but the model has num_heads=2',
-     "config.json: hidden_act='gelu_new' but the model has mlp_activation='gelu' (keras_vit's MLP uses the exact erf GELU)"]
+     "config.json: hidden_act='relu' but the model has mlp_activation='gelu' (keras_vit's MLP activations: gelu, gelu_tanh,
+     quick_gelu, silu; unset, a builder takes the file's)"]
     """
     found = []  # a model with pooling=None returns the tokens: no pooling to compare (have is None)
     for field, (value, said, origin) in record.items():
         have = model_value(config, field)
-        if (have is None and field == "pooling") or _agrees(field, value, have):
+        if (have is None and field not in NULLABLE) or _agrees(field, value, have):
             continue
         shown = f"{have:g}" if field == "layer_norm_epsilon" else repr(have)
         found.append(f"{origin}: {said} but the model has {field}={shown}{_WHY.get(field, '')}")
@@ -148,18 +162,14 @@ def check(record, config, path, model_name=None):
 def adopt(config, record, given):
     """``config`` with the :data:`ADOPTED` fields the file declares and the caller did not set (in ``given``).
 
-    A field ``ViTConfig`` does not have (yet), or a value it refuses (``hidden_act='gelu_new'`` where keras_vit has
-    no such activation), is left to :func:`check`, which refuses it naming the file's field.
+    A field ``ViTConfig`` does not have (yet), or a value it refuses (an activation keras_vit lacks), is left to
+    :func:`check`, which refuses a value other than the model's by name.
     """
     fields = getattr(type(config), "__dataclass_fields__", {})
-    changes = {
-        field: record[field].value
-        for field in ADOPTED
-        if field in record and field in fields and field not in given
-    }
-    for field, value in changes.items():  # a value the config cannot take (an activation it lacks) is left to check
-        try:
-            config = config.replace(**{field: value})
-        except ValueError:
-            continue
+    for field in ADOPTED:
+        if field in record and field in fields and field not in given:
+            try:
+                config = config.replace(**{field: record[field].value})
+            except ValueError:  # a value keras_vit has no such layer for (gelu_new): check() names it
+                continue
     return config

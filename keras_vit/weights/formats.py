@@ -69,7 +69,10 @@ class CheckpointInfo:
             (a ``.keras`` model), else None (a square is assumed).
         skipped: ``{keys: reason}`` of the tensors a reader left out on purpose (a CLIP repository's text
             tower, MAE's decoder), for the load report.
-        notes: what the load report should say about the reading (where the input normalisation comes from).
+        position_resampling: the layout's rule for resampling its position embeddings (timm's
+            ``"bicubic_torch_antialias"``, transformers' ``"bicubic_torch"``), or None (the model's).
+        notes: what the load report should say about the reading: sentences (where the input normalisation
+            comes from) and ``"key: what the conversion did"`` (a zero bias standing in, a head read as a projection).
     """
 
     path: str
@@ -83,6 +86,7 @@ class CheckpointInfo:
     std: list | None = None
     grid: tuple | None = None
     skipped: dict = dataclasses.field(default_factory=dict)
+    position_resampling: str | None = None
     notes: list = dataclasses.field(default_factory=list)
 
     @property
@@ -126,27 +130,28 @@ def _open(path):
     )
 
 
-def _layout_settings(fmt, config, config_path, path):
+def _layout_settings(fmt, config, config_path, path, tensors=None, architecture=None):
     if fmt == timm_layout.FORMAT:
-        return timm_layout.settings(config, config_path or "<config>", weights=path)
+        return timm_layout.settings(config, config_path or "<config>", weights=path, tensors=tensors, architecture=architecture)
     return transformers_layout.settings(config, config_path)
 
 
 def _convert(fmt, tensors, settings, path):
     if fmt == transformers_layout.FORMAT:  # the model_type picks the layout; skipped keys go to settings["skipped"]
         return transformers_layout.to_original(tensors, path, settings)
-    converted = _LAYOUTS[fmt].to_original(tensors, path)
     if fmt == timm_layout.FORMAT:
-        pool = settings.get("global_pool")
-        if pool not in (None, "", "token", "avg") or (pool == "avg" and "cls" in converted):
-            raise CheckpointError(
-                f"Checkpoint {path!r}: timm global_pool={pool!r} with{'' if 'cls' in converted else 'out'} a class token; "
-                "keras_vit pools the class token ('token') or averages the tokens of a model without one ('avg')."
-            )
-    return converted
+        return timm_layout.to_original(tensors, path, settings)
+    return _LAYOUTS[fmt].to_original(tensors, path)
 
 
-def describe(path):
+def _notes(notes):
+    """The reader's notes as sentences: a timm conversion's ``{key: what it did}`` becomes ``"key: what it did"``."""
+    if isinstance(notes, dict):
+        return [f"{key}: {what}" for key, what in notes.items()]
+    return list(notes or [])
+
+
+def describe(path, architecture=None):
     """A :class:`CheckpointInfo` of a checkpoint file or folder: shapes and settings, no tensor data read.
 
     Example:
@@ -156,6 +161,8 @@ def describe(path):
     >>> info = describe(path)
     >>> info.format, info.shapes, info.layer_norm_epsilon
     ('npz', {'cls': (1, 1, 8)}, 1e-06)
+
+    ``architecture`` replaces a timm config.json's (a preset that names timm's quick_gelu registration).
     """
     path = os.fspath(path)
     fmt, tensors, config, config_path = _open(path)
@@ -169,10 +176,12 @@ def describe(path):
             path=path, format=fmt, shapes=shapes, declared=keras_file.declared(config, path), class_names=class_names,
             grid=config.grid,
         )
-    settings = normalization_settings(path, _layout_settings(fmt, config, config_path, path), config_path)
+    settings = normalization_settings(path, _layout_settings(fmt, config, config_path, path, tensors, architecture), config_path)
     shapes = {k: tuple(v.shape) for k, v in _convert(fmt, tensors.stand_ins(), settings, path).items()}
     has_bias = any(k.endswith(("attention.attention.query.bias", "attn.qkv.bias", "self_attn.q_proj.bias")) for k in tensors.shapes)
-    config_lib.check_against_weights(settings["expected"], shapes, has_bias, config_path or path)
+    declared_prefix = settings["declared"].get("prefix_positions")
+    prefix = None if declared_prefix is None else (("cls" in shapes) + ("dist" in shapes)) * bool(declared_prefix.value)
+    config_lib.check_against_weights(settings["expected"], shapes, has_bias, config_path or path, prefix)
     _check_heads(settings.get("num_heads"), shapes, config_path or path)
     record = dict(settings["declared"])
     if not has_bias:  # zeros stand in for the biases in the shapes; the model must not have other ones
@@ -189,7 +198,8 @@ def describe(path):
         mean=settings.get("mean"),
         std=settings.get("std"),
         skipped=settings.get("skipped") or {},
-        notes=settings.get("notes") or [],
+        position_resampling=settings.get("position_resampling"),
+        notes=_notes(settings.get("notes")),
     )
 
 
@@ -208,8 +218,12 @@ def _check_heads(num_heads, shapes, path):
         raise CheckpointError(f"{path!r}: {num_heads} heads do not divide the width {width} of the weights.")
 
 
-def read(path):
+def read(path, input_mean=None, input_std=None, architecture=None):
     """``{original key: np.ndarray}`` of any supported checkpoint (see the module docstring).
+
+    A foreign model's input normalisation is folded into the patch embedding for a model that scales
+    its inputs with ``input_mean`` / ``input_std`` (default: keras_vit's [-1, 1]); ``architecture``
+    as in :func:`describe`.
 
     Example:
     >>> read("model.safetensors")["embedding/kernel"].shape  # doctest: +SKIP
@@ -221,17 +235,17 @@ def read(path):
         return npz.npz_arrays(path)
     if fmt == keras_file.FORMAT:
         return keras_file.read(path)
-    settings = normalization_settings(path, _layout_settings(fmt, config, config_path, path), config_path)
+    settings = normalization_settings(path, _layout_settings(fmt, config, config_path, path, tensors, architecture), config_path)
     arrays = {k: np.asarray(v) for k, v in _convert(fmt, tensors.arrays(), settings, path).items()}
-    return fold_normalization(arrays, settings.get("mean"), settings.get("std"))
+    return fold_normalization(arrays, settings.get("mean"), settings.get("std"), input_mean, input_std)
 
 
-def read_checkpoint(path):
+def read_checkpoint(path, input_mean=None, input_std=None, architecture=None):
     """Read a checkpoint into ``{canonical key: np.ndarray}``.
 
     An ``.npz`` is opened with ``allow_pickle=False``; a timm or transformers
     ``.safetensors`` file or folder is converted to the original layout
-    (:func:`read`); pickle files are refused. Every array is
+    (:func:`read`, which also takes ``input_mean``, ``input_std``, ``architecture``); pickle files are refused. Every array is
     read now, so a truncated or corrupt file fails here with its name, never
     half-way through a load.
 
@@ -244,7 +258,7 @@ def read_checkpoint(path):
     """
     if isinstance(path, dict):
         return npz.canonical_arrays(path)
-    return read(path)
+    return read(path, input_mean, input_std, architecture)
 
 
 def checkpoint_shapes(path):

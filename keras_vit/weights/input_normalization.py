@@ -21,7 +21,7 @@ def normalization_settings(path, settings, config_path):
     where = (config_path, "pretrained_cfg.mean", "pretrained_cfg.std")
     folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
     file = os.path.join(folder, "preprocessor_config.json")
-    if settings.get("mean") is None and not settings.get("input_in_model") and os.path.isfile(file):
+    if settings.get("mean") is None and os.path.isfile(file):
         config = config_lib.read_json(file)
         if config.get("do_normalize", True):
             settings["mean"], settings["std"] = config.get("image_mean"), config.get("image_std")
@@ -43,12 +43,14 @@ def normalization_settings(path, settings, config_path):
     return settings
 
 
-def fold_normalization(arrays, mean, std):
-    """Make a model trained on ``(x / 255 - mean) / std`` inputs take keras_vit's ``x / 127.5 - 1``.
+def fold_normalization(arrays, mean, std, model_mean=None, model_std=None):
+    """Make a model trained on ``(x / 255 - mean) / std`` inputs take ``(x / 255 - model_mean) / model_std``.
 
-    With ``u = x / 127.5 - 1``, ``(x / 255 - mean) / std = u / (2 std) + (0.5 - mean) / std``: the
+    The model's default is keras_vit's ``x / 127.5 - 1`` (``model_mean = model_std = 0.5``). With
+    ``u = (x / 255 - m') / s'``, ``(x / 255 - mean) / std = u s' / std + (m' - mean) / std``: the
     patch embedding's kernel is scaled per input channel and the constant goes into its bias.
-    Nothing changes when ``mean`` and ``std`` are 0.5 (or None).
+    Nothing changes when the two agree (a model built with the file's ``input_mean`` and ``input_std``,
+    as :func:`keras_vit.from_pretrained` builds it), or when ``mean`` and ``std`` are None.
 
     Example:
     >>> arrays = {"embedding/kernel": np.ones((1, 1, 3, 1)), "embedding/bias": np.zeros(1)}
@@ -61,11 +63,13 @@ def fold_normalization(arrays, mean, std):
     mean, std = np.asarray(mean, np.float64), np.asarray(std, np.float64)
     if mean.shape != (3,) or std.shape != (3,) or np.any(std <= 0):
         raise CheckpointError(f"Cannot use the input normalisation mean={mean.tolist()}, std={std.tolist()}.")
-    if np.allclose(mean, 0.5) and np.allclose(std, 0.5):
+    model_mean = np.asarray(0.5 if model_mean is None else model_mean, np.float64) * np.ones(3)
+    model_std = np.asarray(0.5 if model_std is None else model_std, np.float64) * np.ones(3)
+    if np.allclose(mean, model_mean) and np.allclose(std, model_std):
         return arrays
     kernel = np.asarray(arrays["embedding/kernel"], np.float64)  # (P, P, C, D)
     out = dict(arrays)
-    out["embedding/kernel"] = (kernel / (2.0 * std)[None, None, :, None]).astype(arrays["embedding/kernel"].dtype)
-    shift = np.einsum("yxcd,c->d", kernel, (0.5 - mean) / std)
+    out["embedding/kernel"] = (kernel * (model_std / std)[None, None, :, None]).astype(arrays["embedding/kernel"].dtype)
+    shift = np.einsum("yxcd,c->d", kernel, (model_mean - mean) / std)
     out["embedding/bias"] = (np.asarray(arrays["embedding/bias"], np.float64) + shift).astype(arrays["embedding/bias"].dtype)
     return out

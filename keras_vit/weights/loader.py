@@ -38,7 +38,8 @@ class LoadReport:
         unused: checkpoint keys the model has no place for.
         resized: key -> (checkpoint shape, model shape) for interpolated tensors.
         skipped: key -> reason, for tensors left out on purpose (a new head, a CLIP repository's text tower).
-        notes: what the reader of the file says about it (where the input normalisation comes from).
+        notes: what the reading of the file did and where its settings come from (the input normalisation,
+            a zero bias standing in for one the layout lacks, a head read as a projection).
     """
 
     path: str = ""
@@ -96,19 +97,22 @@ def load_checkpoint(model, checkpoint, strict=True, source=None, *, info=None):
     Loaded 23 tensors from <arrays>
       skipped head/kernel: checkpoint shape (32, 1000) != model shape (32, 5); new head zero-initialised (fine-tuning)
     """
-    arrays = read_checkpoint(checkpoint)
+    config = config_of(model)
     report = LoadReport(path="<arrays>" if isinstance(checkpoint, dict) else os.fspath(checkpoint))
     grid = None  # of the checkpoint's position embeddings: a square unless the file says
     if isinstance(checkpoint, dict):
+        arrays = read_checkpoint(checkpoint)
         record = npz.declared({k: a.shape for k, a in arrays.items()}, report.path, layout=False)
     else:
         info = info or formats.describe(checkpoint)
         report.format = info.format
+        report.notes = list(info.notes)
         grid = info.grid
         record = info.declared
         report.skipped.update(info.skipped)
-        report.notes.extend(info.notes)
-    declared.check(record, config_of(model), report.path, model.name)  # heads, epsilon, activation...: all at once
+        # a foreign model's input mean and std are folded into the patch embedding where the model's differ
+        arrays = read_checkpoint(checkpoint, config.input_mean, config.input_std, info.architecture)
+    declared.check(record, config, report.path, model.name)  # heads, epsilon, activation...: all at once
     report.source = str(source) if source is not None else report.path
     targets = targets_of(model)
     if report.format == "keras":  # a .keras source also carries the weights of a conv stem

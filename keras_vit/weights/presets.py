@@ -16,6 +16,14 @@ Every file name below was looked up, none composed:
   and ``timm/models/vision_transformer_hybrid.py`` (the tags are timm's; the resolution is the one in
   timm's model name).
 
+The ViT family's presets (:data:`HUB_PRESETS`: DINOv2, SigLIP, CLIP, DeiT, DeiT III, MAE, timm's register
+models) are named (``"dinov2_vits14"``) and resolve to timm Hugging Face Hub repositories, fetched through
+huggingface_hub's cache as ``hf://`` sources are (:mod:`keras_vit.weights.hub`). Their repository names are
+``timm/<architecture>.<tag>`` of entries with ``hf_hub_id='timm/'`` in timm's ``default_cfgs``
+(``timm/models/vision_transformer.py``, ``timm/models/deit.py``); the OpenAI CLIP towers name timm's
+``*_clip_quickgelu_*`` registration, whose ``hf_hub_id`` is that same repository (timm's ``_quick_gelu_cfgs``:
+the weights are natively QuickGELU, and the repository's config.json names the GELU registration).
+
 Top-1 figures are ImageNet-1k validation accuracies as their source publishes them, never measured
 here: ``"gr"`` = google-research/vision_transformer ``README.md``; ``"timm"`` =
 huggingface/pytorch-image-models ``results/results-imagenet.csv`` (timm's evaluation of the same
@@ -116,6 +124,74 @@ _TABLE = (
 )
 
 PRESETS = [Preset(*row) for row in _TABLE]
+
+
+@dataclasses.dataclass(frozen=True)
+class HubPreset:
+    """A named family preset: a timm Hub repository, and what ``keras_vit.from_pretrained(name)`` builds from it.
+
+    Attributes:
+        name: what users pass (``"dinov2_vits14"``).
+        repo: the Hub repository (``"timm/vit_small_patch14_dinov2.lvd142m"``).
+        family: DINOv2, SigLIP, CLIP...
+        image_size: the resolution of the model (its position embeddings' grid x the patch; timm's ``input_size``
+            where the patches divide it).
+        num_classes: the head's outputs, 0 for none (its features), or CLIP's projection width.
+        output: what the model gives: ``"embedding"`` (no head, or CLIP's projection) or ``"logits"``.
+        architecture: timm's registration to build instead of the config.json's, or None.
+    """
+
+    name: str
+    repo: str
+    family: str
+    image_size: int
+    num_classes: int
+    output: str
+    architecture: str | None = None
+
+    @property
+    def timm_architecture(self):
+        return self.architecture or self.repo.partition("/")[2].partition(".")[0]
+
+
+_QUICK = "_clip_quickgelu_224"
+# (name, repository, family, resolution, head outputs (0: none; CLIP: the projection), output, architecture)
+_HUB_TABLE = (
+    ("dinov2_vits14", "timm/vit_small_patch14_dinov2.lvd142m", "DINOv2", 518, 0, "embedding", None),
+    ("dinov2_vitb14", "timm/vit_base_patch14_dinov2.lvd142m", "DINOv2", 518, 0, "embedding", None),
+    ("dinov2_vitl14", "timm/vit_large_patch14_dinov2.lvd142m", "DINOv2", 518, 0, "embedding", None),
+    ("dinov2_vitg14", "timm/vit_giant_patch14_dinov2.lvd142m", "DINOv2", 518, 0, "embedding", None),
+    ("dinov2_vits14_reg4", "timm/vit_small_patch14_reg4_dinov2.lvd142m", "DINOv2 + registers", 518, 0, "embedding", None),
+    ("dinov2_vitb14_reg4", "timm/vit_base_patch14_reg4_dinov2.lvd142m", "DINOv2 + registers", 518, 0, "embedding", None),
+    ("siglip_base_patch16_224", "timm/vit_base_patch16_siglip_224.webli", "SigLIP", 224, 0, "embedding", None),
+    # timm's input_size 384; its stride-14 patch convolution covers 27 x 14 = 378 pixels of it
+    ("siglip_so400m_patch14_384", "timm/vit_so400m_patch14_siglip_384.webli", "SigLIP", 378, 0, "embedding", None),
+    ("clip_vitb16_openai", "timm/vit_base_patch16_clip_224.openai", "CLIP", 224, 512, "embedding", "vit_base_patch16" + _QUICK),
+    ("clip_vitb32_openai", "timm/vit_base_patch32_clip_224.openai", "CLIP", 224, 512, "embedding", "vit_base_patch32" + _QUICK),
+    ("clip_vitl14_openai", "timm/vit_large_patch14_clip_224.openai", "CLIP", 224, 768, "embedding", "vit_large_patch14" + _QUICK),
+    ("deit3_base_patch16_224", "timm/deit3_base_patch16_224.fb_in1k", "DeiT III", 224, 1000, "logits", None),
+    ("deit_base_distilled_patch16_224", "timm/deit_base_distilled_patch16_224.fb_in1k", "DeiT (distilled)", 224, 1000,
+     "logits", None),
+    ("mae_vitb16", "timm/vit_base_patch16_224.mae", "MAE", 224, 0, "embedding", None),
+    ("vit_betwixt_patch16_reg4_gap_256", "timm/vit_betwixt_patch16_reg4_gap_256.sbb2_e200_in12k_ft_in1k",
+     "timm registers + GAP", 256, 1000, "logits", None),
+)
+HUB_PRESETS = {row[0]: HubPreset(*row) for row in _HUB_TABLE}
+
+
+def hub_preset(name):
+    """The named family preset ``name``, or None.
+
+    Example:
+    >>> hub_preset("dinov2_vits14").repo, hub_preset("B/16:imagenet21k")
+    ('timm/vit_small_patch14_dinov2.lvd142m', None)
+    """
+    return HUB_PRESETS.get(name) if isinstance(name, str) else None
+
+
+def hub_names():
+    """The names of the family presets, in table order."""
+    return list(HUB_PRESETS)
 
 
 def tags():

@@ -64,6 +64,17 @@ class Tensors:
         zero = np.zeros((), np.float32)
         return {key: np.broadcast_to(zero, shape) for key, shape in self.shapes.items()}
 
+    def array(self, key):
+        """One tensor as float32 (e.g. a bias a reader decides by), without reading the others."""
+        file = self.where[key]
+        if self.dtypes[key] == "BF16":
+            return bfloat16_tensors(file, [key])[key]
+        try:
+            with safe_open(file, framework="np") as f:
+                return np.asarray(f.get_tensor(key), np.float32)
+        except (SafetensorError, OSError, ValueError) as error:
+            raise CheckpointError(f"Cannot read checkpoint {file!r} ({type(error).__name__}: {error}).") from error
+
     def arrays(self):
         """``{key: array}``; 16-bit floats widened to float32 (exactly), so folding and resampling run in float32."""
         arrays = {}

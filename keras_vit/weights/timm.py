@@ -1,25 +1,31 @@
-"""timm's ViT state dict (``.safetensors``) -> the original checkpoint layout.
+"""timm's ViT state dict (``.safetensors``) -> the original checkpoint layout, for the whole ViT family.
 
 timm's ``VisionTransformer`` (``timm/models/vision_transformer.py``) stores a
 ViT as PyTorch tensors: ``patch_embed.proj.weight`` ``(D, C, P, P)``, one fused
 ``blocks.{i}.attn.qkv.weight`` ``(3D, D)`` (query, key, value stacked, heads
 inside each), ``nn.Linear`` weights as ``(out, in)``, ``norm`` the final
-LayerNorm (epsilon 1e-6), ``head`` the classifier. timm's own ``_load_weights``
+LayerNorm, ``head`` the classifier. timm's own ``_load_weights``
 (the reader of the original ``.npz``) defines the correspondence this module
 inverts: ``qkv.weight = concat(kernel.reshape(D, D).T for query, key, value)``,
 ``proj.weight = out_kernel.reshape(D, D).T``, conv kernels ``(P, P, C, D)``
 transposed to ``(D, C, P, P)``.
 
+The family's parts go to keras_vit's canonical keys (:mod:`keras_vit.weights.mapping`): ``dist_token`` ->
+``dist``, ``reg_token`` -> ``reg``, ``blocks.{i}.ls1.gamma`` / ``ls2.gamma`` (DeiT-III's original
+``gamma_1`` / ``gamma_2``) -> ``LayerScale_1`` / ``LayerScale_3``, ``norm_pre`` -> ``Transformer/pre_norm``,
+``fc_norm`` -> ``fc_norm``, ``head_dist`` -> ``head_dist``, ``attn_pool.{latent,q,kv,proj,norm,mlp}`` ->
+``MAPHead_0/...`` (``kv`` split into its key and value halves, keys first, as timm's ``AttentionPoolLatent``
+reshapes it), a gated MLP's ``fc1`` (timm's ``SwiGLUPacked``: ``2 * hidden`` outputs, ``act(x1) * x2``) as
+``Dense_0`` of ``(D, 2 * hidden)``. A CLIP tower's ``head`` with an all-zero bias is CLIP's projection
+(:func:`keras_vit.weights.timm_config.head_is_projection`) -> ``projection/kernel``; its patch embedding has
+no bias (timm: ``bias=not pre_norm``): a zero bias stands in, exactly, and the load report says so.
+
 The attention kernels are returned with their head axes merged
 (``query/kernel`` ``(D, heads * head_dim)``): a state dict does not store the
 number of heads, and the loader splits the merged axes with the model's.
-Missing query/key/value biases (``qkv_bias=False``) become zeros in the converted
-layout, and the file declares ``qkv_bias=False`` (:mod:`keras_vit.weights.declared`),
-which a load into keras_vit's attention (always with biases) refuses.
-
-Models with parts keras_vit does not implement are refused by name: a
-distillation token (distilled DeiT), register tokens, layer scale, a norm after
-pooling (``fc_norm``), a pre-norm, q/k norms, attention pooling.
+A model without query/key/value biases (``qkv_bias=False``) has none in the converted layout either.
+Parts keras_vit does not implement are refused by name (q/k norms, a normalised patch embedding,
+RoPE, scaled attention/MLP norms, timm's unpacked SwiGLU).
 """
 
 import re
@@ -28,11 +34,12 @@ import numpy as np
 
 from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
-from keras_vit.weights import declared as declared_lib
-from keras_vit.weights.declared import declare
+from keras_vit.weights import timm_config
+from keras_vit.weights.declared import activation, declare
 
 FORMAT = "timm"
-LAYER_NORM_EPSILON = 1e-6  # timm's VisionTransformer: partial(nn.LayerNorm, eps=1e-6)
+LAYER_NORM_EPSILON = 1e-6  # timm's VisionTransformer: partial(nn.LayerNorm, eps=1e-6) unless registered otherwise
+POSITION_RESAMPLING = "bicubic_torch_antialias"  # timm's resample_abs_pos_embed (bicubic, antialias=True)
 
 _BLOCK = re.compile(r"^blocks\.(\d+)\.(.+)$")
 # inside blocks.{i}: timm name -> (original key under encoderblock_{i}, transpose a Linear weight)
@@ -47,31 +54,51 @@ _BLOCK_KEYS = {
     "mlp.fc1.bias": ("MlpBlock_3/Dense_0/bias", False),
     "mlp.fc2.weight": ("MlpBlock_3/Dense_1/kernel", True),
     "mlp.fc2.bias": ("MlpBlock_3/Dense_1/bias", False),
+    "ls1.gamma": ("LayerScale_1/gamma", False),
+    "ls2.gamma": ("LayerScale_3/gamma", False),
+    "gamma_1": ("LayerScale_1/gamma", False),  # DeiT-III's own names (timm's checkpoint_filter_fn adapt_layer_scale)
+    "gamma_2": ("LayerScale_3/gamma", False),
 }
+_MAP = "MAPHead_0/"
 _TOP_KEYS = {
     "cls_token": ("cls", False),
+    "dist_token": ("dist", False),
+    "reg_token": ("reg", False),
     "pos_embed": ("Transformer/posembed_input/pos_embedding", False),
     "patch_embed.proj.bias": ("embedding/bias", False),
+    "norm_pre.weight": ("Transformer/pre_norm/scale", False),
+    "norm_pre.bias": ("Transformer/pre_norm/bias", False),
     "norm.weight": ("Transformer/encoder_norm/scale", False),
     "norm.bias": ("Transformer/encoder_norm/bias", False),
+    "fc_norm.weight": ("fc_norm/scale", False),
+    "fc_norm.bias": ("fc_norm/bias", False),
     "head.weight": ("head/kernel", True),
     "head.bias": ("head/bias", False),
+    "head_dist.weight": ("head_dist/kernel", True),
+    "head_dist.bias": ("head_dist/bias", False),
     "pre_logits.fc.weight": ("pre_logits/kernel", True),
     "pre_logits.fc.bias": ("pre_logits/bias", False),
+    "attn_pool.latent": (_MAP + "probe", False),
+    "attn_pool.q.weight": (_MAP + "MultiHeadDotProductAttention_0/query/kernel", True),
+    "attn_pool.q.bias": (_MAP + "MultiHeadDotProductAttention_0/query/bias", False),
+    "attn_pool.proj.weight": (_MAP + "MultiHeadDotProductAttention_0/out/kernel", True),
+    "attn_pool.proj.bias": (_MAP + "MultiHeadDotProductAttention_0/out/bias", False),
+    "attn_pool.norm.weight": (_MAP + "LayerNorm_0/scale", False),
+    "attn_pool.norm.bias": (_MAP + "LayerNorm_0/bias", False),
+    "attn_pool.mlp.fc1.weight": (_MAP + "MlpBlock_0/Dense_0/kernel", True),
+    "attn_pool.mlp.fc1.bias": (_MAP + "MlpBlock_0/Dense_0/bias", False),
+    "attn_pool.mlp.fc2.weight": (_MAP + "MlpBlock_0/Dense_1/kernel", True),
+    "attn_pool.mlp.fc2.bias": (_MAP + "MlpBlock_0/Dense_1/bias", False),
 }
 # parts of timm ViTs that keras_vit has no layer for: key pattern -> what it is
 _UNSUPPORTED = {
-    r"^(dist_token|head_dist\.)": (
-        "a distillation token and head (distilled DeiT, deit_*_distilled_*: its position embeddings cover 2 extra "
-        "tokens), which keras_vit does not support; the non-distilled deit_* weights load"
-    ),
-    r"^reg_token": "register tokens",
-    r"\.ls[12]\.gamma$|\.gamma_[12]$": "layer scale (DeiT-III / CaiT style)",
-    r"^fc_norm\.": "a LayerNorm after pooling (fc_norm), where keras_vit normalises before pooling",
-    r"^norm_pre\.": "a LayerNorm before the blocks (pre_norm, CLIP style)",
-    r"\.attn\.(q_norm|k_norm|norm)\.": "query/key normalisation",
-    r"^attn_pool\.": "attention pooling (MAP head)",
-    r"^patch_embed\.norm\.": "a normalised patch embedding",
+    r"\.attn\.(q_norm|k_norm)\.|^attn_pool\.(q_norm|k_norm)\.": "query/key normalisation (qk_norm)",
+    r"\.attn\.norm\.": "a norm inside attention (scale_attn_norm)",
+    r"\.mlp\.norm\.": "a norm inside the MLP (scale_mlp_norm)",
+    r"^patch_embed\.norm\.": "a normalised patch embedding (embed_norm_layer)",
+    r"rope|freqs": "rotary position embeddings (RoPE: EVA-02, DINOv3, timm's *_rope_* models)",
+    r"\.mlp\.fc1_[gx]\.": "an unpacked SwiGLU MLP (fc1_g / fc1_x; keras_vit reads timm's SwiGLUPacked)",
+    r"^attn_pool\.pos_embed$": "position embeddings in the attention pooling",
 }
 MARKERS = ("patch_embed.proj.weight", "blocks.0.attn.qkv.weight")
 
@@ -102,18 +129,19 @@ def _linear(array, transpose):
     return array.T if transpose and array.ndim == 2 else array
 
 
-def to_original(tensors, path="<arrays>"):
+def to_original(tensors, path="<arrays>", settings=None):
     """Rename and transpose a timm ViT state dict into the original ``.npz`` layout.
 
     Args:
         tensors: ``{timm key: array}`` (arrays, or stand-ins with the right shape).
         path: named in errors.
+        settings: what :func:`settings` read (``head_is_projection``, ``pre_norm``); None: neither.
 
     Returns:
         ``{original key: array}``; attention kernels have merged head axes.
 
     Raises:
-        CheckpointError: a key that is neither a plain ViT weight nor a known
+        CheckpointError: a key that is neither a ViT family weight nor a known
             unsupported part, or a fused qkv weight that is not ``(3D, D)``.
 
     Example:
@@ -124,23 +152,36 @@ def to_original(tensors, path="<arrays>"):
     ((4, 4, 3, 8), (8, 8))
     """
     refuse_unsupported(tensors, path)
+    settings = settings or {}
     out = {}
     unknown = []
     for key, array in tensors.items():
         block = _BLOCK.match(key)
         if key == "patch_embed.proj.weight":
             out["embedding/kernel"] = patch_kernel(key, array, path)
+        elif settings.get("head_is_projection") and key in ("head.weight", "head.bias"):
+            if key == "head.weight":  # CLIP's proj, bias-free (timm's zero head.bias is dropped)
+                out["projection/kernel"] = array.T
+        elif key in ("attn_pool.kv.weight", "attn_pool.kv.bias"):
+            out.update(_split(key, array, ("key", "value"), _MAP + "MultiHeadDotProductAttention_0", path))
         elif key in _TOP_KEYS:
             name, transpose = _TOP_KEYS[key]
             out[name] = _linear(array, transpose)
         elif block and block[2] in ("attn.qkv.weight", "attn.qkv.bias"):
-            out.update(_split_qkv(block[1], block[2], array, path))
+            prefix = f"Transformer/encoderblock_{block[1]}/MultiHeadDotProductAttention_1"
+            out.update(_split(key, array, ("query", "key", "value"), prefix, path))
         elif block and block[2] in _BLOCK_KEYS:
             name, transpose = _BLOCK_KEYS[block[2]]
             out[f"Transformer/encoderblock_{block[1]}/{name}"] = _linear(array, transpose)
         else:
             unknown.append(key)
+    if settings.get("pre_norm") and "embedding/bias" not in out and "embedding/kernel" in out:
+        out["embedding/bias"] = _zeros(out["embedding/kernel"].shape[-1])  # timm: PatchEmbed(bias=not pre_norm)
     return finish(out, unknown, path, "timm")
+
+
+def _zeros(width):
+    return np.zeros((width,), np.float32)
 
 
 def patch_kernel(key, array, path):
@@ -151,61 +192,45 @@ def patch_kernel(key, array, path):
 
 
 def finish(out, unknown, path, layout):
-    """Refuse the keys no ViT has (named, at most 10 shown), then add the q/k/v biases a file left out; returns ``out``."""
+    """Refuse the keys no ViT has (named, at most 10 shown); returns ``out``.
+
+    A file without query/key/value biases keeps none: it declares ``qkv_bias=False``
+    (:func:`keras_vit.weights.formats.describe`) and loads into a model built without them.
+    """
     if unknown:
         raise CheckpointError(
             f"Checkpoint {path!r} ({layout} layout) has {len(unknown)} key(s) that are not part of a ViT: "
             f"{', '.join(sorted(unknown)[:10])}"
         )
-    _add_missing_qkv_bias(out)
     return out
 
 
-def _split_qkv(index, name, array, path):
-    prefix = f"Transformer/encoderblock_{index}/MultiHeadDotProductAttention_1"
-    width = array.shape[-1] if name.endswith("weight") else array.shape[0] // 3
-    if array.shape[0] != 3 * width or (name.endswith("weight") and array.ndim != 2):
+def _split(key, array, parts, prefix, path):
+    """A fused ``(n * D, D)`` weight or ``(n * D,)`` bias -> ``n`` (D, D) kernels (transposed) or biases."""
+    weight = key.endswith("weight")
+    n = len(parts)
+    width = array.shape[-1] if weight else array.shape[0] // n
+    if array.shape[0] != n * width or (weight and array.ndim != 2):
         raise CheckpointError(
-            f"Checkpoint {path!r}: 'blocks.{index}.{name}' has shape {array.shape}, expected a fused "
-            "query/key/value tensor of 3 x the width."
+            f"Checkpoint {path!r}: {key!r} has shape {array.shape}, expected a fused "
+            f"{'/'.join(parts)} tensor of {n} x the width."
         )
-    parts = {}
-    for i, part in enumerate(("query", "key", "value")):
-        piece = array[i * width:(i + 1) * width]
-        parts[f"{prefix}/{part}/{'kernel' if name.endswith('weight') else 'bias'}"] = _linear(piece, name.endswith("weight"))
-    return parts
+    return {
+        f"{prefix}/{part}/{'kernel' if weight else 'bias'}": _linear(array[i * width:(i + 1) * width], weight)
+        for i, part in enumerate(parts)
+    }
 
 
-def _add_missing_qkv_bias(out):
-    """``qkv_bias=False`` models have no query/key/value bias: the original layout's zeros (for the shapes;
-    :mod:`keras_vit.weights.formats` declares ``qkv_bias=False``, which the loader refuses).
+def settings(config, path="<config>", weights=None, tensors=None, architecture=None):
+    """What a timm file says beyond its tensors: heads, epsilon, activation, the family's switches, labels,
+    input normalisation; read from ``config.json``, timm's registration of its ``architecture``
+    (:mod:`keras_vit.weights.timm_models`) and the state dict (``tensors``, a
+    :class:`~keras_vit.weights.safetensors_files.Tensors`, when there is one).
 
-    Only for a file without any: one that lacks some of them is damaged, and the loader names
-    the missing keys.
-    """
-    if any(k.endswith(("/query/bias", "/key/bias", "/value/bias")) for k in out):
-        return
-    for key in [k for k in out if k.endswith("/query/kernel")]:
-        for part in ("query", "key", "value"):
-            out[key.replace("/query/kernel", f"/{part}/bias")] = np.zeros(out[key].shape[-1], dtype=np.float32)
-
-
-# timm architecture name -> (number of heads, width): the paper's sizes (timm's vit_tiny ... vit_huge, DeiT)
-_SIZES = {"tiny": (3, 192), "small": (6, 384), "base": (12, 768), "large": (16, 1024), "huge": (16, 1280)}
-_NAME = re.compile(r"^(?:vit|deit)_(tiny|small|base|large|huge)_patch")
-_POOLING = {"token": "token", "avg": "gap"}  # timm's global_pool -> keras_vit's pooling
-
-
-def settings(config, path="<config>", weights=None):
-    """What a timm ``config.json`` says beyond the weights: heads, epsilon, activation, labels, input normalisation.
-
-    The sizes it states (``model_args``, ``num_features``, ``num_classes``, the width and patch in the
-    ``architecture`` name, ``pretrained_cfg.input_size``) go to ``"expected"``, to be checked against
-    the weights (:func:`keras_vit.weights.config.check_against_weights`): a config.json of another
-    model would otherwise give these weights its number of heads. What it declares about the
-    architecture (heads, ``act_layer``, ``qkv_bias``, depth, width, MLP ratio, class token, pooling; and
-    timm's LayerNorm epsilon, declared by the layout itself, from ``weights``) goes to ``"declared"``, to be
-    compared with the model's (:func:`keras_vit.weights.declared.check`).
+    The sizes it states go to ``"expected"``, to be checked against the weights
+    (:func:`keras_vit.weights.config.check_against_weights`); what it declares about the architecture goes
+    to ``"declared"``, to be compared with the model's (:func:`keras_vit.weights.declared.check`).
+    ``architecture`` replaces the config's (a preset naming timm's quick_gelu registration of a Hub repository).
 
     Example:
     >>> s = settings({"architecture": "deit_small_patch16_224", "pretrained_cfg": {"mean": [0.485, 0.456, 0.406]}})
@@ -219,69 +244,78 @@ def settings(config, path="<config>", weights=None):
     config = config_lib.json_object(config or {}, path)
     pretrained = config_lib.json_object(config.get("pretrained_cfg") or {}, path, "pretrained_cfg")
     args = config_lib.json_object(config.get("model_args") or {}, path, "model_args")
-    architecture = config.get("architecture")
-    name = _NAME.match(architecture) if isinstance(architecture, str) else None
-    record = _declared(config, args, architecture, name, path, weights)
-    expected = _expected(config, args, pretrained, architecture, name, path)
-    names = config.get("label_names")
-    names = config_lib.indexed_names(names, "label_names", path)
+    resolved = timm_config.resolve(config, path, architecture)
+    architecture = resolved["architecture"][0]
+    expected = _expected(config, args, pretrained, resolved, path)
+    declared, extra = _declared(resolved, pretrained, expected, path, weights, tensors)
+    names = config_lib.indexed_names(config.get("label_names"), "label_names", path)
     descriptions = config.get("label_descriptions") or {}
     if names and isinstance(descriptions, dict):
         names = [str(descriptions.get(name, name)) for name in names]
     return {
         "architecture": architecture,
         "tag": pretrained.get("tag"),
-        "num_heads": record["num_heads"].value if "num_heads" in record else None,
-        "layer_norm_epsilon": LAYER_NORM_EPSILON,
-        "global_pool": args.get("global_pool", config.get("global_pool")),
+        "num_heads": declared["num_heads"].value if "num_heads" in declared else None,
+        "layer_norm_epsilon": declared["layer_norm_epsilon"].value if "layer_norm_epsilon" in declared else LAYER_NORM_EPSILON,
+        "global_pool": resolved["global_pool"][0],
         "class_names": names or None,
         "mean": pretrained.get("mean"),
         "std": pretrained.get("std"),
         "expected": expected,
-        "declared": record,
+        "declared": declared,
+        "position_resampling": POSITION_RESAMPLING,
+        **extra,
     }
 
 
-def _declared(config, args, architecture, name, path, weights):
-    """The architecture a timm config declares, as timm builds the model from it (``model_args`` over the name)."""
-    record = {}
-    heads = config_lib.number(args, "num_heads", None, path, integer=True)
-    if heads is not None:
-        declare(record, "num_heads", heads, f"model_args.num_heads={heads!r}", path)
-    elif name:
-        declare(record, "num_heads", _SIZES[name[1]][0], f"architecture={architecture!r} ({_SIZES[name[1]][0]} heads)", path)
-    width = config_lib.number(args, "embed_dim", None, path, integer=True)
-    if width is not None:
-        declare(record, "hidden_size", width, f"model_args.embed_dim={width!r}", path)
-    elif name:
-        width = _SIZES[name[1]][1]
-        declare(record, "hidden_size", width, f"architecture={architecture!r} (width {width})", path)
-    depth = config_lib.number(args, "depth", None, path, integer=True)
-    if depth is not None:
-        declare(record, "num_layers", depth, f"model_args.depth={depth!r}", path)
-    ratio = config_lib.number(args, "mlp_ratio", None, path)
-    if ratio is not None and width is not None:
-        declare(record, "mlp_dim", int(width * ratio), f"model_args.mlp_ratio={args['mlp_ratio']!r} (x width {width})", path)
-    if "act_layer" in args:
-        act = args["act_layer"]
+def _declared(resolved, pretrained, expected, path, weights, tensors):
+    """``(declared record, {"head_is_projection", "pre_norm", "notes"})`` of a timm file."""
+    if "act_layer" in resolved and resolved["act_layer"][1] is not None:
+        act = resolved["act_layer"][0]
         if act is not None and not isinstance(act, str):
             raise CheckpointError(f"{path!r}: model_args.act_layer={act!r}, expected the name of an activation.")
-        declare(record, "mlp_activation", declared_lib.activation(act), f"model_args.act_layer={act!r}", path)
-    for field in ("qkv_bias", "class_token"):
-        if field in args:
-            if not isinstance(args[field], bool):
-                raise CheckpointError(f"{path!r}: model_args.{field}={args[field]!r}, expected true or false.")
-            declare(record, field, args[field], f"model_args.{field}={args[field]!r}", path)
-    for source, label in ((args, "model_args.global_pool"), (config, "global_pool")):
-        pool = source.get("global_pool")
-        if pool in _POOLING:
-            declare(record, "pooling", _POOLING[pool], f"{label}={pool!r}", path)
-    if weights is not None:  # timm's VisionTransformer: partial(nn.LayerNorm, eps=1e-6), whatever the config
-        declare(record, "layer_norm_epsilon", LAYER_NORM_EPSILON, f"timm layout (LayerNorm eps={LAYER_NORM_EPSILON:g})", weights)
-    return record
+    mlp_layer = resolved["mlp_layer"]
+    if mlp_layer[0] not in timm_config.MLP_LAYERS + timm_config.GLU_LAYERS:
+        raise CheckpointError(
+            f"{path!r}: {mlp_layer[1]}: keras_vit's MLPs are timm's Mlp and SwiGLUPacked (a gated MLP with fc1 "
+            "of 2 x hidden outputs)."
+        )
+    if tensors is None:  # the config alone (no state dict): what it states, as before any weights are seen
+        record = {}
+        if resolved["num_heads"][1] is not None:
+            declare(record, "num_heads", resolved["num_heads"][0], resolved["num_heads"][1], path)
+        width = resolved["embed_dim"]
+        if width[1] is not None:
+            declare(record, "hidden_size", width[0], width[1], path)
+        if resolved["act_layer"][1] is not None:
+            act = resolved["act_layer"][0]
+            declare(record, "mlp_activation", activation(act), resolved["act_layer"][1], path)
+        if resolved["norm_eps"][1] is not None:
+            declare(record, "layer_norm_epsilon", resolved["norm_eps"][0], resolved["norm_eps"][1], path)
+        return record, {}
+    shapes = tensors.shapes
+    seen = timm_config.observe(shapes, weights)
+    timm_config.consistent(resolved, seen, path)
+    sizes = [value for quantity, _, value in expected if quantity == "image_size"]
+    extra = {
+        "mlp_activation": timm_config.activation_of(resolved, seen, path),
+        "layer_norm_epsilon": timm_config.epsilon_of(resolved, seen, path, weights),
+        "prefix_positions": timm_config.prefix_positions(resolved, seen, shapes, sizes[0] if sizes else None, weights),
+        "pooling": timm_config.pooling_of(resolved, seen, path),
+    }
+    projection = timm_config.head_is_projection(seen, tensors)
+    notes = {}
+    if projection:
+        extra["projection_dim"] = (int(shapes["head.weight"][0]), f"'head.weight' {tuple(shapes['head.weight'])} "
+                                   "with an all-zero 'head.bias' (CLIP's projection, as timm's _convert_openai_clip stores it)")
+        notes["projection/kernel"] = "timm's 'head' with its all-zero bias is CLIP's bias-free projection (projection_dim)"
+    if seen["pre_norm"][0] and "patch_embed.proj.bias" not in shapes:
+        notes["embedding/bias"] = "zeros: timm's pre-norm models have no patch-embedding bias (PatchEmbed(bias=not pre_norm)); exact"
+    record = timm_config.record(resolved, seen, extra, path, weights)
+    return record, {"head_is_projection": projection, "pre_norm": seen["pre_norm"][0], "notes": notes}
 
 
-def _expected(config, args, pretrained, architecture, name, path):
+def _expected(config, args, pretrained, resolved, path):
     """``[(quantity, field, value), ...]``: the sizes a timm config states, as timm builds the model from them."""
     expected = []
 
@@ -290,16 +324,18 @@ def _expected(config, args, pretrained, architecture, name, path):
         if value is not None:
             expected.append((quantity, f"{label}={value!r}", value))
 
+    def stated(name, quantity):  # the registration's or the name's, where model_args does not override it
+        value, said = resolved[name]
+        if said is not None and name not in args:
+            expected.append((quantity, said, value))
+
     integer(args, "embed_dim", "hidden_size", "model_args.embed_dim")
-    if "embed_dim" not in args and name:  # timm builds the name's width unless model_args overrides it
-        width = _SIZES[name[1]][1]
-        expected.append(("hidden_size", f"architecture={architecture!r} (width {width})", width))
+    stated("embed_dim", "hidden_size")
     integer(config, "num_features", "num_features", "num_features")
     integer(args, "depth", "num_layers", "model_args.depth")
+    stated("depth", "num_layers")
     integer(args, "patch_size", "patch_size", "model_args.patch_size")
-    patch = re.search(r"_patch(\d+)", architecture) if isinstance(architecture, str) else None
-    if "patch_size" not in args and patch:
-        expected.append(("patch_size", f"architecture={architecture!r} (patch {patch[1]})", int(patch[1])))
+    stated("patch_size", "patch_size")
     for source, label in ((args, "model_args.num_classes"), (config, "num_classes")):
         value = source.get("num_classes")
         if value is not None and value != 0:  # 0: timm's model without a head

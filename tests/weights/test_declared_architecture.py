@@ -53,19 +53,19 @@ REFUSED = {
     "transformers-heads": (_transformers, {}, tiny(num_heads=2), r"config\.json: num_attention_heads=4 but the model has num_heads=2"),
     "transformers-epsilon": (_transformers, {"eps": 1e-5}, tiny(layer_norm_epsilon=1e-12),
                              r"config\.json: layer_norm_eps=1e-05 but the model has layer_norm_epsilon=1e-12"),
-    "transformers-activation": (_transformers, {"hidden_act": "gelu_new"}, tiny(),
-                                r"config\.json: hidden_act='gelu_new' but the model has mlp_activation='gelu' "
-                                r"\(keras_vit's MLP uses the exact erf GELU\)"),
+    "transformers-activation": (_transformers, {"hidden_act": "relu"}, tiny(),
+                                r"config\.json: hidden_act='relu' but the model has mlp_activation='gelu' "
+                                r"\(keras_vit's MLP activations: gelu, gelu_tanh, quick_gelu, silu"),
     "transformers-qkv-bias": (_transformers, {"qkv_bias": False}, tiny(),
-                              r"config\.json: qkv_bias=False but the model has qkv_bias=True \(keras_vit's attention "
-                              r"always has query/key/value biases\)"),
+                              r"config\.json: qkv_bias=False but the model has qkv_bias=True \(build the model "
+                              r"with the file's qkv_bias\)"),
     "transformers-depth": (_transformers, {}, tiny(num_layers=1), r"config\.json: num_hidden_layers=2 but the model has num_layers=1"),
     "transformers-width": (_transformers, {}, tiny(hidden_size=64), r"config\.json: hidden_size=32 but the model has hidden_size=64"),
     "transformers-mlp": (_transformers, {}, tiny(mlp_dim=128), r"config\.json: intermediate_size=64 but the model has mlp_dim=128"),
     "timm-heads": (_timm, {}, tiny(num_heads=2), r"config\.json: model_args\.num_heads=4 but the model has num_heads=2"),
     "timm-epsilon": (_timm, {}, tiny(layer_norm_epsilon=1e-12),
                      r"model\.safetensors: timm layout \(LayerNorm eps=1e-06\) but the model has layer_norm_epsilon=1e-12"),
-    "timm-activation": (_timm, {"act_layer": "quick_gelu"}, tiny(mlp_activation="gelu"),  # given: not adopted
+    "timm-activation": (_timm, {"act_layer": "quick_gelu"}, tiny(mlp_activation="gelu"),  # set: not taken from the file
                         r"config\.json: model_args\.act_layer='quick_gelu' but the model has mlp_activation='gelu'"),
     "timm-qkv-bias": (_timm, {"qkv_bias": False, "bias_tensors": False}, tiny(),
                       r"config\.json: model_args\.qkv_bias=False but the model has qkv_bias=True"),
@@ -183,7 +183,7 @@ _DIFFERS = {  # field -> (the config.json field named, how the model's arguments
     "num_layers": ("num_hidden_layers", lambda a: dict(a, num_layers=3 - a["num_layers"])),
     "mlp_dim": ("intermediate_size", lambda a: dict(a, mlp_dim=a["mlp_dim"] * 2)),
     "hidden_size": ("hidden_size", lambda a: dict(a, hidden_size=a["hidden_size"] * 2)),
-    "mlp_activation": ("hidden_act", None),  # the file's differs: keras_vit has the exact GELU
+    "mlp_activation": ("hidden_act", None),  # the file's is one keras_vit has no layer for (relu)
 }
 
 
@@ -198,7 +198,7 @@ def test_property_one_differing_declared_field_is_refused_by_name(heads, layers,
                 num_classes=3, layer_norm_epsilon=eps)
     params = vit_checkpoint(hidden_size=8, num_layers=layers, num_heads=heads, mlp_dim=mlp, num_classes=3, grid=(2, 2))
     with tempfile.TemporaryDirectory() as tmp:
-        act = "gelu_pytorch_tanh" if differs == "mlp_activation" else "gelu"
+        act = "relu" if differs == "mlp_activation" else "gelu"
         folder = transformers_folder(os.path.join(tmp, "vit"), params, num_layers=layers, d=8, heads=heads, mlp=mlp,
                                      num_classes=3, eps=eps, hidden_act=act, image_size=16)
         if differs is None:

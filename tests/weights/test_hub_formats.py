@@ -39,16 +39,17 @@ def test_pickle_and_npy_are_refused(tmp_path):
 
 
 def test_unsupported_timm_part_is_named(tmp_path):
+    """q/k norms (timm's qk_norm=True) have no keras_vit layer: refused by name (distilled DeiT, registers, LayerScale,
+    fc_norm, norm_pre and attention pooling load now: tests/weights/test_timm_family.py)."""
     from keras_vit.weights import CheckpointError, checkpoint_shapes
 
     arrays = timm_state_dict(vit_checkpoint())
-    arrays["dist_token"] = np.zeros((1, 1, 32), np.float32)
-    arrays["head_dist.weight"], arrays["head_dist.bias"] = arrays["head.weight"], arrays["head.bias"]
-    arrays["pos_embed"] = np.concatenate([arrays["pos_embed"][:, :1], arrays["pos_embed"]], axis=1)  # 2 prefix tokens
-    path = str(tmp_path / "deit.safetensors")
+    for i in range(2):
+        for part in ("q_norm", "k_norm"):
+            arrays[f"blocks.{i}.attn.{part}.weight"] = np.ones(8, np.float32)
+    path = str(tmp_path / "qknorm.safetensors")
     safetensors_numpy.save_file(arrays, path)
-    with pytest.raises(CheckpointError, match=r"distillation token.*does not support.*keys 'dist_token', "
-                       r"'head_dist\.bias', 'head_dist\.weight'"):
+    with pytest.raises(CheckpointError, match=r"query/key normalisation \(qk_norm\).*keys 'blocks\.0\.attn\.k_norm\.weight'"):
         checkpoint_shapes(path)
 
 

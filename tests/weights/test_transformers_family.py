@@ -180,7 +180,9 @@ def test_a_model_with_another_switch_is_refused_by_field_name(tmp_path, switch, 
         keras_vit.ViT(weights=folder, **sizes)
 
 
-def test_vit_builder_with_the_files_switches_loads_and_adopts_the_normalisation(tmp_path):
+def test_vit_builder_with_the_files_switches_loads_and_folds_the_normalisation(tmp_path):
+    """``ViT(..., weights=folder)`` keeps the model's own input scaling ([-1, 1]) and resampling rule; the file's
+    ImageNet mean and std are folded into the patch embedding, so the output is still DINOv2's."""
     import keras_vit
 
     model_type, config, processor, _ = CASES["dinov2_with_registers"]
@@ -188,8 +190,7 @@ def test_vit_builder_with_the_files_switches_loads_and_adopts_the_normalisation(
     model = keras_vit.ViT(image_size=32, patch_size=8, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64,
                           num_register_tokens=2, layer_scale_init=1e-5, pooling="token_gap_concat", num_classes=5,
                           layer_norm_epsilon=1e-6, classifier_activation=None, weights=folder)
-    assert model.vit_config.input_mean == tuple(ref.IMAGENET[0])
-    assert model.vit_config.position_resampling == "bicubic_torch_antialias"
+    assert model.vit_config.input_mean == (0.5, 0.5, 0.5) and model.vit_config.position_resampling == "linear_aligned"
     x = images()
     assert_close(np.asarray(model(x)), ref.forward(model_type, x, sd, config, *ref.IMAGENET))
 

@@ -8,16 +8,19 @@ model built with another switch is refused by field name, and :func:`keras_vit.f
 exactly this architecture. A whole CLIP or SigLIP repository (``model_type`` ``clip``, ``siglip``,
 ``siglip2``: a text tower inside) is read from its ``vision_config``.
 
-The input normalisation is the model's own (``input_mean`` / ``input_std``): ``image_mean`` /
-``image_std`` of the ``preprocessor_config.json`` beside the weights, else the values of the published
-checkpoints of that ``model_type`` (:data:`DEFAULT_NORMALIZATION`); the load report says which.
+The input normalisation (``settings["mean"]`` / ``["std"]``) is ``image_mean`` / ``image_std`` of the
+``preprocessor_config.json`` beside the weights, else the values of the published checkpoints of that
+``model_type`` (:data:`DEFAULT_NORMALIZATION`); the load report says which. As for every source,
+:func:`keras_vit.from_pretrained` builds it as the model's ``input_mean`` / ``input_std``, and a model built
+with other ones gets the difference folded into its patch embedding (exact). The position resampling rule of
+``interpolate_pos_encoding`` is ``settings["position_resampling"]``, which ``from_pretrained`` builds too.
 """
 
 import os
 
 from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
-from keras_vit.weights.declared import declare
+from keras_vit.weights.declared import activation, declare
 
 IMAGENET = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
 CLIP_MEAN_STD = ((0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711))
@@ -36,9 +39,8 @@ DEFAULT_NORMALIZATION = {
     "vit_mae": ("ImageNet", IMAGENET), "clip": ("OpenAI CLIP", CLIP_MEAN_STD), "siglip": ("0.5", HALF),
     "siglip2": ("0.5", HALF),
 }
-# transformers' hidden_act (ACT2FN) -> keras_vit's mlp_activation
-ACTIVATIONS = {"gelu": "gelu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh", "quick_gelu": "quick_gelu",
-               "silu": "silu", "swish": "silu"}
+# transformers' hidden_act (ACT2FN keys) that keras_vit has: -> mlp_activation through declared.activation
+ACTIVATIONS = ("gelu", "gelu_pytorch_tanh", "gelu_new", "quick_gelu", "silu", "swish")
 # each layout's config defaults (transformers' configuration_*.py), for a field a config.json leaves out
 _VIT = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072, hidden_act="gelu",
             layer_norm_eps=1e-12, image_size=224, patch_size=16, num_channels=3, qkv_bias=True)
@@ -125,7 +127,7 @@ def settings(config, path, model_type):
                 f"(transformers' {', '.join(map(repr, ACTIVATIONS))})."
             )
         put("mlp_type", "mlp", "no gated MLP" + (" (use_swiglu_ffn=False)" if layout.startswith("dinov2") else ""))
-        put("mlp_activation", ACTIVATIONS[act], read.said("hidden_act", act))
+        put("mlp_activation", activation(act), read.said("hidden_act", act))
         expected.append(("mlp_dim", said, mlp))
     put("mlp_dim", mlp, said)
     qkv = read.flag("qkv_bias") if "qkv_bias" in read.defaults and layout not in ("clip", "siglip", "siglip2") else True
@@ -136,6 +138,7 @@ def settings(config, path, model_type):
     expected += [("hidden_size", read.said("hidden_size", width), width), ("num_layers", read.said("num_hidden_layers", depth), depth),
                  ("patch_size", read.said("patch_size", patch), config_lib.size_pair(patch, path, where + "patch_size")[0]),
                  ("num_channels", read.said("num_channels", read.number("num_channels")), read.number("num_channels"))]
+    resampling = None  # SigLIP2 runs at its native grid only
     if layout == "siglip2":  # NaFlex: positions for num_patches, resized by transformers (bilinear, antialiased) per image
         side = int(round(read.number("num_patches") ** 0.5))
         size = side * config_lib.size_pair(patch, path, where + "patch_size")[0]
@@ -144,8 +147,7 @@ def settings(config, path, model_type):
     else:
         image = vision.get("image_size", read.defaults["image_size"])
         expected.append(("image_size", read.said("image_size", image), config_lib.size_pair(image, path, where + "image_size")))
-        put("position_resampling", RESAMPLING[layout], f"{model_type} interpolate_pos_encoding (torch bicubic"
-            f"{', antialias=True' if RESAMPLING[layout].endswith('antialias') else ''})")
+        resampling = RESAMPLING[layout]  # interpolate_pos_encoding: torch bicubic (with antialias for registers)
     if layout == "clip":
         notes.append("CLIP's patch embedding has no bias: keras_vit's (embedding/bias) is zeros")
     if layout == "vit_mae":
@@ -162,7 +164,7 @@ def settings(config, path, model_type):
         "expected": expected,
         "declared": record,
         "notes": notes,
-        "input_in_model": True,  # input_mean / input_std go into the model, not folded into the patch embedding
+        "position_resampling": resampling,
     }
 
 
@@ -214,10 +216,10 @@ def _top(put, read, layout, architecture, config, notes):
 
 
 def normalization(settings, folder, model_type):
-    """``settings`` with ``input_mean`` / ``input_std`` declared: from ``preprocessor_config.json``, else the default."""
+    """``settings`` with the input ``mean`` / ``std``: from ``preprocessor_config.json``, else the default."""
     file = os.path.join(folder, "preprocessor_config.json")
     label, (mean, std) = DEFAULT_NORMALIZATION[LAYOUT_OF[model_type]]
-    origin, said = file, None
+    said = None
     if os.path.isfile(file):
         processor = config_lib.read_json(file)
         if processor.get("do_normalize", True) is False:
@@ -230,15 +232,12 @@ def normalization(settings, folder, model_type):
             if found[0] is not None and found[1] is not None:
                 (mean, std), said = found, f"image_mean={found[0]!r}, image_std={found[1]!r}"
     if said is None:
-        origin = "keras_vit default"
         settings["notes"].append(
             f"no image_mean / image_std in a preprocessor_config.json beside the weights: {label} mean and std, "
             f"those of the published {model_type} checkpoints ({list(mean)}, {list(std)})")
     else:
         settings["notes"].append(f"input normalisation from preprocessor_config.json: {said}")
-    said = said or f"{label} mean/std (keras_vit's default for {model_type})"
-    declare(settings["declared"], "input_mean", tuple(float(v) for v in mean), said, origin)
-    declare(settings["declared"], "input_std", tuple(float(v) for v in std), said, origin)
+    settings["mean"], settings["std"] = [float(v) for v in mean], [float(v) for v in std]
     return settings
 
 

@@ -1,0 +1,301 @@
+"""The architecture of a timm ViT: its ``config.json``, timm's registration of its ``architecture``, its state dict.
+
+timm builds a Hub model from the function registered under ``config.json``'s ``architecture``
+(:mod:`keras_vit.weights.timm_models`), with ``model_args`` over it. :func:`resolve` reads the two, in
+that order of precedence over ``VisionTransformer``'s defaults, as ``{timm argument: (value, said)}``
+(``said`` None for a default nobody stated); :func:`observe` reads what the state dict shows (tokens,
+LayerScale, a gated MLP, the norms, attention pooling, q/k/v biases, position embeddings of the prefix
+tokens); :func:`consistent` refuses a config that states what the weights contradict, and
+:func:`record` turns both into the declared record (``{ViTConfig field: Declaration}``) that
+:func:`keras_vit.weights.declared.check` compares with a model.
+
+What no tensor shows (the activation, the LayerNorm epsilon) is timm's default (exact GELU, 1e-6) for
+a file without a config or with an architecture timm's table lacks, except where timm's registrations
+differ from model to model for the part the weights have: a pre-norm (CLIP: eps 1e-5, some quick_gelu),
+attention pooling (SigLIP: gelu or gelu_tanh) and a gated MLP (DINOv2-g: SiLU). Such a file is refused,
+naming its architecture, unless ``model_args.act_layer`` says the activation (and, for a pre-norm, the
+architecture is in the table).
+"""
+
+import math
+import re
+
+import numpy as np
+
+from keras_vit.errors import CheckpointError
+from keras_vit.weights import config as config_lib
+from keras_vit.weights import declared as declared_lib
+from keras_vit.weights.declared import declare
+from keras_vit.weights.timm_models import DEFAULTS, registered
+
+GLU_LAYERS = ("SwiGLUPacked", "swiglu_packed")  # timm.layers.SwiGLUPacked: GluMlp(gate_last=False), act(x1) * x2
+MLP_LAYERS = (None, "Mlp", "mlp")
+POOLING = {"token": "token", "avg": "gap", "map": "map"}  # timm global_pool -> keras_vit pooling ('' : see settings)
+_SIZES = {"tiny": (192, 3), "small": (384, 6), "base": (768, 12), "large": (1024, 16), "huge": (1280, 16)}
+PAPER_NAME = re.compile(r"^(?:vit|deit)_(tiny|small|base|large|huge)_patch")
+
+
+def resolve(config, path, architecture=None):
+    """``{timm argument: (value, said)}``: ``model_args`` over the top-level ``global_pool`` over the registration
+    of ``architecture`` (default: the config's) over ``VisionTransformer``'s defaults (said None).
+
+    Example:
+    >>> args = resolve({"architecture": "vit_base_patch16_clip_224", "model_args": {"depth": 2}}, "config.json")
+    >>> args["norm_eps"], args["depth"][1], args["act_layer"][0]
+    ((1e-05, "architecture='vit_base_patch16_clip_224' (timm registers norm_eps=1e-05)"), 'model_args.depth=2', None)
+    """
+    config = config_lib.json_object(config or {}, path)
+    model_args = config_lib.json_object(config.get("model_args") or {}, path, "model_args")
+    architecture = architecture or config.get("architecture")
+    resolved = {name: (value, None) for name, value in DEFAULTS.items()}
+    row = registered(architecture)
+    if row is not None:
+        for name, value in row.items():
+            resolved[name] = (value, f"architecture={architecture!r} (timm registers {name}={value!r})")
+        for name, default in (("act_layer", "nn.GELU"), ("norm_eps", "LayerNorm eps=1e-06")):  # hidden: said anyway
+            if name not in row:
+                resolved[name] = (DEFAULTS[name], f"architecture={architecture!r} (timm registers no {name}: {default})")
+    elif isinstance(architecture, str):  # not in the table: what its name says (the paper's sizes, the patch)
+        paper = PAPER_NAME.match(architecture)
+        if paper:
+            width, heads = _SIZES[paper[1]]
+            resolved["embed_dim"] = (width, f"architecture={architecture!r} (width {width})")
+            resolved["num_heads"] = (heads, f"architecture={architecture!r} ({heads} heads)")
+        patch = re.search(r"_patch(\d+)", architecture)
+        if patch:
+            resolved["patch_size"] = (int(patch[1]), f"architecture={architecture!r} (patch {patch[1]})")
+    if config.get("global_pool") is not None:
+        resolved["global_pool"] = (config["global_pool"], f"global_pool={config['global_pool']!r}")
+    for name, value in model_args.items():
+        resolved[name] = (value, f"model_args.{name}={value!r}")
+    resolved["architecture"] = (architecture, "registered" if row is not None else None)
+    return resolved
+
+
+def observe(shapes, path):
+    """What a timm state dict (``{timm key: shape}``) shows about its architecture: ``{name: (value, said)}``."""
+    def has(key):
+        return key in shapes
+
+    seen = {
+        "class_token": (has("cls_token"), "'cls_token'"),
+        "distilled": (has("dist_token"), "'dist_token' (DeiT's distillation token)"),
+        "reg_tokens": (int(shapes["reg_token"][1]) if has("reg_token") else 0, "'reg_token'"),
+        "layer_scale": (any(re.search(r"\.(ls1\.gamma|gamma_1)$", k) for k in shapes), "'blocks.0.ls1.gamma' (LayerScale)"),
+        "qkv_bias": (any(k.endswith("attn.qkv.bias") for k in shapes), "'blocks.*.attn.qkv.bias'"),
+        "pre_norm": (has("norm_pre.weight"), "'norm_pre.weight' (a LayerNorm before the blocks)"),
+        "norm": (has("norm.weight"), "'norm.weight' (the final LayerNorm)"),
+        "fc_norm": (has("fc_norm.weight"), "'fc_norm.weight' (a LayerNorm after pooling)"),
+        "map": (has("attn_pool.latent"), "'attn_pool.latent' (attention pooling)"),
+    }
+    fc1, fc2 = shapes.get("blocks.0.mlp.fc1.weight"), shapes.get("blocks.0.mlp.fc2.weight")
+    glu = fc1 is not None and fc2 is not None and fc1[0] != fc2[1] and fc1[0] == 2 * fc2[1]
+    seen["glu"] = (glu, f"'blocks.0.mlp.fc1.weight' {tuple(fc1) if fc1 else ''} (2 x the {fc2[1] if fc2 else ''} inputs "
+                        "of fc2: a gated MLP)" if glu else "'blocks.0.mlp.fc1.weight'")
+    return seen
+
+
+def consistent(resolved, seen, config_path):
+    """Refuse a config whose stated architecture the state dict contradicts (naming the setting and the key)."""
+    def stated(name):
+        return resolved[name][1] is not None
+
+    use_fc_norm = resolved["global_pool"][0] in ("avg", "avgmax", "max") if resolved["fc_norm"][0] is None else resolved["fc_norm"][0]
+    final = resolved["final_norm"][0]
+    checks = [
+        ("class_token", "class_token", bool(resolved["class_token"][0])),
+        ("distilled", "distilled", bool(resolved["distilled"][0])),
+        ("reg_tokens", "reg_tokens", resolved["reg_tokens"][0]),
+        ("init_values", "layer_scale", resolved["init_values"][0] is not None),
+        ("qkv_bias", "qkv_bias", bool(resolved["qkv_bias"][0])),
+        ("pre_norm", "pre_norm", bool(resolved["pre_norm"][0])),
+        ("global_pool", "map", resolved["global_pool"][0] == "map"),
+        ("mlp_layer", "glu", resolved["mlp_layer"][0] in GLU_LAYERS),
+        ("fc_norm", "fc_norm", bool(final and use_fc_norm)),
+        ("final_norm", "norm", bool(final and not use_fc_norm)),
+    ]
+    for name, part, expected in checks:
+        relied = [n for n in ((name, "global_pool", "fc_norm") if part in ("fc_norm", "norm") else (name,)) if stated(n)]
+        have, said = seen[part]
+        if relied and have != expected:
+            raise CheckpointError(
+                f"{config_path!r}: config.json says {resolved[relied[0]][1]} but the weights have {have!r} ({said}): "
+                "the config belongs to another model, or the weights do."
+            )
+
+
+def activation_of(resolved, seen, path):
+    """``(keras_vit mlp_activation, said)``; a part whose activation timm's registrations vary is refused when unknown."""
+    act, said = resolved["act_layer"]
+    if said is None:
+        varying = [what for part, what in (("glu", "a gated MLP (timm registers SiLU for DINOv2-g)"),
+                                           ("map", "attention pooling (SigLIP towers use gelu or gelu_tanh)"),
+                                           ("pre_norm", "a CLIP-style pre-norm (OpenAI's towers use quick_gelu)"))
+                   if seen[part][0]]
+        if varying:
+            architecture = resolved["architecture"][0]
+            named = f"architecture {architecture!r}" if architecture else "a timm state dict without a config.json"
+            raise CheckpointError(
+                f"{path!r}: {named} has {varying[0]}, whose MLP activation timm sets per registration, and keras_vit's "
+                "table of timm architectures (keras_vit/weights/timm_models.py) does not have it: the file does not say "
+                "which activation its weights were trained with. Add model_args.act_layer to its config.json "
+                "(gelu, gelu_tanh, quick_gelu, silu), or use a registered architecture name."
+            )
+        return "gelu", None
+    if act is not None and not isinstance(act, str):
+        raise CheckpointError(f"{path!r}: model_args.act_layer={act!r}, expected the name of an activation.")
+    return declared_lib.activation(act), said
+
+
+def epsilon_of(resolved, seen, path, weights):
+    """``(LayerNorm epsilon, said)``: the registration's ``norm_layer`` eps, else timm's 1e-6."""
+    eps, said = resolved["norm_eps"]
+    if said is None and seen["pre_norm"][0]:
+        raise CheckpointError(
+            f"{path!r}: {_named(resolved)} has a CLIP-style pre-norm ('norm_pre'), and timm's CLIP registrations build "
+            "their LayerNorms with eps=1e-5 where other ViTs use 1e-6; the architecture is not in keras_vit's table "
+            "(keras_vit/weights/timm_models.py), so the epsilon is unknown. Use a registered architecture name."
+        )
+    return eps, said or f"timm layout (LayerNorm eps={eps:g})"
+
+
+def _named(resolved):
+    architecture = resolved["architecture"][0]
+    return f"architecture {architecture!r}" if architecture else "a timm state dict without a config.json"
+
+
+def prefix_positions(resolved, seen, shapes, image_size, path):
+    """``(prefix_positions, said)``: whether the class (and distillation) tokens have position embeddings, read
+    from ``pos_embed``'s length and the grid (timm's ``no_embed_class`` is its negation); registers never do."""
+    prefix = int(seen["class_token"][0]) + int(seen["distilled"][0])
+    stated, said = resolved["no_embed_class"]
+    pos, kernel = shapes.get("pos_embed"), shapes.get("patch_embed.proj.weight")
+    length = int(pos[1]) if pos is not None and len(pos) == 3 else None
+    found = None
+    if length is not None and kernel is not None and len(kernel) == 4:
+        registers = seen["reg_tokens"][0]
+        if image_size is not None:
+            grid = (image_size[0] // kernel[2]) * (image_size[1] // kernel[3])
+        else:  # a square grid: the length with or without the prefix positions
+            grid = next((n for n in (length - prefix - registers, length - prefix, length) if n > 0 and math.isqrt(n) ** 2 == n), None)
+        if grid is not None and registers and length == grid + prefix + registers:
+            raise CheckpointError(
+                f"{path!r}: 'pos_embed' {tuple(pos)} has positions for the {registers} register tokens (timm "
+                "no_embed_class=False with reg_tokens): keras_vit's register tokens have no position embeddings."
+            )
+        if grid is not None and length in (grid, grid + prefix) and prefix:
+            found = length == grid + prefix
+    if said is not None and found is not None and found == bool(stated):
+        raise CheckpointError(
+            f"{path!r}: config.json says {said}, but 'pos_embed' {tuple(pos)} "
+            f"{'has' if found else 'lacks'} the positions of the class token."
+        )
+    if said is not None:
+        return not stated, said
+    if found is None:
+        return True, None
+    return found, f"'pos_embed' {tuple(pos)} ({'with' if found else 'without'} the class token's position)"
+
+
+def pooling_of(resolved, seen, path):
+    """``(keras_vit pooling or None, said)``: timm's ``global_pool`` (``''`` and an unstated default: not declared)."""
+    pool, said = resolved["global_pool"]
+    if seen["map"][0]:
+        return "map", seen["map"][1]
+    if pool in ("", None) or (said is None and not seen["class_token"][0]):
+        return ("gap" if not seen["class_token"][0] else None), None
+    if pool not in POOLING:
+        raise CheckpointError(
+            f"{path!r}: timm global_pool={pool!r}: keras_vit pools the class token ('token'), the mean of the patch "
+            "tokens ('avg') or by attention ('map')."
+        )
+    if pool == "token" and not seen["class_token"][0]:
+        raise CheckpointError(f"{path!r}: timm global_pool='token' without a class token ('cls_token') to pool.")
+    return POOLING[pool], said
+
+
+def head_is_projection(seen, tensors):
+    """Whether ``head`` is CLIP's projection: a pre-norm tower whose head bias is all zeros.
+
+    timm's ``_convert_openai_clip`` (and its OpenCLIP ``visual.head.proj`` path) put CLIP's bias-free
+    ``proj`` (width -> embedding) into ``head.weight`` and write ``head.bias = torch.zeros(...)``; a trained
+    classifier's bias is never exactly zero. Such a head is keras_vit's ``projection`` (``projection_dim``):
+    the model gives CLIP's image embedding, as timm's does (``num_classes=512`` for ViT-B).
+    """
+    if not seen["pre_norm"][0] or "head.bias" not in tensors.shapes or "head_dist.weight" in tensors.shapes:
+        return False
+    return not np.any(tensors.array("head.bias"))
+
+
+def record(resolved, seen, extra, config_path, weights):
+    """The declared record of a timm file: ``resolved`` (config and table) first, what the weights show after.
+
+    ``extra``: ``{field: (value, said)}`` already decided (activation, epsilon, prefix positions, pooling,
+    projection). ``config_path`` and ``weights`` are the origins named in messages.
+    """
+    out = {}
+
+    def stated(name, field, value=None):
+        given, said = resolved[name]
+        if said is not None:
+            declare(out, field, given if value is None else value, said, config_path)
+
+    stated("num_heads", "num_heads")
+    stated("embed_dim", "hidden_size")
+    stated("depth", "num_layers")
+    width, ratio = resolved["embed_dim"], resolved["mlp_ratio"]
+    if ratio[1] is not None and width[1] is not None:
+        mlp = int(width[0] * ratio[0]) // (2 if resolved["mlp_layer"][0] in GLU_LAYERS else 1)
+        declare(out, "mlp_dim", mlp, f"{ratio[1]} (x width {width[0]})", config_path)
+    stated("qkv_bias", "qkv_bias")
+    stated("class_token", "class_token")
+    for field, (value, said) in extra.items():
+        if said is not None:
+            declare(out, field, value, said, config_path if said.startswith(("model_args", "architecture", "global_pool")) else weights)
+    observed = {
+        "class_token": seen["class_token"][0],
+        "distillation_token": seen["distilled"][0],
+        "num_register_tokens": seen["reg_tokens"][0],
+        "mlp_type": "glu" if seen["glu"][0] else "mlp",
+        "pre_norm": seen["pre_norm"][0],
+        "final_norm": seen["norm"][0],
+        "fc_norm": seen["fc_norm"][0],
+    }
+    parts = {"class_token": "class_token", "distillation_token": "distilled", "num_register_tokens": "reg_tokens",
+             "mlp_type": "glu", "pre_norm": "pre_norm", "final_norm": "norm", "fc_norm": "fc_norm"}
+    for field, value in observed.items():
+        have, said = seen[parts[field]]
+        declare(out, field, value, said if have else f"no {said}", weights)
+    init, said = resolved["init_values"]
+    scale = (init if init is not None else 1e-5) if seen["layer_scale"][0] else None
+    declare(out, "layer_scale_init", scale, seen["layer_scale"][1] if scale else f"no {seen['layer_scale'][1]}", weights)
+    return out
+
+
+def config_fields(architecture, num_classes=0, projection_dim=None):
+    """The ``ViTConfig`` arguments of timm's registration of ``architecture`` (no weights needed): what
+    :func:`keras_vit.from_pretrained` builds for its Hub weights. ``num_classes`` 0: no head (features).
+
+    Example:
+    >>> fields = config_fields("vit_small_patch14_reg4_dinov2")
+    >>> [fields[k] for k in ("image_size", "num_register_tokens", "prefix_positions", "layer_scale_init")]
+    [518, 4, False, 1e-05]
+    """
+    args = {**DEFAULTS, **(registered(architecture) or {})}
+    if registered(architecture) is None:
+        raise ValueError(f"{architecture!r} is not in keras_vit's table of timm architectures (keras_vit/weights/timm_models.py).")
+    glu = args["mlp_layer"] in GLU_LAYERS
+    use_fc_norm = args["global_pool"] in ("avg", "avgmax", "max") if args["fc_norm"] is None else args["fc_norm"]
+    return dict(
+        # timm's patch convolution drops what the patches do not cover (so400m/14 at 384: 27 x 14 = 378)
+        image_size=args["img_size"] // args["patch_size"] * args["patch_size"], patch_size=args["patch_size"], hidden_size=args["embed_dim"],
+        num_layers=args["depth"], num_heads=args["num_heads"],
+        mlp_dim=int(args["embed_dim"] * args["mlp_ratio"]) // (2 if glu else 1), layer_norm_epsilon=args["norm_eps"],
+        class_token=args["class_token"], distillation_token=args["distilled"], num_register_tokens=args["reg_tokens"],
+        prefix_positions=not args["no_embed_class"], layer_scale_init=args["init_values"],
+        mlp_activation=declared_lib.activation(args["act_layer"]),
+        mlp_type="glu" if glu else "mlp", qkv_bias=args["qkv_bias"], pre_norm=args["pre_norm"],
+        final_norm=bool(args["final_norm"] and not use_fc_norm), fc_norm=bool(args["final_norm"] and use_fc_norm),
+        pooling=POOLING[args["global_pool"]], projection_dim=projection_dim,
+        num_classes=num_classes or 1, include_top=bool(num_classes),
+    )
