@@ -4,13 +4,6 @@
   ``os.replace``; NaN and infinities are written as ``null`` (JSON has no NaN).
 * :func:`drop_log_rows` -- a ``CSVLogger`` log without the rows of the epochs
   a resumed run does again.
-
-Example:
->>> import tempfile
->>> path = os.path.join(tempfile.mkdtemp(), "m.json")
->>> write_json(path, {"loss": float("nan"), "accuracy": 0.5})
->>> read_json(path)
-{'accuracy': 0.5, 'loss': None}
 """
 
 import csv

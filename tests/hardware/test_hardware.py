@@ -204,7 +204,7 @@ def test_predict_advises_onednn_only_for_what_runs_on_tensorflow(monkeypatch, tm
     tensorflow = {"onednn": None}
     monkeypatch.setattr(onednn, "_tensorflow_onednn", lambda: tensorflow["onednn"])
 
-    def saved_model_runtime(path, include_preprocessing=None):
+    def saved_model_runtime(path, include_preprocessing=None, image_size=None):  # runtimes.saved_model_runtime's signature
         tensorflow["onednn"] = False  # TensorFlow starts, without oneDNN (its default on EPYC_AVX2)
         return runtimes.keras_runtime(model, include_preprocessing)
 

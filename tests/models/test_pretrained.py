@@ -192,6 +192,8 @@ def test_convert_refuses_bad_arguments_with_the_value(tmp_path, capsys):
     path = save_npz(tmp_path / "c.npz", vit_checkpoint())
     assert cli.main(["convert", path, "--output", str(tmp_path / "model.h5")]) == 2
     assert "--output must name a .keras file. Received: " in capsys.readouterr().err
-    assert cli.main(["convert", path, "--output", str(tmp_path / "m.keras"), "--num-classes", "0"]) == 2
-    assert "Received: num_classes=0" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:  # argparse's domain check of every numeric flag (keras_vit.domains)
+        cli.main(["convert", path, "--output", str(tmp_path / "m.keras"), "--num-classes", "0"])
+    assert exit_.value.code == 2
+    assert "--num-classes: must be a positive int, got 0" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "m.keras")
