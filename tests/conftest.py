@@ -6,6 +6,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
+# the scripts that wrote the fixtures are not tests: --doctest-modules would import them (and once rewrote the
+# fixtures of tests/architecture/test_functional_files.py with the code under test, so that test could not fail)
+collect_ignore_glob = ["fixtures/*"]
+
 
 def pytest_sessionstart(session):
     # TensorFlow, Keras and keras_vit leave ~460k Python objects alive after import; every full garbage

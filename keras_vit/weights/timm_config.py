@@ -35,6 +35,34 @@ _SIZES = {"tiny": (192, 3), "small": (384, 6), "base": (768, 12), "large": (1024
 PAPER_NAME = re.compile(r"^(?:vit|deit)_(tiny|small|base|large|huge)_patch")
 
 
+# timm VisionTransformer arguments that do not change what a trained model computes at its own size
+NEUTRAL_ARGS = ("drop_rate", "pos_drop_rate", "patch_drop_rate", "proj_drop_rate", "attn_drop_rate", "drop_path_rate",
+                "weight_init", "fix_init", "num_classes")
+# timm arguments keras_vit has no switch for: accepted only with timm's default value (vision_transformer.py)
+DEFAULT_ONLY_ARGS = {"qk_norm": False, "proj_bias": True, "dynamic_img_pad": False, "pos_embed": "learn",
+                     "pool_include_prefix": False, "in_chans": 3, "scale_attn_norm": False, "scale_mlp_norm": False,
+                     "norm_layer": None, "embed_norm_layer": None, "block_fn": None, "embed_layer": None,
+                     "attn_layer": None, "ignore_head": False}
+
+
+def _check_model_args(model_args, path):
+    """A ``model_args`` entry keras_vit would otherwise ignore while it changes timm's computation is refused by name."""
+    for name, value in model_args.items():
+        if name in DEFAULTS or name in NEUTRAL_ARGS:
+            continue
+        if name in DEFAULT_ONLY_ARGS:
+            if value == DEFAULT_ONLY_ARGS[name] or (name == "attn_layer" and value in ("attn", "Attention")):
+                continue
+            raise CheckpointError(
+                f"{path!r}: model_args.{name}={value!r}: keras_vit's ViT has no such part (timm's default is "
+                f"{DEFAULT_ONLY_ARGS[name]!r}), so it would compute another model."
+            )
+        raise CheckpointError(
+            f"{path!r}: model_args.{name}={value!r} is no timm VisionTransformer argument keras_vit knows; it cannot tell "
+            "whether the model computes the same without it. Remove it from config.json if it does not change the model."
+        )
+
+
 def resolve(config, path, architecture=None):
     """``{timm argument: (value, said)}``: ``model_args`` over the top-level ``global_pool`` over the registration
     of ``architecture`` (default: the config's) over ``VisionTransformer``'s defaults (said None).
@@ -46,6 +74,7 @@ def resolve(config, path, architecture=None):
     """
     config = config_lib.json_object(config or {}, path)
     model_args = config_lib.json_object(config.get("model_args") or {}, path, "model_args")
+    _check_model_args(model_args, path)
     architecture = architecture or config.get("architecture")
     resolved = {name: (value, None) for name, value in DEFAULTS.items()}
     row = registered(architecture)

@@ -280,3 +280,51 @@ def test_parameter_counts_match_timms_published_ones():
     assert round(count("vit_small_patch14_reg4_dinov2") / 1e6, 1) == 22.1  # timm's reg4 model card: 22.1
     assert round(count("vit_giant_patch14_dinov2") / 1e6, 1) == 1136.5  # timm's model card: Params (M) 1136.5
     assert math.isclose(count("vit_base_patch16_siglip_224"), 92.9e6, rel_tol=1e-3)
+
+
+@pytest.mark.parametrize("args,message", [
+    ({"qk_norm": True}, r"model_args\.qk_norm=True: keras_vit's ViT has no such part"),
+    ({"dynamic_img_pad": True}, r"model_args\.dynamic_img_pad=True"),
+    ({"rope_theta": 100.0}, r"model_args\.rope_theta=100\.0 is no timm VisionTransformer argument keras_vit knows"),
+])
+def test_a_model_arg_that_changes_timms_computation_is_refused_by_name(tmp_path, args, message):
+    """timm builds what ``model_args`` say; one keras_vit has no switch for is never dropped silently."""
+    from keras_vit.errors import CheckpointError
+    from keras_vit.weights import timm_config
+
+    with pytest.raises(CheckpointError, match=message):
+        timm_config.resolve({"architecture": "vit_small_patch16_224", "model_args": args}, str(tmp_path / "config.json"))
+
+
+def test_model_args_that_change_nothing_at_inference_are_accepted(tmp_path):
+    from keras_vit.weights import timm_config
+
+    args = {"drop_path_rate": 0.1, "dynamic_img_size": True, "qk_norm": False, "attn_layer": "attn"}
+    resolved = timm_config.resolve({"architecture": "vit_small_patch16_224", "model_args": args}, "config.json")
+    assert resolved["dynamic_img_size"] == (True, "model_args.dynamic_img_size=True")
+
+
+def test_the_family_page_names_every_preset_with_the_count_keras_vit_info_prints(capsys):
+    """docs/family.md: every named preset appears, and each count written beside one is what
+    ``keras-vit info --presets`` prints for it (the command the page names)."""
+    import re
+
+    from keras_vit.cli import info
+
+    info.print_hub_presets()
+    printed = {}
+    for line in capsys.readouterr().out.splitlines():
+        cells = line.split()
+        if cells and cells[0] in presets.HUB_PRESETS:
+            printed[cells[0]] = int(cells[3].replace(",", ""))
+    assert sorted(printed) == sorted(presets.HUB_PRESETS)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(root, "docs", "family.md"), encoding="utf-8") as f:
+        text = f.read()
+    missing = [name for name in presets.HUB_PRESETS if f"`{name}`" not in text]
+    assert not missing, f"docs/family.md does not name the presets {missing}"
+    written = re.findall(r"`([a-z0-9_]+)` \(([\d,]+)\)", text) + re.findall(r"`([a-z0-9_]+)` ([\d,]{6,})", text)
+    assert written, "docs/family.md writes no parameter count beside a preset"
+    for name, count in written:
+        if name in printed:
+            assert int(count.replace(",", "")) == printed[name], name

@@ -234,3 +234,47 @@ def test_deit_single_classifier_and_unknown_model_type_are_refused_by_name(tmp_p
         json.dump(dict(config, model_type="beit"), f)
     with pytest.raises(CheckpointError, match=r"model of type 'beit'; keras_vit reads model_type 'vit', 'dinov2'"):
         keras_vit.from_pretrained(folder)
+
+
+def _torch_bicubic(grid, size):
+    """``torch.nn.functional.interpolate(grid, size, mode="bicubic", align_corners=False)`` of ``(rows, cols, D)``,
+    transcribed from ATen's upsample_bicubic2d (cubic convolution, A = -0.75, source index ``(i + 0.5) * in / out -
+    0.5`` not clamped, neighbours clamped to the border), independent of keras_vit's resampling matrices."""
+    a = -0.75
+
+    def weights(t):  # ATen's get_cubic_upsample_coefficients
+        x1, x2 = t + 1.0, 1.0 - t
+        return np.array([((a * x1 - 5 * a) * x1 + 8 * a) * x1 - 4 * a, ((a + 2) * t - (a + 3)) * t * t + 1,
+                         ((a + 2) * x2 - (a + 3)) * x2 * x2 + 1, ((a * (x2 + 1) - 5 * a) * (x2 + 1) + 8 * a) * (x2 + 1) - 4 * a])
+
+    def along(x, out):  # axis 0 of x
+        n = x.shape[0]
+        result = np.zeros((out,) + x.shape[1:])
+        for i in range(out):
+            real = (i + 0.5) * n / out - 0.5
+            base = int(np.floor(real))
+            for w, k in zip(weights(real - base), range(base - 1, base + 3)):
+                result[i] += w * x[min(max(k, 0), n - 1)]
+        return result
+
+    return np.swapaxes(along(np.swapaxes(along(grid, size[0]), 0, 1), size[1]), 0, 1)
+
+
+@pytest.mark.parametrize("case,prefix", [("dinov2_classifier", 1), ("deit", 2)])
+def test_another_resolution_resamples_the_positions_as_interpolate_pos_encoding(tmp_path, case, prefix):
+    """``from_pretrained(folder, image_size=56)`` of a 32-pixel checkpoint (a 4 x 4 grid to 7 x 7) gives what
+    transformers computes with ``interpolate_pos_encoding=True`` at 56: its position embeddings resized by torch's
+    bicubic (``position_resampling="bicubic_torch"``), the class (and distillation) positions kept."""
+    import keras_vit
+
+    model_type, config, processor, _ = CASES[case]
+    folder, sd = write_folder(tmp_path / case, model_type, config, processor)
+    model = keras_vit.from_pretrained(folder, image_size=56, classifier_activation=None)
+    assert model.vit_config.position_resampling == "bicubic_torch"
+    key = next(k for k in sd if k.endswith("embeddings.position_embeddings"))
+    table = sd[key][0].astype(np.float64)
+    grid = _torch_bicubic(table[prefix:].reshape(4, 4, -1), (7, 7)).reshape(49, -1)
+    resized = dict(sd, **{key: np.concatenate([table[:prefix], grid])[None]})
+    x = images(size=56)
+    mean, std = processor or DEFAULT_NORMALIZATION[model_type]
+    assert_close(np.asarray(model(x)), ref.forward(model_type, x, resized, config, mean, std))
