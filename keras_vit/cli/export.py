@@ -1,4 +1,4 @@
-"""Export a .keras model to a TF Serving SavedModel, TFLite or ONNX, and verify it.
+"""Export a .keras model to a TF Serving SavedModel, TFLite, ONNX or a keras-hub preset, and verify it.
 
 The export is run in its target runtime (TensorFlow, ai_edge_litert,
 onnxruntime) on real images and compared with the Keras model; the report is
@@ -22,7 +22,7 @@ def add_arguments(parser):
     parser.add_argument("--quantize", default="float32", choices=QUANTIZE_MODES, help="TFLite mode (default float32)")
     parser.add_argument(
         "--output", required=True,
-        help="saved_model: base path (writes OUTPUT/NAME/VERSION); tflite/onnx: the file",
+        help="saved_model: base path (writes OUTPUT/NAME/VERSION); tflite/onnx: the file; keras-hub: a new folder",
     )
     parser.add_argument("--report", help="write the verification report as JSON here")
     parser.add_argument("--labels", help="label file, one class name per line (default: names stored with the model)")

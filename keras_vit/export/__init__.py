@@ -2,7 +2,7 @@
 
 ``export_model(model, format, output, *, quantize=..., ...)`` writes a TF
 Serving SavedModel version, a TFLite flatbuffer (float32 / float16 / dynamic
-/ int8) or an ONNX file, runs it (TensorFlow, ``ai_edge_litert``,
+/ int8), an ONNX file or a keras-hub preset folder, runs it (TensorFlow, ``ai_edge_litert``,
 onnxruntime) on real images, and returns a :class:`VerificationReport`; an
 export outside its tolerance raises :class:`ExportVerificationError` and
 leaves nothing at ``output``.
@@ -15,7 +15,8 @@ images), :mod:`~keras_vit.export.verify` (the report and its bars), one module
 per format (:mod:`~keras_vit.export.saved_model` with
 :mod:`~keras_vit.export.rest`, whose ``serving_bytes`` decodes with
 :mod:`keras_vit.inference.decoding` as ``predict`` does,
-:mod:`~keras_vit.export.tflite`, :mod:`~keras_vit.export.onnx`), and
+:mod:`~keras_vit.export.tflite`, :mod:`~keras_vit.export.onnx`, :mod:`~keras_vit.export.keras_hub`, whose
+preset keras_vit reads back to check it), and
 :mod:`~keras_vit.export.quantization` (the size / latency / agreement table).
 """
 

@@ -6,7 +6,7 @@ import keras
 
 from keras_vit.inference import labels as labels_lib
 
-FORMATS = ("saved_model", "tflite", "onnx")
+FORMATS = ("saved_model", "tflite", "onnx", "keras-hub")
 QUANTIZE_MODES = ("float32", "float16", "dynamic", "int8")
 
 

@@ -13,7 +13,7 @@ Example:
 
 import os
 
-from keras_vit.export import common, data, onnx, saved_model, tflite, verify
+from keras_vit.export import common, data, keras_hub, onnx, saved_model, tflite, verify
 from keras_vit.export.errors import ExportError, ExportVerificationError
 from keras_vit.inference.predictors import softmax
 from keras_vit.architecture.arguments import positive_pair
@@ -59,9 +59,10 @@ def export_model(
 
     Args:
         model: a ``keras.Model`` or the path to a ``.keras`` file.
-        format: ``"saved_model"``, ``"tflite"`` or ``"onnx"``.
+        format: ``"saved_model"``, ``"tflite"``, ``"onnx"`` or ``"keras-hub"`` (a keras-hub preset folder:
+            :mod:`~keras_vit.export.keras_hub`).
         output: for ``saved_model`` the base path (the version goes to
-            ``<output>/<name>/<version>``); otherwise the file to write.
+            ``<output>/<name>/<version>``); for ``keras-hub`` the new preset folder; otherwise the file to write.
         quantize: TFLite mode: ``"float32"``, ``"float16"``, ``"dynamic"``
             or ``"int8"`` (the other formats take ``"float32"`` only).
         labels: class names (list or label file); default: names stored with
@@ -113,7 +114,11 @@ def export_model(
     if float_ops != "auto":
         tflite.check_op_names(float_ops)
     model_path = None if not isinstance(model, (str, os.PathLike)) else os.fspath(model)
+    if format == "keras-hub":  # checked before the model is resized or any image read
+        keras_hub.check_output(output)
     model, shape = _at_size(load_model(model), format, image_size)
+    if format == "keras-hub":
+        return _export_keras_hub(model, output, labels, model_path, eval_data, shape, num_images, max_abs_diff, report)
     labels = common.resolve_labels(model, labels, model_path)
     if format == "saved_model":  # fail before any work
         saved_model.version_path(output, name or model.name, version)
@@ -152,11 +157,28 @@ def export_model(
     return result
 
 
+def _export_keras_hub(model, output, labels, model_path, eval_data, shape, num_images, max_abs_diff, report):
+    """A keras-hub preset folder: refused first if keras-hub's ViT cannot express the model, checked by reading it back."""
+    keras_hub.check_expressible(model)
+    config = config_of(model)
+    if config.include_top:
+        labels = common.resolve_labels(model, labels, model_path)
+    images = (
+        data.as_images(eval_data, shape, num_images, what="eval_data")
+        if eval_data is not None
+        else keras_hub.random_images(shape, min(num_images, 8))
+    )
+    return keras_hub.export(model, output, labels=labels, images=images, source=model_path or model.name,
+                            max_abs_diff=max_abs_diff, report=report)
+
+
 def _at_size(model, format, image_size):
     """``(model, (H, W, C))``: the model to export, resized where needed, and the size of its images."""
     config = config_of(model)
     current = config.image_size
     size = None if image_size is None else positive_pair(image_size, "image_size")
+    if current is None and format == "keras-hub" and size is None:  # refused with its reason by keras_hub.unsupported
+        return model, tuple(config.native_image_size) + tuple(model.input_shape[-1:])
     if current is None:  # any size: fixed for TFLite and ONNX, the bytes signature's resize for TF Serving
         size = size or config.native_image_size
         if format != "saved_model":

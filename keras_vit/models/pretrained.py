@@ -35,9 +35,13 @@ def from_pretrained(source, **overrides):
     Args:
         source: one of
             - a local original ``.npz`` (plain or hybrid), a timm ``.safetensors`` (with its
-              ``config.json`` beside it, if any), or a transformers ``save_pretrained`` folder;
-            - ``"hf://ORG/NAME[@revision]"``: a timm or transformers repository on the Hugging
-              Face Hub (through its cache, see :mod:`keras_vit.weights.hub`);
+              ``config.json`` beside it, if any), a transformers ``save_pretrained`` folder, or a
+              keras-hub ViT preset folder (``ViTBackbone`` / ``ViTImageClassifier``,
+              :mod:`keras_vit.weights.keras_hub`);
+            - ``"hf://ORG/NAME[@revision]"``: a timm or transformers repository or a keras-hub preset
+              on the Hugging Face Hub (through its cache, see :mod:`keras_vit.weights.hub`);
+            - ``"kaggle://OWNER/MODEL/keras/VARIATION[/VERSION]"``: a keras-hub preset on Kaggle
+              Models (through kagglehub's cache, :mod:`keras_vit.weights.kaggle`);
             - ``"VARIANT:TAG"``, a preset (``"B/16:augreg_in21k_ft_in1k"``,
               ``"R50+B/16:imagenet21k"``; ``keras-vit info --presets`` lists them), downloaded
               once into the Keras cache; the file of the resolution nearest ``image_size``;
@@ -121,7 +125,7 @@ def locate(source, image_size=None):
     if os.path.exists(os.fspath(source)):
         return os.fspath(source), None
     source = os.fspath(source)
-    if source.startswith(sources.HF_PREFIX):
+    if source.startswith((sources.HF_PREFIX, sources.KAGGLE_PREFIX)):
         return sources.resolve(source), None
     hub_preset = presets.hub_preset(source)
     if hub_preset:  # a named family preset: a timm Hub repository, through huggingface_hub's cache

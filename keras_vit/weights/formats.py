@@ -10,7 +10,10 @@ Four formats, told apart by content (not only by the name):
   with ``"model_type": "vit"`` or one of the family's, :mod:`keras_vit.weights.transformers`;
   ``model.safetensors`` or sharded ``model.safetensors.index.json``), or its
   ``.safetensors`` with the ``config.json`` beside it;
-* ``keras``: a ``.keras`` model saved by keras_vit (:mod:`keras_vit.weights.keras_file`).
+* ``keras``: a ``.keras`` model saved by keras_vit (:mod:`keras_vit.weights.keras_file`);
+* ``keras-hub``: a keras-hub preset folder of ViT (``config.json`` of a ``ViTBackbone``, ``model.weights.h5``,
+  a ``ViTImageClassifier``'s ``task.json`` and ``task.weights.h5``: :mod:`keras_vit.weights.keras_hub`),
+  or its ``model.weights.h5``.
 
 :func:`describe` returns a :class:`CheckpointInfo` (shapes and settings, no
 tensor data), :func:`read` the arrays under the original keys, and
@@ -37,7 +40,7 @@ import numpy as np
 
 from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
-from keras_vit.weights import keras_file, npz, shards
+from keras_vit.weights import keras_file, keras_hub, npz, shards
 from keras_vit.weights import timm as timm_layout
 from keras_vit.weights import transformers as transformers_layout
 from keras_vit.weights.declared import declare
@@ -54,7 +57,7 @@ class CheckpointInfo:
 
     Attributes:
         path: the file or folder.
-        format: ``"npz"``, ``"timm"``, ``"transformers"`` or ``"keras"``.
+        format: ``"npz"``, ``"timm"``, ``"transformers"``, ``"keras"`` or ``"keras-hub"``.
         shapes: ``{original key: shape}`` (attention kernels of foreign layouts
             with merged head axes).
         declared: what the file declares about its architecture, ``{field: Declaration}``
@@ -101,6 +104,8 @@ class CheckpointInfo:
 def _open(path):
     """``(format, Tensors or None, config dict or None, config path)`` of a checkpoint path."""
     path = os.fspath(path)
+    if keras_hub_folder(path):
+        return keras_hub.FORMAT, None, None, None
     if os.path.isdir(path):
         files, config_path = shards.folder_files(path)
     else:
@@ -127,6 +132,30 @@ def _open(path):
     raise CheckpointError(
         f"Checkpoint {path!r} is a .safetensors file but neither a timm ViT nor a transformers ViT "
         f"(keys: {sample}, ...)."
+    )
+
+
+def keras_hub_folder(path):
+    """The keras-hub preset folder ``path`` is or whose ``.weights.h5`` it is, else None."""
+    folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+    if (os.path.isdir(path) or path.endswith(".weights.h5")) and keras_hub.is_preset(folder):
+        return folder
+    return None
+
+
+def _describe_keras_hub(path):
+    folder = keras_hub_folder(path)
+    settings = keras_hub.settings(folder)
+    shapes = keras_hub.shapes(folder, settings)
+    expected = list(settings["expected"])
+    if settings["task"] is not None:
+        expected.append(("num_classes", f"task.json config.num_classes={settings['task']['num_classes']!r}", settings["task"]["num_classes"]))
+    config_lib.check_against_weights(expected, shapes, settings["flags"]["use_mha_bias"], os.path.join(folder, "config.json"))
+    _check_heads(settings["num_heads"], shapes, os.path.join(folder, "config.json"))
+    return CheckpointInfo(
+        path=folder, format=keras_hub.FORMAT, shapes=shapes, declared=settings["declared"],
+        grid=_declared_grid(settings["expected"], shapes), class_names=settings["class_names"],
+        architecture=settings["architecture"], mean=settings["mean"], std=settings["std"], notes=settings["notes"],
     )
 
 
@@ -166,6 +195,8 @@ def describe(path, architecture=None):
     """
     path = os.fspath(path)
     fmt, tensors, config, config_path = _open(path)
+    if fmt == keras_hub.FORMAT:
+        return _describe_keras_hub(path)
     if fmt == "npz":
         shapes = npz.npz_shapes(path)
         return CheckpointInfo(path=path, format="npz", shapes=shapes, declared=npz.declared(shapes, path))
@@ -231,6 +262,11 @@ def read(path, input_mean=None, input_std=None, architecture=None):
     """
     path = os.fspath(path)
     fmt, tensors, config, config_path = _open(path)
+    if fmt == keras_hub.FORMAT:
+        folder = keras_hub_folder(path)
+        settings = keras_hub.settings(folder)
+        arrays = keras_hub.arrays(folder, settings)
+        return fold_normalization(arrays, settings["mean"], settings["std"], input_mean, input_std)
     if fmt == "npz":
         return npz.npz_arrays(path)
     if fmt == keras_file.FORMAT:

@@ -1,6 +1,7 @@
 """``hf://ORG/NAME[@revision]``: a Hugging Face Hub repository fetched (and cached) by ``huggingface_hub``.
 
-Only ``config.json``, ``preprocessor_config.json`` and ``.safetensors`` files are
+Only ``config.json``, ``preprocessor_config.json`` and ``.safetensors`` files, and a keras-hub
+preset's JSON files and ``.weights.h5`` (:mod:`keras_vit.weights.keras_hub_layout`), are
 fetched (``snapshot_download`` with ``allow_patterns``), so ``HF_HOME``,
 ``HF_HUB_CACHE``, ``HF_HUB_OFFLINE``, ``HF_ENDPOINT`` and tokens work as with
 every Hugging Face library. Pickle weights (``pytorch_model.bin``) are never
@@ -19,7 +20,11 @@ import os
 from keras_vit.errors import CheckpointError
 
 SCHEME = "hf://"
-ALLOW_PATTERNS = ["config.json", "preprocessor_config.json", "*.safetensors", "*.safetensors.index.json"]
+ALLOW_PATTERNS = [
+    "config.json", "preprocessor_config.json", "*.safetensors", "*.safetensors.index.json",
+    # a keras-hub preset (keras_vit.weights.keras_hub_layout)
+    "task.json", "image_converter.json", "preprocessor.json", "metadata.json", "*.weights.h5", "model.weights.json",
+]
 
 
 def parse(source):
@@ -43,7 +48,7 @@ def fetch(source):
     Raises:
         CheckpointError: the repository or revision does not exist, cannot be
             reached (offline with nothing cached: the message names the cache),
-            or publishes no ``.safetensors`` weights.
+            or publishes no ``.safetensors`` weights (nor a keras-hub preset's ``.weights.h5``).
 
     Example:
     >>> fetch("hf://timm/vit_tiny_patch16_224.augreg_in21k_ft_in1k")  # doctest: +SKIP
@@ -70,7 +75,7 @@ def fetch(source):
     except LocalEntryNotFoundError as error:
         message = offline_message(source, repo, revision, constants.HF_HUB_CACHE, constants.HF_HUB_OFFLINE)
         raise CheckpointError(message) from error
-    if not any(name.endswith(".safetensors") for name in os.listdir(folder)):
+    if not any(name.endswith((".safetensors", ".weights.h5")) for name in os.listdir(folder)):
         raise CheckpointError(
             f"{source} publishes no .safetensors weights in this revision: keras_vit never reads pickle files "
             "(pytorch_model.bin, .pth). Use a repository or revision that has model.safetensors."

@@ -2,9 +2,10 @@
 
 import os
 
-from keras_vit.weights import download, hub, presets
+from keras_vit.weights import download, hub, kaggle, presets
 
 HF_PREFIX = "hf://"
+KAGGLE_PREFIX = kaggle.SCHEME
 
 
 def resolve(weights, *, variant=None, hybrid=None, image_size=None):
@@ -14,7 +15,9 @@ def resolve(weights, *, variant=None, hybrid=None, image_size=None):
         weights: None; the path of a local file or folder; a preset tag
             (``"imagenet21k"``, ``"augreg_in21k_ft_in1k"``...: see
             :mod:`keras_vit.weights.presets`); or ``"hf://ORG/NAME"``, a Hugging
-            Face Hub repository (fetched by :func:`keras_vit.weights.hub.fetch`).
+            Face Hub repository (fetched by :func:`keras_vit.weights.hub.fetch`); or
+            ``"kaggle://OWNER/MODEL/keras/VARIATION[/VERSION]"``, a keras-hub preset on Kaggle Models
+            (fetched by :func:`keras_vit.weights.kaggle.fetch`, kagglehub installed).
         variant: the registry name of the model being built (``"B/16"``,
             ``"R50+B/16"``), or None when its shape is no registered variant;
             needed for a preset tag.
@@ -49,6 +52,8 @@ def resolve(weights, *, variant=None, hybrid=None, image_size=None):
         )
     if isinstance(weights, str) and weights.startswith(HF_PREFIX):
         return hub.fetch(weights)  # huggingface_hub is imported there, for hf:// sources only
+    if isinstance(weights, str) and weights.startswith(KAGGLE_PREFIX):
+        return kaggle.fetch(weights)  # kagglehub, optional, is imported there
     if os.path.exists(os.fspath(weights)):
         return os.fspath(weights)
     if presets.is_tag(weights):
