@@ -233,3 +233,21 @@ def test_a_folder_with_its_own_validation_folder_refuses_a_fraction(tmp_path):
     assert (ds.num_train, ds.num_validation, ds.num_test) == (6, 4, 4)
     with pytest.raises(ValueError, match=r"has a validation folder of its own .*validation_fraction=0\.5"):
         data.load_dataset(str(tmp_path / "d"), validation_fraction=0.5)
+
+
+def test_uint8_batches_are_the_float_batches_rounded_and_the_model_computes_the_same(mnist):
+    """``image_dtype="uint8"``: one byte per channel to the device (issue 26); the model's rescaling is inside it,
+    so a uint8 batch gives what the same whole-level float32 batch gives."""
+    import keras_vit
+
+    options = dict(training=True, augment="digits", seed=3, num_classes=10, mixup=0.5)
+    floats = next(iter(data.make_pipeline(mnist.train, 32, 8, **options)))
+    uint8 = next(iter(data.make_pipeline(mnist.train, 32, 8, image_dtype="uint8", **options)))
+    assert uint8[0].dtype == tf.uint8 and floats[0].dtype == tf.float32
+    np.testing.assert_array_equal(uint8[0].numpy(), np.clip(np.round(floats[0].numpy()), 0, 255).astype("uint8"))
+    np.testing.assert_array_equal(uint8[1].numpy(), floats[1].numpy())
+    model = keras_vit.ViT(image_size=32, patch_size=8, hidden_size=16, num_layers=1, num_heads=2, mlp_dim=32, num_classes=10)
+    np.testing.assert_allclose(model.predict(uint8[0], verbose=0), model.predict(uint8[0].numpy().astype("float32"), verbose=0),
+                               rtol=1e-6, atol=1e-7)
+    with pytest.raises(ValueError, match=r"`image_dtype` must be one of \('float32', 'uint8'\)\. Received: image_dtype='float16'"):
+        data.make_pipeline(mnist.train, 32, 8, image_dtype="float16")
