@@ -51,7 +51,7 @@ _EXPORTS = {
     "keras_vit.inference.images": ("load_image",),
     "keras_vit.inference.predictors": ("decode_predictions", "load_predictor", "predict", "preprocess_input"),
     "keras_vit.saving": ("load_model", "save_model"),
-    "keras_vit.export": ("ExportError", "ExportVerificationError", "VerificationReport", "export_model"),
+    "keras_vit.export": ("ExportError", "ExportVerificationError", "VerificationReport", "export_model", "gpu_delegate_report"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_MODULE_OF)

@@ -13,7 +13,7 @@ Example:
 
 import os
 
-from keras_vit.export import common, data, keras_hub, onnx, saved_model, tflite, verify
+from keras_vit.export import common, data, gpu_delegate, keras_hub, onnx, saved_model, tflite, verify
 from keras_vit.export.errors import ExportError, ExportVerificationError
 from keras_vit.inference.predictors import softmax
 from keras_vit.architecture.arguments import positive_pair
@@ -254,7 +254,8 @@ def _export_tflite(model, output, *, quantize, labels, calibration, images, expe
             result = verify.make_report(
                 "tflite", quantize, output, size_bytes=common.file_size(tmp), ops=ops, expected=expected,
                 actual=actual, tolerance=bars, runtime="ai_edge_litert",
-                details={"batch_size": int(batch_size), "input": "images float32 (batch, H, W, 3) RGB [0, 255]"},
+                details={"batch_size": int(batch_size), "input": "images float32 (batch, H, W, 3) RGB [0, 255]",
+                         "gpu_delegate": gpu_delegate.gpu_delegate_report(content).line()},
             )
             if quantize == "int8":
                 result.details["float_ops"] = list(kept)

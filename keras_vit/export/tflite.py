@@ -27,6 +27,7 @@ from keras_vit.export import common
 from keras_vit.export.errors import ExportError
 from keras_vit.inference import labels as labels_lib
 from keras_vit.inference import runtimes
+from keras_vit.layers import formulation
 
 FRAGILE_OPS = ("SOFTMAX", "GELU", "MEAN", "SQUARED_DIFFERENCE", "RSQRT")
 
@@ -39,7 +40,9 @@ def _frozen_function(model, batch_size):
     h, w, c = common.image_shape(model)
     spec = tf.TensorSpec((batch_size, h, w, c), tf.float32, name="images")
     fn = tf.function(lambda images: tf.cast(model(images, training=False), tf.float32), input_signature=[spec])
-    return convert_variables_to_constants_v2(fn.get_concrete_function())
+    with formulation.rank4(model):  # the layers' graph of rank 4 at most, which the GPU delegate takes whole
+        concrete = fn.get_concrete_function()
+    return convert_variables_to_constants_v2(concrete)
 
 
 def _representative(images):
@@ -77,6 +80,9 @@ def convert(model, quantize="float32", representative_images=None, *, batch_size
         converter.target_spec.supported_types = [tf.float16]
     elif quantize == "dynamic":
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        # one weight scale per dense layer: per-channel scales make FULLY_CONNECTED version 12, above the 9
+        # that LiteRT's GPU delegate parses (keras_vit.export.gpu_delegate), so every dense layer left the GPU
+        converter._experimental_disable_per_channel_quantization_for_dense_layers = True
     elif quantize == "int8":
         if representative_images is None or len(representative_images) == 0:
             raise ValueError("quantize='int8' needs a representative dataset of real images. Received: none")

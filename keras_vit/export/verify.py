@@ -118,7 +118,9 @@ class VerificationReport:
             f"  ops ({len(self.ops)})       {', '.join(self.ops)}",
         ]
         for key, value in sorted(self.details.items()):
-            if key != "labels":
+            if key == "gpu_delegate":  # TFLite: "GPU delegate: all N ops", or what it leaves to the CPU
+                lines.append(f"  {value}")
+            elif key != "labels":
                 lines.append(f"  {key:14} {value}")
         return "\n".join(lines)
 

@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from keras_vit.layers import kernels
+from keras_vit.layers import formulation, kernels
 from keras_vit.layers.checks import PACKAGE as _PACKAGE, check_rate, positive_int
 
 # Arguments of keras.layers.MultiHeadAttention that a SelfAttention config saved by keras_vit 0.1.0 (which
@@ -157,19 +157,61 @@ class SelfAttention(keras.layers.Layer):
     def _projections(self):
         return self.query_dense, self.key_dense, self.value_dense
 
-    def _fused_qkv(self, x):
-        """``(B, N, 3, heads, head_dim)`` from one ``(D, 3 * heads * head_dim)`` GEMM."""
+    def _fused_qkv_matmul(self, x):
+        """``(B, N, 3 * heads * head_dim)``: the queries, keys and values from one ``(D, 3 * heads * head_dim)`` GEMM."""
         dtype = self.compute_dtype
         width = self.num_heads * self.key_dim
         kernel = ops.concatenate([ops.reshape(ops.cast(d.kernel, dtype), (-1, width)) for d in self._projections()], axis=1)
         bias = None
         if self.qkv_bias:
             bias = ops.concatenate([ops.reshape(ops.cast(d.bias, dtype), (width,)) for d in self._projections()], axis=0)
-        qkv = kernels.matmul_bias(x, kernel, bias)
+        return kernels.matmul_bias(x, kernel, bias)
+
+    def _fused_qkv(self, x):
+        """``(B, N, 3, heads, head_dim)`` from one ``(D, 3 * heads * head_dim)`` GEMM."""
         shape = ops.shape(x)
-        return ops.reshape(qkv, (shape[0], shape[1], 3, self.num_heads, self.key_dim))
+        return ops.reshape(self._fused_qkv_matmul(x), (shape[0], shape[1], 3, self.num_heads, self.key_dim))
+
+    def _output_projection(self, out, plain):
+        """``(B, N, heads, head_dim)`` or ``(B, N, heads * head_dim)`` (plain) through ``attention_output``."""
+        if not plain:
+            return self.output_dense(out)
+        dtype = self.compute_dtype
+        kernel = ops.reshape(ops.cast(self.output_dense.kernel, dtype), (self.num_heads * self.key_dim, -1))
+        bias = ops.cast(self.output_dense.bias, dtype) if self.use_bias else None
+        return kernels.matmul_bias(out, kernel, bias)
+
+    def _rank4_call(self, x, return_attention_scores):
+        """The same attention with tensors of rank 4 at most and no ``adj_y`` (inference: no dropout).
+
+        The TFLite export's graph (:mod:`keras_vit.layers.formulation`): the fused QKV split on its last
+        axis, each of q, k, v split into heads by a 4-D reshape and transpose (k straight to
+        ``(B, heads, head_dim, N)``), two plain batched matmuls.
+        """
+        dtype = self.compute_dtype
+        heads, head_dim = self.num_heads, self.key_dim
+        batch, tokens = ops.shape(x)[0], ops.shape(x)[1]
+        plain = all(kernels.plain(d) for d in self._projections() + (self.output_dense,))
+        if plain:
+            query, key, value = ops.split(self._fused_qkv_matmul(x), 3, axis=-1)  # (B, N, heads * head_dim) each
+        else:
+            query, key, value = (d(x) for d in self._projections())  # (B, N, heads, head_dim) each
+
+        def heads_first(t, perm):
+            return ops.transpose(ops.reshape(t, (batch, tokens, heads, head_dim)), perm)
+
+        query = heads_first(query, (0, 2, 1, 3)) * ops.cast(1.0 / math.sqrt(head_dim), dtype)  # (B, heads, N, hd)
+        scores = ops.matmul(query, heads_first(key, (0, 2, 3, 1)))  # (B, heads, N, N)
+        weights = kernels.softmax(scores, dtype)
+        out = ops.transpose(ops.matmul(weights, heads_first(value, (0, 2, 1, 3))), (0, 2, 1, 3))  # (B, N, heads, hd)
+        if plain:
+            out = ops.reshape(out, (batch, tokens, heads * head_dim))
+        out = self._output_projection(out, plain)
+        return (out, weights) if return_attention_scores else out
 
     def call(self, x, training=None, return_attention_scores=False):
+        if formulation.active():
+            return self._rank4_call(x, return_attention_scores)
         dtype = self.compute_dtype
         heads, head_dim = self.num_heads, self.key_dim
         shape = ops.shape(x)
@@ -196,11 +238,7 @@ class SelfAttention(keras.layers.Layer):
             out = ops.swapaxes(ops.matmul(dropped, value), 1, 2)  # (B, N, heads, head_dim)
         if plain:
             out = ops.reshape(out, (shape[0], shape[1], heads * head_dim))
-            kernel = ops.reshape(ops.cast(self.output_dense.kernel, dtype), (heads * head_dim, -1))
-            bias = ops.cast(self.output_dense.bias, dtype) if self.use_bias else None
-            out = kernels.matmul_bias(out, kernel, bias)
-        else:
-            out = self.output_dense(out)
+        out = self._output_projection(out, plain)
         return (out, weights) if return_attention_scores else out
 
     def compute_output_shape(self, input_shape):

@@ -33,6 +33,8 @@ for quantized layers, the Keras layers are called as usual.
 import keras
 from keras import ops
 
+from keras_vit.layers import formulation
+
 
 def _tensorflow():
     if keras.backend.backend() != "tensorflow":
@@ -177,6 +179,10 @@ def layer_norm(x, layer):
     mean = tf.reduce_mean(x32, axis=-1, keepdims=True)
     centred = x32 - mean
     variance = tf.reduce_mean(tf.square(centred), axis=-1, keepdims=True)
+    if formulation.active():
+        # the TFLite export's graph: no (B, N, 1) x (D,) product, which LiteRT's GPU delegate refuses
+        y = tf.cast(layer.beta, "float32") + (centred * tf.math.rsqrt(variance + layer.epsilon)) * tf.cast(layer.gamma, "float32")
+        return tf.cast(y, layer.compute_dtype)
     scale = tf.math.rsqrt(variance + layer.epsilon) * tf.cast(layer.gamma, "float32")
     y = tf.cast(layer.beta, "float32") + centred * scale
     return tf.cast(y, layer.compute_dtype)

@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from keras_vit.layers import kernels
+from keras_vit.layers import formulation, kernels
 from keras_vit.layers.checks import LAYER_NORM_EPSILON, PACKAGE as _PACKAGE, positive_int
 
 
@@ -92,13 +92,19 @@ class AttentionPooling(keras.layers.Layer):
         key = ops.transpose(ops.reshape(key, (batch, tokens, heads, head_dim)), (0, 2, 1, 3))
         value = ops.transpose(ops.reshape(value, (batch, tokens, heads, head_dim)), (0, 2, 1, 3))
         query = ops.broadcast_to(query * ops.cast(1.0 / math.sqrt(head_dim), dtype), (batch, heads, 1, head_dim))
-        scores = kernels.matmul_transposed(query, key)  # (B, heads, 1, N)
+        rank4 = formulation.active()
+        if rank4:
+            # the TFLite export's graph: the query is a constant there, and LiteRT's GPU delegate takes a batched
+            # matmul of a constant only as a 2-D second operand; q . k as a product and a sum over head_dim
+            scores = ops.reshape(ops.sum(key * query, axis=-1, keepdims=True), (batch, heads, 1, tokens))
+        else:
+            scores = kernels.matmul_transposed(query, key)  # (B, heads, 1, N)
         weights = kernels.softmax(scores, dtype)
         y = ops.reshape(ops.transpose(ops.matmul(weights, value), (0, 2, 1, 3)), (batch, 1, width))
         y = kernels.dense(y, self.output_dense)
         z = kernels.dense(kernels.layer_norm(y, self.norm), self.mlp_dense_1, activation=self.activation)
         y = y + kernels.dense(z, self.mlp_dense_2)
-        return y[:, 0]
+        return formulation.take_token(y, 0) if rank4 else y[:, 0]
 
     def compute_output_shape(self, input_shape):
         return (input_shape[0], input_shape[-1])

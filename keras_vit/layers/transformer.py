@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_vit.layers import kernels
+from keras_vit.layers import formulation, kernels
 from keras_vit.layers.attention import SelfAttention, attention_output_spec
 from keras_vit.layers.checks import LAYER_NORM_EPSILON, PACKAGE as _PACKAGE, built_when_created, check_rate, positive_int
 
@@ -320,13 +320,15 @@ class TokenPooling(keras.layers.Layer):
         built_when_created(self)  # no weights: built when created, so model.quantize() never meets it unbuilt
 
     def call(self, x):
+        # the TFLite export's graph (layers.formulation) takes a token without a strided slice dropping an axis
+        token = formulation.take_token if formulation.active() else (lambda t, i: t[:, i])
         if self.mode == "token":
-            return x[:, 0]
+            return token(x, 0)
         if self.mode == "distillation":
-            return x[:, 1]
+            return token(x, 1)
         mean = ops.mean(x[:, self.num_prefix_tokens :] if self.num_prefix_tokens else x, axis=1)
         if self.mode == "token_gap_concat":
-            return ops.concatenate([x[:, 0], mean], axis=-1)
+            return ops.concatenate([token(x, 0), mean], axis=-1)
         return mean
 
     def compute_output_shape(self, input_shape):

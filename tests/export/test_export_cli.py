@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 
 import pytest
 
@@ -24,7 +25,10 @@ def test_export_tflite_writes_json_report(model_path, tmp_path, capsys):
     assert (saved["format"], saved["quantize"], saved["path"]) == ("tflite", "dynamic", str(out))
     assert saved["size_bytes"] == os.path.getsize(out) and saved["num_images"] == 40
     assert "FULLY_CONNECTED" in saved["ops"] and not any(op.startswith("Flex") for op in saved["ops"])
-    assert "PASSED" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "PASSED" in out
+    assert re.search(r"^  GPU delegate: all \d+ ops$", out, re.M), out  # LiteRT's GPU delegate takes it whole
+    assert saved["details"]["gpu_delegate"].startswith("GPU delegate: all ")
 
 
 def test_export_saved_model_twice_refuses_the_version(model_path, tmp_path, capsys):

@@ -56,12 +56,17 @@ def test_compose_serves_the_config_on_the_exported_base_path():
 
 def test_android_sample_states_the_input_contract():
     kotlin = _read("android", "app", "src", "main", "java", "org", "kerasvit", "sample", "ViTClassifier.kt")
-    assert "import org.tensorflow.lite.Interpreter" in kotlin
+    # LiteRT's CompiledModel API on the GPU accelerator, with a CPU (XNNPACK) fallback
+    assert "import com.google.ai.edge.litert.CompiledModel" in kotlin
+    assert "CompiledModel.Options(chosen)" in kotlin and "CompiledModel.Options(Accelerator.CPU)" in kotlin
+    assert kotlin.index("Accelerator.GPU") < kotlin.index("catch (error: Exception)")
     assert "[1, H, W, 3]" in kotlin and "[0, 255]" in kotlin and "RGB" in kotlin
     # R, G, B order from ARGB ints, as raw float values (no normalisation)
-    order = [kotlin.index(s) for s in ("shr 16) and 0xFF).toFloat())  // R", "shr 8) and 0xFF).toFloat())   // G", "(argb and 0xFF).toFloat())           // B")]
+    order = [kotlin.index(s) for s in ("shr 16) and 0xFF).toFloat()  // R", "shr 8) and 0xFF).toFloat()   // G", "(argb and 0xFF).toFloat()           // B")]
     assert order == sorted(order)
-    assert "com.google.ai.edge.litert:litert" in _read("android", "app", "build.gradle.kts")
+    gradle = _read("android", "app", "build.gradle.kts")
+    assert "com.google.ai.edge.litert:litert:" in gradle and "com.google.ai.edge.litert:litert-gpu:" in gradle
     readme = _read("README.md")
-    for needle in ("float32", "NHWC", "RGB", "[0, 255]", "labels.txt"):
+    for needle in ("float32", "NHWC", "RGB", "[0, 255]", "labels.txt", "--quantize float16", "--quantize dynamic",
+                   "GPU delegate: all N ops"):
         assert needle in readme

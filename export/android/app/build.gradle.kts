@@ -23,7 +23,9 @@ android {
 }
 
 dependencies {
-    // LiteRT: the Interpreter API (org.tensorflow.lite.Interpreter), builtin ops only, no Flex delegate needed
-    implementation("com.google.ai.edge.litert:litert:1.4.1")
+    // LiteRT's CompiledModel API (com.google.ai.edge.litert.CompiledModel), builtin ops only, no Flex delegate;
+    // litert-gpu brings the GPU accelerator (without it the sample runs on the CPU, XNNPACK)
+    implementation("com.google.ai.edge.litert:litert:2.3.0")
+    implementation("com.google.ai.edge.litert:litert-gpu:2.3.0")
     implementation("androidx.appcompat:appcompat:1.7.0")
 }

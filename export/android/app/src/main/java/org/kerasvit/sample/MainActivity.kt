@@ -6,19 +6,24 @@ import android.widget.TextView
 import androidx.appcompat.app.AppCompatActivity
 import kotlin.concurrent.thread
 
-/** Classifies `assets/sample.jpg` and shows the top-5 labels with their probabilities. */
+/** Classifies `assets/sample.jpg` and shows the top-5 labels, their probabilities, the time and the accelerator. */
 class MainActivity : AppCompatActivity() {
+    private companion object {
+        const val IMAGE_SIZE = 224  // the export's H = W: `keras-vit info MODEL.keras` prints it
+    }
+
     override fun onCreate(savedInstanceState: Bundle?) {
         super.onCreate(savedInstanceState)
         val text = TextView(this).apply { setPadding(32, 32, 32, 32) }
         setContentView(text)
         thread {  // keep inference off the UI thread
-            val result = ViTClassifier(this).use { classifier ->
+            val result = ViTClassifier(this, imageSize = IMAGE_SIZE).use { classifier ->
                 val bitmap = assets.open("sample.jpg").use { BitmapFactory.decodeStream(it) }
                 val start = System.nanoTime()
                 val top = classifier.classify(bitmap, k = 5)
                 val ms = (System.nanoTime() - start) / 1e6
-                top.joinToString("\n") { "%-24s %.3f".format(it.label, it.score) } + "\n\n%.1f ms".format(ms)
+                top.joinToString("\n") { "%-24s %.3f".format(it.label, it.score) } +
+                    "\n\n%.1f ms on %s".format(ms, classifier.accelerator)
             }
             runOnUiThread { text.text = result }
         }

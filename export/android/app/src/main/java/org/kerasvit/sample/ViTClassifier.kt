@@ -2,79 +2,84 @@ package org.kerasvit.sample
 
 import android.content.Context
 import android.graphics.Bitmap
-import org.tensorflow.lite.Interpreter
-import java.io.FileInputStream
-import java.nio.ByteBuffer
-import java.nio.ByteOrder
-import java.nio.MappedByteBuffer
-import java.nio.channels.FileChannel
+import android.util.Log
+import com.google.ai.edge.litert.Accelerator
+import com.google.ai.edge.litert.CompiledModel
 
 /**
- * Runs a ViT exported by `keras-vit export MODEL.keras --format tflite` with the LiteRT Interpreter.
+ * Runs a ViT exported by `keras-vit export MODEL.keras --format tflite` with LiteRT's CompiledModel API:
+ * on the GPU accelerator when the phone has one that takes the model, else on the CPU (XNNPACK).
+ *
+ * keras_vit's TFLite files are graphs the GPU delegate takes whole (no tensor of rank 5, no 5-D transpose,
+ * only ops it parses, static shapes: the export prints "GPU delegate: all N ops"), so on the GPU nothing
+ * falls back to the CPU in the middle of the graph.
  *
  * Input contract of every keras_vit TFLite export (float32, float16, dynamic and int8 alike):
  * one tensor `images`, float32, shape [1, H, W, 3] (NHWC, batch 1), RGB channel order, raw pixel
- * values in [0, 255] (NOT normalised: the model scales to [-1, 1] itself). Output: float32
+ * values in [0, 255] (NOT normalised: the model scales them itself). Output: float32
  * [1, classes], softmax probabilities. Labels: `labels.txt` (one per line, head order), written
- * beside the .tflite by the exporter and also zipped inside it.
+ * beside the .tflite by the exporter (`MODEL.labels.txt`) and also zipped inside it.
+ *
+ * @param imageSize the export's H = W (`keras-vit info MODEL.keras`; 224 for the paper's models).
  */
 class ViTClassifier(context: Context, modelAsset: String = "vit.tflite", labelsAsset: String = "labels.txt",
-                    numThreads: Int = 2) : AutoCloseable {
+                    val imageSize: Int = 224, preferGpu: Boolean = true) : AutoCloseable {
 
     data class Prediction(val label: String, val index: Int, val score: Float)
 
-    private val interpreter: Interpreter
-    val labels: List<String>
-    val height: Int
-    val width: Int
-    private val numClasses: Int
-    private val input: ByteBuffer
+    val labels: List<String> =
+        context.assets.open(labelsAsset).bufferedReader().readLines().filter { it.isNotBlank() }
+    /** The accelerator the model was compiled for: GPU, or CPU (XNNPACK) when the GPU one is missing or refuses it. */
+    val accelerator: Accelerator
+    private val model: CompiledModel
 
     init {
-        interpreter = Interpreter(loadModel(context, modelAsset), Interpreter.Options().setNumThreads(numThreads))
-        val shape = interpreter.getInputTensor(0).shape()  // [1, H, W, 3]
-        require(shape.size == 4 && shape[0] == 1 && shape[3] == 3) { "Expected input [1, H, W, 3], got ${shape.contentToString()}" }
-        height = shape[1]
-        width = shape[2]
-        numClasses = interpreter.getOutputTensor(0).shape()[1]
-        labels = context.assets.open(labelsAsset).bufferedReader().readLines().filter { it.isNotBlank() }
-        require(labels.size == numClasses) { "labels.txt has ${labels.size} names, the model $numClasses classes" }
-        input = ByteBuffer.allocateDirect(4 * height * width * 3).order(ByteOrder.nativeOrder())
+        var chosen = if (preferGpu) Accelerator.GPU else Accelerator.CPU
+        model = try {
+            CompiledModel.create(context.assets, modelAsset, CompiledModel.Options(chosen))
+        } catch (error: Exception) {  // no GPU accelerator (litert-gpu), or a GPU driver that refuses the model
+            if (chosen == Accelerator.CPU) throw error
+            Log.w("ViTClassifier", "GPU accelerator unavailable, running on the CPU (XNNPACK): $error")
+            chosen = Accelerator.CPU
+            CompiledModel.create(context.assets, modelAsset, CompiledModel.Options(Accelerator.CPU))
+        }
+        accelerator = chosen
     }
 
-    private fun loadModel(context: Context, asset: String): MappedByteBuffer {
-        context.assets.openFd(asset).use { fd ->
-            FileInputStream(fd.fileDescriptor).channel.use { channel ->
-                return channel.map(FileChannel.MapMode.READ_ONLY, fd.startOffset, fd.declaredLength)
-            }
-        }
-    }
+    private val inputBuffers = model.createInputBuffers()
+    private val outputBuffers = model.createOutputBuffers()
 
-    /** Bitmap -> float32 NHWC RGB in [0, 255], resized bilinearly to the model's H x W (what the SavedModel's bytes signature does). */
-    fun toInputBuffer(bitmap: Bitmap): ByteBuffer {
-        val scaled = if (bitmap.width == width && bitmap.height == height) bitmap
-                     else Bitmap.createScaledBitmap(bitmap, width, height, true)
-        val pixels = IntArray(width * height)
-        scaled.getPixels(pixels, 0, width, 0, 0, width, height)
-        input.rewind()
-        for (argb in pixels) {  // row-major, so the buffer is [row][col][channel]
-            input.putFloat(((argb shr 16) and 0xFF).toFloat())  // R
-            input.putFloat(((argb shr 8) and 0xFF).toFloat())   // G
-            input.putFloat((argb and 0xFF).toFloat())           // B
+    /** Bitmap -> float32 NHWC RGB in [0, 255], resized bilinearly to H x W (what the SavedModel's bytes signature does). */
+    fun toInput(bitmap: Bitmap): FloatArray {
+        val scaled = if (bitmap.width == imageSize && bitmap.height == imageSize) bitmap
+                     else Bitmap.createScaledBitmap(bitmap, imageSize, imageSize, true)
+        val pixels = IntArray(imageSize * imageSize)
+        scaled.getPixels(pixels, 0, imageSize, 0, 0, imageSize, imageSize)
+        val input = FloatArray(3 * pixels.size)
+        var i = 0
+        for (argb in pixels) {  // row-major, so the array is [row][col][channel]
+            input[i++] = ((argb shr 16) and 0xFF).toFloat()  // R
+            input[i++] = ((argb shr 8) and 0xFF).toFloat()   // G
+            input[i++] = (argb and 0xFF).toFloat()           // B
         }
-        input.rewind()
         return input
     }
 
     /** The k most probable classes, best first. */
     fun classify(bitmap: Bitmap, k: Int = 5): List<Prediction> {
-        val output = Array(1) { FloatArray(numClasses) }
-        interpreter.run(toInputBuffer(bitmap), output)
-        return topK(output[0], k)
+        inputBuffers[0].writeFloat(toInput(bitmap))
+        model.run(inputBuffers, outputBuffers)
+        val scores = outputBuffers[0].readFloat()
+        require(scores.size == labels.size) { "labels.txt has ${labels.size} names, the model ${scores.size} classes" }
+        return topK(scores, k)
     }
 
     fun topK(scores: FloatArray, k: Int): List<Prediction> =
         scores.indices.sortedByDescending { scores[it] }.take(k).map { Prediction(labels[it], it, scores[it]) }
 
-    override fun close() = interpreter.close()
+    override fun close() {
+        inputBuffers.forEach { it.close() }
+        outputBuffers.forEach { it.close() }
+        model.close()
+    }
 }

@@ -1,0 +1,56 @@
+"""The TFLite export's formulation of the layers (keras_vit.layers.formulation) computes what Keras computes."""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_vit.layers import SelfAttention, TokenPooling, formulation
+from keras_vit.layers.pooling import AttentionPooling
+
+
+def _both(fn):
+    plain = keras.ops.convert_to_numpy(fn())
+    with formulation.rank4():
+        rank4 = keras.ops.convert_to_numpy(fn())
+    return plain, rank4
+
+
+def test_attention_and_its_weights():
+    layer = SelfAttention(num_heads=4, key_dim=8)
+    x = keras.random.normal((2, 5, 32), seed=0)
+    out, weights = layer(x, return_attention_scores=True)
+    with formulation.rank4():
+        out4, weights4 = layer(x, return_attention_scores=True)
+    np.testing.assert_allclose(out4, out, atol=1e-5)
+    np.testing.assert_allclose(weights4, weights, atol=1e-6)
+
+
+def test_attention_pooling():
+    layer = AttentionPooling(num_heads=4, mlp_dim=16)
+    x = keras.random.normal((2, 5, 32), seed=1)
+    plain, rank4 = _both(lambda: layer(x))
+    np.testing.assert_allclose(rank4, plain, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", TokenPooling.MODES)
+def test_token_pooling(mode):
+    layer = TokenPooling(mode, num_prefix_tokens=2)
+    x = keras.random.normal((2, 5, 8), seed=2)
+    plain, rank4 = _both(lambda: layer(x))
+    np.testing.assert_allclose(rank4, plain, atol=1e-6)
+
+
+def test_norms_of_a_model_are_restored_after_the_trace():
+    inputs = keras.Input((4, 4, 32))
+    x = keras.layers.GroupNormalization(groups=4)(inputs)
+    outputs = keras.layers.LayerNormalization()(keras.layers.Reshape((16, 32))(x))
+    model = keras.Model(inputs, outputs)
+    for weight in model.weights:
+        weight.assign(keras.random.normal(weight.shape, seed=3))
+    x = keras.random.normal((1, 4, 4, 32), seed=4)
+    plain = keras.ops.convert_to_numpy(model(x))
+    with formulation.rank4(model):
+        assert all("call" in vars(layer) for layer in model.layers[1:] if "normalization" in layer.name)
+        rank4 = keras.ops.convert_to_numpy(model(x))
+    assert not any("call" in vars(layer) for layer in model.layers) and not formulation.active()
+    np.testing.assert_allclose(rank4, plain, atol=1e-5)
