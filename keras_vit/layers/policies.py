@@ -53,7 +53,18 @@ def quantized_policies(layer):
 
 class SublayerPolicies:
     """Mixin of the keras_vit layers that create their own ``Dense``/``EinsumDense`` sublayers (listed first among
-    the bases): ``get_config`` records the quantized ones, as a ``DTypePolicyMap`` under ``dtype``."""
+    the bases): ``get_config`` records the quantized ones, as a ``DTypePolicyMap`` under ``dtype``.
+
+    Once built, each sublayer created with the map holds the policy it looked up: Keras 3.15's ``Dense`` and
+    ``EinsumDense`` read ``self.dtype_policy.quantization_mode`` (the map's default) when they save their
+    variables, so a quantized layer still holding the map would save its scale as None.
+    """
+
+    def _post_build(self):  # Keras' hook after build (keras.src.ops.operation.Operation._post_build)
+        super()._post_build()
+        for sub in self._flatten_layers(include_self=False):
+            if isinstance(sub._dtype_policy, _DTypePolicyMap) and sub.path:
+                sub._dtype_policy = own_policy(sub)
 
     def get_config(self):
         config = super().get_config()
