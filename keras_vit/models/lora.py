@@ -79,7 +79,7 @@ def enable_lora(model, rank, targets=DEFAULT_TARGETS, *, alpha=None):
         alpha: the factors' scale is ``alpha / rank`` (Keras' ``lora_alpha``; default ``rank``, a scale of 1).
 
     Returns:
-        The paths of the adapted layers.
+        The paths of the adapted layers, sorted.
 
     Raises:
         ValueError: not a keras_vit model, a rank that is not a positive int, an unknown target, LoRA already
@@ -109,7 +109,7 @@ def enable_lora(model, rank, targets=DEFAULT_TARGETS, *, alpha=None):
     heads = {id(v) for layer in model.layers if layer.name in HEADS and config.include_top for v in layer.weights}
     for variable in model.weights:  # the adapted layers' biases and the tokens of the patch encoder too
         variable.trainable = id(variable) in factors or id(variable) in heads
-    return [layer.path for layer in chosen]
+    return sorted(layer.path for layer in chosen)
 
 
 def merge_lora(model):
