@@ -29,6 +29,7 @@ _EXPORTS = {
     "keras_vit.models.small": ("conv_stem_vit",),
     "keras_vit.models.pretrained": ("from_pretrained",),
     "keras_vit.models.resize": ("native_image_size", "resize_model"),
+    "keras_vit.models.lora": ("enable_lora", "merge_lora"),
     "keras_vit.errors": ("CheckpointError",),
     "keras_vit.weights.imagenet": ("imagenet_labels",),
     "keras_vit.weights": ("LoadReport", "load_checkpoint", "read_checkpoint", "resize_position_embedding"),

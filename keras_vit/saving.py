@@ -137,9 +137,20 @@ def save_model(model, path, metadata=None, *, include_optimizer=True):
 
 
 def _uncompiled_copy(model):
-    """The same model rebuilt from its config (as loading a ``.keras`` file does), with its weights, not compiled."""
+    """The same model rebuilt from its config (as loading a ``.keras`` file does), with its weights, not compiled.
+
+    The weights go layer by layer through each layer's ``save_own_variables`` and ``load_own_variables``, as
+    they go through a ``.keras`` file: a layer with LoRA factors hands over its merged kernel, a quantized one
+    its integer kernel and scale (``set_weights`` would count the factors as weights the copy lacks).
+    """
     copy = type(model).from_config(model.get_config())
-    copy.set_weights(model.get_weights())
+    layers = list(model._flatten_layers()), list(copy._flatten_layers())
+    if [layer.name for layer in layers[0]] != [layer.name for layer in layers[1]]:
+        raise ValueError(f"Model {model.name!r} does not rebuild from its config: its layers differ from the copy's")
+    for source, target in zip(*layers):
+        store = {}
+        source.save_own_variables(store)
+        target.load_own_variables(store)
     return copy
 
 

@@ -7,6 +7,7 @@ from keras import ops
 
 from keras_vit.layers import formulation, kernels
 from keras_vit.layers.checks import PACKAGE as _PACKAGE, check_rate, positive_int
+from keras_vit.layers.policies import SublayerPolicies
 
 # Arguments of keras.layers.MultiHeadAttention that a SelfAttention config saved by keras_vit 0.1.0 (which
 # subclassed it) carries, with the values this layer computes; any other value is refused by from_config.
@@ -28,7 +29,7 @@ def _fresh(initializer):
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
-class SelfAttention(keras.layers.Layer):
+class SelfAttention(SublayerPolicies, keras.layers.Layer):
     """Multi-head self-attention (Eqs. 5-8 of the paper's appendix) with one fused QKV GEMM.
 
     The weights are those of ``keras.layers.MultiHeadAttention``, under the same

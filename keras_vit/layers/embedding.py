@@ -8,10 +8,11 @@ from keras import ops
 from keras_vit.layers import kernels
 from keras_vit.layers import resampling as resampling_lib
 from keras_vit.layers.checks import PACKAGE as _PACKAGE, check_rate, pair, positive_int
+from keras_vit.layers.policies import SublayerPolicies
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
-class PatchEncoder(keras.layers.Layer):
+class PatchEncoder(SublayerPolicies, keras.layers.Layer):
     """Eq. 1 of the paper: ``z0 = [x_class; x_p E] + E_pos``.
 
     A linear projection ``E`` of each flattened patch, a learnable class token

@@ -7,10 +7,11 @@ from keras import ops
 
 from keras_vit.layers import formulation, kernels
 from keras_vit.layers.checks import LAYER_NORM_EPSILON, PACKAGE as _PACKAGE, positive_int
+from keras_vit.layers.policies import SublayerPolicies
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
-class AttentionPooling(keras.layers.Layer):
+class AttentionPooling(SublayerPolicies, keras.layers.Layer):
     """Pool a token sequence with a learned probe: multi-head attention, then a residual MLP.
 
     big_vision's ``MAPHead`` (SigLIP), timm's ``AttentionPoolLatent`` and transformers'

@@ -6,6 +6,7 @@ from keras import ops
 from keras_vit.layers import formulation, kernels
 from keras_vit.layers.attention import SelfAttention, attention_output_spec
 from keras_vit.layers.checks import LAYER_NORM_EPSILON, PACKAGE as _PACKAGE, built_when_created, check_rate, positive_int
+from keras_vit.layers.policies import SublayerPolicies
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -100,7 +101,7 @@ MLP_TYPES = ("mlp", "glu")  # Dense -> act -> Dense; or GLU: act(x W_a) * (x W_b
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
-class TransformerBlock(keras.layers.Layer):
+class TransformerBlock(SublayerPolicies, keras.layers.Layer):
     """One pre-LayerNorm Transformer encoder block (Eqs. 2-3 of the paper).
 
     ``x = x + DropPath(MSA(LN(x)))``; ``x = x + DropPath(MLP(LN(x)))``, where the

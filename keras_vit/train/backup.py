@@ -12,10 +12,14 @@ Example:
 >>> backup = Backup("runs/demo/backup", save_freq=10)   # doctest: +SKIP
 """
 
+import glob
 import os
 
 import keras
+import numpy as np
 
+from keras_vit.models import lora
+from keras_vit.saving import atomic_write
 from keras_vit.train.accumulation import batches_taken
 from keras_vit.train.disk_space import save_weights
 from keras_vit.train.divergence import nonfinite
@@ -53,6 +57,11 @@ class Backup(keras.callbacks.BackupAndRestore):
     before ``fit`` (it needs the step count to cut the interrupted epoch short);
     the backup is kept at the end of ``fit`` and removed by ``fit_resumable`` when
     the whole run is done.
+
+    A model with LoRA factors (``--lora``, :func:`keras_vit.enable_lora`) also gets ``lora-STEP.npz``, its
+    frozen kernels and factors unmerged (:func:`keras_vit.models.lora.lora_state`), written before the
+    weights: the weights file holds the merged kernels, and Keras zeroes both factors when it loads one,
+    which would leave the resumed run without a gradient to follow (a silent stall).
 
     A state whose loss or weights are NaN or infinite (:func:`~keras_vit.train.divergence.nonfinite`) is
     not saved: the last good backup stays. A write that fails (a full disk)
@@ -92,6 +101,9 @@ class Backup(keras.callbacks.BackupAndRestore):
                 self._warned = True
             return
         try:
+            adapters = lora.lora_state(self.model)
+            if adapters:
+                atomic_write(self._lora_path(iterations), lambda tmp: _write_npz(tmp, adapters))
             save_weights(self.model, self._weights_path)
             metadata = {"epoch": self._current_epoch, "iterations": iterations}
             if batches != iterations:  # gradient accumulation: the batches, mid-update too
@@ -99,6 +111,9 @@ class Backup(keras.callbacks.BackupAndRestore):
             if self.settings is not None:  # the run's settings, which a resumed run keeps (stored_settings)
                 metadata["settings"] = self.settings
             write_json(self._training_metadata_path, metadata)
+            for old in self._lora_files():
+                if old != self._lora_path(iterations):
+                    os.remove(old)
         except OSError as error:  # e.g. ENOSPC: one line, not pages of h5py errors; the old backup is intact
             raise OSError(
                 error.errno,
@@ -127,14 +142,38 @@ class Backup(keras.callbacks.BackupAndRestore):
                 f"The backup {self._weights_path!r} does not fit this model ({first}): it was made by another model "
                 "or with other settings; train into another output folder, or delete the backup to start again"
             ) from None
+        if lora.lora_layers(self.model):
+            self._restore_lora()
         return batches_taken(self.model.optimizer)
 
+    def _lora_path(self, iterations):
+        return os.path.join(self.backup_dir, f"lora-{iterations}.npz")
+
+    def _lora_files(self):
+        return glob.glob(os.path.join(glob.escape(self.backup_dir), "lora-*.npz"))
+
+    def _restore_lora(self):
+        iterations = int(self.model.optimizer.iterations.numpy())
+        path = self._lora_path(iterations)
+        if not os.path.isfile(path):
+            raise ValueError(
+                f"The backup {self._weights_path!r} (step {iterations}) has no LoRA factors {path!r}: it was made "
+                "without --lora or by an older keras_vit; train into another output folder, or delete the backup"
+            )
+        with np.load(path) as arrays:
+            lora.restore_lora_state(self.model, dict(arrays), where=path)
+
     def remove(self):
-        for path in (self._weights_path, self._training_metadata_path):
+        for path in (self._weights_path, self._training_metadata_path, *self._lora_files()):
             if os.path.exists(path):
                 os.remove(path)
         if os.path.isdir(self.backup_dir) and not os.listdir(self.backup_dir):
             os.rmdir(self.backup_dir)
+
+
+def _write_npz(path, arrays):
+    with open(path, "wb") as file:
+        np.savez(file, **arrays)
 
 
 class EpochWeights(keras.callbacks.Callback):

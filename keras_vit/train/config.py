@@ -47,7 +47,7 @@ DEFAULTS = dict(
 # output, verbose, tensorboard, jit, save_freq, strategy and data_dir, may change between attempts)
 RUN_SETTINGS = (
     "model", "dataset", "image_size", "epochs", "steps_per_epoch", "batch_size", "accumulate", "ema", "lr", "optimizer",
-    "weight_decay", "warmup_epochs", "label_smoothing", "layer_decay", "freeze_blocks", "drop_path", "weights",
+    "weight_decay", "warmup_epochs", "label_smoothing", "layer_decay", "freeze_blocks", "lora", "drop_path", "weights",
     "augment", "randaugment", "mixup", "cutmix", "validation_fraction", "mixed_precision", "seed",
 )  # fmt: skip
 # the domain of each field (None: not set); `keras-vit train` builds its flags' types from this table
@@ -65,6 +65,7 @@ FIELD_DOMAINS = {
     "label_smoothing": Optional(FRACTION),
     "layer_decay": optimizers.ARGUMENT_DOMAINS["layer_decay"],
     "freeze_blocks": Optional(Interval(-1, integer=True)),  # -1: every block
+    "lora": Optional(POSITIVE_INT),  # the rank of LoRA factors (keras_vit.enable_lora); None: full fine-tuning
     "drop_path": Optional(FRACTION),
     "augment": Optional(Choice(*AUGMENTATIONS)),
     "randaugment": Optional(Choice(False, True)),
@@ -110,6 +111,8 @@ class TrainConfig:
             recipe (:func:`keras_vit.train.optimizers.build_optimizer`).
         layer_decay: layer-wise learning-rate decay in (0, 1] (fine-tuning), e.g. 0.75.
         freeze_blocks: freeze the embedding and the first N blocks (-1: all; default 0).
+        lora: train LoRA factors of this rank on every block's attention and MLP projections, and the head,
+            with the rest frozen (:func:`keras_vit.enable_lora`); ``model.keras`` holds the merged weights.
         drop_path: stochastic depth rate in [0, 1).
         weights: the weights to fine-tune from (new zero head), any source
             :func:`keras_vit.train.recipes.build_model` takes, resized to ``image_size``.
@@ -146,6 +149,7 @@ class TrainConfig:
     label_smoothing: float | None = None
     layer_decay: float | None = None
     freeze_blocks: int | None = None
+    lora: int | None = None
     drop_path: float | None = None
     weights: str | None = None
     augment: str | None = None
@@ -165,6 +169,11 @@ class TrainConfig:
     def __post_init__(self):
         for name, domain in FIELD_DOMAINS.items():
             object.__setattr__(self, name, domain.check(getattr(self, name), name))
+        if self.lora is not None and self.freeze_blocks:
+            raise ValueError(
+                "--lora freezes every weight but the LoRA factors and the head; --freeze-blocks has nothing left to "
+                f"freeze. Received: lora={self.lora}, freeze_blocks={self.freeze_blocks}"
+            )
 
     def given(self):
         """``{name: value}`` of the run settings that are set (not None)."""

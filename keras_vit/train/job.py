@@ -59,6 +59,7 @@ import keras
 
 from keras_vit import saving
 from keras_vit.hardware.gpu import gpu_info
+from keras_vit.models import lora
 from keras_vit.train import model_setup
 from keras_vit.train import optimizers
 from keras_vit.train import recipes
@@ -233,6 +234,9 @@ def _train(config, strategy, *, fit_batch=False):
             _say(report)
         if config.freeze_blocks:
             _say("frozen: " + ", ".join(model_setup.freeze(model, config.freeze_blocks)))
+        if config.lora is not None:
+            adapted = lora.enable_lora(model, config.lora)
+            _say(f"LoRA of rank {config.lora} on {len(adapted)} projections; trainable: the factors and the head")
         optimizer = optimizers.build_optimizer(
             config.lr, total_steps, warmup_steps, name=config.optimizer, weight_decay=config.weight_decay,
             layer_decay=config.layer_decay, model=model, accumulate=config.accumulate, ema=config.ema,

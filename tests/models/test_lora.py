@@ -1,0 +1,93 @@
+"""LoRA on keras_vit models: keras_vit.enable_lora (Keras' own enable_lora on the projections) and merge_lora."""
+
+import numpy as np
+import pytest
+
+import keras
+import keras_vit
+from harness import _randomize, model_inputs
+from keras_vit.models.lora import lora_layers, lora_state, restore_lora_state
+
+SMALL = dict(hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64, num_classes=5, classifier_activation=None)
+MODELS = {
+    "vit": dict(image_size=32, patch_size=8, **SMALL),
+    "hybrid": dict(image_size=32, stem="resnet", block_units=(1,), width=0.5, patch_size=1, **SMALL),
+    "family": dict(image_size=32, patch_size=8, pooling="map", mlp_type="glu", mlp_activation="silu", layer_scale_init=0.1, **SMALL),
+}
+
+
+def adapted(name, rank=2, **options):
+    config = keras_vit.ViTConfig.from_dict(MODELS[name])
+    model = keras_vit.build_model(config)
+    _randomize(model)
+    paths = keras_vit.enable_lora(model, rank, **options)
+    return model, paths, model_inputs(config, batch=4)
+
+
+def fit_two_steps(model, inputs):
+    """Two SGD steps: B starts at zero, so the first step moves only B (and the head), the second A too."""
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    model.fit(inputs, np.ones((len(inputs), 5), "float32"), epochs=2, batch_size=len(inputs), verbose=0)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_trainable_weights_are_the_factors_and_the_head_and_fitting_changes_only_them(name):
+    model, paths, inputs = adapted(name)
+    layers_per_block = 6  # query, key, value, attention_output, mlp_dense_1, mlp_dense_2
+    assert len(paths) == 2 * layers_per_block + (6 if name == "family" else 0)  # and the MAP head's six
+    factors = {f"{p}/lora_kernel_{x}" for p in paths for x in "ab"}
+    assert {v.path for v in model.trainable_weights} == factors | {"head/kernel", "head/bias"}
+    before = {v.path: np.array(v) for v in model.weights}
+    fit_two_steps(model, inputs)
+    changed = {v.path for v in model.weights if not np.array_equal(before[v.path], np.array(v))}
+    assert changed <= factors | {"head/kernel", "head/bias"}
+    # every B and the head move; an A moves once its B is not zero (where the softmax of these random weights
+    # saturates, an update of A can be below float32's resolution)
+    assert {p for p in factors if p.endswith("_b")} | {"head/kernel", "head/bias"} <= changed
+    assert any(p.endswith("_a") for p in changed)
+
+
+@pytest.mark.parametrize("name", ["vit", "hybrid"])
+def test_lora_model_saves_reloads_and_merges_into_plain_weights(name, tmp_path):
+    model, _, inputs = adapted(name)
+    fit_two_steps(model, inputs)  # B is no longer zero: the factors change the outputs
+    expected = np.asarray(model(inputs))
+    path = str(tmp_path / "lora.keras")
+    keras_vit.save_model(model, path, include_optimizer=False)
+    merged = keras_vit.merge_lora(model)
+    for plain in (keras_vit.load_model(path), keras.saving.load_model(path), merged):
+        assert not lora_layers(plain) and not any("lora" in v.path for v in plain.weights)
+        np.testing.assert_allclose(np.asarray(plain(inputs)), expected, rtol=1e-5, atol=1e-5)
+    report = keras_vit.export_model(merged, "saved_model", str(tmp_path / "served"), num_images=4)
+    assert report.passed
+
+
+def test_lora_state_restores_the_unmerged_factors():
+    """A weights file holds merged kernels and Keras zeroes both factors when it loads one (no gradient then)."""
+    model, _, inputs = adapted("vit")
+    fit_two_steps(model, inputs)
+    state = lora_state(model)
+    other, _, _ = adapted("vit")
+    restore_lora_state(other, state, where="the test")
+    other.get_layer("head").set_weights(model.get_layer("head").get_weights())  # the head is in the weights file
+    np.testing.assert_allclose(np.asarray(other(inputs)), np.asarray(model(inputs)), rtol=1e-5, atol=1e-5)
+    for layer, source in zip(lora_layers(other), lora_layers(model)):
+        np.testing.assert_array_equal(np.array(layer.lora_kernel_b), np.array(source.lora_kernel_b))
+    with pytest.raises(ValueError, match="The LoRA factors in backup/x do not fit this model: not in both"):
+        restore_lora_state(adapted("vit", targets=("query",))[0], state, where="backup/x")
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda m: keras_vit.enable_lora(m, 0), r"`rank` must be .*Received: rank=0"),
+        (lambda m: keras_vit.enable_lora(m, 2, targets=("query", "ffn")), r"Unknown LoRA target.*'ffn'"),
+        (lambda m: keras_vit.merge_lora(m), "has no LoRA factors to merge"),
+        (lambda m: [keras_vit.enable_lora(m, 2), keras_vit.enable_lora(m, 2)], "LoRA is already enabled on model 'vit'"),
+        (lambda m: keras_vit.enable_lora(keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)]), 2), "Expected a keras_vit model"),
+    ],
+)
+def test_bad_lora_arguments_are_refused_by_name(call, message):
+    model = keras_vit.build_model(keras_vit.ViTConfig.from_dict(MODELS["vit"]))
+    with pytest.raises(ValueError, match=message):
+        call(model)
