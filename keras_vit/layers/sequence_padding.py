@@ -26,7 +26,8 @@ When (:func:`plan`, decided while the layer is traced, so it costs nothing per s
   attention): what the tests compare with the unpadded path on CPU.
 * ``"never"``: never padded.
 
-A layer's own ``attention_padding`` wins over the process default, which :func:`attention_padding` sets.
+A layer's own ``attention_padding`` wins over the process default, which :func:`attention_padding` sets for a
+block and :func:`set_default_mode` for the rest of the process.
 
 Example:
 >>> default_mode()
@@ -65,6 +66,13 @@ def default_mode():
     return _DEFAULT[0]
 
 
+def set_default_mode(mode):
+    """Set the mode of layers left on ``"auto"`` for the rest of the process; returns the previous one."""
+    previous = _DEFAULT[0]
+    _DEFAULT[0] = check_mode(mode)
+    return previous
+
+
 @contextlib.contextmanager
 def attention_padding(mode):
     """Trace the ``SelfAttention`` layers left on ``"auto"`` with ``mode`` (one of :data:`MODES`).
@@ -72,8 +80,7 @@ def attention_padding(mode):
     The choice is made when a layer is traced: wrap the first call of a jitted function, ``model.fit`` or
     ``model.predict`` (which trace on their first step), not a later one.
     """
-    previous = _DEFAULT[0]
-    _DEFAULT[0] = check_mode(mode)
+    previous = set_default_mode(mode)
     try:
         yield
     finally:

@@ -119,6 +119,13 @@ def test_bad_mode_names_the_value():
         with sequence_padding.attention_padding(True):
             pass
     assert sequence_padding.default_mode() == "auto"
+    with pytest.raises(ValueError, match=r"attention_padding.*'on'"):
+        sequence_padding.set_default_mode("on")
+    previous = sequence_padding.set_default_mode("never")  # for the rest of the process, until set again
+    try:
+        assert (previous, sequence_padding.default_mode()) == ("auto", "never")
+    finally:
+        sequence_padding.set_default_mode(previous)
 
 
 def test_config_keeps_the_default_out_and_round_trips_a_choice():
