@@ -286,6 +286,10 @@ def render_records(run, **_):
     return [caption(run), ""] + _table(header, rows)
 
 
+_GPU_MODES = {"infer": "inference", "train": "training step", "predict": "model.predict (uint8)",
+              "fit": "model.fit (uint8)"}
+
+
 def render_gpu(run, variant="default", **_):
     """keras_vit (Keras JAX backend) against timm per model, mode and batch, from ``python -m benchmarks.gpu_jax``'s file.
 
@@ -310,7 +314,7 @@ def render_gpu(run, variant="default", **_):
         k_ips = keras.get("images_per_second") if keras.get("status") == "ok" else None
         t_ips = timm.get("images_per_second") if timm and timm.get("status") == "ok" else None
         rows.append([
-            f"ViT-{model}", "inference" if mode == "infer" else "training step", batch,
+            f"ViT-{model}", _GPU_MODES.get(mode, mode), batch,
             _num(k_ips, ",.0f") if k_ips is not None else f"{keras.get('status')}",
             _num(t_ips, ",.0f") if timm else "not measured in this run",
             _x(k_ips / t_ips if k_ips and t_ips else None),

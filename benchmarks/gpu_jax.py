@@ -63,6 +63,15 @@ and this file in ``.gpu/``; the machine's own python3 with torch 2.11, timm, jax
 torch and timm installed: ``python benchmarks/gpu_jax.py --sanity --env --out gpu.json``.)
 ``--tiny`` runs a 2-layer model at 32x32 on whatever device is there (CPU included): a check of the
 script, not a GPU figure.
+
+Since issue 26 (part 1) keras_vit's ``SelfAttention`` pads 197 tokens to 198 itself on a CUDA GPU in bfloat16
+(``keras_vit.layers.sequence_padding``), so the ``default`` rows of a new run have cuDNN attention in training;
+``--attention unpadded`` is the package before it, ``cudnn-padded`` the earlier patch (with the package's padding
+off). Also added there: ``--modes predict,fit`` (``model.predict`` / ``model.fit`` on uint8 NumPy arrays with
+``steps_per_execution``: ``gpu_fit.py``, which travels beside this file), ``--frameworks kerashub`` (keras-hub's
+``ViTBackbone`` + the same head, skipped with the import error where keras-hub is absent), ``--dump DIR`` (XLA's
+HLO and buffer assignment, inductor's graphs) and ``--profile DIR`` (``jax.profiler`` / ``torch.profiler`` traces).
+The commands for the next GPU session are in ``docs/performance.md`` (GPU).
 """
 
 from __future__ import annotations
@@ -125,27 +134,75 @@ def measure(step, block, batch, repeats, min_time):
     }
 
 
+def profile_steps(spec, step, block, batch):
+    """``--profile DIR``: five more calls of ``step`` under the framework's profiler, into
+    ``DIR/<framework>-<model>-<mode>-b<batch>`` (``jax.profiler.trace``: TensorBoard's profile plugin or Perfetto;
+    ``torch.profiler``: a Chrome trace, ``trace.json``). Returns the folder, or None without ``--profile``."""
+    if not spec.get("profile"):
+        return None
+    folder = os.path.join(spec["profile"], f"{spec['worker']}-{spec['model'].replace('/', '')}-{spec['mode']}-b{batch}")
+    os.makedirs(folder, exist_ok=True)
+    if spec["worker"] == "timm":
+        import torch
+
+        activities = [torch.profiler.ProfilerActivity.CPU] + (
+            [torch.profiler.ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+        with torch.profiler.profile(activities=activities) as prof:
+            for _ in range(5):
+                block(step())
+        prof.export_chrome_trace(os.path.join(folder, "trace.json"))
+    else:
+        import jax
+
+        with jax.profiler.trace(folder):
+            for _ in range(5):
+                block(step())
+    return folder
+
+
 # --------------------------------------------------------------------------- keras_vit on JAX
 
 
+def build_keras_model(spec):
+    """(model, versions): keras_vit's model (worker ``keras``) or keras-hub's ViT with the same head (``kerashub``)."""
+    import keras
+
+    import keras_vit
+
+    model_name = spec["model"]
+    size = image_size(model_name)
+    patch = 8 if model_name == "tiny" else 16
+    if spec["worker"] == "kerashub":
+        import gpu_fit
+
+        return gpu_fit.kerashub_model(MODELS[model_name][2], size, patch, NUM_CLASSES)
+    versions = f"keras {keras.__version__}"
+    if model_name == "tiny":
+        hidden, layers, heads, mlp = MODELS["tiny"][2]
+        return keras_vit.ViT(image_size=size, patch_size=patch, hidden_size=hidden, num_layers=layers,
+                             num_heads=heads, mlp_dim=mlp, num_classes=NUM_CLASSES,
+                             classifier_activation=None), versions
+    return getattr(keras_vit, MODELS[model_name][0])(num_classes=NUM_CLASSES, classifier_activation=None), versions
+
+
 def keras_worker(spec, emit):
+    """keras_vit (worker ``keras``) or keras-hub (``kerashub``): the jitted step (modes ``infer``, ``train``) or the
+    plain Keras calls (``predict``, ``fit``: ``gpu_fit.py``)."""
     os.environ["KERAS_BACKEND"] = "jax"
     import jax
     import jax.numpy as jnp
     import keras
 
-    import keras_vit
-
     keras.mixed_precision.set_global_policy(spec["precision"])
-    attention_check = install_attention(spec.get("attention", "default"))
+    attention_check = install_attention(spec.get("attention", "default")) if spec["worker"] == "keras" else None
     model_name = spec["model"]
     size = image_size(model_name)
-    if model_name == "tiny":
-        hidden, layers, heads, mlp = MODELS["tiny"][2]
-        model = keras_vit.ViT(image_size=size, patch_size=8, hidden_size=hidden, num_layers=layers,
-                              num_heads=heads, mlp_dim=mlp, num_classes=NUM_CLASSES, classifier_activation=None)
-    else:
-        model = getattr(keras_vit, MODELS[model_name][0])(num_classes=NUM_CLASSES, classifier_activation=None)
+    try:
+        model, versions = build_keras_model(spec)
+    except ImportError as error:
+        for batch in spec["batch_sizes"]:
+            emit({"batch_size": batch, "skipped": f"keras-hub is not importable here: {error!r}"})
+        return
     device = jax.devices()[0]
     trainable = [v.value for v in model.trainable_variables]
     non_trainable = [v.value for v in model.non_trainable_variables]
@@ -170,6 +227,15 @@ def keras_worker(spec, emit):
             return None
         return text.count("__cudnn$fmha")
 
+    if spec["mode"] in ("fit", "predict"):
+        import gpu_fit
+
+        def emit_calls(record):
+            emit(dict(record, versions=versions, attention_check=attention_check))
+
+        gpu_fit.calls_worker(spec, emit_calls, model, size, NUM_CLASSES, peak_mb)
+        return
+
     if spec["mode"] == "infer":
 
         def forward(tv, ntv, x):
@@ -183,13 +249,15 @@ def keras_worker(spec, emit):
             figures = measure(lambda: compiled(trainable, non_trainable, x), jax.block_until_ready, batch,
                               spec["repeats"], spec["min_time"])
             figures["compile_s"] += xla_compile_s
+            figures["profile"] = profile_steps(spec, lambda: compiled(trainable, non_trainable, x),
+                                               jax.block_until_ready, batch)
             logits = compiled(trainable, non_trainable, x)
             total, temp = analysis(compiled)
             emit(dict(figures, batch_size=batch, xla_compile_s=xla_compile_s, peak_memory_mb=peak_mb(),
                       peak_memory_scope="process, batch sizes ascending", xla_memory_analysis_mb=total,
                       xla_temp_mb=temp, cudnn_fused_attention_calls=fused_attention_calls(compiled),
                       finite=bool(jnp.isfinite(logits.astype("float32")).all()), output_dtype=str(logits.dtype),
-                      attention_check=attention_check))
+                      attention_check=attention_check, versions=versions))
         return
 
     optimizer = keras.optimizers.AdamW(learning_rate=1e-4, weight_decay=0.05)
@@ -229,18 +297,29 @@ def keras_worker(spec, emit):
         first_call_s = time.perf_counter() - t
         figures = measure(step, jax.block_until_ready, batch, spec["repeats"], spec["min_time"])
         figures["compile_s"] = xla_compile_s + first_call_s
+        figures["profile"] = profile_steps(spec, step, jax.block_until_ready, batch)
         last = float(step())
         total, temp = analysis(compiled)
         emit(dict(figures, batch_size=batch, xla_compile_s=xla_compile_s, peak_memory_mb=peak_mb(),
                   peak_memory_scope="process, batch sizes ascending" if len(spec["batch_sizes"]) > 1 else "process",
                   xla_memory_analysis_mb=total, xla_temp_mb=temp,
                   cudnn_fused_attention_calls=fused_attention_calls(compiled),
-                  first_loss=losses[0], last_loss=last, finite=math.isfinite(last), attention_check=attention_check))
+                  first_loss=losses[0], last_loss=last, finite=math.isfinite(last), attention_check=attention_check,
+                  versions=versions))
         del state, compiled
 
 
 def install_attention(variant):
-    """``--attention cudnn-padded``: route ``keras.ops.dot_product_attention`` (what ``SelfAttention`` calls on
+    """keras_vit's attention for this worker process, by ``--attention``:
+
+    * ``default``: the package as it is: ``SelfAttention``'s ``attention_padding="auto"`` pads the tokens to an even
+      count on a CUDA GPU in bfloat16 so that cuDNN's fused attention runs in training too
+      (``keras_vit.layers.sequence_padding``);
+    * ``unpadded`` / ``always``: the same with ``attention_padding("never")`` (the package before the padding: the
+      training step falls back to XLA's attention at 197 tokens) or ``("always")`` (padded on any device);
+    * ``cudnn-padded``: the benchmark-side patch the padding replaced, kept to reproduce call 3 (below).
+
+    ``cudnn-padded``: route ``keras.ops.dot_product_attention`` (what ``SelfAttention`` calls on
     JAX) through cuDNN flash attention with the tokens padded to an even count and masked by length.
 
     Why: jax 0.11.2's cuDNN attention, when differentiated, checks ``T % 2 == 0`` as if a bias were given
@@ -251,6 +330,14 @@ def install_attention(variant):
     """
     if variant == "default":
         return None
+    from keras_vit.layers import sequence_padding
+
+    if variant in ("unpadded", "always"):
+        # for the whole worker process: every trace below sees it
+        sequence_padding.set_default_mode("never" if variant == "unpadded" else "always")
+        return {"variant": variant, "attention_padding": sequence_padding.default_mode()}
+    # the package's own padding off, so that this patch is what runs (as in call 3, before the package padded)
+    sequence_padding.set_default_mode("never")
     import jax
     import jax.numpy as jnp
     import keras
@@ -334,6 +421,7 @@ def timm_worker(spec, emit):
                     return compiled(x)
 
             figures = measure(step, block, batch, spec["repeats"], spec["min_time"])
+            figures["profile"] = profile_steps(spec, step, block, batch)
             out = step()
             emit(dict(figures, batch_size=batch, peak_memory_mb=peak_mb(), peak_memory_scope="this row",
                       finite=bool(torch.isfinite(out.float()).all()), output_dtype=str(out.dtype)))
@@ -361,6 +449,7 @@ def timm_worker(spec, emit):
         first_call_s = time.perf_counter() - t
         figures = measure(step, block, batch, spec["repeats"], spec["min_time"])
         figures["compile_s"] = first_call_s
+        figures["profile"] = profile_steps(spec, step, block, batch)
         last = float(step())
         emit(dict(figures, batch_size=batch, peak_memory_mb=peak_mb(), peak_memory_scope="this row",
                   first_loss=first, last_loss=last, finite=math.isfinite(last)))
@@ -466,7 +555,7 @@ def env_jax_worker(spec, emit):
     emit(info)
 
 
-WORKERS = {"keras": keras_worker, "timm": timm_worker, "sanity": sanity_worker, "env": env_worker,
+WORKERS = {"keras": keras_worker, "kerashub": keras_worker, "timm": timm_worker, "sanity": sanity_worker, "env": env_worker,
            "env_jax": env_jax_worker}
 
 
@@ -484,8 +573,13 @@ def worker_main(spec_json):
 # --------------------------------------------------------------------------- driver
 
 
-def run_worker(spec, timeout, mem_fraction=""):
-    """Run one worker in its own process; returns (records, error or None, seconds)."""
+def run_worker(spec, timeout, mem_fraction="", dump=""):
+    """Run one worker in its own process; returns (records, error or None, seconds).
+
+    ``dump`` (``--dump DIR``): the compilers' graphs of this worker into ``DIR/<worker>-<model>-<mode>``: XLA's HLO
+    before and after optimisation with its buffer assignment and memory-usage report (``XLA_FLAGS=--xla_dump_to=...
+    --xla_dump_hlo_as_text``), or inductor's FX graphs and generated kernels (``TORCH_COMPILE_DEBUG=1``, under
+    ``torch_compile_debug/`` of that folder)."""
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
         path = f.name
     spec = dict(spec, records=path)
@@ -493,11 +587,19 @@ def run_worker(spec, timeout, mem_fraction=""):
                TF_CPP_MIN_LOG_LEVEL="2")
     if mem_fraction:
         env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = mem_fraction
+    cwd = None
+    if dump and spec["worker"] in ("keras", "kerashub", "timm"):
+        cwd = os.path.abspath(os.path.join(dump, f"{spec['worker']}-{spec['model'].replace('/', '')}-{spec['mode']}"))
+        os.makedirs(cwd, exist_ok=True)
+        if spec["worker"] == "timm":
+            env["TORCH_COMPILE_DEBUG"] = "1"
+        else:
+            env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + f" --xla_dump_to={cwd} --xla_dump_hlo_as_text").strip()
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", json.dumps(spec)]
     t = time.perf_counter()
     error = None
     try:
-        proc = subprocess.run(cmd, env=env, timeout=max(timeout, 1), capture_output=True, text=True)
+        proc = subprocess.run(cmd, env=env, timeout=max(timeout, 1), capture_output=True, text=True, cwd=cwd)
         if proc.returncode != 0:
             error = f"exit {proc.returncode}: " + proc.stderr[-3000:]
         elif proc.stderr.strip():
@@ -521,13 +623,19 @@ def main(argv=None):
     p.add_argument("--batch-sizes", default="1,32,128", help="inference")
     p.add_argument("--train-batch-sizes", default="32,128")
     p.add_argument("--memory-test", default="", help="MODEL:BATCH training rows, each in a fresh process")
-    p.add_argument("--frameworks", default="keras,timm")
-    p.add_argument("--modes", default="infer,train")
+    p.add_argument("--frameworks", default="keras,timm", help="keras (keras_vit), timm, kerashub (keras-hub's ViT)")
+    p.add_argument("--modes", default="infer,train",
+                   help="infer, train (the jitted step), predict, fit (model.predict / model.fit on uint8 arrays; "
+                        "keras and kerashub only)")
+    p.add_argument("--fit-steps", type=int, default=40, help="fit/predict: batches in the array of one call")
+    p.add_argument("--steps-per-execution", type=int, default=10, help="fit/predict: model.compile's")
     p.add_argument("--precision", default="mixed_bfloat16")
-    p.add_argument("--attention", default="default", choices=["default", "cudnn-padded"],
-                   help="keras_vit: cudnn-padded = install_attention's workaround (see its docstring)")
+    p.add_argument("--attention", default="default", choices=["default", "unpadded", "always", "cudnn-padded"],
+                   help="keras_vit's attention padding (see install_attention's docstring)")
     p.add_argument("--torch-mode", default="", help="torch.compile mode, e.g. reduce-overhead (CUDA graphs)")
     p.add_argument("--mem-fraction", default="", help="XLA_PYTHON_CLIENT_MEM_FRACTION for the JAX workers")
+    p.add_argument("--dump", default="", help="folder: XLA's HLO dumps (JAX workers), inductor's (timm)")
+    p.add_argument("--profile", default="", help="folder: 5 more calls of each row under jax.profiler / torch.profiler")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--min-time", type=float, default=0.5, help="seconds per timed repeat")
     p.add_argument("--deadline", type=float, default=560.0, help="seconds: start no worker after it")
@@ -573,8 +681,11 @@ def main(argv=None):
     units = []
     for model in models:
         for mode in args.modes.split(","):
-            batches = [int(b) for b in (args.batch_sizes if mode == "infer" else args.train_batch_sizes).split(",") if b]
+            sizes = args.batch_sizes if mode in ("infer", "predict") else args.train_batch_sizes
+            batches = [int(b) for b in sizes.split(",") if b]
             for framework in args.frameworks.split(","):
+                if framework == "timm" and mode in ("fit", "predict"):
+                    continue  # timm has no fit/predict: its rows are the compiled step
                 units.append((framework, model, mode, batches, False))
     for item in filter(None, args.memory_test.split(",")):
         model, batch = item.split(":")
@@ -582,13 +693,11 @@ def main(argv=None):
             units.append((framework, model, "train", [int(batch)], True))
 
     for framework, model, mode, batches, memory_test in units:
-        variant = (args.attention if framework == "keras" else args.torch_mode) or "default"
-        if framework == "keras" and args.mem_fraction:
+        variant = {"keras": args.attention, "timm": args.torch_mode}.get(framework) or "default"
+        if framework != "timm" and args.mem_fraction:
             variant += f", XLA_PYTHON_CLIENT_MEM_FRACTION={args.mem_fraction}"
         base = {"framework": framework, "model": model, "mode": mode, "memory_test": memory_test,
-                "variant": variant,
-                "runtime": ("keras_vit / Keras JAX, mixed_bfloat16, jax.jit" if framework == "keras"
-                            else "timm / torch.compile, autocast bfloat16")}
+                "variant": variant, "runtime": RUNTIMES[framework, mode in ("fit", "predict")]}
         if remaining() < 20:
             for b in batches:
                 result["records"].append(dict(base, batch_size=b, status="not run: out of time"))
@@ -597,11 +706,17 @@ def main(argv=None):
             continue
         spec = {"worker": framework, "model": model, "mode": mode, "batch_sizes": batches,
                 "precision": args.precision, "repeats": args.repeats, "min_time": args.min_time,
-                "attention": args.attention, "torch_mode": args.torch_mode}
-        records, error, seconds = run_worker(spec, remaining(), args.mem_fraction)
+                "attention": args.attention, "torch_mode": args.torch_mode, "fit_steps": args.fit_steps,
+                "profile": os.path.abspath(args.profile) if args.profile else "",
+                "steps_per_execution": args.steps_per_execution}
+        records, error, seconds = run_worker(spec, remaining(), args.mem_fraction, args.dump)
         done = set()
         for r in records:
             done.add(r["batch_size"])
+            if "skipped" in r:
+                result["records"].append(dict(base, status="skipped", **r))
+                log(f"{framework} {model} {mode} b={r['batch_size']} skipped: {r['skipped']}")
+                continue
             result["records"].append(dict(base, status="ok", **r))
             log(f"{framework:5s} {model} {mode:5s} b={r['batch_size']:4d} {r['images_per_second']:10.1f} img/s "
                 f"peak {r['peak_memory_mb']:8.0f} MB compile {r['compile_s']:.1f} s")
@@ -612,21 +727,47 @@ def main(argv=None):
         log(f"{framework} {model} {mode} took {seconds:.0f} s")
         save()
 
-    # keras_vit / timm ratios on every row measured by both
-    index = {(r["framework"], r["model"], r["mode"], r["batch_size"], r["memory_test"]): r
-             for r in result["records"] if r.get("status") == "ok" and r["variant"] == "default"}
-    result["ratios"] = []
-    for (framework, model, mode, batch, memory_test), r in index.items():
-        other = index.get(("timm", model, mode, batch, memory_test))
-        if framework == "keras" and other:
-            result["ratios"].append({"model": model, "mode": mode, "batch_size": batch, "memory_test": memory_test,
-                                     "keras_vit_over_timm": r["images_per_second"] / other["images_per_second"],
-                                     "keras_vit_peak_mb": r["peak_memory_mb"], "timm_peak_mb": other["peak_memory_mb"]})
+    result["ratios"] = ratios(result["records"])
     result["total_seconds"] = time.perf_counter() - start
     save()
     for r in result["ratios"]:
-        log(f"ratio {r['model']} {r['mode']} b={r['batch_size']}: {r['keras_vit_over_timm']:.3f}")
+        log(f"ratio {r['model']} {r['mode']} b={r['batch_size']}: {r['name']} {r['ratio']:.3f}")
     return 0
+
+
+RUNTIMES = {
+    ("keras", False): "keras_vit / Keras JAX, mixed_bfloat16, jax.jit",
+    ("keras", True): "keras_vit / Keras JAX, mixed_bfloat16, model.fit / model.predict on uint8 NumPy",
+    ("kerashub", False): "keras-hub ViTBackbone + head / Keras JAX, mixed_bfloat16, jax.jit",
+    ("kerashub", True): "keras-hub ViTBackbone + head / Keras JAX, mixed_bfloat16, model.fit / model.predict on uint8",
+    ("timm", False): "timm / torch.compile, autocast bfloat16",
+}
+# the jitted step each plain Keras call is compared with
+STEP_OF = {"fit": "train", "predict": "infer"}
+
+
+def ratios(records):
+    """Ratios of images/s between rows of one run (``default`` variants): keras_vit / timm and keras_vit /
+    keras-hub on the same mode, and each plain Keras call over the jitted step of the same framework."""
+    index = {(r["framework"], r["model"], r["mode"], r["batch_size"], r["memory_test"]): r
+             for r in records if r.get("status") == "ok" and r["variant"] == "default"}
+    out = []
+    for (framework, model, mode, batch, memory_test), r in index.items():
+        pairs = []
+        if framework == "keras":
+            pairs += [("keras_vit_over_timm", index.get(("timm", model, mode, batch, memory_test))),
+                      ("keras_vit_over_keras_hub", index.get(("kerashub", model, mode, batch, memory_test)))]
+        if mode in STEP_OF:
+            name = "keras_vit" if framework == "keras" else "keras_hub"
+            pairs.append((f"{name}_{mode}_over_jitted_{STEP_OF[mode]}",
+                          index.get((framework, model, STEP_OF[mode], batch, memory_test))))
+        for name, other in pairs:
+            if other:
+                out.append({"name": name, "model": model, "mode": mode, "batch_size": batch,
+                            "memory_test": memory_test, "ratio": r["images_per_second"] / other["images_per_second"],
+                            name: r["images_per_second"] / other["images_per_second"],
+                            "peak_mb": r["peak_memory_mb"], "other_peak_mb": other["peak_memory_mb"]})
+    return out
 
 
 if __name__ == "__main__":

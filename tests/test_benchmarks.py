@@ -179,3 +179,38 @@ def test_machine_records_the_onednn_state_keras_vit_ran_with(monkeypatch):
     monkeypatch.delenv(ONEDNN_VARIABLE)
     monkeypatch.setattr(cpu_lib, "cpu_info", lambda *a, **k: cpu_lib.CPU("AMD EPYC 9B14", 2, frozenset({"avx2", "avx512f", "avx512_vnni"})))
     assert cli.machine()["onednn"] == "default"  # TensorFlow turns it on by itself
+
+
+def test_gpu_ratios_pair_keras_vit_with_timm_keras_hub_and_the_jitted_step():
+    from benchmarks import gpu_jax
+
+    def row(framework, mode, ips, variant="default"):
+        return {"framework": framework, "model": "B/16", "mode": mode, "batch_size": 128, "memory_test": False,
+                "variant": variant, "status": "ok", "images_per_second": ips, "peak_memory_mb": 1.0}
+
+    records = [row("keras", "train", 200.0), row("timm", "train", 400.0), row("kerashub", "train", 250.0),
+               row("keras", "fit", 180.0), row("kerashub", "fit", 100.0), row("keras", "train", 999.0, "always"),
+               dict(row("kerashub", "predict", 0.0), status="skipped")]
+    got = {(r["name"], r["mode"]): r["ratio"] for r in gpu_jax.ratios(records)}
+    assert got == pytest.approx({("keras_vit_over_timm", "train"): 0.5, ("keras_vit_over_keras_hub", "train"): 0.8,
+                                 ("keras_vit_over_keras_hub", "fit"): 1.8, ("keras_vit_fit_over_jitted_train", "fit"): 0.9,
+                                 ("keras_hub_fit_over_jitted_train", "fit"): 0.4})
+
+
+@pytest.mark.slow
+def test_gpu_script_tiny_runs_fit_and_predict_beside_the_jitted_step(tmp_path):
+    pytest.importorskip("jax")
+    out = tmp_path / "gpu.json"
+    env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "benchmarks/gpu_jax.py", "--tiny", "--frameworks", "keras,kerashub",
+                           "--modes", "train,fit", "--attention", "always", "--train-batch-sizes", "4",
+                           "--fit-steps", "4", "--steps-per-execution", "2", "--repeats", "2", "--min-time", "0.05",
+                           "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    keras_rows = {r["mode"]: r for r in result["records"] if r["framework"] == "keras"}
+    assert {m: r["status"] for m, r in keras_rows.items()} == {"train": "ok", "fit": "ok"}
+    assert keras_rows["fit"]["input_dtype"] == "uint8" and keras_rows["fit"]["steps_per_execution"] == 2
+    assert keras_rows["fit"]["attention_check"]["attention_padding"] == "always" and keras_rows["fit"]["finite"]
+    for r in (r for r in result["records"] if r["framework"] == "kerashub"):  # ok, or skipped saying why
+        assert r["status"] == "ok" or "keras-hub is not importable" in r["skipped"], r

@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from keras_vit.layers import formulation, kernels
+from keras_vit.layers import formulation, kernels, sequence_padding
 from keras_vit.layers.checks import PACKAGE as _PACKAGE, check_rate, positive_int
 from keras_vit.layers.policies import SublayerPolicies
 
@@ -44,7 +44,10 @@ class SelfAttention(SublayerPolicies, keras.layers.Layer):
     einsums of the generic layer; XLA is unchanged), and the softmax runs in
     float32 under a 16-bit compute dtype. The JAX and PyTorch backends use the
     fused kernel of ``keras.ops.dot_product_attention`` when no weights are
-    asked for and no dropout applies. After ``model.quantize(...)`` the
+    asked for and no dropout applies; on a CUDA GPU under JAX with a 16-bit
+    policy, that call pads the tokens to what cuDNN's flash attention takes in
+    training too (197 to 198), masking the padded keys
+    (:mod:`keras_vit.layers.sequence_padding`). After ``model.quantize(...)`` the
     quantized ``EinsumDense`` layers are called as they are.
 
     Args:
@@ -62,6 +65,11 @@ class SelfAttention(SublayerPolicies, keras.layers.Layer):
         kernel_constraint: constraint on the projection kernels.
         bias_constraint: constraint on the projection biases.
         seed: seed of the attention dropout.
+        attention_padding: ``"auto"`` (pad only where it enables cuDNN's fused
+            attention: JAX, CUDA GPU, 16-bit; elsewhere today's computation),
+            ``"always"`` (pad and mask on any device: the padded path the tests
+            check on CPU) or ``"never"``; ``"auto"`` follows
+            ``sequence_padding.attention_padding(...)``. Saved only when not ``"auto"``.
         **kwargs: base layer arguments (``name``, ``dtype``, ...).
 
     Call arguments:
@@ -98,9 +106,11 @@ class SelfAttention(SublayerPolicies, keras.layers.Layer):
         kernel_constraint=None,
         bias_constraint=None,
         seed=None,
+        attention_padding="auto",
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.attention_padding = sequence_padding.check_mode(attention_padding)
         self.num_heads = positive_int(num_heads, "num_heads")
         self.key_dim = positive_int(key_dim, "key_dim")
         self.dropout = check_rate(dropout, "dropout")
@@ -226,7 +236,13 @@ class SelfAttention(SublayerPolicies, keras.layers.Layer):
         # unstack, not qkv[0]/qkv[1]/qkv[2]: the gradient of each index (StridedSliceGrad) writes a
         # zero tensor of qkv's full size, a large share of a training step (docs/performance.md)
         scale = 1.0 / math.sqrt(head_dim)
-        if keras.backend.backend() in ("jax", "torch") and not return_attention_scores and not use_dropout:
+        fused = not return_attention_scores and not use_dropout
+        padding = sequence_padding.plan(self.attention_padding, x.shape[1], head_dim, dtype, fused)
+        if padding is not None:
+            # cuDNN's fused attention at any token count (training included); "always" on any device
+            out = sequence_padding.attend(*ops.unstack(qkv, num=3, axis=2), scale, padding)
+            weights = None
+        elif keras.backend.backend() in ("jax", "torch") and fused:
             query, key, value = ops.unstack(qkv, num=3, axis=2)
             out = ops.dot_product_attention(query, key, value, scale=scale)
             weights = None
@@ -266,6 +282,8 @@ class SelfAttention(SublayerPolicies, keras.layers.Layer):
                 "seed": self.seed,
             }
         )
+        if self.attention_padding != "auto":  # configs (and .keras files) of the default stay as they were
+            config["attention_padding"] = self.attention_padding
         return config
 
     @classmethod
