@@ -16,12 +16,13 @@ MARKER = "BENCH_RECORD "
 
 # width, depth, mlp, heads, patch of the models the suite knows (the paper's Table 1)
 MODELS = {
+    "Ti/16": dict(hidden_size=192, num_layers=12, mlp_dim=768, num_heads=3, patch_size=16, image_size=224),
     "S/16": dict(hidden_size=384, num_layers=12, mlp_dim=1536, num_heads=6, patch_size=16, image_size=224),
     "B/16": dict(hidden_size=768, num_layers=12, mlp_dim=3072, num_heads=12, patch_size=16, image_size=224),
     # --quick: a tiny ViT so the whole suite runs in seconds
     "tiny": dict(hidden_size=32, num_layers=2, mlp_dim=64, num_heads=4, patch_size=8, image_size=32),
 }
-TIMM_NAMES = {"S/16": "vit_small_patch16_224", "B/16": "vit_base_patch16_224"}
+TIMM_NAMES = {"Ti/16": "vit_tiny_patch16_224", "S/16": "vit_small_patch16_224", "B/16": "vit_base_patch16_224"}
 
 
 def forward_macs(model, num_classes=1000):
