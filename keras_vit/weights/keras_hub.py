@@ -26,7 +26,6 @@ from keras_vit.weights import keras_hub_family as family
 from keras_vit.weights import keras_hub_layout as layout
 from keras_vit.weights.declared import declare
 from keras_vit.weights.mapping import POSEMB_KEY
-from keras_vit.weights.posemb import resize_position_embedding
 
 FORMAT = "keras-hub"
 LAYER_NORM_EPSILON = 1e-6  # ViTBackbone's default layer_norm_epsilon
@@ -372,48 +371,6 @@ def _family_plan(folder, found):
     return plan
 
 
-def _position_ids(folder, found, ids, rows):
-    """The stored ``position_ids`` checked to index ``rows`` table rows (a note when not ``0..rows-1``)."""
-    ids = np.asarray(ids).reshape(-1)
-    if ids.shape[0] != rows or ids.min() < 0 or ids.max() >= rows:
-        raise CheckpointError(f"keras-hub preset {folder!r}: position_ids {ids.tolist()[:8]}... do not index the {rows} rows "
-                              "of the position embedding table one by one.")
-    if not np.array_equal(ids, np.arange(rows)) and not any(n.startswith("position_ids") for n in found["notes"]):
-        found["notes"].append(f"position_ids are not 0..{rows - 1} but {ids.tolist()[:8]}...: the position embeddings are "
-                              "the table's rows at those indices, as keras-hub computes")
-    return ids
-
-
-def _family_array(found, key, array):
-    """A family weight in the original layout: CLIP's ``(D,)`` class token, an ``Embedding``'s ``(N, D)`` table,
-    DINOv2's table resampled to ``image_shape`` as keras-hub does."""
-    if key == "cls" and array.ndim == 1:
-        return array[None, None]
-    if key != POSEMB_KEY:
-        return array
-    array = array[None] if array.ndim == 2 else array
-    if found["position"] is not None:
-        old, new, method, _ = found["position"]
-        array = resize_position_embedding(array.astype(np.float64), new, old, num_prefix_tokens=1, method=method).astype(array.dtype)
-    return array
-
-
-def _family_shape(found, key, shape):
-    if key == "cls" and len(shape) == 1:
-        return (1, 1) + shape
-    if key != POSEMB_KEY:
-        return shape
-    shape = (1,) + shape if len(shape) == 2 else shape
-    if found["position"] is not None:
-        (rows, cols), said = found["position"][0], found["position"][3]
-        if len(shape) != 3 or shape[1] != 1 + rows * cols:
-            raise CheckpointError(f"{found['declared']['num_layers'].origin!r}: config.json says {said} ({rows} x {cols} "
-                                  f"patches) but the weights' position_embeddings have shape {shape}.")
-        rows, cols = found["position"][1]
-        shape = (1, 1 + rows * cols, shape[-1])
-    return shape
-
-
 def shapes(folder, found):
     """``{original key: shape}`` of a preset, its data not read."""
     import h5py  # deferred: h5py, for keras-hub presets only
@@ -422,10 +379,10 @@ def shapes(folder, found):
         out, plan = {}, _family_plan(folder, found)
         for key, (file, name) in plan.items():
             with h5py.File(file, "r") as h5:
-                out[key] = _family_shape(found, key, tuple(h5[name].shape))
+                out[key] = family.shape(found, key, tuple(h5[name].shape))
         if out.pop(family.POSITION_IDS, None) is not None:  # a few integers, read now for the note
             with h5py.File(plan[family.POSITION_IDS][0], "r") as h5:
-                _position_ids(folder, found, h5[plan[family.POSITION_IDS][1]][()], out[POSEMB_KEY][1])
+                family.position_ids(folder, found, h5[plan[family.POSITION_IDS][1]][()], out[POSEMB_KEY][1])
         return {**out, **{key: shape for key, shape in found["zeros"].items()}}
     out = {}
     for key, (file, name) in _plan(folder, found).items():
@@ -451,8 +408,8 @@ def arrays(folder, found):
     if family_weights:
         ids = out.pop(family.POSITION_IDS, None)
         if ids is not None:  # an Embedding read at its stored indices (keras-hub's CLIP and SigLIP)
-            out[POSEMB_KEY] = out[POSEMB_KEY][_position_ids(folder, found, ids, out[POSEMB_KEY].shape[0])]
-        out = {key: _family_array(found, key, array) for key, array in out.items()}
+            out[POSEMB_KEY] = out[POSEMB_KEY][family.position_ids(folder, found, ids, out[POSEMB_KEY].shape[0])]
+        out = {key: family.array(found, key, array) for key, array in out.items()}
         return {**out, **{key: np.zeros(shape, np.float32) for key, shape in found["zeros"].items()}}
     if POSEMB_KEY in out:
         out[POSEMB_KEY] = out[POSEMB_KEY][None]

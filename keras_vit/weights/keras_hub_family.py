@@ -32,10 +32,13 @@ one): the table is gathered by the stored indices, so keras_vit computes what ke
 
 import re
 
+import numpy as np
+
 from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
 from keras_vit.weights.declared import activation, declare
 from keras_vit.weights.mapping import POSEMB_KEY
+from keras_vit.weights.posemb import resize_position_embedding
 from keras_vit.weights.transformers.family import CLIP_MEAN_STD, HALF, IMAGENET
 
 DINOV2, SIGLIP, CLIP = "DINOV2Backbone", "SigLIPBackbone", "CLIPBackbone"
@@ -155,7 +158,6 @@ def _switches(found, path, **values):
 
 def _dinov2(read):
     path = read.path
-    width = read.number("hidden_dim")
     inner = read.number("intermediate_dim")
     glu = read.flag("use_swiglu_ffn", False)
     if glu:  # DINOV2SwiGLUFFN: weights_in (D, 2 h), silu(x1) * x2
@@ -324,6 +326,44 @@ def resolve(found, names):
     return table, skip
 
 
-def skipped(found, dataset):
-    """The reason ``dataset`` is left out on purpose, or None."""
-    return next((why for pattern, why in found["skip"].items() if re.search(pattern, dataset)), None)
+def position_ids(folder, found, ids, rows):
+    """The stored ``position_ids`` checked to index ``rows`` table rows (a note when not ``0..rows-1``)."""
+    ids = np.asarray(ids).reshape(-1)
+    if ids.shape[0] != rows or ids.min() < 0 or ids.max() >= rows:
+        raise CheckpointError(f"keras-hub preset {folder!r}: position_ids {ids.tolist()[:8]}... do not index the {rows} rows "
+                              "of the position embedding table one by one.")
+    if not np.array_equal(ids, np.arange(rows)) and not any(n.startswith("position_ids") for n in found["notes"]):
+        found["notes"].append(f"position_ids are not 0..{rows - 1} but {ids.tolist()[:8]}...: the position embeddings are "
+                              "the table's rows at those indices, as keras-hub computes")
+    return ids
+
+
+def array(found, key, array):
+    """A family weight in the original layout: CLIP's ``(D,)`` class token, an ``Embedding``'s ``(N, D)`` table,
+    DINOv2's table resampled to ``image_shape`` as keras-hub does."""
+    if key == "cls" and array.ndim == 1:
+        return array[None, None]
+    if key != POSEMB_KEY:
+        return array
+    array = array[None] if array.ndim == 2 else array
+    if found["position"] is not None:
+        old, new, method, _ = found["position"]
+        array = resize_position_embedding(array.astype(np.float64), new, old, num_prefix_tokens=1, method=method).astype(array.dtype)
+    return array
+
+
+def shape(found, key, shape):
+    """:func:`array`'s shape, from the stored one (DINOv2's table checked against ``position_embedding_shape`` first)."""
+    if key == "cls" and len(shape) == 1:
+        return (1, 1) + shape
+    if key != POSEMB_KEY:
+        return shape
+    shape = (1,) + shape if len(shape) == 2 else shape
+    if found["position"] is not None:
+        (rows, cols), said = found["position"][0], found["position"][3]
+        if len(shape) != 3 or shape[1] != 1 + rows * cols:
+            raise CheckpointError(f"{found['declared']['num_layers'].origin!r}: config.json says {said} ({rows} x {cols} "
+                                  f"patches) but the weights' position_embeddings have shape {shape}.")
+        rows, cols = found["position"][1]
+        shape = (1, 1 + rows * cols, shape[-1])
+    return shape
