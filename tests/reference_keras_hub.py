@@ -172,3 +172,216 @@ def write_preset(folder, config, backbone, task=None, task_config=None, scale=No
     head = {"layers/dense_1/vars": "predictions", "layers/dense/vars": "pre_logits"} if task_config.get("intermediate_dim") else {"layers/dense/vars": "predictions"}
     _h5(os.path.join(folder, "task.weights.h5"), task, {"vars": "vi_t_image_classifier", "layers/dropout/vars": "output_dropout", **head})
     return folder
+
+
+# ----------------------------------------------------------------- the ViT family: DINOv2, SigLIP's and CLIP's image towers
+# Written from keras-hub 0.32's dinov2_layers.py / dinov2_backbone.py, siglip_layers.py / siglip_vision_encoder.py /
+# siglip_backbone.py and clip_layers.py / clip_vision_encoder.py / clip_backbone.py; the h5 paths are those keras-hub's
+# own save_to_preset writes (checked by benchmarks/keras_hub_presets.py --family).
+
+DINO_EMBED, DINO_BLOCK = "layers/dinov2_embedding", "layers/dinov2_encoder/layers/dinov2_layer"
+SIG = "layers/sig_lip_vision_encoder/layers"
+CLIPV = "layers/clip_vision_encoder/layers"
+
+
+def _nth(prefix, i):
+    return prefix + (f"_{i}" if i else "")
+
+
+def _mha_weights(r, group, d, heads):
+    hd = d // heads
+    out = {}
+    for name in ("query", "key", "value"):
+        out[f"{group}/{name}_dense/vars/0"], out[f"{group}/{name}_dense/vars/1"] = r(d, heads, hd), r(heads, hd)
+    out[f"{group}/output_dense/vars/0"], out[f"{group}/output_dense/vars/1"] = r(heads, hd, d), r(d)
+    return out
+
+
+def _ln(r, group, d):
+    return {f"{group}/vars/0": 1 + r(d, s=0.1), f"{group}/vars/1": r(d, s=0.1)}
+
+
+def _dense(r, group, i, o):
+    return {f"{group}/vars/0": r(i, o), f"{group}/vars/1": r(o)}
+
+
+def family_weights(kind, config, seed=0):
+    """``{h5 path: array}`` of a random keras-hub ``DINOV2Backbone`` / ``SigLIPBackbone`` / ``CLIPBackbone`` (text towers too)."""
+    rng = np.random.default_rng(seed)
+    r = lambda *shape, s=0.2: rng.normal(0, s, shape).astype("float32")  # noqa: E731
+    v = config if kind == "DINOV2Backbone" else config["vision_encoder"]["config"]
+    d, heads, inner, p = v["hidden_dim"], v["num_heads"], v["intermediate_dim"], v["patch_size"]
+    n = (v["image_shape"][0] // p) * (v["image_shape"][1] // p)
+    w = {}
+    if kind == "DINOV2Backbone":
+        m = (config["position_embedding_shape"][0] // p) * (config["position_embedding_shape"][1] // p)
+        regs, i = config.get("num_register_tokens", 0), 0
+        w[f"{DINO_EMBED}/vars/0"] = r(1, 1, d)
+        if config.get("use_mask_token", True):
+            i += 1
+            w[f"{DINO_EMBED}/vars/{i}"] = np.zeros((1, d), "float32")
+        if regs:
+            i += 1
+            w[f"{DINO_EMBED}/vars/{i}"] = r(1, regs, d)
+        w[f"{DINO_EMBED}/vars/{i + 1}"] = r(1, n + 1, d, s=5.0)  # interpolated_position_embeddings: recomputed on load
+        w[f"{DINO_EMBED}/vars/{i + 2}"] = r(1, m + 1, d)
+        w.update(_dense(r, f"{DINO_EMBED}/patch_embeddings/projection", p * p * 3, d))
+        w[f"{DINO_EMBED}/patch_embeddings/projection/vars/0"] = r(p, p, 3, d, s=0.05)
+        w.update(_ln(r, "layers/layer_normalization", d))
+        glu = config.get("use_swiglu_ffn", False)
+        h = (int(inner * 2 / 3) + 7) // 8 * 8
+        for b in range(config["num_layers"]):
+            blk = _nth(DINO_BLOCK, b)
+            w.update({**_ln(r, f"{blk}/norm1", d), **_ln(r, f"{blk}/norm2", d), **_mha_weights(r, f"{blk}/attention/attention", d, heads),
+                      f"{blk}/layer_scale1/vars/0": r(d, s=0.5), f"{blk}/layer_scale2/vars/0": r(d, s=0.5)})
+            w.update({**_dense(r, f"{blk}/mlp/weights_in", d, 2 * h), **_dense(r, f"{blk}/mlp/weights_out", h, d)} if glu else
+                     {**_dense(r, f"{blk}/mlp/fc1", d, inner), **_dense(r, f"{blk}/mlp/fc2", inner, d)})
+        return w
+    if kind == "SigLIPBackbone":
+        e, hd = f"{SIG}/sig_lip_vision_embedding", f"{SIG}/sig_lip_multi_head_attention_pooling"
+        w.update({f"{e}/vars/0": np.arange(n)[None], f"{e}/patch_embedding/vars/0": r(p, p, 3, d, s=0.05),
+                  f"{e}/patch_embedding/vars/1": r(d), f"{e}/position_embedding/vars/0": r(n, d), **_ln(r, f"{SIG}/layer_normalization", d),
+                  f"{hd}/vars/0": r(1, 1, d), **_mha_weights(r, f"{hd}/attention", d, heads), **_ln(r, f"{hd}/layer_norm", d),
+                  **_dense(r, f"{hd}/mlp/fc1", d, inner), **_dense(r, f"{hd}/mlp/fc2", inner, d),
+                  "layers/sig_lip_head/vars/0": np.float32(2.3), "layers/sig_lip_head/vars/1": np.float32(-10.0),
+                  "layers/sig_lip_text_encoder/layers/dense/vars/0": r(d, d)})
+        for b in range(v["num_layers"]):
+            blk = _nth(f"{SIG}/sig_lip_encoder_layer", b)
+            w.update({**_ln(r, f"{blk}/layer_norm1", d), **_ln(r, f"{blk}/layer_norm2", d), **_mha_weights(r, f"{blk}/self_attn", d, heads),
+                      **_dense(r, f"{blk}/mlp/fc1", d, inner), **_dense(r, f"{blk}/mlp/fc2", inner, d)})
+        return w
+    e = f"{CLIPV}/clip_vision_embedding"
+    w.update({f"{e}/vars/0": r(d), f"{e}/vars/1": np.arange(n + 1)[None], f"{e}/patch_embedding/vars/0": r(p, p, 3, d, s=0.05),
+              f"{e}/position_embedding/vars/0": r(n + 1, d), **_ln(r, f"{CLIPV}/layer_normalization", d),
+              **_ln(r, f"{CLIPV}/layer_normalization_1", d), "layers/dense/vars/0": r(d, config["projection_dim"]),
+              "layers/dense_1/vars/0": r(d, config["projection_dim"]), "layers/clip_head/vars/0": np.float32(4.6),
+              "layers/clip_text_encoder/layers/layer_normalization/vars/0": r(d)})
+    for b in range(v["num_layers"]):
+        blk = _nth(f"{CLIPV}/clip_encoder_layer", b)
+        w.update({**_ln(r, f"{blk}/layer_norm_1", d), **_ln(r, f"{blk}/layer_norm_2", d), **_mha_weights(r, f"{blk}/attention", d, heads),
+                  **_dense(r, f"{blk}/dense_1", d, inner), **_dense(r, f"{blk}/dense_2", inner, d)})
+    return w
+
+
+def _keras_mha(x, w, g, kv=None):
+    """Keras MultiHeadAttention (EinsumDense kernels (D, heads, hd)), query ``x`` over ``kv``."""
+    kv = x if kv is None else kv
+    q, k, v = (np.einsum("nd,dhk->nhk", a, w[f"{g}/{n}_dense/vars/0"]) + w[f"{g}/{n}_dense/vars/1"]
+               for a, n in ((x, "query"), (kv, "key"), (kv, "value")))
+    a = softmax(np.einsum("nhk,mhk->hnm", q / math.sqrt(q.shape[-1]), k))
+    return np.einsum("nhk,hkd->nd", np.einsum("hnm,mhk->nhk", a, v), w[f"{g}/output_dense/vars/0"]) + w[f"{g}/output_dense/vars/1"]
+
+
+def _conv(image, kernel, bias=0.0):
+    p = kernel.shape[0]
+    return np.stack([np.einsum("hwc,hwcd->d", image[i * p:(i + 1) * p, j * p:(j + 1) * p], kernel) + bias
+                     for i in range(image.shape[0] // p) for j in range(image.shape[1] // p)])
+
+
+def _ln_of(x, w, g, eps):
+    return layer_norm(x, w[f"{g}/vars/0"], w[f"{g}/vars/1"], eps)
+
+
+def family_forward(images, kind, config, w, scale=None, offset=None, resized_positions=None):
+    """keras-hub's output on ``[0, 255]`` images through the image converter's ``x * scale + offset``: DINOv2's
+    every token after ``layernorm``; SigLIP's ``vision_encoder`` (the attention-pooled embedding); CLIP's
+    ``get_vision_embeddings`` (the class token after ``layer_norm``, through ``vision_projection``).
+    ``resized_positions``: DINOv2's table for ``image_shape`` when it is resampled (what keras-hub computes with
+    ``keras.ops.image.resize``; the test passes that call's result)."""
+    x = np.asarray(images, np.float64) * np.asarray(1.0 if scale is None else scale) + np.asarray(0.0 if offset is None else offset)
+    out = []
+    for image in x:
+        if kind == "DINOV2Backbone":
+            regs = config.get("num_register_tokens", 0)
+            last = max(int(k.rsplit("/", 1)[1]) for k in w if k.startswith(f"{DINO_EMBED}/vars/"))
+            pos = w[f"{DINO_EMBED}/vars/{last}"][0] if resized_positions is None else resized_positions
+            z = _conv(image, w[f"{DINO_EMBED}/patch_embeddings/projection/vars/0"], w[f"{DINO_EMBED}/patch_embeddings/projection/vars/1"])
+            z = np.concatenate([w[f"{DINO_EMBED}/vars/0"][0], z]) + pos
+            if regs:
+                z = np.concatenate([z[:1], w[f"{DINO_EMBED}/vars/{last - 2}"][0], z[1:]])
+            glu = config.get("use_swiglu_ffn", False)
+            for b in range(config["num_layers"]):
+                blk = _nth(DINO_BLOCK, b)
+                z = z + _keras_mha(_ln_of(z, w, f"{blk}/norm1", 1e-6), w, f"{blk}/attention/attention") * w[f"{blk}/layer_scale1/vars/0"]
+                y = _ln_of(z, w, f"{blk}/norm2", 1e-6)
+                if glu:
+                    y = y @ w[f"{blk}/mlp/weights_in/vars/0"] + w[f"{blk}/mlp/weights_in/vars/1"]
+                    a, g = np.split(y, 2, axis=-1)
+                    y = (a / (1 + np.exp(-a))) * g @ w[f"{blk}/mlp/weights_out/vars/0"] + w[f"{blk}/mlp/weights_out/vars/1"]
+                else:
+                    y = gelu(y @ w[f"{blk}/mlp/fc1/vars/0"] + w[f"{blk}/mlp/fc1/vars/1"]) @ w[f"{blk}/mlp/fc2/vars/0"] + w[f"{blk}/mlp/fc2/vars/1"]
+                z = z + y * w[f"{blk}/layer_scale2/vars/0"]
+            out.append(_ln_of(z, w, "layers/layer_normalization", 1e-6))
+        elif kind == "SigLIPBackbone":
+            v = config["vision_encoder"]["config"]
+            eps = v.get("layer_norm_epsilon", 1e-6)
+            act = lambda t: 0.5 * t * (1 + np.tanh(math.sqrt(2 / math.pi) * (t + 0.044715 * t ** 3)))  # noqa: E731 gelu_approximate
+            mlp = lambda t, g: act(t @ w[f"{g}/fc1/vars/0"] + w[f"{g}/fc1/vars/1"]) @ w[f"{g}/fc2/vars/0"] + w[f"{g}/fc2/vars/1"]  # noqa: E731
+            e = f"{SIG}/sig_lip_vision_embedding"
+            z = _conv(image, w[f"{e}/patch_embedding/vars/0"], w[f"{e}/patch_embedding/vars/1"]) + w[f"{e}/position_embedding/vars/0"][w[f"{e}/vars/0"][0]]
+            for b in range(v["num_layers"]):
+                blk = _nth(f"{SIG}/sig_lip_encoder_layer", b)
+                z = z + _keras_mha(_ln_of(z, w, f"{blk}/layer_norm1", eps), w, f"{blk}/self_attn")
+                z = z + mlp(_ln_of(z, w, f"{blk}/layer_norm2", eps), f"{blk}/mlp")
+            z = _ln_of(z, w, f"{SIG}/layer_normalization", 1e-6)  # post_layer_norm: epsilon fixed at 1e-6
+            hd = f"{SIG}/sig_lip_multi_head_attention_pooling"
+            h = _keras_mha(w[f"{hd}/vars/0"][0], w, f"{hd}/attention", z)
+            out.append((h + mlp(_ln_of(h, w, f"{hd}/layer_norm", eps), f"{hd}/mlp"))[0])
+        else:
+            v = config["vision_encoder"]["config"]
+            e = f"{CLIPV}/clip_vision_embedding"
+            z = np.concatenate([w[f"{e}/vars/0"][None], _conv(image, w[f"{e}/patch_embedding/vars/0"])])
+            z = _ln_of(z + w[f"{e}/position_embedding/vars/0"][w[f"{e}/vars/1"][0]], w, f"{CLIPV}/layer_normalization", 1e-5)
+            quick = lambda t: t / (1 + np.exp(-1.702 * t))  # noqa: E731
+            for b in range(v["num_layers"]):
+                blk = _nth(f"{CLIPV}/clip_encoder_layer", b)
+                z = z + _keras_mha(_ln_of(z, w, f"{blk}/layer_norm_1", 1e-5), w, f"{blk}/attention")
+                y = quick(_ln_of(z, w, f"{blk}/layer_norm_2", 1e-5) @ w[f"{blk}/dense_1/vars/0"] + w[f"{blk}/dense_1/vars/1"])
+                z = z + y @ w[f"{blk}/dense_2/vars/0"] + w[f"{blk}/dense_2/vars/1"]
+            out.append(_ln_of(z, w, f"{CLIPV}/layer_normalization_1", 1e-5)[0] @ w["layers/dense/vars/0"])
+    return np.stack(out).astype("float32")
+
+
+_FAMILY = {
+    "DINOV2Backbone": ("keras_hub.src.models.dinov2.dinov2_backbone", "DINOV2ImageConverter", "dinov2"),
+    "SigLIPBackbone": ("keras_hub.src.models.siglip.siglip_backbone", "SigLIPImageConverter", "siglip"),
+    "CLIPBackbone": ("keras_hub.src.models.clip.clip_backbone", "CLIPImageConverter", "clip"),
+}
+
+
+def family_config(kind, **vision):
+    """A tiny config of ``kind`` as keras-hub's ``get_config`` writes it (vision fields overridden by ``vision``)."""
+    sizes = dict(patch_size=8, hidden_dim=32, num_layers=2, num_heads=4, intermediate_dim=64, image_shape=[32, 32, 3])
+    if kind == "DINOV2Backbone":
+        return {"name": "dinov2_backbone", "trainable": True, **sizes, "layer_scale_init_value": 1.0, "num_register_tokens": 0,
+                "use_mask_token": True, "use_swiglu_ffn": False, "dropout_rate": 0.0, "drop_path_rate": 0.0,
+                "position_embedding_shape": [32, 32, 3], "antialias_in_interpolation": False, "apply_layernorm": False, **vision}
+    short = "siglip" if kind == "SigLIPBackbone" else "clip"
+    encoder = "SigLIP" if short == "siglip" else "CLIP"
+    extra = {"intermediate_activation": "gelu_approximate", "layer_norm_epsilon": 1e-6} if short == "siglip" else {
+        "intermediate_activation": "quick_gelu", "intermediate_output_index": None}
+    tower = lambda part, fields: _serialized(f"{encoder}{part}Encoder", f"keras_hub.src.models.{short}.{short}_{part.lower()}_encoder", fields)  # noqa: E731
+    config = {"name": f"{short}_backbone", "trainable": True,
+              "vision_encoder": tower("Vision", {"name": f"{short}_vision_encoder", **sizes, **extra, **vision}),
+              "text_encoder": tower("Text", {"vocabulary_size": 50, "embedding_dim": 32, "hidden_dim": 32, "num_layers": 1, "num_heads": 4,
+                                             "intermediate_dim": 64, "max_sequence_length": 8})}
+    if short == "clip":
+        config["projection_dim"] = 16
+    return config
+
+
+def write_family_preset(folder, kind, config, weights, scale=None, offset=None):
+    """A backbone preset folder as keras-hub's ``save_to_preset`` (and the converter's) write it."""
+    os.makedirs(folder, exist_ok=True)
+    module, converter, short = _FAMILY[kind]
+    dump = lambda name, value: open(os.path.join(folder, name), "w").write(json.dumps(value, indent=4))  # noqa: E731
+    dump("config.json", _serialized(kind, module, config))
+    dump("metadata.json", {"keras_version": "3.15.1", "keras_hub_version": "0.32.0", "parameter_count": 0,
+                           "date_saved": "2026-01-01@00:00:00", "tasks": []})
+    names = {"layers/dense/vars": "vision_projection", "layers/dense_1/vars": "text_projection"} if short == "clip" else {}
+    _h5(os.path.join(folder, "model.weights.h5"), weights, {"vars": f"{short}_backbone", **names})
+    size = (config if kind == "DINOV2Backbone" else config["vision_encoder"]["config"])["image_shape"][:2]
+    dump("image_converter.json", _serialized(converter, f"keras_hub.src.models.{short}.{short}_image_converter", {
+        "name": f"{short}_image_converter", "image_size": list(size), "scale": scale, "offset": offset,
+        "interpolation": "bilinear", "antialias": False, "crop_to_aspect_ratio": True, "pad_to_aspect_ratio": False}))
+    return folder

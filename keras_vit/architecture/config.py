@@ -82,7 +82,8 @@ class ViTConfig:
         position_resampling: how the position embeddings are resampled for another grid (at load, by
             ``resize_model`` and in the graph of an ``image_size=None`` model): ``"linear_aligned"`` (the
             paper's code, ``scipy.ndimage.zoom(order=1)``), ``"bicubic_torch"`` (transformers'
-            ``interpolate_pos_encoding``) or ``"bicubic_torch_antialias"`` (timm's ``resample_abs_pos_embed``).
+            ``interpolate_pos_encoding``), ``"bicubic_torch_antialias"`` (timm's ``resample_abs_pos_embed``) or
+            ``"bicubic_tf"`` (``tf.image.resize``'s bicubic: keras-hub's DINOv2 on TensorFlow).
         input_mean, input_std: per channel, in [0, 1] units: the model scales [0, 255] pixels to
             ``(x / 255 - mean) / std`` (``include_preprocessing``). 0.5 and 0.5 give the paper's [-1, 1].
 

@@ -27,7 +27,14 @@ output sample ``i`` on input sample ``j``, selected by name
   ``resample_abs_pos_embed``), which follows Pillow's ``ImagingResample``: Keys'
   kernel with ``A = -0.5`` centred on ``s * (i + 0.5)``, widened by ``s`` when
   downsampling, each row normalised to sum 1 (``HelperInterpBase::
-  _compute_indices_min_size_weights_aa``, Pillow's ``precompute_coeffs``).
+  _compute_indices_min_size_weights_aa``, Pillow's ``precompute_coeffs``). It is also TensorFlow's
+  ``tf.image.resize(method="bicubic", antialias=True)`` (``scale_and_translate_op.cc``, Keys' cubic), so
+  keras-hub's DINOv2 with ``antialias_in_interpolation`` on the TensorFlow backend.
+* ``"bicubic_tf"``: ``tf.image.resize(method="bicubic")`` without antialiasing, which ``keras.ops.image.resize``
+  calls on TensorFlow (keras-hub's DINOv2 ``_interpolate_position_embeddings``): ``ResizeBicubic`` with
+  half-pixel centres, Keys' kernel with ``A = -0.5`` at ``x = s * (i + 0.5) - 0.5``, the fraction of ``x``
+  rounded to 1/1024 (its table of coefficients, ``resize_bicubic_op.cc`` ``GetWeightsAndIndices``), taps
+  outside ``[0, old)`` given no weight and the row renormalised.
 
 Every ``M`` is built dense, each weight from the distance between output ``i``
 and input ``j`` with masks instead of windows, so the same function runs on
@@ -45,7 +52,7 @@ import keras
 import numpy as np
 from keras import ops
 
-RESAMPLING_METHODS = ("linear_aligned", "bicubic_torch", "bicubic_torch_antialias")
+RESAMPLING_METHODS = ("linear_aligned", "bicubic_torch", "bicubic_torch_antialias", "bicubic_tf")
 """The names :func:`interpolation_matrix` and :func:`resize_grid` take as ``method``."""
 
 
@@ -64,7 +71,7 @@ def check_method(method, scale_factor=None):
     >>> check_method("bicubic")
     Traceback (most recent call last):
     ...
-    ValueError: Unknown resampling method 'bicubic'; expected one of 'linear_aligned', 'bicubic_torch', 'bicubic_torch_antialias'.
+    ValueError: Unknown resampling method 'bicubic'; expected one of 'linear_aligned', 'bicubic_torch', 'bicubic_torch_antialias', 'bicubic_tf'.
     """
     if method not in RESAMPLING_METHODS:
         names = ", ".join(repr(name) for name in RESAMPLING_METHODS)
@@ -148,6 +155,19 @@ def _bicubic_torch_antialias(new, old, xp, dtype, scale):
     return weights / xp.where(total != 0.0, total, xp.ones_like(total))  # an empty row stays zero, as in torch
 
 
+def _bicubic_tf(new, old, xp, dtype, scale):
+    """``tf.image.resize(method="bicubic")``: ``A = -0.5`` at ``x = s * (i + 0.5) - 0.5``, its fraction rounded to
+    1/1024 (half to even, as ``lrintf``), the taps outside ``[0, old)`` dropped and each row renormalised."""
+    i = _cast(xp, xp.arange(new), dtype)
+    source = scale * (i + 0.5) - 0.5
+    base = xp.floor(source)
+    source = base + xp.round((source - base) * 1024.0) / 1024.0
+    j = xp.expand_dims(_cast(xp, np.arange(old), dtype), 0)
+    weights = _cubic(j - xp.expand_dims(source, 1), -0.5, xp)
+    total = xp.sum(weights, axis=1, keepdims=True)
+    return weights / xp.where(total != 0.0, total, xp.ones_like(total))
+
+
 def interpolation_matrix(new, old, xp=ops, dtype="float32", method="linear_aligned", scale_factor=None):
     """``(new, old)`` weights that resample ``old`` samples to ``new`` by ``method`` (see the module docstring).
 
@@ -175,6 +195,8 @@ def interpolation_matrix(new, old, xp=ops, dtype="float32", method="linear_align
     scale = _source_scale(new, old, xp, dtype, scale_factor)
     if method == "bicubic_torch":
         return _bicubic_torch(new, old, xp, dtype, scale)
+    if method == "bicubic_tf":
+        return _bicubic_tf(new, old, xp, dtype, scale)
     return _bicubic_torch_antialias(new, old, xp, dtype, scale)
 
 

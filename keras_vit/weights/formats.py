@@ -12,8 +12,8 @@ Four formats, told apart by content (not only by the name):
   ``.safetensors`` with the ``config.json`` beside it;
 * ``keras``: a ``.keras`` model saved by keras_vit (:mod:`keras_vit.weights.keras_file`);
 * ``keras-hub``: a keras-hub preset folder of ViT (``config.json`` of a ``ViTBackbone``, ``model.weights.h5``,
-  a ``ViTImageClassifier``'s ``task.json`` and ``task.weights.h5``: :mod:`keras_vit.weights.keras_hub`),
-  or its ``model.weights.h5``.
+  a ``ViTImageClassifier``'s ``task.json`` and ``task.weights.h5``: :mod:`keras_vit.weights.keras_hub`), of
+  DINOv2 or of SigLIP's or CLIP's image tower (:mod:`keras_vit.weights.keras_hub_family`), or its ``model.weights.h5``.
 
 :func:`describe` returns a :class:`CheckpointInfo` (shapes and settings, no
 tensor data), :func:`read` the arrays under the original keys, and
@@ -156,6 +156,7 @@ def _describe_keras_hub(path):
         path=folder, format=keras_hub.FORMAT, shapes=shapes, declared=settings["declared"],
         grid=_declared_grid(settings["expected"], shapes), class_names=settings["class_names"],
         architecture=settings["architecture"], mean=settings["mean"], std=settings["std"], notes=settings["notes"],
+        skipped=settings.get("skipped") or {}, position_resampling=settings.get("position_resampling"),
     )
 
 

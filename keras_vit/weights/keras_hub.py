@@ -1,4 +1,6 @@
-"""keras-hub presets of ViT (``ViTBackbone``, ``ViTImageClassifier``) -> the original checkpoint layout, keras-hub not imported.
+"""keras-hub presets of ViT (``ViTBackbone``, ``ViTImageClassifier``) and of the family (``DINOV2Backbone``, the image
+towers of ``SigLIPBackbone`` and ``CLIPBackbone``: :mod:`~keras_vit.weights.keras_hub_family`) -> the original checkpoint
+layout, keras-hub not imported.
 
 A preset folder (:mod:`~keras_vit.weights.keras_hub_layout` has the files and the variable paths) is read
 with ``h5py`` and ``json``: ``config.json`` declares the backbone (heads, layers, width, MLP, epsilon,
@@ -14,11 +16,13 @@ inputs) is refused by name.
 
 import json
 import os
+import re
 
 import numpy as np
 
 from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
+from keras_vit.weights import keras_hub_family as family
 from keras_vit.weights import keras_hub_layout as layout
 from keras_vit.weights.declared import declare
 from keras_vit.weights.mapping import POSEMB_KEY
@@ -50,15 +54,17 @@ def is_preset(folder):
 
 
 def _object(folder, name, expected):
-    """The ``config`` of the serialised keras-hub object in ``folder/name``, checked to be a ``expected``."""
+    """The ``config`` of the serialised keras-hub object in ``folder/name``, checked to be one of ``expected``."""
     path = os.path.join(folder, name)
     content = config_lib.read_json(path)
     found = content.get("class_name")
-    if found != expected:
+    expected = (expected,) if isinstance(expected, str) else tuple(expected)
+    if found not in expected:
         raise CheckpointError(
-            f"{path!r} is a keras-hub {found!r}; keras_vit reads keras-hub's ViT presets ({layout.BACKBONE}, "
-            f"{layout.TASK}). keras-hub's DINOv2, SigLIP, CLIP and DeiT presets are not read yet: load those "
-            "models' Hugging Face repositories (hf://...) instead."
+            f"{path!r} is a keras-hub {found!r} where keras_vit reads a {' or '.join(expected)}. keras_vit reads keras-hub's "
+            f"ViT presets ({layout.BACKBONE}, {layout.TASK}), {', '.join(family.BACKBONES)} (the image towers of "
+            "SigLIP and CLIP). keras-hub's DeiT and other presets are not read: load those models' Hugging Face "
+            "repositories (hf://...) instead."
         )
     return config_lib.json_object(content.get("config"), path, "config"), path
 
@@ -82,16 +88,22 @@ def _per_channel(value, field, path, default):
     return [float(v) for v in value]
 
 
-def _normalization(folder, settings):
-    """The image converter's scale and offset as the model's input mean and std (None without a converter)."""
+def _normalization(folder, settings, converter=layout.IMAGE_CONVERTER, default=None):
+    """The image converter's scale and offset as the model's input mean and std (without a converter: ``default``,
+    ``(label, (mean, std))`` of the published presets, or None)."""
     path = os.path.join(folder, layout.IMAGE_CONVERTER_FILE)
+    if not os.path.isfile(path) and default is not None:
+        label, (settings["mean"], settings["std"]) = default[0], map(list, default[1])
+        settings["notes"].append(f"no {layout.IMAGE_CONVERTER_FILE}: the input scaling of keras-hub's published presets "
+                                 f"of {settings['architecture']} ({label} mean and std)")
+        return
     if not os.path.isfile(path):
         settings["notes"].append(
             f"no {layout.IMAGE_CONVERTER_FILE}: the input scaling is keras_vit's [-1, 1] (keras-hub's backbone takes "
             "whatever its preprocessing gives it)"
         )
         return
-    config, _ = _object(folder, layout.IMAGE_CONVERTER_FILE, layout.IMAGE_CONVERTER)
+    config, _ = _object(folder, layout.IMAGE_CONVERTER_FILE, converter)
     scale = _per_channel(config.get("scale"), "scale", path, 1.0)
     offset = _per_channel(config.get("offset"), "offset", path, 0.0)
     if min(scale) <= 0:
@@ -107,7 +119,12 @@ def settings(folder):
     """What a preset's JSON files say: the declared record, the sizes to check against the weights, the head,
     the input scaling and the class names (see the module docstring)."""
     folder = os.fspath(folder)
-    config, path = _object(folder, layout.CONFIG_FILE, layout.BACKBONE)
+    config, path = _object(folder, layout.CONFIG_FILE, (layout.BACKBONE,) + family.BACKBONES)
+    name = config_lib.read_json(path).get("class_name")
+    if name in family.BACKBONES:
+        found = family.settings(name, config, path)
+        _normalization(folder, found, family.IMAGE_CONVERTERS[name], family.DEFAULT_NORMALIZATION[name])
+        return found
     data_format = config.get("data_format", "channels_last")
     if data_format not in (None, "channels_last"):
         raise CheckpointError(f"{path!r}: config.data_format={data_format!r}; keras_vit models take channels_last images.")
@@ -319,10 +336,54 @@ def _zeros(found, shapes_or_arrays, make):
     return {**shapes_or_arrays, **out}
 
 
+def _family_plan(folder, found):
+    """:func:`_plan` of a family backbone (:mod:`~keras_vit.weights.keras_hub_family`): ``found["skipped"]`` gets
+    ``{what: reason}`` of the weights left out on purpose (a text tower, a buffer)."""
+    files = _weight_files(folder)
+    datasets = _datasets(files)
+    names = {}
+    for file in files:
+        names.update(_group_names(file))
+    table, skip = family.resolve(found, names)
+    plan, extra, skipped = {}, [], {}
+    for name, (file, _) in datasets.items():
+        pattern = next((p for p in skip if re.search(p, name)), None)
+        if pattern is not None:
+            label = pattern.strip("^$") + ("" if pattern.endswith("$") else "*")
+            skipped[label] = (skipped.get(label, (0,))[0] + 1, skip[pattern])
+        elif name in table:
+            plan[table[name]] = (file, name)
+        else:
+            extra.append(name)
+    missing = [name for name in table if name not in datasets]
+    if missing:
+        where = os.path.basename(files[0]) if len(files) == 1 else "the shards of " + layout.SHARDED_WEIGHTS_FILE
+        raise CheckpointError(
+            f"keras-hub preset {folder!r}: {where} has no {missing[0]!r} ({table[missing[0]]} in the original layout)"
+            f"{f' and {len(missing) - 1} more' if len(missing) > 1 else ''}; the file does not match its config.json."
+        )
+    if extra:
+        raise CheckpointError(
+            f"keras-hub preset {folder!r} has {len(extra)} weight(s) a {found['architecture']} of its config.json does not "
+            f"have: {', '.join(sorted(extra)[:8])}"
+        )
+    found["skipped"] = {f"{label} ({n} tensor{'s' if n > 1 else ''})": why for label, (n, why) in skipped.items()}
+    return plan
+
+
 def shapes(folder, found):
     """``{original key: shape}`` of a preset, its data not read."""
     import h5py  # deferred: h5py, for keras-hub presets only
 
+    if found.get("family"):
+        out, plan = {}, _family_plan(folder, found)
+        for key, (file, name) in plan.items():
+            with h5py.File(file, "r") as h5:
+                out[key] = family.shape(found, key, tuple(h5[name].shape))
+        if out.pop(family.POSITION_IDS, None) is not None:  # a few integers, read now for the note
+            with h5py.File(plan[family.POSITION_IDS][0], "r") as h5:
+                family.position_ids(folder, found, h5[plan[family.POSITION_IDS][1]][()], out[POSEMB_KEY][1])
+        return {**out, **{key: shape for key, shape in found["zeros"].items()}}
     out = {}
     for key, (file, name) in _plan(folder, found).items():
         with h5py.File(file, "r") as h5:
@@ -336,13 +397,20 @@ def arrays(folder, found):
     """``{original key: np.ndarray}`` of a preset; every array read now (a damaged file fails here, named)."""
     import h5py  # deferred: h5py, for keras-hub presets only
 
+    family_weights = bool(found.get("family"))
     out = {}
-    for key, (file, name) in _plan(folder, found).items():
+    for key, (file, name) in (_family_plan if family_weights else _plan)(folder, found).items():
         try:
             with h5py.File(file, "r") as h5:
                 out[key] = np.asarray(h5[name][()])
         except (OSError, KeyError) as error:
             raise CheckpointError(f"Cannot read {name!r} from {file!r}: {error}") from error
+    if family_weights:
+        ids = out.pop(family.POSITION_IDS, None)
+        if ids is not None:  # an Embedding read at its stored indices (keras-hub's CLIP and SigLIP)
+            out[POSEMB_KEY] = out[POSEMB_KEY][family.position_ids(folder, found, ids, out[POSEMB_KEY].shape[0])]
+        out = {key: family.array(found, key, array) for key, array in out.items()}
+        return {**out, **{key: np.zeros(shape, np.float32) for key, shape in found["zeros"].items()}}
     if POSEMB_KEY in out:
         out[POSEMB_KEY] = out[POSEMB_KEY][None]
     return _zeros(found, out, lambda shape: np.zeros(shape, np.float32))

@@ -33,7 +33,7 @@ def per_channel(reference, grid, new, **kwargs):
 
 
 def test_the_names():
-    assert RESAMPLING_METHODS == ("linear_aligned", "bicubic_torch", "bicubic_torch_antialias")
+    assert RESAMPLING_METHODS == ("linear_aligned", "bicubic_torch", "bicubic_torch_antialias", "bicubic_tf")
 
 
 @pytest.mark.parametrize("method", RESAMPLING_METHODS)
@@ -174,3 +174,16 @@ def test_a_bad_scale_factor_is_refused(factor, message):
     with pytest.raises(ValueError, match=message):
         resize_grid(random_grid((2, 2)), (3, 3), xp=np, method="bicubic_torch_antialias", scale_factor=factor)
 
+
+
+@pytest.mark.parametrize("old, new", [((6, 6), (4, 4)), ((4, 4), (7, 7)), ((37, 37), (16, 16)), ((5, 7), (9, 3))])
+def test_bicubic_tf_is_keras_image_resize_on_tensorflow(old, new):
+    """keras-hub's DINOv2 resamples its position embeddings with keras.ops.image.resize (tf.image.resize on
+    TensorFlow): "bicubic_tf" without antialiasing, "bicubic_torch_antialias" with it."""
+    import keras
+
+    grid = np.random.default_rng(0).normal(size=old + (3,)).astype("float32")
+    for method, antialias in (("bicubic_tf", False), ("bicubic_torch_antialias", True)):
+        want = np.asarray(keras.ops.image.resize(grid[None], new, interpolation="bicubic", antialias=antialias))[0]
+        np.testing.assert_allclose(resize_grid(grid.astype("float64"), new, xp=np, method=method), want, atol=2e-6)
+        np.testing.assert_allclose(np.asarray(resize_grid(keras.ops.convert_to_tensor(grid), new, method=method)), want, atol=2e-6)
