@@ -63,6 +63,8 @@ def unsupported(config):
         reasons.append(f"stem={config.stem!r}: ViTBackbone cuts the image into patches itself (no ResNet or conv stem)")
     if config.image_size is None:
         reasons.append("image_size=None: ViTBackbone has a fixed image_shape; pass image_size=N to export at one size")
+    elif config.image_size[0] != config.image_size[1]:  # vit_backbone.py: "Image height and width must be equal"
+        reasons.append(f"image_size={tuple(config.image_size)}: ViTBackbone takes square images only")
     for field, paper, why in _SWITCHES:
         value = getattr(config, field)
         if value != paper:

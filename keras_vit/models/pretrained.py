@@ -87,6 +87,10 @@ def from_pretrained(source, **overrides):
     for field, value in (("input_mean", info.mean), ("input_std", info.std), ("position_resampling", info.position_resampling)):
         if value is not None and field not in overrides:  # the source's preprocessing and resampling rule
             kwargs[field] = tuple(value) if isinstance(value, list) else value
+    own_head = kwargs.get("include_top", True) and kwargs.get("num_classes") == arch["num_classes"]
+    adopted_activation = bool(info.classifier_activation) and own_head and "classifier_activation" not in overrides
+    if adopted_activation:  # the source's own head keeps the activation the source declares (keras-hub's task.json)
+        kwargs["classifier_activation"] = info.classifier_activation[0]
     name, input_tensor = kwargs.pop("name", None), kwargs.pop("input_tensor", None)
     if saved is not None:  # a keras_vit model: its whole architecture (the family's switches, a stem), the overrides applied
         config = saved.replace(**kwargs)
@@ -94,7 +98,10 @@ def from_pretrained(source, **overrides):
         config = ViTConfig(stem="resnet" if "block_units" in kwargs else None, **kwargs)
     model = build_model(config, weights=path, info=info, input_tensor=input_tensor, name=name, given=frozenset(kwargs))
     model.load_report.source = str(source)
-    if kwargs.get("include_top", True) and kwargs.get("num_classes") == arch["num_classes"]:
+    if adopted_activation:
+        model.load_report.notes.append(f"classifier_activation={kwargs['classifier_activation']!r}: the head's activation "
+                                       f"the source declares ({info.classifier_activation[1]})")
+    if own_head:
         tag = getattr(preset, "tag", None) if preset else info.tag or _hub_tag(source)
         names = class_names_of(info, arch["num_classes"], tag)
         if names:

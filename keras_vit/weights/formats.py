@@ -74,6 +74,9 @@ class CheckpointInfo:
             tower, MAE's decoder), for the load report.
         position_resampling: the layout's rule for resampling its position embeddings (timm's
             ``"bicubic_torch_antialias"``, transformers' ``"bicubic_torch"``), or None (the model's).
+        classifier_activation: ``(activation, where it is said)`` when the source declares its head's
+            activation (keras-hub's ``task.json``; None: logits), else ``()``: :func:`keras_vit.from_pretrained`
+            builds the source's own head with it unless ``classifier_activation`` is given.
         notes: what the load report should say about the reading: sentences (where the input normalisation
             comes from) and ``"key: what the conversion did"`` (a zero bias standing in, a head read as a projection).
     """
@@ -91,6 +94,7 @@ class CheckpointInfo:
     skipped: dict = dataclasses.field(default_factory=dict)
     position_resampling: str | None = None
     notes: list = dataclasses.field(default_factory=list)
+    classifier_activation: tuple = ()
 
     @property
     def layer_norm_epsilon(self):
@@ -157,7 +161,16 @@ def _describe_keras_hub(path):
         grid=_declared_grid(settings["expected"], shapes), class_names=settings["class_names"],
         architecture=settings["architecture"], mean=settings["mean"], std=settings["std"], notes=settings["notes"],
         skipped=settings.get("skipped") or {}, position_resampling=settings.get("position_resampling"),
+        classifier_activation=_task_activation(settings["task"]),
     )
+
+
+def _task_activation(task):
+    """``(activation or None for logits, said)`` of a keras-hub ``task.json``, or ``()`` without one."""
+    if task is None:
+        return ()
+    activation = None if task["activation"] in (None, "linear") else task["activation"]
+    return activation, f"task.json config.activation={task['activation']!r}"
 
 
 def _layout_settings(fmt, config, config_path, path, tensors=None, architecture=None):

@@ -15,6 +15,60 @@ from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
 
 
+TRANSFORMERS_RESCALE = 1 / 255  # BaseImageProcessor's rescale_factor when a preprocessor_config.json has none
+
+
+def _channels(value, file, field, positive):
+    if (
+        not isinstance(value, list)
+        or len(value) != 3
+        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) for v in value)
+        or (positive and min(value) <= 0)
+    ):
+        raise CheckpointError(
+            f"{file!r}: {field}={value!r}, expected 3 {'positive ' if positive else ''}numbers, one per RGB channel."
+        )
+    return [float(v) for v in value]
+
+
+def processor_normalization(processor, file, mean, std):
+    """``(mean, std, said)`` in keras_vit's terms (``(x / 255 - mean) / std`` on [0, 255] pixels) of a transformers
+    ``preprocessor_config.json``: what its image processor feeds the model, ``(x * rescale_factor - image_mean) /
+    image_std``, with ``do_rescale`` and ``do_normalize`` honoured. ``mean`` / ``std``: the layout's defaults for a
+    file that names no ``image_mean`` / ``image_std``; ``said``: None when the file says nothing of it.
+
+    Example:
+    >>> processor_normalization({"rescale_factor": 1 / 127.5, "image_mean": [1, 1, 1], "image_std": [1, 1, 1]},
+    ...                         "p.json", [0.5] * 3, [0.5] * 3)[:2]
+    ([0.5, 0.5, 0.5], [0.5, 0.5, 0.5])
+    >>> processor_normalization({"do_normalize": False}, "p.json", [0.5] * 3, [0.5] * 3)[:2]
+    ([0.0, 0.0, 0.0], [1.0, 1.0, 1.0])
+    """
+    said = []
+    factor = TRANSFORMERS_RESCALE
+    if processor.get("do_rescale", True) is False:
+        factor, said = 1.0, ["do_rescale=false"]
+    elif "rescale_factor" in processor:
+        factor = processor["rescale_factor"]
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not np.isfinite(factor) or factor <= 0:
+            raise CheckpointError(f"{file!r}: rescale_factor={factor!r}, expected a positive number (1/255 scales to [0, 1]).")
+        if not np.isclose(factor, TRANSFORMERS_RESCALE, rtol=1e-6, atol=0):
+            said.append(f"rescale_factor={factor!r}")
+    if processor.get("do_normalize", True) is False:
+        mean, std = [0.0] * 3, [1.0] * 3
+        said.append("do_normalize=false")
+    elif processor.get("image_mean") is not None and processor.get("image_std") is not None:
+        mean = _channels(processor["image_mean"], file, "image_mean", False)
+        std = _channels(processor["image_std"], file, "image_std", True)
+        said.append(f"image_mean={processor['image_mean']!r}, image_std={processor['image_std']!r}")
+    else:
+        for field in ("image_mean", "image_std"):  # one without the other is still checked
+            if processor.get(field) is not None:
+                _channels(processor[field], file, field, field == "image_std")
+    scale = 255.0 * factor  # x * factor = (x / 255) * scale
+    return [float(m) / scale for m in mean], [float(s) / scale for s in std], ", ".join(said) or None
+
+
 def normalization_settings(path, settings, config_path):
     """The settings with the input mean and std checked: timm's ``pretrained_cfg``, else a transformers
     ``preprocessor_config.json`` next to the weights, if any."""
@@ -22,9 +76,9 @@ def normalization_settings(path, settings, config_path):
     folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
     file = os.path.join(folder, "preprocessor_config.json")
     if settings.get("mean") is None and os.path.isfile(file):
-        config = config_lib.read_json(file)
-        if config.get("do_normalize", True):
-            settings["mean"], settings["std"] = config.get("image_mean"), config.get("image_std")
+        mean, std, said = processor_normalization(config_lib.read_json(file), file, [0.5] * 3, [0.5] * 3)
+        if said is not None:  # a file that says nothing of it: keras_vit's [-1, 1], transformers' ViT default too
+            settings["mean"], settings["std"] = mean, std
             where = (file, "image_mean", "image_std")
     for value, field in ((settings.get("mean"), where[1]), (settings.get("std"), where[2])):
         if value is None:

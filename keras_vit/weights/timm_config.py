@@ -23,6 +23,7 @@ import re
 import numpy as np
 
 from keras_vit.errors import CheckpointError
+from keras_vit.layers.kernels import ACTIVATIONS as MLP_ACTIVATIONS
 from keras_vit.weights import config as config_lib
 from keras_vit.weights import declared as declared_lib
 from keras_vit.weights.declared import declare
@@ -173,7 +174,13 @@ def activation_of(resolved, seen, path):
         return "gelu", None
     if act is not None and not isinstance(act, str):
         raise CheckpointError(f"{path!r}: model_args.act_layer={act!r}, expected the name of an activation.")
-    return declared_lib.activation(act), said
+    name = declared_lib.activation(act)
+    if name not in MLP_ACTIVATIONS:
+        raise CheckpointError(
+            f"{path!r}: {said or f'act_layer={act!r}'}: keras_vit's MLP has no such activation "
+            f"(it has {', '.join(MLP_ACTIVATIONS)})."
+        )
+    return name, said
 
 
 def epsilon_of(resolved, seen, path, weights):

@@ -78,6 +78,7 @@ def test_a_backbone_without_top_is_a_backbone_preset(tmp_path):
     (lambda: keras_vit.HybridViT(block_units=(1,), width=0.5, image_size=32, hidden_size=32, num_layers=1,
                                  num_heads=2, mlp_dim=64, num_classes=3), r"stem='resnet': ViTBackbone cuts the image"),
     (lambda: keras_vit.ViT(**dict(TINY, image_size=None)), r"image_size=None: ViTBackbone has a fixed image_shape"),
+    (lambda: keras_vit.ViT(**dict(TINY, image_size=(32, 48))), r"image_size=\(32, 48\): ViTBackbone takes square images only"),
     (lambda: keras_vit.ViT(**TINY, layer_scale_init=1e-5, qkv_bias=False),
      r"layer_scale_init=1e-05: LayerScale; qkv_bias=False: query/key/value without biases"),
 ])
@@ -108,3 +109,18 @@ def test_cli_export_format_keras_hub(tmp_path, capsys):
     assert code == 0, capsys.readouterr().err
     assert "PASSED" in capsys.readouterr().out
     assert json.loads((tmp_path / "p" / "metadata.json").read_text())["class_names"] == list("abcde")
+
+
+@pytest.mark.parametrize("activation", ["sigmoid", None, "softmax"])
+def test_the_heads_activation_survives_the_round_trip(tmp_path, activation):
+    """task.json's activation is the head's: from_pretrained builds it for the source's own head (a sigmoid
+    multi-label model once came back with softmax), and a new head keeps keras_vit's default."""
+    model = randomized(keras_vit.ViT(**TINY, classifier_activation=activation))
+    export_model(model, "keras-hub", str(tmp_path / "p"))
+    loaded = keras_vit.from_pretrained(str(tmp_path / "p"))
+    x = images(2, 32)
+    assert loaded.vit_config.classifier_activation == activation
+    np.testing.assert_allclose(np.asarray(loaded(x)), np.asarray(model(x)), rtol=1e-5, atol=1e-6)
+    assert f"classifier_activation={activation!r}: the head's activation the source declares" in str(loaded.load_report)
+    other = keras_vit.from_pretrained(str(tmp_path / "p"), num_classes=7)
+    assert other.vit_config.classifier_activation == "softmax"

@@ -329,3 +329,18 @@ def test_the_family_page_names_every_preset_with_the_count_keras_vit_info_prints
     compared = [(name, int(count.replace(",", ""))) for name, count in written if name in printed]
     assert len(compared) >= 3, written
     assert [(name, printed[name]) for name, _ in compared] == compared
+
+
+def test_an_activation_keras_vit_lacks_is_refused_naming_the_file_and_field(tmp_path):
+    """model_args.act_layer='relu': a CheckpointError naming config.json and the field, not ViTConfig's ValueError."""
+    from keras_vit.errors import CheckpointError
+
+    args = dict(patch_size=8, embed_dim=32, depth=1, num_heads=2, img_size=32, num_classes=5)
+    folder = tmp_path / "relu"
+    folder.mkdir()
+    safetensors_numpy.save_file(reference_timm.state_dict(args), str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps({"architecture": "vit_tiny_patch16_224",
+                                                    "model_args": dict(args, act_layer="relu")}))
+    with pytest.raises(CheckpointError, match=r"config\.json.*model_args\.act_layer='relu': keras_vit's MLP has no such "
+                                              r"activation \(it has gelu, gelu_tanh, quick_gelu, silu\)"):
+        keras_vit.from_pretrained(str(folder))

@@ -278,3 +278,39 @@ def test_another_resolution_resamples_the_positions_as_interpolate_pos_encoding(
     x = images(size=56)
     mean, std = processor or DEFAULT_NORMALIZATION[model_type]
     assert_close(np.asarray(model(x)), ref.forward(model_type, x, resized, config, mean, std))
+
+
+@pytest.mark.parametrize("processor, feeds", [
+    ({"do_rescale": True, "rescale_factor": 1 / 127.5, "image_mean": [1, 1, 1], "image_std": [1, 1, 1]},
+     ([0.5] * 3, [0.5] * 3)),  # x / 127.5 - 1
+    ({"do_rescale": False, "image_mean": [127.5] * 3, "image_std": [127.5] * 3}, ([0.5] * 3, [0.5] * 3)),
+    ({"do_normalize": False, "rescale_factor": 1 / 255}, ([0.0] * 3, [1.0] * 3)),  # x / 255
+])
+def test_the_image_processors_rescale_and_normalize_are_what_the_model_computes(tmp_path, processor, feeds):
+    """``(x * rescale_factor - image_mean) / image_std`` as transformers' image processor computes it, with
+    ``do_rescale`` and ``do_normalize`` honoured (a rescale_factor other than 1/255 was once dropped silently)."""
+    import keras_vit
+
+    model_type, config, _, _ = CASES["dinov2_classifier"]
+    folder, sd = write_folder(tmp_path / "m", model_type, config, None)
+    with open(os.path.join(folder, "preprocessor_config.json"), "w") as f:
+        json.dump(processor, f)
+    model = keras_vit.from_pretrained(folder, classifier_activation=None)
+    x = images()
+    assert_close(np.asarray(model(x)), ref.forward(model_type, x, sd, config, *feeds))
+    plain = keras_vit.ViT(image_size=32, patch_size=8, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64,
+                          layer_scale_init=1.0, pooling="token_gap_concat", num_classes=5, layer_norm_epsilon=1e-6,
+                          classifier_activation=None, weights=folder)  # the model's own [-1, 1]: the difference folded
+    assert_close(np.asarray(plain(x)), ref.forward(model_type, x, sd, config, *feeds))
+
+
+def test_a_rescale_factor_that_is_not_a_positive_number_is_refused_by_name(tmp_path):
+    import keras_vit
+    from keras_vit.errors import CheckpointError
+
+    model_type, config, _, _ = CASES["dinov2_classifier"]
+    folder, _ = write_folder(tmp_path / "m", model_type, config, None)
+    with open(os.path.join(folder, "preprocessor_config.json"), "w") as f:
+        json.dump({"rescale_factor": -1}, f)
+    with pytest.raises(CheckpointError, match=r"preprocessor_config\.json': rescale_factor=-1, expected a positive number"):
+        keras_vit.from_pretrained(folder)

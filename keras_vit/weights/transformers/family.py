@@ -21,6 +21,7 @@ import os
 from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
 from keras_vit.weights.declared import activation, declare
+from keras_vit.weights.input_normalization import processor_normalization
 
 IMAGENET = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
 CLIP_MEAN_STD = ((0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711))
@@ -221,16 +222,7 @@ def normalization(settings, folder, model_type):
     label, (mean, std) = DEFAULT_NORMALIZATION[LAYOUT_OF[model_type]]
     said = None
     if os.path.isfile(file):
-        processor = config_lib.read_json(file)
-        if processor.get("do_normalize", True) is False:
-            mean, std, said = (0.0, 0.0, 0.0), (1.0, 1.0, 1.0), "do_normalize=false"
-        else:
-            found = [processor.get("image_mean"), processor.get("image_std")]
-            for value, field in zip(found, ("image_mean", "image_std")):
-                if value is not None and not _channels(value, field == "image_std"):
-                    raise CheckpointError(f"{file!r}: {field}={value!r}, expected 3 {'positive ' if field == 'image_std' else ''}numbers, one per RGB channel.")
-            if found[0] is not None and found[1] is not None:
-                (mean, std), said = found, f"image_mean={found[0]!r}, image_std={found[1]!r}"
+        mean, std, said = processor_normalization(config_lib.read_json(file), file, list(mean), list(std))
     if said is None:
         settings["notes"].append(
             f"no image_mean / image_std in a preprocessor_config.json beside the weights: {label} mean and std, "
@@ -239,9 +231,3 @@ def normalization(settings, folder, model_type):
         settings["notes"].append(f"input normalisation from preprocessor_config.json: {said}")
     settings["mean"], settings["std"] = [float(v) for v in mean], [float(v) for v in std]
     return settings
-
-
-def _channels(value, positive):
-    return (isinstance(value, list) and len(value) == 3
-            and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf") for v in value)
-            and (not positive or min(value) > 0))
