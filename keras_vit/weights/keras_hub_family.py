@@ -364,7 +364,7 @@ def task_reason(class_name, task, path):
     The backbone loads; the head is not loaded.
 
     Example:
-    >>> task_reason("DeiTBackbone", {"pooling": "token", "num_classes": 1000}, "task.json")[:58]
+    >>> task_reason("DeiTBackbone", {"pooling": "token", "num_classes": 1000}, "task.json")[:57]
     "DeiTImageClassifier's head (1000 classes) reads the class"
     """
     pooling = task.get("pooling", "token")
