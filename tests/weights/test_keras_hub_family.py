@@ -161,11 +161,11 @@ def test_what_keras_vit_cannot_compute_the_same_way_is_refused(tmp_path):
     with pytest.raises(CheckpointError, match=r"config.vision_encoder.config.layer_norm_epsilon=1e-05: keras-hub's "
                                               r"SigLIPVisionEncoder keeps 1e-6 in its post_layer_norm"):
         keras_vit.from_pretrained(str(tmp_path / "s"))
-    preset(tmp_path / "beit", "DINOV2Backbone")
-    (tmp_path / "beit" / "config.json").write_text('{"class_name": "BEiTBackbone", "registered_name": "keras_hub>BEiTBackbone", "config": {}}')
-    with pytest.raises(CheckpointError, match=r"config.json' is a keras-hub 'BEiTBackbone' where keras_vit reads a ViTBackbone or "
+    preset(tmp_path / "mit", "DINOV2Backbone")
+    (tmp_path / "mit" / "config.json").write_text('{"class_name": "MiTBackbone", "registered_name": "keras_hub>MiTBackbone", "config": {}}')
+    with pytest.raises(CheckpointError, match=r"config.json' is a keras-hub 'MiTBackbone' where keras_vit reads a ViTBackbone or "
                                               r"DINOV2Backbone or SigLIPBackbone or CLIPBackbone or DeiTBackbone.*hf://"):
-        keras_vit.from_pretrained(str(tmp_path / "beit"))
+        keras_vit.from_pretrained(str(tmp_path / "mit"))
     preset(tmp_path / "d", "DINOV2Backbone", position_embedding_shape=[48, 48, 3])
     with h5py.File(tmp_path / "d" / "model.weights.h5", "a") as f:
         del f["layers/dinov2_embedding/vars/3"]

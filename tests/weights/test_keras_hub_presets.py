@@ -73,10 +73,10 @@ def test_what_keras_vit_cannot_compute_the_same_way_is_refused(tmp_path):
     preset(tmp_path / "gap", task_config={"pooling": "gap"})  # keras-hub averages the class token too
     with pytest.raises(CheckpointError, match=r"task.json.*pooling='gap' with use_class_token=true averages the class token"):
         keras_vit.from_pretrained(str(tmp_path / "gap"))
-    preset(tmp_path / "deit")  # DINOv2, SigLIP and CLIP are read: tests/weights/test_keras_hub_family.py
-    (tmp_path / "deit" / "config.json").write_text('{"class_name": "DeiTBackbone", "registered_name": "keras_hub>DeiTBackbone", "config": {}}')
-    with pytest.raises(CheckpointError, match=r"config.json' is a keras-hub 'DeiTBackbone' where keras_vit reads a ViTBackbone"):
-        keras_vit.from_pretrained(str(tmp_path / "deit"))
+    preset(tmp_path / "mit")  # DINOv2, SigLIP, CLIP and DeiT are read: tests/weights/test_keras_hub_family.py
+    (tmp_path / "mit" / "config.json").write_text('{"class_name": "MiTBackbone", "registered_name": "keras_hub>MiTBackbone", "config": {}}')
+    with pytest.raises(CheckpointError, match=r"config.json' is a keras-hub 'MiTBackbone' where keras_vit reads a ViTBackbone"):
+        keras_vit.from_pretrained(str(tmp_path / "mit"))
 
 
 def test_a_weight_missing_from_the_h5_file_is_named(tmp_path):
