@@ -108,11 +108,30 @@ def _normalization(folder, settings, converter=layout.IMAGE_CONVERTER, default=N
     offset = _per_channel(config.get("offset"), "offset", path, 0.0)
     if min(scale) <= 0:
         raise CheckpointError(f"{path!r}: config.scale={config.get('scale')!r}, expected positive numbers.")
+    if "mean" in config or "variance" in config:
+        scale, offset = _old_mean_variance(config, scale, path)
     settings["mean"], settings["std"] = layout.mean_std(scale, offset)
     settings["notes"].append(
         f"input scaling from {layout.IMAGE_CONVERTER_FILE}: scale={scale}, offset={offset} -> "
         f"input_mean={[round(v, 6) for v in settings['mean']]}, input_std={[round(v, 6) for v in settings['std']]}"
     )
+
+
+def _old_mean_variance(config, scale, path):
+    """``(scale, offset)`` of a converter saved with keras-hub's old argument names, as ``ImageConverter.__init__``
+    computes them: ``std = sqrt(variance)``, ``scale / std``, ``offset = -mean / std`` (the file's offset unused)."""
+    raw = config.get("scale")
+    if not ("mean" in config and "variance" in config) or isinstance(raw, bool) or not isinstance(raw, (int, float)):
+        raise CheckpointError(
+            f"{path!r}: config has {'mean' if 'mean' in config else 'variance'}={config.get('mean', config.get('variance'))!r}; "
+            "keras-hub's ImageConverter reads its old arguments mean and variance together, with a single number "
+            "as scale, and fails otherwise.")
+    mean = _per_channel(config["mean"], "mean", path, 0.0)
+    variance = _per_channel(config["variance"], "variance", path, 1.0)
+    if min(variance) <= 0:
+        raise CheckpointError(f"{path!r}: config.variance={config['variance']!r}, expected positive numbers.")
+    std = [float(np.sqrt(v)) for v in variance]
+    return [s / d for s, d in zip(scale, std)], [-m / d for m, d in zip(mean, std)]
 
 
 def settings(folder):
