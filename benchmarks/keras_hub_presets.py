@@ -9,10 +9,12 @@
   ``save_to_preset`` and predicts; ``keras_vit.from_pretrained(DIR)`` loads that folder and is compared.
 
 With ``--family``: keras-hub builds a ``DINOV2Backbone`` (plain; registers + SwiGLU with its position table
-resampled to ``image_shape``; registers with the antialiased resampling), a ``SigLIPBackbone`` and a
-``CLIPBackbone`` of the ``--family-width`` with random weights and an ImageNet converter, saves each with
-``save_to_preset`` and computes its output (DINOv2's tokens, the towers' ``get_vision_embeddings``) on the same
-images; ``keras_vit.from_pretrained`` loads each folder and is compared (relative to the output's scale).
+resampled to ``image_shape``; registers with the antialiased resampling), a ``SigLIPBackbone``, a
+``CLIPBackbone``, a ``DeiTBackbone`` and a ``DeiTImageClassifier`` (epsilon 1e-12; its head is left out) of the
+``--family-width`` with random weights and an ImageNet converter, saves each with ``save_to_preset`` and computes
+its output (DINOv2's tokens, the towers' ``get_vision_embeddings``, the mean of DeiT's class and distillation
+tokens) on the same images; ``keras_vit.from_pretrained`` loads each folder and is compared (relative to the
+output's scale).
 
 Prints one JSON line per direction (max |difference| of the logits, the bar 5e-5) and exits 1 if one misses it.
 keras-hub is imported only in the peer process (``--peer``), never in keras_vit's.
@@ -30,7 +32,7 @@ import numpy as np
 BAR = 5e-5
 
 
-FAMILY = ("dinov2", "dinov2_registers_swiglu_resampled", "dinov2_registers_antialias", "siglip", "clip")
+FAMILY = ("dinov2", "dinov2_registers_swiglu_resampled", "dinov2_registers_antialias", "siglip", "clip", "deit", "deit_classifier")
 
 
 def _family_peer(args, x):
@@ -58,9 +60,12 @@ def _family_peer(args, x):
             SigLIPVisionEncoder(patch_size=16, image_shape=(size, size, 3), **sizes), SigLIPTextEncoder(**text)),
         "clip": lambda: keras_hub.models.CLIPBackbone(
             CLIPVisionEncoder(patch_size=16, image_shape=(size, size, 3), **sizes), CLIPTextEncoder(**text), projection_dim=64),
+        "deit": lambda: keras_hub.models.DeiTBackbone(patch_size=16, image_shape=(size, size, 3), **sizes),
+        "deit_classifier": lambda: keras_hub.models.DeiTImageClassifier(  # saved with task.json: its head is left out
+            keras_hub.models.DeiTBackbone(patch_size=16, image_shape=(size, size, 3), layer_norm_epsilon=1e-12, **sizes), num_classes=10),
     }
     converters = {"dinov2": keras_hub.layers.DINOV2ImageConverter, "siglip": keras_hub.layers.SigLIPImageConverter,
-                  "clip": keras_hub.layers.CLIPImageConverter}
+                  "clip": keras_hub.layers.CLIPImageConverter, "deit": keras_hub.layers.DeiTImageConverter}
     std, mean = [0.229, 0.224, 0.225], [0.485, 0.456, 0.406]
     rng = np.random.default_rng(0)
     for name in FAMILY:
@@ -76,7 +81,10 @@ def _family_peer(args, x):
         converter.save_to_preset(folder)
         loaded = keras_hub.models.Backbone.from_preset(folder)  # what from_preset computes (DINOv2 resamples on load)
         y = np.asarray(converter(x))
-        out = loaded({"images": y}) if name.startswith("dinov2") else loaded.get_vision_embeddings(y)
+        if name.startswith("deit"):  # every token after the final norm: keras_vit's DeiT gives the mean of the first two
+            out = np.asarray(loaded(y))[:, :2].mean(axis=1)
+        else:
+            out = loaded({"images": y}) if name.startswith("dinov2") else loaded.get_vision_embeddings(y)
         np.save(os.path.join(args.dir, name + ".npy"), np.asarray(out))
     print(json.dumps({"keras_hub": keras_hub.__version__}))
 

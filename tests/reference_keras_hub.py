@@ -182,6 +182,7 @@ def write_preset(folder, config, backbone, task=None, task_config=None, scale=No
 DINO_EMBED, DINO_BLOCK = "layers/dinov2_embedding", "layers/dinov2_encoder/layers/dinov2_layer"
 SIG = "layers/sig_lip_vision_encoder/layers"
 CLIPV = "layers/clip_vision_encoder/layers"
+DEIT_EMBED, DEIT_BLOCK = "layers/dei_t_embeddings", "layers/dei_t_encoder/encoder_layers/dei_t_encoder_block"
 
 
 def _nth(prefix, i):
@@ -209,7 +210,7 @@ def family_weights(kind, config, seed=0):
     """``{h5 path: array}`` of a random keras-hub ``DINOV2Backbone`` / ``SigLIPBackbone`` / ``CLIPBackbone`` (text towers too)."""
     rng = np.random.default_rng(seed)
     r = lambda *shape, s=0.2: rng.normal(0, s, shape).astype("float32")  # noqa: E731
-    v = config if kind == "DINOV2Backbone" else config["vision_encoder"]["config"]
+    v = config if kind in ("DINOV2Backbone", "DeiTBackbone") else config["vision_encoder"]["config"]
     d, heads, inner, p = v["hidden_dim"], v["num_heads"], v["intermediate_dim"], v["patch_size"]
     n = (v["image_shape"][0] // p) * (v["image_shape"][1] // p)
     w = {}
@@ -236,6 +237,18 @@ def family_weights(kind, config, seed=0):
                       f"{blk}/layer_scale1/vars/0": r(d, s=0.5), f"{blk}/layer_scale2/vars/0": r(d, s=0.5)})
             w.update({**_dense(r, f"{blk}/mlp/weights_in", d, 2 * h), **_dense(r, f"{blk}/mlp/weights_out", h, d)} if glu else
                      {**_dense(r, f"{blk}/mlp/fc1", d, inner), **_dense(r, f"{blk}/mlp/fc2", inner, d)})
+        return w
+    if kind == "DeiTBackbone":  # deit_layers.py: DeiTEmbeddings' class_token, distillation_token, position_embedding
+        bias = config.get("use_mha_bias", True)
+        w.update({f"{DEIT_EMBED}/vars/0": r(1, 1, d), f"{DEIT_EMBED}/vars/1": r(1, 1, d), f"{DEIT_EMBED}/vars/2": r(1, n + 2, d),
+                  f"{DEIT_EMBED}/patch_embedding/vars/0": r(p, p, 3, d, s=0.05), f"{DEIT_EMBED}/patch_embedding/vars/1": r(d),
+                  **_ln(r, "layers/dei_t_encoder/layer_norm", d)})
+        for b in range(config["num_layers"]):
+            blk = _nth(DEIT_BLOCK, b)
+            mha = _mha_weights(r, f"{blk}/mha", d, heads)
+            w.update({**_ln(r, f"{blk}/layer_norm_1", d), **_ln(r, f"{blk}/layer_norm_2", d),
+                      **{k: a for k, a in mha.items() if bias or k.endswith("/0")},
+                      **_dense(r, f"{blk}/mlp/dense", d, inner), **_dense(r, f"{blk}/output_layer/dense", inner, d)})
         return w
     if kind == "SigLIPBackbone":
         e, hd = f"{SIG}/sig_lip_vision_embedding", f"{SIG}/sig_lip_multi_head_attention_pooling"
@@ -264,12 +277,12 @@ def family_weights(kind, config, seed=0):
 
 
 def _keras_mha(x, w, g, kv=None):
-    """Keras MultiHeadAttention (EinsumDense kernels (D, heads, hd)), query ``x`` over ``kv``."""
+    """Keras MultiHeadAttention (EinsumDense kernels (D, heads, hd); no biases with use_bias=False), query ``x`` over ``kv``."""
     kv = x if kv is None else kv
-    q, k, v = (np.einsum("nd,dhk->nhk", a, w[f"{g}/{n}_dense/vars/0"]) + w[f"{g}/{n}_dense/vars/1"]
+    q, k, v = (np.einsum("nd,dhk->nhk", a, w[f"{g}/{n}_dense/vars/0"]) + w.get(f"{g}/{n}_dense/vars/1", 0.0)
                for a, n in ((x, "query"), (kv, "key"), (kv, "value")))
     a = softmax(np.einsum("nhk,mhk->hnm", q / math.sqrt(q.shape[-1]), k))
-    return np.einsum("nhk,hkd->nd", np.einsum("hnm,mhk->nhk", a, v), w[f"{g}/output_dense/vars/0"]) + w[f"{g}/output_dense/vars/1"]
+    return np.einsum("nhk,hkd->nd", np.einsum("hnm,mhk->nhk", a, v), w[f"{g}/output_dense/vars/0"]) + w.get(f"{g}/output_dense/vars/1", 0.0)
 
 
 def _conv(image, kernel, bias=0.0):
@@ -312,6 +325,16 @@ def family_forward(images, kind, config, w, scale=None, offset=None, resized_pos
                     y = gelu(y @ w[f"{blk}/mlp/fc1/vars/0"] + w[f"{blk}/mlp/fc1/vars/1"]) @ w[f"{blk}/mlp/fc2/vars/0"] + w[f"{blk}/mlp/fc2/vars/1"]
                 z = z + y * w[f"{blk}/layer_scale2/vars/0"]
             out.append(_ln_of(z, w, "layers/layer_normalization", 1e-6))
+        elif kind == "DeiTBackbone":  # DeiTEmbeddings, DeiTEncoderBlock (ln_1, mha, ln_2, Dense gelu, Dense + residual), ln
+            eps = config.get("layer_norm_epsilon", 1e-6)
+            z = _conv(image, w[f"{DEIT_EMBED}/patch_embedding/vars/0"], w[f"{DEIT_EMBED}/patch_embedding/vars/1"])
+            z = np.concatenate([w[f"{DEIT_EMBED}/vars/0"][0], w[f"{DEIT_EMBED}/vars/1"][0], z]) + w[f"{DEIT_EMBED}/vars/2"][0]
+            for b in range(config["num_layers"]):
+                blk = _nth(DEIT_BLOCK, b)
+                z = z + _keras_mha(_ln_of(z, w, f"{blk}/layer_norm_1", eps), w, f"{blk}/mha")
+                y = gelu(_ln_of(z, w, f"{blk}/layer_norm_2", eps) @ w[f"{blk}/mlp/dense/vars/0"] + w[f"{blk}/mlp/dense/vars/1"])
+                z = z + y @ w[f"{blk}/output_layer/dense/vars/0"] + w[f"{blk}/output_layer/dense/vars/1"]
+            out.append(_ln_of(z, w, "layers/dei_t_encoder/layer_norm", eps))
         elif kind == "SigLIPBackbone":
             v = config["vision_encoder"]["config"]
             eps = v.get("layer_norm_epsilon", 1e-6)
@@ -346,12 +369,16 @@ _FAMILY = {
     "DINOV2Backbone": ("keras_hub.src.models.dinov2.dinov2_backbone", "DINOV2ImageConverter", "dinov2"),
     "SigLIPBackbone": ("keras_hub.src.models.siglip.siglip_backbone", "SigLIPImageConverter", "siglip"),
     "CLIPBackbone": ("keras_hub.src.models.clip.clip_backbone", "CLIPImageConverter", "clip"),
+    "DeiTBackbone": ("keras_hub.src.models.deit.deit_backbone", "DeiTImageConverter", "deit"),
 }
 
 
 def family_config(kind, **vision):
     """A tiny config of ``kind`` as keras-hub's ``get_config`` writes it (vision fields overridden by ``vision``)."""
     sizes = dict(patch_size=8, hidden_dim=32, num_layers=2, num_heads=4, intermediate_dim=64, image_shape=[32, 32, 3])
+    if kind == "DeiTBackbone":
+        return {"name": "dei_t_backbone", "trainable": True, **sizes, "dropout_rate": 0.0, "attention_dropout": 0.0,
+                "layer_norm_epsilon": 1e-6, "use_mha_bias": True, **vision}
     if kind == "DINOV2Backbone":
         return {"name": "dinov2_backbone", "trainable": True, **sizes, "layer_scale_init_value": 1.0, "num_register_tokens": 0,
                 "use_mask_token": True, "use_swiglu_ffn": False, "dropout_rate": 0.0, "drop_path_rate": 0.0,
@@ -370,8 +397,9 @@ def family_config(kind, **vision):
     return config
 
 
-def write_family_preset(folder, kind, config, weights, scale=None, offset=None):
-    """A backbone preset folder as keras-hub's ``save_to_preset`` (and the converter's) write it."""
+def write_family_preset(folder, kind, config, weights, scale=None, offset=None, task=None):
+    """A backbone preset folder as keras-hub's ``save_to_preset`` (and the converter's) write it; ``task``
+    (``{"pooling", "num_classes"}``): a ``DeiTImageClassifier``'s ``task.json`` and ``task.weights.h5`` beside it."""
     os.makedirs(folder, exist_ok=True)
     module, converter, short = _FAMILY[kind]
     dump = lambda name, value: open(os.path.join(folder, name), "w").write(json.dumps(value, indent=4))  # noqa: E731
@@ -380,7 +408,16 @@ def write_family_preset(folder, kind, config, weights, scale=None, offset=None):
                            "date_saved": "2026-01-01@00:00:00", "tasks": []})
     names = {"layers/dense/vars": "vision_projection", "layers/dense_1/vars": "text_projection"} if short == "clip" else {}
     _h5(os.path.join(folder, "model.weights.h5"), weights, {"vars": f"{short}_backbone", **names})
-    size = (config if kind == "DINOV2Backbone" else config["vision_encoder"]["config"])["image_shape"][:2]
+    size = (config if kind in ("DINOV2Backbone", "DeiTBackbone") else config["vision_encoder"]["config"])["image_shape"][:2]
+    if task is not None:
+        d, classes = config["hidden_dim"], task.get("num_classes", 5)
+        dump("task.json", _serialized("DeiTImageClassifier", "keras_hub.src.models.deit.deit_image_classifier", {
+            "backbone": _serialized(kind, module, config), "name": "dei_t_image_classifier", "num_classes": classes,
+            "pooling": task.get("pooling", "token"), "activation": None, "dropout": 0.0}))
+        head = np.random.default_rng(1).normal(0, 0.2, (d + 1, classes)).astype("float32")
+        _h5(os.path.join(folder, "task.weights.h5"), {"layers/dense/vars/0": head[:d], "layers/dense/vars/1": head[d],
+                                                     "optimizer/vars/0": np.int64(0)},
+            {"vars": "dei_t_image_classifier", "layers/dense/vars": "predictions"})
     dump("image_converter.json", _serialized(converter, f"keras_hub.src.models.{short}.{short}_image_converter", {
         "name": f"{short}_image_converter", "image_size": list(size), "scale": scale, "offset": offset,
         "interpolation": "bilinear", "antialias": False, "crop_to_aspect_ratio": True, "pad_to_aspect_ratio": False}))

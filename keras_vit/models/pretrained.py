@@ -83,7 +83,7 @@ def from_pretrained(source, **overrides):
     info = formats.describe(path, architecture=getattr(preset, "architecture", None))  # a Hub preset may name one
     saved = saved_config(path, info)
     arch = saved_architecture(saved) if saved else architecture.infer(info, str(source), known_heads=_registered_heads())
-    kwargs = arguments(arch, overrides, source)
+    kwargs = arguments(arch, overrides, source, no_head=[f"{k}: {v}" for k, v in info.skipped.items() if k.startswith("head")])
     for field, value in (("input_mean", info.mean), ("input_std", info.std), ("position_resampling", info.position_resampling)):
         if value is not None and field not in overrides:  # the source's preprocessing and resampling rule
             kwargs[field] = tuple(value) if isinstance(value, list) else value
@@ -154,8 +154,9 @@ def locate(source, image_size=None):
     )
 
 
-def arguments(arch, overrides, source):
-    """Builder keyword arguments: the architecture ``arch`` read from ``source``, with ``overrides`` checked and applied."""
+def arguments(arch, overrides, source, no_head=()):
+    """Builder keyword arguments: the architecture ``arch`` read from ``source``, with ``overrides`` checked and applied
+    (``no_head``: why the source's own head was left out, named when a head is asked for without ``num_classes``)."""
     if "weights" in overrides:
         raise ValueError(f"from_pretrained loads the weights of {str(source)!r}; it takes no `weights` argument.")
     unknown = sorted(set(overrides) - set(FROM_FILE) - set(OVERRIDES))
@@ -187,8 +188,8 @@ def arguments(arch, overrides, source):
     kwargs["include_top"] = overrides.get("include_top", num_classes is not None)
     if kwargs["include_top"] and num_classes is None:
         raise ValueError(
-            f"{str(source)!r} has no classification head: pass num_classes=N for a new, zero-initialised head, "
-            "or include_top=False for the pooled features."
+            f"{str(source)!r} has no classification head{' keras_vit can load (' + '; '.join(no_head) + ')' if no_head else ''}: "
+            "pass num_classes=N for a new, zero-initialised head, or include_top=False for the pooled features."
         )
     if num_classes is not None:
         kwargs["num_classes"] = num_classes

@@ -1,6 +1,6 @@
-"""keras-hub presets of ViT (``ViTBackbone``, ``ViTImageClassifier``) and of the family (``DINOV2Backbone``, the image
-towers of ``SigLIPBackbone`` and ``CLIPBackbone``: :mod:`~keras_vit.weights.keras_hub_family`) -> the original checkpoint
-layout, keras-hub not imported.
+"""keras-hub presets of ViT (``ViTBackbone``, ``ViTImageClassifier``) and of the family (``DINOV2Backbone``, ``DeiTBackbone``,
+the image towers of ``SigLIPBackbone`` and ``CLIPBackbone``: :mod:`~keras_vit.weights.keras_hub_family`) -> the original
+checkpoint layout, keras-hub not imported.
 
 A preset folder (:mod:`~keras_vit.weights.keras_hub_layout` has the files and the variable paths) is read
 with ``h5py`` and ``json``: ``config.json`` declares the backbone (heads, layers, width, MLP, epsilon,
@@ -11,7 +11,7 @@ with ``h5py`` and ``json``: ``config.json`` declares the backbone (heads, layers
 class names a keras_vit export wrote there. Everything declared is compared with the model
 (:mod:`keras_vit.weights.declared`) or with the weights' shapes; what keras_vit cannot compute the same
 way (keras-hub's ``"gap"`` pooling over the class token too, ``"token"`` pooling without one, channels-first
-inputs) is refused by name.
+inputs) is refused by name; ``DeiTImageClassifier``'s head (the class token only) is left out, named in the report.
 """
 
 import json
@@ -63,7 +63,7 @@ def _object(folder, name, expected):
         raise CheckpointError(
             f"{path!r} is a keras-hub {found!r} where keras_vit reads a {' or '.join(expected)}. keras_vit reads keras-hub's "
             f"ViT presets ({layout.BACKBONE}, {layout.TASK}), {', '.join(family.BACKBONES)} (the image towers of "
-            "SigLIP and CLIP). keras-hub's DeiT and other presets are not read: load those models' Hugging Face "
+            "SigLIP and CLIP). keras-hub's other presets are not read: load those models' Hugging Face "
             "repositories (hf://...) instead."
         )
     return config_lib.json_object(content.get("config"), path, "config"), path
@@ -108,11 +108,30 @@ def _normalization(folder, settings, converter=layout.IMAGE_CONVERTER, default=N
     offset = _per_channel(config.get("offset"), "offset", path, 0.0)
     if min(scale) <= 0:
         raise CheckpointError(f"{path!r}: config.scale={config.get('scale')!r}, expected positive numbers.")
+    if "mean" in config or "variance" in config:
+        scale, offset = _old_mean_variance(config, scale, path)
     settings["mean"], settings["std"] = layout.mean_std(scale, offset)
     settings["notes"].append(
         f"input scaling from {layout.IMAGE_CONVERTER_FILE}: scale={scale}, offset={offset} -> "
         f"input_mean={[round(v, 6) for v in settings['mean']]}, input_std={[round(v, 6) for v in settings['std']]}"
     )
+
+
+def _old_mean_variance(config, scale, path):
+    """``(scale, offset)`` of a converter saved with keras-hub's old argument names, as ``ImageConverter.__init__``
+    computes them: ``std = sqrt(variance)``, ``scale / std``, ``offset = -mean / std`` (the file's offset unused)."""
+    raw = config.get("scale")
+    if not ("mean" in config and "variance" in config) or isinstance(raw, bool) or not isinstance(raw, (int, float)):
+        raise CheckpointError(
+            f"{path!r}: config has {'mean' if 'mean' in config else 'variance'}={config.get('mean', config.get('variance'))!r}; "
+            "keras-hub's ImageConverter reads its old arguments mean and variance together, with a single number "
+            "as scale, and fails otherwise.")
+    mean = _per_channel(config["mean"], "mean", path, 0.0)
+    variance = _per_channel(config["variance"], "variance", path, 1.0)
+    if min(variance) <= 0:
+        raise CheckpointError(f"{path!r}: config.variance={config['variance']!r}, expected positive numbers.")
+    std = [float(np.sqrt(v)) for v in variance]
+    return [s / d for s, d in zip(scale, std)], [-m / d for m, d in zip(mean, std)]
 
 
 def settings(folder):
@@ -124,6 +143,9 @@ def settings(folder):
     if name in family.BACKBONES:
         found = family.settings(name, config, path)
         _normalization(folder, found, family.IMAGE_CONVERTERS[name], family.DEFAULT_NORMALIZATION[name])
+        if name in family.TASKS and os.path.isfile(os.path.join(folder, layout.TASK_FILE)):
+            task, task_path = _object(folder, layout.TASK_FILE, family.TASKS[name])
+            found["task_skipped"] = family.task_reason(name, task, task_path)
         return found
     data_format = config.get("data_format", "channels_last")
     if data_format not in (None, "channels_last"):
@@ -368,6 +390,10 @@ def _family_plan(folder, found):
             f"have: {', '.join(sorted(extra)[:8])}"
         )
     found["skipped"] = {f"{label} ({n} tensor{'s' if n > 1 else ''})": why for label, (n, why) in skipped.items()}
+    if found.get("task_skipped"):  # a task's head keras_vit cannot compute: named in the report, not loaded
+        task_file = os.path.join(folder, layout.TASK_WEIGHTS_FILE)
+        n = len(_datasets([task_file])) if os.path.isfile(task_file) else 0
+        found["skipped"][f"head ({layout.TASK_WEIGHTS_FILE}, {n} tensor{'s' if n != 1 else ''})"] = found["task_skipped"]
     return plan
 
 

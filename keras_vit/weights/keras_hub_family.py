@@ -2,7 +2,7 @@
 where each weight lies in ``model.weights.h5``, as data (no file is read here: :mod:`keras_vit.weights.keras_hub`
 reads them).
 
-Written from keras-hub's ``keras_hub/src/models/dinov2/`` (``DINOV2Backbone``, ``dinov2_layers.py``),
+Written from keras-hub's ``keras_hub/src/models/dinov2/`` (``DINOV2Backbone``, ``dinov2_layers.py``), ``deit/``,
 ``siglip/`` (``SigLIPBackbone``, ``SigLIPVisionEncoder``, ``siglip_layers.py``) and ``clip/`` (``CLIPBackbone``,
 ``CLIPVisionEncoder``, ``clip_layers.py``), with the variable paths Keras 3's ``save_weights`` gives those layers
 (the rules in :mod:`keras_vit.weights.keras_hub_layout`; checked against keras-hub 0.32's own ``save_to_preset``
@@ -24,6 +24,10 @@ by ``benchmarks/keras_hub_presets.py``):
 SigLIP's and CLIP's position embeddings are a Keras ``Embedding`` read at the indices their ``position_ids``
 variable holds (``0..N-1`` in a converted preset; zeros in a CLIP keras-hub built and saved without converting
 one): the table is gathered by the stored indices, so keras_vit computes what keras-hub does with either.
+* ``DeiTBackbone`` (``deit/``: ``DeiTEmbeddings``, ``DeiTEncoder``): class and distillation tokens, both with
+  position embeddings (one ``(1, N + 2, D)`` table), exact GELU, ``layer_norm_epsilon`` everywhere, ``use_mha_bias``
+  (False: no attention biases at all), every token after the final norm; keras_vit's DeiT (``distillation_token``)
+  returns the mean of the two tokens. A ``DeiTImageClassifier``'s head is left out (:func:`task_reason`).
 * ``CLIPBackbone``: its ``vision_encoder`` (``pre_layer_norm``, quick GELU, every LayerNorm ``epsilon=1e-5``, a
   patch embedding without bias: zeros stand in) with ``vision_pooler`` (the class token after ``layer_norm``:
   keras_vit's ``fc_norm``) and the bias-free ``vision_projection`` (``projection_dim``); the text tower,
@@ -41,22 +45,26 @@ from keras_vit.weights.mapping import POSEMB_KEY
 from keras_vit.weights.posemb import resize_position_embedding
 from keras_vit.weights.transformers.family import CLIP_MEAN_STD, HALF, IMAGENET
 
-DINOV2, SIGLIP, CLIP = "DINOV2Backbone", "SigLIPBackbone", "CLIPBackbone"
-BACKBONES = (DINOV2, SIGLIP, CLIP)
-IMAGE_CONVERTERS = {DINOV2: "DINOV2ImageConverter", SIGLIP: "SigLIPImageConverter", CLIP: "CLIPImageConverter"}
+DINOV2, SIGLIP, CLIP, DEIT = "DINOV2Backbone", "SigLIPBackbone", "CLIPBackbone", "DeiTBackbone"
+BACKBONES = (DINOV2, SIGLIP, CLIP, DEIT)
+IMAGE_CONVERTERS = {DINOV2: "DINOV2ImageConverter", SIGLIP: "SigLIPImageConverter", CLIP: "CLIPImageConverter",
+                    DEIT: "DeiTImageConverter"}
+TASKS = {DEIT: "DeiTImageClassifier"}  # a task.json beside the backbone: its head is read by task_reason
 # the input scaling of keras-hub's published presets (their image_converter.json), for a folder without one
-DEFAULT_NORMALIZATION = {DINOV2: ("ImageNet", IMAGENET), SIGLIP: ("0.5 / 0.5", HALF), CLIP: ("OpenAI CLIP", CLIP_MEAN_STD)}
+DEFAULT_NORMALIZATION = {DINOV2: ("ImageNet", IMAGENET), SIGLIP: ("0.5 / 0.5", HALF), CLIP: ("OpenAI CLIP", CLIP_MEAN_STD),
+                         DEIT: ("ImageNet", IMAGENET)}
 _ATT = "MultiHeadDotProductAttention_1"
 _MAP_ATT = "MAPHead_0/MultiHeadDotProductAttention_0"
 POSITION_IDS = "position_ids"  # the Embedding's indices: the table is gathered by them, as keras-hub does
 _TEXT = "the text tower (keras_vit loads the image tower of a keras-hub {} preset)"
 
 
-def _mha(group, key):
-    """Keras ``MultiHeadAttention``'s four ``EinsumDense`` (kernels ``(D, heads, hd)``, ``(heads, hd, D)``)."""
+def _mha(group, key, bias=True):
+    """Keras ``MultiHeadAttention``'s four ``EinsumDense`` (kernels ``(D, heads, hd)``, ``(heads, hd, D)``; biases
+    unless ``use_bias=False``)."""
     return {f"{group}/{dense}_dense/vars/{i}": f"{key}/{part}/{kind}"
             for dense, part in (("query", "query"), ("key", "key"), ("value", "value"), ("output", "out"))
-            for i, kind in enumerate(("kernel", "bias"))}
+            for i, kind in enumerate(("kernel", "bias") if bias else ("kernel",))}
 
 
 def _pair(group, key, names=("scale", "bias")):
@@ -119,6 +127,8 @@ def settings(class_name, config, path):
         raise CheckpointError(f"{path!r}: config.data_format={config.get('data_format')!r}; keras_vit models take channels_last images.")
     if class_name == DINOV2:
         return _dinov2(_Reader(config, path, "config."))
+    if class_name == DEIT:
+        return _deit(_Reader(config, path, "config."))
     where = "config.vision_encoder.config."
     vision = config_lib.json_object(config.get("vision_encoder"), path, "config.vision_encoder")
     reader = _Reader(config_lib.json_object(vision.get("config"), path, "config.vision_encoder.config"), path, where)
@@ -130,9 +140,11 @@ def settings(class_name, config, path):
     return _siglip(reader) if class_name == SIGLIP else _clip(reader, config)
 
 
-def _common(read, class_name, epsilon, epsilon_said, act, act_said, mlp_dim, mlp_said):
-    """The record, the sizes to check against the weights and the blocks' tables every family shares."""
+def _common(read, class_name, epsilon, epsilon_said, act, act_said, mlp_dim, mlp_said, bias=(True, None)):
+    """The record, the sizes to check against the weights and the blocks' tables every family shares (``bias``:
+    whether the attention has biases, and where the config says so)."""
     record, path = {}, read.path
+    declare(record, "qkv_bias", bias[0], bias[1] or f"{class_name}'s attention (biases)", path)
     width, depth, heads = read.number("hidden_dim"), read.number("num_layers"), read.number("num_heads")
     patch = config_lib.size_pair(read.config.get("patch_size"), path, read.where + "patch_size")
     image = read.shape("image_shape")
@@ -147,7 +159,7 @@ def _common(read, class_name, epsilon, epsilon_said, act, act_said, mlp_dim, mlp
                 ("num_channels", f"{read.where}image_shape={list(image)!r}", image[-1] if len(image) == 3 else 3)]
     return {"declared": record, "expected": expected, "num_layers": depth, "num_heads": heads, "notes": [],
             "task": None, "class_names": None, "architecture": class_name, "mean": None, "std": None,
-            "flags": {"use_mha_bias": True}, "family": class_name, "table": {}, "skip": {}, "named": {}, "zeros": {},
+            "flags": {"use_mha_bias": bias[0]}, "family": class_name, "table": {}, "skip": {}, "named": {}, "zeros": {},
             "position": None, "position_resampling": None, "image_size": (image[0], image[1]), "width": width}
 
 
@@ -303,6 +315,67 @@ def _clip(read, config):
                      "^layers/clip_text_encoder/": _TEXT.format("CLIP"),
                      "^layers/clip_head/": "CLIPHead's logit_scale (image-text similarity)"})
     return found
+
+
+def _deit(read):
+    epsilon = read.number("layer_norm_epsilon", 1e-6, integer=False)
+    inner = read.number("intermediate_dim")
+    bias = read.flag("use_mha_bias", True)
+    found = _common(read, DEIT, epsilon, read.said("layer_norm_epsilon", epsilon), "gelu",
+                    "DeiTIntermediate's Dense(activation='gelu') (exact)", inner, read.said("intermediate_dim", inner),
+                    bias=(bias, read.said("use_mha_bias", bias)))
+    _switches(found, read.path, class_token=(True, "DeiTEmbeddings: a class token"),
+              distillation_token=(True, "DeiTEmbeddings: a distillation token after the class token"),
+              num_register_tokens=(0, "DeiTBackbone: no register tokens"),
+              prefix_positions=(True, "DeiTEmbeddings: the class and distillation tokens have position embeddings"),
+              layer_scale_init=(None, "DeiTBackbone: no LayerScale"), mlp_type=("mlp", "DeiTIntermediate, DeiTOutput"),
+              pre_norm=(False, "DeiTBackbone: no norm before the blocks"), final_norm=(True, "DeiTEncoder: layer_norm after the blocks"),
+              fc_norm=(False, "DeiTBackbone: no norm after pooling"), projection_dim=(None, "DeiTBackbone: no projection"),
+              pooling=("token", "DeiTBackbone: every token after the final norm; keras_vit's DeiT reads the class and "
+                                "distillation tokens (their mean)"))
+    found["expected"] += [("mlp_dim", read.said("intermediate_dim", inner), inner), ("class_token", "DeiTEmbeddings: a class token", True),
+                          ("image_size", read.said("image_shape", list(read.shape("image_shape"))), found["image_size"])]
+    found["position_resampling"] = "bicubic_torch"  # keras-hub's DeiT has a fixed size; transformers' rule for another
+    if not bias:
+        found["notes"].append("config.use_mha_bias=false: no query, key, value or output biases in the attention "
+                              "(Keras MultiHeadAttention(use_bias=False)); zeros stand in for the output's")
+    embed, encoder = "layers/dei_t_embeddings", "layers/dei_t_encoder"
+    table = {f"{embed}/vars/0": "cls", f"{embed}/vars/1": "dist", f"{embed}/vars/2": POSEMB_KEY,
+             f"{embed}/patch_embedding/vars/0": "embedding/kernel", f"{embed}/patch_embedding/vars/1": "embedding/bias",
+             **_pair(f"{encoder}/layer_norm", "Transformer/encoder_norm")}
+    for i in range(found["num_layers"]):
+        block, key = _block(f"{encoder}/encoder_layers/dei_t_encoder_block", i), f"Transformer/encoderblock_{i}"
+        table.update({**_pair(f"{block}/layer_norm_1", f"{key}/LayerNorm_0"), **_pair(f"{block}/layer_norm_2", f"{key}/LayerNorm_2"),
+                      **_mha(f"{block}/mha", f"{key}/{_ATT}", bias),
+                      **_pair(f"{block}/mlp/dense", f"{key}/MlpBlock_3/Dense_0", ("kernel", "bias")),
+                      **_pair(f"{block}/output_layer/dense", f"{key}/MlpBlock_3/Dense_1", ("kernel", "bias"))})
+    zeros = {} if bias else {f"Transformer/encoderblock_{i}/{_ATT}/out/bias": (found["width"],) for i in range(found["num_layers"])}
+    found.update(table=table, zeros=zeros)
+    return found
+
+
+def task_reason(class_name, task, path):
+    """Why keras_vit leaves out the head of a family backbone's ``task.json`` (``task``: its ``config``), or raises
+    when it is no task of that backbone.
+
+    keras-hub's ``DeiTImageClassifier`` puts one ``Dense`` on the class token (``pooling="token"``; ``"gap"``: on the
+    mean of every token, the class and distillation tokens too), and its converter ports transformers'
+    ``cls_classifier`` only; keras_vit's DeiT averages a head on the class token and one on the distillation token.
+    The backbone loads; the head is not loaded.
+
+    Example:
+    >>> task_reason("DeiTBackbone", {"pooling": "token", "num_classes": 1000}, "task.json")[:57]
+    "DeiTImageClassifier's head (1000 classes) reads the class"
+    """
+    pooling = task.get("pooling", "token")
+    read = {"token": "reads the class token only", "gap": "reads the mean of every token (the class and distillation tokens too)"}
+    if pooling not in read:
+        raise CheckpointError(f"{path!r}: config.pooling={pooling!r}; {TASKS[class_name]} pools with 'token' or 'gap'.")
+    classes = config_lib.number(task, "num_classes", None, path, integer=True)
+    return (f"{TASKS[class_name]}'s head ({classes} classes) {read[pooling]} (task.json pooling={pooling!r}), past a "
+            "distillation token; keras_vit's DeiT averages a head on the class token and one on the distillation token, "
+            "so its logits would differ. The backbone is loaded (include_top=False: the mean of the two tokens); "
+            "the head is not")
 
 
 def resolve(found, names):

@@ -1,4 +1,4 @@
-"""keras-hub's ViT-family presets in (DINOv2 with and without registers, SigLIP's and CLIP's image towers): folders
+"""keras-hub's ViT-family presets in (DINOv2 with and without registers, DeiT, SigLIP's and CLIP's image towers): folders
 written in keras-hub's own layout (tests/reference_keras_hub.py), read through a folder and an offline hf:// cache,
 against an independent NumPy forward of keras-hub's layers; what keras_vit cannot compute the same way refused by name."""
 
@@ -21,10 +21,10 @@ MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 SCALE, OFFSET = [1 / (255 * s) for s in STD], [-m / s for m, s in zip(MEAN, STD)]
 
 
-def preset(folder, kind, seed=0, **vision):
+def preset(folder, kind, seed=0, task=None, **vision):
     config = khub.family_config(kind, **vision)
     weights = khub.family_weights(kind, config, seed)
-    khub.write_family_preset(str(folder), kind, config, weights, scale=SCALE, offset=OFFSET)
+    khub.write_family_preset(str(folder), kind, config, weights, scale=SCALE, offset=OFFSET, task=task)
     return config, weights
 
 
@@ -76,6 +76,53 @@ def test_the_image_tower_of_a_siglip_or_clip_preset_gives_keras_hubs_embedding(t
     assert ("projection_dim", 16) == ("projection_dim", model.vit_config.projection_dim) or kind == "SigLIPBackbone"
 
 
+@pytest.mark.parametrize("vision", [{}, {"use_mha_bias": False, "layer_norm_epsilon": 1e-5, "num_layers": 1}])
+def test_a_deit_preset_gives_the_mean_of_keras_hubs_class_and_distillation_tokens(tmp_path, vision):
+    config, weights = preset(tmp_path / "d", "DeiTBackbone", **vision)
+    want = khub.family_forward(images(), "DeiTBackbone", config, weights, SCALE, OFFSET)  # every token after the final norm
+    model = keras_vit.from_pretrained(str(tmp_path / "d"))
+    close(np.asarray(model(images())), (want[:, 0] + want[:, 1]) / 2, rtol=1e-4)
+    c = model.vit_config
+    assert (c.distillation_token, c.include_top, c.qkv_bias, c.layer_norm_epsilon) == (
+        True, False, config["use_mha_bias"], pytest.approx(config["layer_norm_epsilon"]))
+    np.testing.assert_allclose(c.input_mean, MEAN, rtol=1e-6)
+    np.testing.assert_allclose(c.input_std, STD, rtol=1e-6)
+    assert model.load_report.format == "keras-hub"
+
+
+def test_a_deit_classifier_preset_loads_its_backbone_and_names_the_head_keras_vit_cannot_compute(tmp_path):
+    config, weights = preset(tmp_path / "c", "DeiTBackbone", task={"pooling": "token", "num_classes": 5})
+    model = keras_vit.from_pretrained(str(tmp_path / "c"))
+    want = khub.family_forward(images(), "DeiTBackbone", config, weights, SCALE, OFFSET)
+    close(np.asarray(model(images())), (want[:, 0] + want[:, 1]) / 2, rtol=1e-4)
+    assert "head (task.weights.h5, 2 tensors): DeiTImageClassifier's head (5 classes) reads the class token only" in str(model.load_report)
+    with pytest.raises(ValueError, match=r"has no classification head keras_vit can load \(head \(task.weights.h5, 2 tensors\): "
+                                         r"DeiTImageClassifier's head \(5 classes\) reads the class token only \(task.json "
+                                         r"pooling='token'\), past a distillation token; keras_vit's DeiT averages"):
+        keras_vit.from_pretrained(str(tmp_path / "c"), include_top=True)
+    preset(tmp_path / "g", "DeiTBackbone", task={"pooling": "gap"})
+    with pytest.raises(ValueError, match=r"reads the mean of every token \(the class and distillation tokens too\)"):
+        keras_vit.from_pretrained(str(tmp_path / "g"), include_top=True)
+    preset(tmp_path / "m", "DeiTBackbone", task={"pooling": "max"})
+    with pytest.raises(CheckpointError, match=r"task.json': config.pooling='max'; DeiTImageClassifier pools with 'token' or 'gap'"):
+        keras_vit.from_pretrained(str(tmp_path / "m"))
+
+
+def test_a_deit_preset_is_refused_by_a_model_without_its_tokens_and_nothing_half_loaded(tmp_path):
+    preset(tmp_path / "d", "DeiTBackbone")
+    model = keras_vit.ViT(image_size=32, patch_size=8, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64, include_top=False)
+    before = [np.array(w) for w in model.weights]
+    with pytest.raises(CheckpointError, match=r"config.json: DeiTEmbeddings: a distillation token after the class token but the "
+                                              r"model has distillation_token=False"):
+        keras_vit.load_checkpoint(model, str(tmp_path / "d"))
+    assert all(np.array_equal(a, np.array(w)) for a, w in zip(before, model.weights))
+    with h5py.File(tmp_path / "d" / "model.weights.h5", "a") as f:
+        f["layers/dei_t_encoder/encoder_layers/dei_t_encoder_block_1/mlp/extra/vars/0"] = np.zeros(3, "float32")
+    with pytest.raises(CheckpointError, match=r"has 1 weight\(s\) a DeiTBackbone of its config.json does not have: "
+                                              r"layers/dei_t_encoder/encoder_layers/dei_t_encoder_block_1/mlp/extra/vars/0"):
+        keras_vit.from_pretrained(str(tmp_path / "d"))
+
+
 def test_position_ids_are_honoured_as_keras_hub_reads_its_embedding_table(tmp_path):
     config = khub.family_config("CLIPBackbone")
     weights = khub.family_weights("CLIPBackbone", config)
@@ -114,11 +161,11 @@ def test_what_keras_vit_cannot_compute_the_same_way_is_refused(tmp_path):
     with pytest.raises(CheckpointError, match=r"config.vision_encoder.config.layer_norm_epsilon=1e-05: keras-hub's "
                                               r"SigLIPVisionEncoder keeps 1e-6 in its post_layer_norm"):
         keras_vit.from_pretrained(str(tmp_path / "s"))
-    preset(tmp_path / "deit", "DINOV2Backbone")
-    (tmp_path / "deit" / "config.json").write_text('{"class_name": "DeiTBackbone", "registered_name": "keras_hub>DeiTBackbone", "config": {}}')
-    with pytest.raises(CheckpointError, match=r"config.json' is a keras-hub 'DeiTBackbone' where keras_vit reads a ViTBackbone or "
-                                              r"DINOV2Backbone or SigLIPBackbone or CLIPBackbone.*hf://"):
-        keras_vit.from_pretrained(str(tmp_path / "deit"))
+    preset(tmp_path / "mit", "DINOV2Backbone")
+    (tmp_path / "mit" / "config.json").write_text('{"class_name": "MiTBackbone", "registered_name": "keras_hub>MiTBackbone", "config": {}}')
+    with pytest.raises(CheckpointError, match=r"config.json' is a keras-hub 'MiTBackbone' where keras_vit reads a ViTBackbone or "
+                                              r"DINOV2Backbone or SigLIPBackbone or CLIPBackbone or DeiTBackbone.*hf://"):
+        keras_vit.from_pretrained(str(tmp_path / "mit"))
     preset(tmp_path / "d", "DINOV2Backbone", position_embedding_shape=[48, 48, 3])
     with h5py.File(tmp_path / "d" / "model.weights.h5", "a") as f:
         del f["layers/dinov2_embedding/vars/3"]

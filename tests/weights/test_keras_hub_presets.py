@@ -1,6 +1,7 @@
 """keras-hub ViT presets in: folders written in keras-hub's own layout (tests/reference_keras_hub.py), read
 through a folder, sharded weights, hf:// from an offline cache and kaggle://, with keras-hub's logits."""
 
+import json
 import os
 import subprocess
 import sys
@@ -69,14 +70,32 @@ def test_a_declared_architecture_the_model_lacks_is_refused_by_field(tmp_path):
                       num_classes=5, layer_norm_epsilon=1e-6, weights=str(tmp_path / "p"))
 
 
+def test_a_converter_saved_with_keras_hubs_old_mean_and_variance_scales_as_keras_hub_does(tmp_path):
+    config, backbone, task, task_config = preset(tmp_path / "p")
+    path = tmp_path / "p" / "image_converter.json"
+    converter = json.loads(path.read_text())
+    converter["config"].update(scale=1 / 255, offset=[9.0, 9.0, 9.0], mean=MEAN, variance=[s * s for s in STD])
+    path.write_text(json.dumps(converter))
+    model = keras_vit.from_pretrained(str(tmp_path / "p"), classifier_activation=None)
+    np.testing.assert_allclose(model.vit_config.input_mean, MEAN, rtol=1e-6)
+    np.testing.assert_allclose(model.vit_config.input_std, STD, rtol=1e-6)
+    expected = khub.logits(images(), config, backbone, task, task_config, scale=SCALE, offset=OFFSET)
+    np.testing.assert_allclose(np.asarray(model(images())), expected, atol=5e-5)
+    del converter["config"]["variance"]
+    path.write_text(json.dumps(converter))
+    with pytest.raises(CheckpointError, match=r"image_converter.json': config has mean=\[0.485, 0.456, 0.406\]; keras-hub's "
+                                              r"ImageConverter reads its old arguments mean and variance together"):
+        keras_vit.from_pretrained(str(tmp_path / "p"))
+
+
 def test_what_keras_vit_cannot_compute_the_same_way_is_refused(tmp_path):
     preset(tmp_path / "gap", task_config={"pooling": "gap"})  # keras-hub averages the class token too
     with pytest.raises(CheckpointError, match=r"task.json.*pooling='gap' with use_class_token=true averages the class token"):
         keras_vit.from_pretrained(str(tmp_path / "gap"))
-    preset(tmp_path / "deit")  # DINOv2, SigLIP and CLIP are read: tests/weights/test_keras_hub_family.py
-    (tmp_path / "deit" / "config.json").write_text('{"class_name": "DeiTBackbone", "registered_name": "keras_hub>DeiTBackbone", "config": {}}')
-    with pytest.raises(CheckpointError, match=r"config.json' is a keras-hub 'DeiTBackbone' where keras_vit reads a ViTBackbone"):
-        keras_vit.from_pretrained(str(tmp_path / "deit"))
+    preset(tmp_path / "mit")  # DINOv2, SigLIP, CLIP and DeiT are read: tests/weights/test_keras_hub_family.py
+    (tmp_path / "mit" / "config.json").write_text('{"class_name": "MiTBackbone", "registered_name": "keras_hub>MiTBackbone", "config": {}}')
+    with pytest.raises(CheckpointError, match=r"config.json' is a keras-hub 'MiTBackbone' where keras_vit reads a ViTBackbone"):
+        keras_vit.from_pretrained(str(tmp_path / "mit"))
 
 
 def test_a_weight_missing_from_the_h5_file_is_named(tmp_path):
