@@ -93,6 +93,7 @@ def test_report_fractions_and_bars_from_records():
     assert bars["S/16 training: Keras / timm images/s"]["met"] is None  # not measured: not claimed
 
 
+@pytest.mark.slow  # make test-slow: over 9 s on 2 cores; the same path is tested fast elsewhere
 def test_quick_run_in_process_writes_every_record(tmp_path):
     data, stdout = _run(tmp_path, "--in-process", "--no-peers", "--only", "limit,inference,training",
                         "--precisions", "float32,bfloat16", "--batch-sizes", "1",

@@ -121,6 +121,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow  # make test-slow: over 9 s on 2 cores; the same path is tested fast elsewhere
 def test_empty_images_are_refused_on_jax():
     env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT)
     done = subprocess.run([sys.executable, "-c", _JAX], env=env, capture_output=True, text=True, timeout=300)

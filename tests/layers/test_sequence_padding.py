@@ -230,6 +230,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow  # make test-slow: over 9 s on 2 cores; the same path is tested fast elsewhere
 def test_padded_attention_on_jax_equals_unpadded_with_gradients():
     pytest.importorskip("jax")
     env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))

@@ -310,6 +310,7 @@ def _two_devices(script, *args):
     assert result.returncode == 0, result.stderr[-3000:]
 
 
+@pytest.mark.slow  # make test-slow: over 9 s on 2 cores; the same path is tested fast elsewhere
 def test_mirrored_strategy_accumulates_on_two_cpu_devices():
     """model.fit cannot accumulate under MirroredStrategy: DistributedTrainer does, with the big batch's update."""
     _two_devices(MIRRORED)
