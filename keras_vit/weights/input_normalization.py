@@ -81,19 +81,8 @@ def normalization_settings(path, settings, config_path):
             settings["mean"], settings["std"] = mean, std
             where = (file, "image_mean", "image_std")
     for value, field in ((settings.get("mean"), where[1]), (settings.get("std"), where[2])):
-        if value is None:
-            continue
-        positive = field == where[2]
-        if (
-            not isinstance(value, list)
-            or len(value) != 3
-            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) for v in value)
-            or (positive and min(value) <= 0)
-        ):
-            raise CheckpointError(
-                f"{where[0]!r}: {field}={value!r}, expected 3 {'positive ' if positive else ''}numbers, "
-                "one per RGB channel."
-            )
+        if value is not None:
+            _channels(value, where[0], field, field == where[2])
     return settings
 
 
