@@ -143,9 +143,14 @@ def settings(folder):
     if name in family.BACKBONES:
         found = family.settings(name, config, path)
         _normalization(folder, found, family.IMAGE_CONVERTERS[name], family.DEFAULT_NORMALIZATION[name])
-        if name in family.TASKS and os.path.isfile(os.path.join(folder, layout.TASK_FILE)):
+        task_path = os.path.join(folder, layout.TASK_FILE)
+        if name in family.TASKS and os.path.isfile(task_path):
             task, task_path = _object(folder, layout.TASK_FILE, family.TASKS[name])
             found["task_skipped"] = family.task_reason(name, task, task_path)
+        elif os.path.isfile(task_path):  # a task keras_vit has no reader for: said, never dropped silently
+            task_class = config_lib.read_json(task_path).get("class_name")
+            found["task_skipped"] = (f"task.json's {task_class!r} is no task keras_vit reads for a {name}: the backbone is "
+                                     "loaded (include_top=False), its task's head is not")
         return found
     data_format = config.get("data_format", "channels_last")
     if data_format not in (None, "channels_last"):

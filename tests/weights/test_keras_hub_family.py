@@ -190,3 +190,16 @@ def test_hf_handle_of_a_keras_hub_dinov2_preset_from_an_offline_cache(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     close(np.load(tmp_path / "out.npy"), khub.family_forward(images(), "DINOV2Backbone", config, weights, SCALE, OFFSET))
+
+
+def test_a_task_keras_vit_has_no_reader_for_is_named_not_dropped(tmp_path):
+    """A task.json beside a DINOv2 backbone (a classifier keras_vit does not read): the backbone loads, the report
+    names the task, and a model with a head is refused with the same reason (it was once ignored without a word)."""
+    import json
+
+    preset(tmp_path / "d", "DINOV2Backbone")
+    (tmp_path / "d" / "task.json").write_text(json.dumps({"class_name": "DINOV2ImageClassifier", "config": {"num_classes": 3}}))
+    model = keras_vit.from_pretrained(str(tmp_path / "d"))
+    assert "task.json's 'DINOV2ImageClassifier' is no task keras_vit reads for a DINOV2Backbone" in str(model.load_report)
+    with pytest.raises(ValueError, match=r"DINOV2ImageClassifier"):
+        keras_vit.from_pretrained(str(tmp_path / "d"), include_top=True)
