@@ -137,3 +137,15 @@ def run_fit_step_test(model, inputs, num_classes):
     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
     history = model.fit(dataset, epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"][0])
+
+
+def image_folder(root, classes=("cat", "dog"), per_class=5, size=(12, 10)):
+    """``root/<class>/NNN.png``: ``per_class`` random RGB images of ``size`` (h, w) per class; returns ``root``."""
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for c in classes:
+        (root / c).mkdir(parents=True)
+        for i in range(per_class):
+            Image.fromarray(rng.integers(0, 255, tuple(size) + (3,), dtype=np.uint8)).save(root / c / f"{i:03d}.png")
+    return root

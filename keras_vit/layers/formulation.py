@@ -92,11 +92,7 @@ def layer_norm(x, layer):
     mean = ops.mean(y, axis=-1, keepdims=True)
     centred = y - mean
     y = centred * ops.rsqrt(ops.mean(ops.square(centred), axis=-1, keepdims=True) + layer.epsilon)
-    if layer.scale:
-        y = y * ops.cast(layer.gamma, "float32")
-    if layer.center:
-        y = y + ops.cast(layer.beta, "float32")
-    return ops.cast(y, layer.compute_dtype)
+    return _affine(y, layer)
 
 
 def group_norm(x, layer):
@@ -122,6 +118,11 @@ def group_norm(x, layer):
     centred = y - mean
     variance = ops.mean(ops.square(centred), axis=(1, 3), keepdims=True)
     y = ops.reshape(centred * ops.rsqrt(variance + layer.epsilon), (-1, h, w, c))
+    return _affine(y, layer)
+
+
+def _affine(y, layer):
+    """A normalised float32 ``y`` through the norm ``layer``'s gamma and beta, in its compute dtype."""
     if layer.scale:
         y = y * ops.cast(layer.gamma, "float32")
     if layer.center:

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from helpers import image_folder
 from keras_vit.train import data
 
 
@@ -138,20 +139,8 @@ def test_unknown_dataset_names():
         data.load_dataset("imagenet-offline")
 
 
-def _write_folder(root, classes=("cat", "dog"), per_class=5, size=(12, 10)):
-    from PIL import Image
-
-    rng = np.random.default_rng(0)
-    for c in classes:
-        (root / c).mkdir(parents=True)
-        for i in range(per_class):
-            pixels = rng.integers(0, 255, size + (3,), dtype=np.uint8)
-            Image.fromarray(pixels).save(root / c / f"{i:03d}.png")
-    return root
-
-
 def test_image_folder_source(tmp_path):
-    root = _write_folder(tmp_path / "pets")
+    root = image_folder(tmp_path / "pets")
     ds = data.load_image_folder(root)
     assert ds.class_names == ["cat", "dog"]
     assert (ds.num_train, ds.num_test) == (8, 2)  # image 4 of each class is held out
@@ -165,8 +154,8 @@ def test_image_folder_source(tmp_path):
 
 
 def test_image_folder_with_train_and_test_subfolders(tmp_path):
-    _write_folder(tmp_path / "d" / "train", per_class=3)
-    _write_folder(tmp_path / "d" / "test", per_class=2)
+    image_folder(tmp_path / "d" / "train", per_class=3)
+    image_folder(tmp_path / "d" / "test", per_class=2)
     ds = data.load_dataset(str(tmp_path / "d"))
     assert (ds.num_train, ds.num_test, ds.class_names) == (6, 4, ["cat", "dog"])
 
@@ -178,7 +167,7 @@ def test_image_folder_errors(tmp_path):
     (tmp_path / "noimg" / "a").mkdir(parents=True)
     with pytest.raises(ValueError, match="no images"):
         data.load_image_folder(tmp_path / "noimg")
-    root = _write_folder(tmp_path / "bad")
+    root = image_folder(tmp_path / "bad")
     (root / "dog" / "002.png").write_bytes(b"this is not a png")
     with pytest.raises(ValueError, match=r"Corrupt.*dog/002\.png"):
         data.load_image_folder(root)
@@ -197,7 +186,7 @@ def test_jpeg_truncated_mid_scan_is_named_up_front(tmp_path):
     """Issue 14 item 4: Image.verify() passes a JPEG cut mid-scan; training then failed mid-epoch naming no file."""
     from PIL import Image
 
-    root = _write_folder(tmp_path / "pets")
+    root = image_folder(tmp_path / "pets")
     bad = root / "cat" / "001.jpg"
     rng = np.random.default_rng(1)
     Image.fromarray(rng.integers(0, 255, (64, 64, 3), dtype=np.uint8)).save(bad, quality=95)
@@ -211,7 +200,7 @@ def test_jpeg_truncated_mid_scan_is_named_up_front(tmp_path):
 
 def test_validation_fraction_holds_out_a_seeded_share_of_each_class_of_a_folder(tmp_path):
     """Issue 23 item 4: --validation-fraction was ignored on image folders (0 validation images, no warning)."""
-    root = _write_folder(tmp_path / "pets", per_class=10)  # 8 training images per class after the test cut
+    root = image_folder(tmp_path / "pets", per_class=10)  # 8 training images per class after the test cut
     plain = data.load_dataset(str(root))
     ds = data.load_dataset(str(root), validation_fraction=0.25)
     assert (ds.num_train, ds.num_validation, ds.num_test) == (12, 4, 4) and plain.num_train == 16
@@ -228,7 +217,7 @@ def test_validation_fraction_holds_out_a_seeded_share_of_each_class_of_a_folder(
 
 def test_a_folder_with_its_own_validation_folder_refuses_a_fraction(tmp_path):
     for split, count in (("train", 3), ("test", 2), ("validation", 2)):
-        _write_folder(tmp_path / "d" / split, per_class=count)
+        image_folder(tmp_path / "d" / split, per_class=count)
     ds = data.load_dataset(str(tmp_path / "d"))
     assert (ds.num_train, ds.num_validation, ds.num_test) == (6, 4, 4)
     with pytest.raises(ValueError, match=r"has a validation folder of its own .*validation_fraction=0\.5"):

@@ -12,7 +12,7 @@ import pytest
 import keras_vit
 from keras_vit import saving
 from keras_vit.train import job
-from helpers import save_npz, vit_checkpoint
+from helpers import image_folder, save_npz, vit_checkpoint
 
 
 def _micro_checkpoint(tmp_path):
@@ -177,18 +177,6 @@ def test_killed_train_command_resumes(tmp_path):
     assert after.startswith(before) and [r["epoch"] for r in csv.DictReader(after.splitlines())] == ["0", "1", "2", "3"]
 
 
-def _pets(root, per_class=10):
-    from PIL import Image
-    import numpy as np
-
-    rng = np.random.default_rng(0)
-    for name in ("cat", "dog"):
-        (root / name).mkdir(parents=True)
-        for i in range(per_class):
-            Image.fromarray(rng.integers(0, 255, (28, 28, 3), dtype=np.uint8)).save(root / name / f"{i:03d}.png")
-    return str(root)
-
-
 def test_small_folder_run_validates_fits_its_batch_and_saves_no_optimizer(tmp_path, capsys):
     """Issue 23 item 4 and the two seen beside it, through `keras-vit train` on a 20-image folder.
 
@@ -202,7 +190,7 @@ def test_small_folder_run_validates_fits_its_batch_and_saves_no_optimizer(tmp_pa
     from keras_vit import cli
     from keras_vit.inference.predictors import predict
 
-    folder, out = _pets(tmp_path / "pets"), tmp_path / "run"
+    folder, out = str(image_folder(tmp_path / "pets", per_class=10, size=(28, 28))), tmp_path / "run"
     code = cli.main(["train", "--model", "micro", "--dataset", folder, "--validation-fraction", "0.25", "--epochs", "1",
                      "--output", str(out), "--verbose", "0", "--no-tensorboard"])
     printed = capsys.readouterr().out
@@ -225,6 +213,6 @@ def test_small_folder_run_validates_fits_its_batch_and_saves_no_optimizer(tmp_pa
 
 
 def test_an_explicit_batch_larger_than_the_data_names_the_flags(tmp_path):
-    folder = _pets(tmp_path / "pets")
+    folder = str(image_folder(tmp_path / "pets", per_class=10, size=(28, 28)))
     with pytest.raises(ValueError, match=r"global batch of 32 images .* larger than the 16 training images: pass a smaller --batch-size"):
         job.run(job.TrainConfig(model="micro", dataset=folder, batch_size=32, epochs=1, output=str(tmp_path / "run"), verbose=0))

@@ -6,9 +6,9 @@ import io
 import json
 
 import keras
-import numpy as np
 import pytest
 
+from helpers import image_folder
 from keras_vit.train import backup as backup_lib
 from keras_vit.train import config as config_lib
 from keras_vit.train import job
@@ -16,14 +16,7 @@ from keras_vit.train import resumable
 
 
 def _folder(root, per_class=10):
-    from PIL import Image
-
-    rng = np.random.default_rng(0)
-    for name in ("cat", "dog"):
-        (root / name).mkdir(parents=True)
-        for i in range(per_class):
-            Image.fromarray(rng.integers(0, 255, (28, 28, 3), dtype=np.uint8)).save(root / name / f"{i:03d}.png")
-    return str(root)
+    return str(image_folder(root, per_class=per_class, size=(28, 28)))
 
 
 def _run(config):
