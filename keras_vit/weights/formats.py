@@ -187,13 +187,6 @@ def _convert(fmt, tensors, settings, path):
     return _LAYOUTS[fmt].to_original(tensors, path)
 
 
-def _notes(notes):
-    """The reader's notes as sentences: a timm conversion's ``{key: what it did}`` becomes ``"key: what it did"``."""
-    if isinstance(notes, dict):
-        return [f"{key}: {what}" for key, what in notes.items()]
-    return list(notes or [])
-
-
 def describe(path, architecture=None):
     """A :class:`CheckpointInfo` of a checkpoint file or folder: shapes and settings, no tensor data read.
 
@@ -244,7 +237,7 @@ def describe(path, architecture=None):
         std=settings.get("std"),
         skipped=settings.get("skipped") or {},
         position_resampling=settings.get("position_resampling"),
-        notes=_notes(settings.get("notes")),
+        notes=list(settings.get("notes") or []),
     )
 
 

@@ -304,13 +304,13 @@ def _declared(resolved, pretrained, expected, path, weights, tensors):
         "pooling": timm_config.pooling_of(resolved, seen, path),
     }
     projection = timm_config.head_is_projection(seen, tensors)
-    notes = {}
+    notes = []  # "key: what the conversion did", for the load report
     if projection:
         extra["projection_dim"] = (int(shapes["head.weight"][0]), f"'head.weight' {tuple(shapes['head.weight'])} "
                                    "with an all-zero 'head.bias' (CLIP's projection, as timm's _convert_openai_clip stores it)")
-        notes["projection/kernel"] = "timm's 'head' with its all-zero bias is CLIP's bias-free projection (projection_dim)"
+        notes.append("projection/kernel: timm's 'head' with its all-zero bias is CLIP's bias-free projection (projection_dim)")
     if seen["pre_norm"][0] and "patch_embed.proj.bias" not in shapes:
-        notes["embedding/bias"] = "zeros: timm's pre-norm models have no patch-embedding bias (PatchEmbed(bias=not pre_norm)); exact"
+        notes.append("embedding/bias: zeros: timm's pre-norm models have no patch-embedding bias (PatchEmbed(bias=not pre_norm)); exact")
     record = timm_config.record(resolved, seen, extra, path, weights)
     return record, {"head_is_projection": projection, "pre_norm": seen["pre_norm"][0], "notes": notes}
 
