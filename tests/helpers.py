@@ -149,3 +149,28 @@ def image_folder(root, classes=("cat", "dog"), per_class=5, size=(12, 10)):
         for i in range(per_class):
             Image.fromarray(rng.integers(0, 255, tuple(size) + (3,), dtype=np.uint8)).save(root / c / f"{i:03d}.png")
     return root
+
+
+HF_COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def hf_snapshot(tmp_path, repo_id):
+    """The snapshot folder of ``repo_id`` in a Hugging Face cache under ``tmp_path / "hf"`` (``refs/main`` names it)."""
+    repo = tmp_path / "hf" / "hub" / ("models--" + repo_id.replace("/", "--"))
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(HF_COMMIT)
+    return repo / "snapshots" / HF_COMMIT
+
+
+def run_offline_hf(tmp_path, code):
+    """The stdout lines of ``code`` run in a fresh Python with this repository on its path, ``HF_HOME`` the cache of
+    :func:`hf_snapshot` and ``HF_HUB_OFFLINE=1`` (no network, as users configure it); it must exit 0."""
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1", PYTHONPATH=root)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.strip().splitlines()

@@ -1,11 +1,10 @@
 """timm-layout .safetensors loaded through the builders, and the files refused (offline, torch-free)."""
 
-import os
 
 import numpy as np
 import pytest
 
-from helpers import TINY, images, vit_checkpoint
+from helpers import TINY, hf_snapshot, images, run_offline_hf, vit_checkpoint
 from reference import vit_logits
 from foreign_files import timm_state_dict, transformers_folder
 
@@ -74,15 +73,8 @@ def test_transformers_folder_takes_the_files_epsilon_and_gives_the_reference_log
 
 def test_hf_source_from_an_offline_hub_cache(tmp_path):
     """``hf://ORG/NAME`` from a Hugging Face cache (HF_HOME, HF_HUB_OFFLINE=1): no network, as users configure it."""
-    import subprocess
-    import sys
-
     params = vit_checkpoint()
-    commit = "0123456789abcdef0123456789abcdef01234567"
-    repo = tmp_path / "hf" / "hub" / "models--google--vit-tiny-test"
-    transformers_folder(repo / "snapshots" / commit, params)
-    (repo / "refs").mkdir(parents=True)
-    (repo / "refs" / "main").write_text(commit)
+    transformers_folder(hf_snapshot(tmp_path, "google/vit-tiny-test"), params)
     np.save(tmp_path / "x.npy", images())
     code = (
         "import numpy as np, sys, keras_vit\n"
@@ -93,11 +85,7 @@ def test_hf_source_from_an_offline_hub_cache(tmp_path):
         "try:\n    keras_vit.ViT(image_size=32, patch_size=8, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64,"
         " weights='hf://google/absent')\nexcept Exception as e:\n    print(type(e).__name__, e)\n"
     )
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ, HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1", PYTHONPATH=root)
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    lines = done.stdout.strip().splitlines()
+    lines = run_offline_hf(tmp_path, code)
     assert lines[-2] == "transformers"
     assert "google/absent" in lines[-1] and "Error" in lines[-1].split()[0]  # offline, nothing cached: named
     import reference

@@ -2,9 +2,6 @@
 written in keras-hub's own layout (tests/reference_keras_hub.py), read through a folder and an offline hf:// cache,
 against an independent NumPy forward of keras-hub's layers; what keras_vit cannot compute the same way refused by name."""
 
-import os
-import subprocess
-import sys
 
 import h5py
 import keras
@@ -12,7 +9,7 @@ import numpy as np
 import pytest
 
 import reference_keras_hub as khub
-from helpers import images
+from helpers import hf_snapshot, images, run_offline_hf
 
 import keras_vit
 from keras_vit.errors import CheckpointError
@@ -176,19 +173,12 @@ def test_what_keras_vit_cannot_compute_the_same_way_is_refused(tmp_path):
 
 
 def test_hf_handle_of_a_keras_hub_dinov2_preset_from_an_offline_cache(tmp_path):
-    commit = "0123456789abcdef0123456789abcdef01234567"
-    repo = tmp_path / "hf" / "hub" / "models--someone--dinov2-keras-hub-tiny"
-    config, weights = preset(repo / "snapshots" / commit, "DINOV2Backbone", num_register_tokens=4)
-    (repo / "refs").mkdir(parents=True)
-    (repo / "refs" / "main").write_text(commit)
+    config, weights = preset(hf_snapshot(tmp_path, "someone/dinov2-keras-hub-tiny"), "DINOV2Backbone", num_register_tokens=4)
     np.save(tmp_path / "x.npy", images())
     code = ("import numpy as np, keras_vit\n"
             "m = keras_vit.from_pretrained('hf://someone/dinov2-keras-hub-tiny', pooling=None)\n"
             f"np.save(r'{tmp_path}/out.npy', np.asarray(m(np.load(r'{tmp_path}/x.npy'))))\n")
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ, HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1", PYTHONPATH=root)
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+    run_offline_hf(tmp_path, code)
     close(np.load(tmp_path / "out.npy"), khub.family_forward(images(), "DINOV2Backbone", config, weights, SCALE, OFFSET))
 
 

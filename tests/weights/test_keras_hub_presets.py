@@ -2,8 +2,6 @@
 through a folder, sharded weights, hf:// from an offline cache and kaggle://, with keras-hub's logits."""
 
 import json
-import os
-import subprocess
 import sys
 import types
 
@@ -11,7 +9,7 @@ import numpy as np
 import pytest
 
 import reference_keras_hub as khub
-from helpers import images
+from helpers import hf_snapshot, images, run_offline_hf
 
 import keras_vit
 from keras_vit.errors import CheckpointError
@@ -134,11 +132,7 @@ def test_kaggle_handles_need_kagglehub_and_go_through_its_cache(tmp_path, monkey
 
 
 def test_hf_handle_of_a_keras_hub_preset_from_an_offline_cache(tmp_path):
-    commit = "0123456789abcdef0123456789abcdef01234567"
-    repo = tmp_path / "hf" / "hub" / "models--someone--vit-keras-hub-tiny"
-    config, backbone, task, task_config = preset(repo / "snapshots" / commit)
-    (repo / "refs").mkdir(parents=True)
-    (repo / "refs" / "main").write_text(commit)
+    config, backbone, task, task_config = preset(hf_snapshot(tmp_path, "someone/vit-keras-hub-tiny"))
     np.save(tmp_path / "x.npy", images())
     code = (
         "import numpy as np, keras_vit\n"
@@ -146,10 +140,6 @@ def test_hf_handle_of_a_keras_hub_preset_from_an_offline_cache(tmp_path):
         f"np.save(r'{tmp_path}/out.npy', np.asarray(m(np.load(r'{tmp_path}/x.npy'))))\n"
         "print(m.load_report.format)\n"
     )
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ, HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1", PYTHONPATH=root)
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip().splitlines()[-1] == "keras-hub"
+    assert run_offline_hf(tmp_path, code)[-1] == "keras-hub"
     expected = khub.logits(images(), config, backbone, task, task_config, scale=SCALE, offset=OFFSET)
     np.testing.assert_allclose(np.load(tmp_path / "out.npy"), expected, atol=5e-5)

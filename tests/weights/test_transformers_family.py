@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import reference_hf_family as ref
-from helpers import images
+from helpers import hf_snapshot, images, run_offline_hf
 
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
 
@@ -197,15 +197,8 @@ def test_vit_builder_with_the_files_switches_loads_and_folds_the_normalisation(t
 
 def test_hf_cache_offline_loads_a_dinov2_repository(tmp_path):
     """``hf://ORG/NAME`` of a family repository from a Hugging Face cache with HF_HUB_OFFLINE=1 (no network)."""
-    import subprocess
-    import sys
-
     model_type, config, processor, _ = CASES["dinov2_classifier"]
-    commit = "0123456789abcdef0123456789abcdef01234567"
-    repo = tmp_path / "hf" / "hub" / "models--facebook--dinov2-tiny-test"
-    _, sd = write_folder(repo / "snapshots" / commit, model_type, config, processor)
-    (repo / "refs").mkdir(parents=True)
-    (repo / "refs" / "main").write_text(commit)
+    _, sd = write_folder(hf_snapshot(tmp_path, "facebook/dinov2-tiny-test"), model_type, config, processor)
     np.save(tmp_path / "x.npy", images())
     code = (
         "import numpy as np, keras_vit\n"
@@ -213,11 +206,7 @@ def test_hf_cache_offline_loads_a_dinov2_repository(tmp_path):
         f"np.save(r'{tmp_path}/out.npy', np.asarray(m(np.load(r'{tmp_path}/x.npy'))))\n"
         "print(m.load_report.format, m.vit_config.pooling)\n"
     )
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ, HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1", PYTHONPATH=root)
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip().splitlines()[-1] == "transformers token_gap_concat"
+    assert run_offline_hf(tmp_path, code)[-1] == "transformers token_gap_concat"
     assert_close(np.load(tmp_path / "out.npy"), ref.forward(model_type, images(), sd, config, *ref.IMAGENET))
 
 
