@@ -47,3 +47,66 @@ def trained_model():
     from keras_vit import saving
 
     return saving.load_model(trained_model_path())
+
+
+# the family model of the export tests: registers, MAP head, SiLU GLU, LayerScale
+FAMILY = dict(image_size=32, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64, num_classes=NUM_CLASSES,
+              patch_size=8, num_register_tokens=2, pooling="map", class_token=False, mlp_type="glu",
+              mlp_activation="silu", layer_scale_init=0.1)
+
+
+HYBRID = dict(image_size=32, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64, num_classes=NUM_CLASSES,
+              patch_size=1, stem="resnet", block_units=(1,), width=0.5)
+
+
+@functools.lru_cache(maxsize=None)
+def trained_config_path(name, epochs=6, count=3000):
+    """``FAMILY`` or ``HYBRID`` trained as the tiny ViT is (on ``count`` digits), saved as .keras (cached per session)."""
+    import keras
+    import keras_vit
+
+    keras.utils.set_random_seed(0)
+    x, y = real_images(count, split="train")
+    model = keras_vit.build_model(keras_vit.ViTConfig(**{"family": FAMILY, "hybrid": HYBRID}[name]), name=f"tiny_{name}")
+    head = model.get_layer("head")  # zero head passes no gradient at first; start it random
+    head.kernel.assign(np.random.default_rng(0).normal(0, 0.05, head.kernel.shape))
+    model.compile(optimizer=keras.optimizers.Adam(2e-3), loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    history = model.fit(x, y, batch_size=64, epochs=epochs, verbose=0)
+    assert history.history["accuracy"][-1] > 0.5  # learned something: its logits have margins
+    folder = tempfile.mkdtemp(prefix="keras_vit_export_")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    path = os.path.join(folder, f"tiny_{name}.keras")
+    model.save(path)
+    return path
+
+
+def family_model():
+    from keras_vit import saving
+
+    return saving.load_model(trained_config_path("family"))
+
+
+def hybrid_model():
+    from keras_vit import saving
+
+    return saving.load_model(trained_config_path("hybrid", epochs=4, count=1000))
+
+
+# The top-two probability margin below which a quantized file's top-1 class says nothing about the export. A flip
+# needs the file's error to close the margin (p1 - e1 < p2 + e2), so on images Keras separates by 0.5 it needs an
+# error above 0.25 on two classes at once, ten times the median per-image error of these models' int8 files under
+# every LiteRT kernel set (0.02-0.04: `python benchmarks/int8_kernels.py`). Below it, which way a near-tie goes
+# depends on how the CPU's int8 kernels round (the same int8 file flipped 4 of 32 near-tied digits on an Intel
+# AVX-512 CPU and none on an AMD one); above it, a flip is a defect of the export.
+DECIDED_MARGIN = 0.5
+
+
+def decided_images(model, pool, count, margin=DECIDED_MARGIN):
+    """The first ``count`` images of ``pool`` whose Keras top-two probability margin is at least ``margin``."""
+    probabilities = np.asarray(model.predict(pool, verbose=0), "float64")
+    top = np.sort(probabilities, -1)
+    index = np.flatnonzero(top[:, -1] - top[:, -2] >= margin)
+    if len(index) < count:
+        raise AssertionError(f"only {len(index)} of {len(pool)} images have a top-two margin >= {margin}; "
+                             f"the model needs training for {count}")
+    return np.asarray(pool)[index[:count]]

@@ -12,8 +12,12 @@ float activations); ``int8`` (weights and activations calibrated on a
 representative dataset of real images; float32 input/output). In ``int8``,
 ``float_ops="auto"`` first converts everything to int8 and, if the top-1
 agreement bar is missed, converts again keeping :data:`FRAGILE_OPS` (softmax,
-GELU and LayerNorm's mean/variance/rsqrt) in float via
-``tf.lite.experimental.QuantizationDebugger``'s denylist.
+GELU, LayerNorm's mean/variance/rsqrt, and the SUM that makes the attention-pooling
+head's query-key dot products) in float via
+``tf.lite.experimental.QuantizationDebugger``'s denylist. An int8 SUM is the op whose
+result depends most on which kernels run it: LiteRT's reference and optimised int8
+SUM round differently, and one int8 file of a MAP-head model agreed with Keras on
+60 % and 96 % of top-1 classes under the two (``benchmarks/int8_kernels.py``).
 
 Labels: the class names are zipped onto the flatbuffer as ``labels.txt``
 (the TFLite-metadata "associated file" layout that LiteRT ignores and
@@ -29,7 +33,7 @@ from keras_vit.inference import labels as labels_lib
 from keras_vit.inference import runtimes
 from keras_vit.layers import formulation
 
-FRAGILE_OPS = ("SOFTMAX", "GELU", "MEAN", "SQUARED_DIFFERENCE", "RSQRT")
+FRAGILE_OPS = ("SOFTMAX", "GELU", "MEAN", "SQUARED_DIFFERENCE", "RSQRT", "SUM")
 
 
 def _frozen_function(model, batch_size):
@@ -160,14 +164,16 @@ def read_labels(path):
 interpreter = runtimes.tflite_interpreter  # the predictor's (benchmarks/ times through this name)
 
 
-def run(path_or_content, images, num_threads=None):
+def run(path_or_content, images, num_threads=None, reference_kernels=False):
     """Outputs of a TFLite model on ``images`` (float32 NHWC), through ai_edge_litert.
 
     The interpreter, the (de)quantisation and the batching are the
     predictor's (:mod:`keras_vit.inference.runtimes`): an export is verified
-    the way ``keras_vit.predict`` runs it.
+    the way ``keras_vit.predict`` runs it. ``reference_kernels=True``: LiteRT's
+    reference kernels, the same on every CPU (slow: no SIMD).
     """
-    return runtimes.run_tflite(runtimes.tflite_interpreter(path_or_content, num_threads), images)
+    interpreter = runtimes.tflite_interpreter(path_or_content, num_threads, reference_kernels=reference_kernels)
+    return runtimes.run_tflite(interpreter, images)
 
 
 def write(content, path, labels):
