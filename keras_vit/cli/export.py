@@ -11,14 +11,13 @@ import sys
 
 def add_arguments(parser):
     from keras_vit.cli.resize import parse_image_size
-    from keras_vit.export import FORMATS, QUANTIZE_MODES
-    from keras_vit.export.orchestration import ARGUMENT_DOMAINS
+    from keras_vit.export.options import ARGUMENT_DOMAINS, FORMATS, QUANTIZE_MODES
 
     def typed(name):  # the argparse type of export_model's argument `name`, from its declared domain
         return ARGUMENT_DOMAINS[name].argparse_type()
 
     parser.add_argument("model", help="the .keras file")
-    parser.add_argument("--format", required=True, choices=FORMATS)
+    parser.add_argument("--format", required=True, choices=FORMATS, help="what to write")
     parser.add_argument("--quantize", default="float32", choices=QUANTIZE_MODES, help="TFLite mode (default float32)")
     parser.add_argument(
         "--output", required=True,

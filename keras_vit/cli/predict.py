@@ -14,7 +14,7 @@ INPUT_RANGES = {"auto": None, "0-255": True, "-1-1": False}
 
 
 def add_arguments(parser):
-    from keras_vit.inference.predictors import PREDICT_DOMAINS
+    from keras_vit.inference.options import PREDICT_DOMAINS
 
     parser.add_argument("model", help="a .keras file, a SavedModel folder or a .tflite file")
     parser.add_argument("images", nargs="+", help="image files (JPEG, PNG, ...) or folders of them")

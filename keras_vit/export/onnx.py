@@ -11,8 +11,7 @@ import numpy as np
 
 from keras_vit.export import common
 from keras_vit.export.errors import ExportError
-
-DEFAULT_OPSET = 17
+from keras_vit.export.options import DEFAULT_OPSET
 
 
 def _erfc_handler(ctx, node, name, args):

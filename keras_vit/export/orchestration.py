@@ -20,18 +20,8 @@ from keras_vit.architecture.arguments import positive_pair
 from keras_vit.architecture.model import config_of
 from keras_vit.models.resize import resize_model
 from keras_vit.saving import atomic_write, load_model, temporary_path
-from keras_vit.domains import POSITIVE_INT, Optional, check_arguments
-
-# the domains of export_model's numeric arguments (keras_vit.domains); `keras-vit export` takes its flags' types here
-ARGUMENT_DOMAINS = {
-    "num_images": POSITIVE_INT,
-    "version": Optional(POSITIVE_INT),  # TF Serving reads numeric folders from 1
-    "top_k": POSITIVE_INT,
-    "batch_size": POSITIVE_INT,
-    "opset": POSITIVE_INT,
-    **verify.TOLERANCE_DOMAINS,
-}
-
+from keras_vit.domains import check_arguments
+from keras_vit.export.options import ARGUMENT_DOMAINS
 
 def export_model(
     model,

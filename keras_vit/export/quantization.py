@@ -17,7 +17,8 @@ import time
 import numpy as np
 
 from keras_vit import saving
-from keras_vit.domains import NON_NEGATIVE_INT, POSITIVE_INT, check_arguments
+from keras_vit.domains import check_arguments
+from keras_vit.export.options import REPORT_DOMAINS
 from keras_vit.export import common, data, onnx, saved_model, tflite, verify
 from keras_vit.export.orchestration import export_model
 from keras_vit.inference import runtimes
@@ -70,8 +71,6 @@ def onnx_latency(path, images, num_threads=2, *, runs=20):
     return _time(lambda: sess.run(None, {name: x}), runs)
 
 
-# the domains of quantization_report's numbers (keras_vit.domains); `keras-vit quantization-report` uses them too
-REPORT_DOMAINS = {"num_images": POSITIVE_INT, "num_threads": POSITIVE_INT, "runs": POSITIVE_INT, "throughput_batch": NON_NEGATIVE_INT}
 
 
 def quantization_report(

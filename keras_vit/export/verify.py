@@ -17,7 +17,7 @@ import os
 
 import numpy as np
 
-from keras_vit.domains import NON_NEGATIVE, PROBABILITY, Optional
+from keras_vit.export.options import TOLERANCE_DOMAINS
 from keras_vit.inference import decoding
 from keras_vit.saving import atomic_write
 
@@ -33,8 +33,6 @@ TOLERANCES = {
 }
 
 
-# the domains of the overrides (keras_vit.domains): `keras-vit export --max-abs-diff/--min-top1-agreement` use them too
-TOLERANCE_DOMAINS = {"max_abs_diff": Optional(NON_NEGATIVE), "min_top1_agreement": Optional(PROBABILITY)}
 
 
 def tolerance_for(fmt, quantize, *, max_abs_diff=None, min_top1_agreement=None):

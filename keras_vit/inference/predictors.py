@@ -18,11 +18,12 @@ import keras
 import numpy as np
 
 from keras_vit import saving
-from keras_vit.domains import POSITIVE_INT, check_arguments
+from keras_vit.domains import check_arguments
 from keras_vit.hardware import onednn
 from keras_vit.inference import images as images_lib
 from keras_vit.inference import labels as labels_lib
 from keras_vit.inference import runtimes
+from keras_vit.inference.options import PREDICT_DOMAINS
 
 
 def preprocess_input(x, data_format=None, include_preprocessing=True):
@@ -134,8 +135,6 @@ class Predictor:
         return to_probabilities(self.runtime.run(x), self.runtime.atol)
 
 
-# the domains of predict's numeric arguments (keras_vit.domains); `keras-vit predict` takes its flags' types here
-PREDICT_DOMAINS = {"top_k": POSITIVE_INT, "batch_size": POSITIVE_INT}
 _ADVISED = []
 
 
