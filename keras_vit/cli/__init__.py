@@ -75,7 +75,7 @@ def build_parser(commands=None):
     Every command takes ``--verbose`` (before or after its name), with one meaning: :data:`VERBOSE_HELP`.
     """
     parser = argparse.ArgumentParser(prog="keras-vit", description="Vision Transformer for Keras 3.")
-    parser.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
+    parser.add_argument("--verbose", dest="show_logs", action="store_true", help=VERBOSE_HELP)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     modules = {}
     for name, module_name in COMMANDS.items():
@@ -85,7 +85,7 @@ def build_parser(commands=None):
         if commands is None or name in commands:
             module.add_arguments(sub)
             # the global switch after the command too; SUPPRESS: when absent here, `keras-vit --verbose CMD` stays True
-            sub.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP)
+            sub.add_argument("--verbose", dest="show_logs", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP)
             for action in sub._actions:  # argparse keeps no public list of a parser's arguments
                 action.help = plain(action.help)
         modules[name] = module
@@ -96,12 +96,12 @@ def verbose_requested(args):
     """``--verbose`` (before or after the command) or ``KERAS_VIT_VERBOSE=1``: every log line shown.
 
     Example:
-    >>> verbose_requested(argparse.Namespace(verbose=True)), verbose_requested(argparse.Namespace())
+    >>> verbose_requested(argparse.Namespace(show_logs=True)), verbose_requested(argparse.Namespace(show_logs=False))
     (True, False)
     """
     if os.environ.get(VERBOSE_ENV, "").strip().lower() in ("1", "true", "yes", "on"):
         return True
-    return bool(getattr(args, "verbose", False))
+    return bool(getattr(args, "show_logs", False))
 
 
 def quiet_tensorflow(verbose=False):

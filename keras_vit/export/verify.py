@@ -73,6 +73,9 @@ class VerificationReport:
         passed: whether every bar was met.
         runtime: what ran the export (``tensorflow``, ``ai_edge_litert``, ``onnxruntime``).
         details: format-specific facts (signatures, float ops kept, labels...).
+        eval_images: how many images the export was verified on and where they came from
+            (:func:`keras_vit.export.data.eval_images`: the given ones, the model's own, or MNIST, said so).
+        calibration_images: the same for the int8 calibration images (None: not calibrated).
     """
 
     format: str
@@ -87,6 +90,8 @@ class VerificationReport:
     passed: bool
     runtime: str
     details: dict = dataclasses.field(default_factory=dict)
+    eval_images: str = ""
+    calibration_images: str = None
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -109,7 +114,8 @@ class VerificationReport:
             f"{self.format} ({self.quantize}) -> {self.path}",
             f"  runtime        {self.runtime}",
             f"  size           {self.size_bytes:,} bytes",
-            f"  images         {self.num_images}",
+            f"  verified on    {self.eval_images or f'{self.num_images} images'}",
+            *([f"  calibrated on  {self.calibration_images}"] if self.calibration_images else []),
             f"  max abs diff   {self.max_abs_diff:.3g}",
             f"  top-1 agree    {self.top1_agreement:.2%}",
             f"  tolerance      {bars}: {'PASSED' if self.passed else 'FAILED'}",

@@ -1,4 +1,4 @@
-"""Classify image files with a ``.keras``, SavedModel or ``.tflite`` ViT.
+"""Classify image files with a ``.keras``, SavedModel, ``.tflite`` or ``.onnx`` ViT.
 
 ``predict(model, images)`` reads image files or folders with the one reader
 (:mod:`keras_vit.inference.images`, decoding and resizing with the function the
@@ -175,6 +175,8 @@ def load_predictor(model, labels=None, include_preprocessing=None, image_size=No
             runtime = runtimes.keras_runtime(saving.load_model(path), include_preprocessing, image_size)
         elif kind == "saved_model":
             runtime = runtimes.saved_model_runtime(path, include_preprocessing, image_size)
+        elif kind == "onnx":
+            runtime = runtimes.onnx_runtime(path, include_preprocessing, image_size)
         else:
             runtime = runtimes.tflite_runtime(path, include_preprocessing, image_size)
     else:
