@@ -112,6 +112,32 @@ def atomic_write(path, write):
             os.remove(tmp)
 
 
+def check_output(path, *, overwrite=False, what="output"):
+    """Refuse, before any work, to write a file at ``path`` where a folder is, or over a file unless ``overwrite``.
+
+    The one rule of every file a keras_vit command or export writes (``.keras``, ``.tflite``, ``.onnx``).
+
+    Raises:
+        IsADirectoryError: ``path`` is a folder (whatever ``overwrite`` says).
+        FileExistsError: ``path`` exists and ``overwrite`` is False.
+
+    Example:
+    >>> import tempfile
+    >>> check_output(tempfile.mkdtemp(), what="--output")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    IsADirectoryError: --output '...' is a folder: give the path of the file to write
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{what} {path!r} is a folder: give the path of the file to write")
+    if os.path.lexists(path) and not overwrite:
+        raise FileExistsError(
+            f"{what} {path!r} exists: pass overwrite=True (keras-vit: --overwrite) to replace it, or another path"
+        )
+    return path
+
+
 def save_model(model, path, metadata=None, *, include_optimizer=True):
     """Save ``model`` as ``.keras`` atomically, with ``metadata`` (e.g. ``{"class_names": [...]}``) inside.
 

@@ -28,6 +28,7 @@ def trained_model_path():
     """A tiny ViT trained for a few seconds on 3,000 digits, saved as .keras (cached per session)."""
     import keras
     import keras_vit
+    from keras_vit import saving
 
     keras.utils.set_random_seed(0)
     x, y = real_images(3000, split="train")
@@ -39,7 +40,7 @@ def trained_model_path():
     folder = tempfile.mkdtemp(prefix="keras_vit_export_")
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     path = os.path.join(folder, "tiny_digits.keras")
-    model.save(path)
+    saving.save_model(model, path, metadata={"dataset": "mnist"})  # as keras-vit train records its training data
     return path
 
 

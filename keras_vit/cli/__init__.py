@@ -10,6 +10,7 @@ import argparse
 import importlib
 import logging
 import os
+import re
 import sys
 
 from keras_vit.hardware import terminal
@@ -32,40 +33,75 @@ VERBOSE_ENV = "KERAS_VIT_VERBOSE"
 VERBOSE_HELP = f"show TensorFlow's and LiteRT's information and warnings too (or {VERBOSE_ENV}=1)"
 # TensorFlow's Python loggers (deprecation notes, tracing advice): errors only unless --verbose
 PYTHON_LOGGERS = ("absl", "tensorflow")
+# reST in docstrings, shown plainly in --help: :class:`~a.b.C` -> C, :mod:`a.b` -> a.b, ``x`` -> x
+_REST_TILDE = re.compile(r":[a-z]+:`~[^`]*?([^.`]+)`")
+_REST_ROLE = re.compile(r":[a-z]+:`([^`]+)`")
 
 
-def build_parser():
+def plain(text):
+    """``text`` (a docstring, a flag's help) without its reST markup, as ``--help`` prints it.
+
+    Example:
+    >>> plain("Writes ``metrics.json``; see :func:`keras_vit.train.job.run` and :class:`~keras_vit.train.job.TrainConfig`.")
+    'Writes metrics.json; see keras_vit.train.job.run and TrainConfig.'
+    """
+    if text is None:
+        return None
+    text = _REST_TILDE.sub(r"\1", text)
+    text = _REST_ROLE.sub(r"\1", text)
+    return text.replace("``", "")
+
+
+def command_name(argv):
+    """The command named in ``argv`` (the first word that is not an option), or None.
+
+    Example:
+    >>> command_name(["--verbose", "predict", "m.keras"]), command_name(["--help"])
+    ('predict', None)
+    """
+    for token in argv:
+        if token == "--":
+            return None
+        if not token.startswith("-"):
+            return token
+    return None
+
+
+def build_parser(commands=None):
+    """The ``keras-vit`` parser: every command listed, the flags of those in ``commands`` only (default: all).
+
+    A command's flags take their types and choices from the modules that own them;
+    ``keras-vit --help`` and ``keras-vit COMMAND --help`` build only what they print, without Keras.
+    Every command takes ``--verbose`` (before or after its name), with one meaning: :data:`VERBOSE_HELP`.
+    """
     parser = argparse.ArgumentParser(prog="keras-vit", description="Vision Transformer for Keras 3.")
-    parser.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
+    parser.add_argument("--verbose", dest="show_logs", action="store_true", help=VERBOSE_HELP)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     modules = {}
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(module_name)
-        help_text = (module.__doc__ or "").strip().splitlines()[0] if module.__doc__ else None
-        sub = subparsers.add_parser(name, help=help_text, description=module.__doc__)
-        module.add_arguments(sub)
+        doc = plain(module.__doc__ or "").strip()
+        sub = subparsers.add_parser(name, help=doc.splitlines()[0] if doc else None, description=doc or None)
+        if commands is None or name in commands:
+            module.add_arguments(sub)
+            # the global switch after the command too; SUPPRESS: when absent here, `keras-vit --verbose CMD` stays True
+            sub.add_argument("--verbose", dest="show_logs", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP)
+            for action in sub._actions:  # argparse keeps no public list of a parser's arguments
+                action.help = plain(action.help)
         modules[name] = module
     return parser, modules
 
 
-def verbose_requested(argv):
-    """``keras-vit --verbose COMMAND ...`` (before the command), or ``KERAS_VIT_VERBOSE=1``: every log line shown.
-
-    Read before the parser exists, since TensorFlow starts (and prints) before the arguments are
-    parsed; after the command, ``--verbose`` is the command's own (``train --verbose 2``: Keras' progress).
+def verbose_requested(args):
+    """``--verbose`` (before or after the command) or ``KERAS_VIT_VERBOSE=1``: every log line shown.
 
     Example:
-    >>> verbose_requested(["--verbose", "predict", "m.keras"]), verbose_requested(["train", "--verbose", "2"])
+    >>> verbose_requested(argparse.Namespace(show_logs=True)), verbose_requested(argparse.Namespace(show_logs=False))
     (True, False)
     """
     if os.environ.get(VERBOSE_ENV, "").strip().lower() in ("1", "true", "yes", "on"):
         return True
-    for token in argv:
-        if token == "--verbose":
-            return True
-        if not token.startswith("-") or token == "--":
-            return False
-    return False
+    return bool(getattr(args, "show_logs", False))
 
 
 def quiet_tensorflow(verbose=False):
@@ -111,9 +147,10 @@ def quiet_tensorflow(verbose=False):
 
 
 def main(argv=None):
-    quiet_tensorflow(verbose_requested(sys.argv[1:] if argv is None else argv))
-    parser, modules = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser, modules = build_parser(commands=(command_name(argv),))
+    args = parser.parse_args(argv)  # --help and bad flags end here, before TensorFlow starts
+    quiet_tensorflow(verbose_requested(args))
     try:
         return modules[args.command].run(args) or 0
     except (ValueError, FileNotFoundError, OSError) as error:

@@ -7,7 +7,7 @@ and depth and the position-embedding similarity (Figure 7 of the ViT paper).
 
 from keras_vit.cli.predict import INPUT_RANGES
 from keras_vit.domains import FRACTION, PROBABILITY
-from keras_vit.inspect.attention import HEAD_FUSIONS
+from keras_vit.inspect.options import HEAD_FUSIONS
 
 
 def add_arguments(parser):
@@ -19,7 +19,10 @@ def add_arguments(parser):
     parser.add_argument("--alpha", type=PROBABILITY.argparse_type(), default=0.5, help="heatmap opacity (default 0.5)")
     parser.add_argument("--distance-out", help="also write the mean attention distance plot (PNG)")
     parser.add_argument("--position-out", help="also write the position-embedding similarity plot (PNG)")
-    parser.add_argument("--input-range", choices=sorted(INPUT_RANGES), default="auto")
+    parser.add_argument(
+        "--input-range", choices=sorted(INPUT_RANGES), default="auto",
+        help="pixels the model takes: 0-255 (keras_vit default) or -1-1; auto asks the model",
+    )
 
 
 def run(args):

@@ -5,7 +5,7 @@ the .keras file is written atomically, with the class names the source carries
 and the source itself in its metadata, so ``keras-vit predict``, ``attention``
 and ``export`` print class names. ``--num-classes`` gives a new zero-initialised
 head for fine-tuning, ``--image-size`` resamples the position embeddings. Prints the load report. Bad values are refused by the
-builders with the value received.
+builders with the value received; an existing --output file is replaced only with --overwrite.
 """
 
 
@@ -19,6 +19,7 @@ def add_arguments(parser):
         "or a preset VARIANT:TAG such as B/16:augreg_in21k_ft_in1k (keras-vit info --presets)",
     )
     parser.add_argument("--output", required=True, help="the .keras file to write")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing file at --output")
     parser.add_argument("--num-classes", type=POSITIVE_INT.argparse_type(), help="a new zero-initialised head of N classes (default: the source's head)")
     parser.add_argument("--image-size", type=POSITIVE_INT.argparse_type(), help="input size; position embeddings resampled (default: the source's)")
     parser.add_argument("--num-heads", type=POSITIVE_INT.argparse_type(), help="attention heads, for a timm file without a config.json naming them")
@@ -26,10 +27,11 @@ def add_arguments(parser):
 
 def run(args):
     from keras_vit.models.pretrained import from_pretrained
-    from keras_vit.saving import save_model
+    from keras_vit.saving import check_output, save_model
 
     if not args.output.endswith(".keras"):
         raise ValueError(f"--output must name a .keras file. Received: {args.output!r}")
+    check_output(args.output, overwrite=args.overwrite, what="--output")  # before the weights are read
     overrides = {
         name: value
         for name, value in (("num_classes", args.num_classes), ("image_size", args.image_size), ("num_heads", args.num_heads))

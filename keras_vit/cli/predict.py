@@ -1,4 +1,4 @@
-"""Classify image files (or folders of them) with a .keras, SavedModel or .tflite model.
+"""Classify image files (or folders of them) with a .keras, SavedModel, .tflite or .onnx model.
 
 Prints the top-k classes of each image with their probabilities, or JSON with
 --json. A file that cannot be read is reported on stderr and the others are
@@ -14,9 +14,9 @@ INPUT_RANGES = {"auto": None, "0-255": True, "-1-1": False}
 
 
 def add_arguments(parser):
-    from keras_vit.inference.predictors import PREDICT_DOMAINS
+    from keras_vit.inference.options import PREDICT_DOMAINS
 
-    parser.add_argument("model", help="a .keras file, a SavedModel folder or a .tflite file")
+    parser.add_argument("model", help="a .keras file, a SavedModel folder, a .tflite file or an .onnx file")
     parser.add_argument("images", nargs="+", help="image files (JPEG, PNG, ...) or folders of them")
     parser.add_argument("--top-k", type=PREDICT_DOMAINS["top_k"].argparse_type(), default=5, help="classes per image (default 5)")
     parser.add_argument("--json", action="store_true", help="print one JSON document for scripts")

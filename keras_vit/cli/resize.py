@@ -5,7 +5,7 @@ hybrid's grid is its feature map's) and, with --patch-size, the
 patch-embedding kernel by FlexiViT's pseudo-inverse resize
 (keras_vit.resize_model). --image-size none gives a model that takes any size
 the patch size divides. The class names and other metadata stored with the
-model are kept; the output is written atomically.
+model are kept; the output is written atomically, over an existing file only with --overwrite.
 """
 
 import argparse
@@ -35,6 +35,7 @@ def parse_image_size(text):
 def add_arguments(parser):
     parser.add_argument("model", help="the .keras file")
     parser.add_argument("--output", required=True, help="the .keras file to write")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing file at --output")
     parser.add_argument(
         "--image-size", type=parse_image_size, default=_KEEP,
         help="N, HxW, or 'none' for any size (default: the model's own)",
@@ -44,10 +45,11 @@ def add_arguments(parser):
 
 def run(args):
     from keras_vit.models.resize import SAME, resize_model
-    from keras_vit.saving import load_model, read_metadata, save_model
+    from keras_vit.saving import check_output, load_model, read_metadata, save_model
 
     if args.image_size is _KEEP and args.patch_size is None:
         raise ValueError("Nothing to change: give --image-size and/or --patch-size")
+    check_output(args.output, overwrite=args.overwrite, what="--output")  # before the model is read
     metadata = read_metadata(args.model)
     model = load_model(args.model)
     image_size = SAME if args.image_size is _KEEP else args.image_size

@@ -98,7 +98,9 @@ def add_arguments(parser):
     add("--no-tensorboard", dest="tensorboard", action="store_false", default="auto",
         help="no TensorBoard logs (default: written when the tensorboard package is installed)")
     add("--output", default="runs/train", help="output folder")
-    add("--verbose", default="auto", help="Keras progress: auto (a progress bar on a terminal, one line per epoch otherwise), 0, 1 or 2")
+    add("--progress", dest="verbose", default="auto",
+        help="Keras' progress output (model.fit's verbose): auto (a progress bar on a terminal, one line per epoch "
+        "otherwise), 0 (none), 1 (a bar) or 2 (a line per epoch)")
 
 
 def config_from_args(args):

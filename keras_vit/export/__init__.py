@@ -9,8 +9,8 @@ leaves nothing at ``output``.
 
 This file only names the public API. The modules, one job each:
 :mod:`~keras_vit.export.orchestration` (``export_model``),
-:mod:`~keras_vit.export.errors`, :mod:`~keras_vit.export.common` (formats,
-modes, labels), :mod:`~keras_vit.export.data` (verification and calibration
+:mod:`~keras_vit.export.errors`, :mod:`~keras_vit.export.options` (formats,
+modes, the domains of the arguments; no Keras), :mod:`~keras_vit.export.common` (labels, shapes), :mod:`~keras_vit.export.data` (verification and calibration
 images), :mod:`~keras_vit.export.verify` (the report and its bars), one module
 per format (:mod:`~keras_vit.export.saved_model` with
 :mod:`~keras_vit.export.rest`, whose ``serving_bytes`` decodes with
@@ -20,23 +20,29 @@ per format (:mod:`~keras_vit.export.saved_model` with
 :mod:`~keras_vit.export.quantization` (the size / latency / agreement table).
 """
 
-from keras_vit.export.common import FORMATS, QUANTIZE_MODES
-from keras_vit.export.data import as_images, mnist_images
-from keras_vit.export.errors import ExportError, ExportVerificationError
-from keras_vit.export.gpu_delegate import GpuDelegateReport, gpu_delegate_report
-from keras_vit.export.orchestration import export_model
-from keras_vit.export.verify import TOLERANCES, VerificationReport
+import importlib
 
-__all__ = [
-    "FORMATS",
-    "QUANTIZE_MODES",
-    "TOLERANCES",
-    "ExportError",
-    "ExportVerificationError",
-    "GpuDelegateReport",
-    "VerificationReport",
-    "as_images",
-    "export_model",
-    "gpu_delegate_report",
-    "mnist_images",
-]
+# public name -> the module that defines it: imported on first use (PEP 562), so that a leaf module such as
+# keras_vit.export.options loads without Keras or TensorFlow (the command's --help builds from it)
+_EXPORTS = {
+    "keras_vit.export.options": ("FORMATS", "QUANTIZE_MODES"),
+    "keras_vit.export.data": ("as_images", "mnist_images"),
+    "keras_vit.export.errors": ("ExportError", "ExportVerificationError"),
+    "keras_vit.export.gpu_delegate": ("GpuDelegateReport", "gpu_delegate_report"),
+    "keras_vit.export.orchestration": ("export_model",),
+    "keras_vit.export.verify": ("TOLERANCES", "VerificationReport"),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name):
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_MODULE_OF[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

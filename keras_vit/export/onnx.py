@@ -11,8 +11,8 @@ import numpy as np
 
 from keras_vit.export import common
 from keras_vit.export.errors import ExportError
-
-DEFAULT_OPSET = 17
+from keras_vit.export.options import DEFAULT_OPSET
+from keras_vit.inference import runtimes
 
 
 def _erfc_handler(ctx, node, name, args):
@@ -69,14 +69,10 @@ def graph_ops(proto):
 
 def session(path_or_bytes, num_threads=None):
     """An onnxruntime CPU session; a model it cannot load raises ``ExportError``."""
-    import onnxruntime as ort  # deferred: an optional extra ([export])
-
-    options = ort.SessionOptions()
-    if num_threads:
-        options.intra_op_num_threads = int(num_threads)
-        options.inter_op_num_threads = 1
     try:
-        return ort.InferenceSession(path_or_bytes, sess_options=options, providers=["CPUExecutionProvider"])
+        return runtimes.onnx_session(path_or_bytes, num_threads)  # the session keras_vit.predict runs .onnx files in
+    except ImportError:
+        raise
     except Exception as error:
         raise ExportError(f"onnxruntime cannot load the exported model: {error}") from error
 

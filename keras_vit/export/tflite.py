@@ -24,16 +24,27 @@ Labels: the class names are zipped onto the flatbuffer as ``labels.txt``
 Android's metadata extractor reads), and also written beside the model.
 """
 
+import contextlib
 import os
+import re
+import warnings
 import zipfile
 
 from keras_vit.export import common
 from keras_vit.export.errors import ExportError
+from keras_vit.hardware.terminal import native_stderr_filtered
 from keras_vit.inference import labels as labels_lib
 from keras_vit.inference import runtimes
 from keras_vit.layers import formulation
 
 FRAGILE_OPS = ("SOFTMAX", "GELU", "MEAN", "SQUARED_DIFFERENCE", "RSQRT", "SUM")
+# what the converter prints from C++ that its exception repeats, or that says nothing to a user: the MLIR
+# locations of a failed op (one line each), and the modes of a quantized conversion
+_CONVERTER_LINES = r"^loc\(|^fully_quantize: "
+# the converter's Python warnings that say nothing to a user: the float input of an int8 model (on purpose), and
+# tf.lite.Interpreter's deprecation, which QuantizationDebugger (float_ops) creates (keras_vit runs ai_edge_litert's)
+_CONVERTER_WARNINGS = (r"Statistics for quantized inputs were expected", r"\s*Warning: tf\.lite\.Interpreter is deprecated")
+_MLIR_ERROR = re.compile(r"error: (.*)")
 
 
 def _frozen_function(model, batch_size):
@@ -49,15 +60,33 @@ def _frozen_function(model, batch_size):
     return convert_variables_to_constants_v2(concrete)
 
 
-def _representative(images):
+def _representative(images, on_image=None):
     def generate():
-        for image in images:
+        for done, image in enumerate(images, 1):
             yield [image[None].astype("float32")]
+            if on_image is not None:
+                on_image(done)
 
     return generate
 
 
-def convert(model, quantize="float32", representative_images=None, *, batch_size=1, float_ops=()):
+def conversion_error(quantize, error):
+    """The :class:`ExportError` of a failed conversion: each distinct MLIR error once, not the call stack of each op.
+
+    Example:
+    >>> text = "<frozen runpy>:88:1: error: 'tfl.fully_connected' op operand #0 must be QI8\\nsys.exit(main())\\n" * 3
+    >>> str(conversion_error("float32", text))
+    "TFLite conversion (float32) with builtin ops only failed (3 ops): 'tfl.fully_connected' op operand #0 must be QI8"
+    """
+    errors = list(dict.fromkeys(m.group(1).strip() for m in _MLIR_ERROR.finditer(str(error))))
+    count = len(_MLIR_ERROR.findall(str(error)))
+    if not errors:
+        return ExportError(f"TFLite conversion ({quantize}) with builtin ops only failed: {error}")
+    ops = f" ({count} ops)" if count > 1 else ""
+    return ExportError(f"TFLite conversion ({quantize}) with builtin ops only failed{ops}: {'; '.join(errors)}")
+
+
+def convert(model, quantize="float32", representative_images=None, *, batch_size=1, float_ops=(), on_calibration_image=None):
     """Convert a Keras model to a TFLite flatbuffer (bytes), builtin ops only.
 
     Args:
@@ -67,6 +96,7 @@ def convert(model, quantize="float32", representative_images=None, *, batch_size
             for ``"int8"`` (already shape-checked, see ``data.as_images``).
         batch_size: the fixed batch of the input.
         float_ops: ``int8`` only: TFLite op names (e.g. ``"SOFTMAX"``) kept in float.
+        on_calibration_image: ``int8`` only: called with the count of calibration images fed so far.
 
     Returns:
         The flatbuffer bytes.
@@ -91,21 +121,33 @@ def convert(model, quantize="float32", representative_images=None, *, batch_size
         if representative_images is None or len(representative_images) == 0:
             raise ValueError("quantize='int8' needs a representative dataset of real images. Received: none")
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        converter.representative_dataset = _representative(representative_images)
+        converter.representative_dataset = _representative(representative_images, on_calibration_image)
         if float_ops:
             converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8, tf.lite.OpsSet.TFLITE_BUILTINS]
             options = tf.lite.experimental.QuantizationDebugOptions(denylisted_ops=list(float_ops))
-            debugger = tf.lite.experimental.QuantizationDebugger(
-                converter=converter,
-                debug_dataset=_representative(representative_images),
-                debug_options=options,
-            )
-            return bytes(debugger.get_nondebug_quantized_model())
+            with _quiet_converter():
+                debugger = tf.lite.experimental.QuantizationDebugger(
+                    converter=converter,
+                    debug_dataset=_representative(representative_images),
+                    debug_options=options,
+                )
+                return bytes(debugger.get_nondebug_quantized_model())
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
     try:
-        return bytes(converter.convert())
+        with _quiet_converter():
+            return bytes(converter.convert())
     except Exception as error:
-        raise ExportError(f"TFLite conversion ({quantize}) with builtin ops only failed: {error}") from error
+        raise conversion_error(quantize, error) from error
+
+
+def _quiet_converter():
+    """The converter's lines and warnings that say nothing to a user, left out (all shown with ``TF_CPP_MIN_LOG_LEVEL=0``)."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(native_stderr_filtered(hide=_CONVERTER_LINES))
+    stack.enter_context(warnings.catch_warnings())
+    for message in _CONVERTER_WARNINGS:
+        warnings.filterwarnings("ignore", message=message)
+    return stack
 
 
 def builtin_op_names():

@@ -17,7 +17,7 @@ import os
 
 import numpy as np
 
-from keras_vit.domains import NON_NEGATIVE, PROBABILITY, Optional
+from keras_vit.export.options import TOLERANCE_DOMAINS
 from keras_vit.inference import decoding
 from keras_vit.saving import atomic_write
 
@@ -33,8 +33,6 @@ TOLERANCES = {
 }
 
 
-# the domains of the overrides (keras_vit.domains): `keras-vit export --max-abs-diff/--min-top1-agreement` use them too
-TOLERANCE_DOMAINS = {"max_abs_diff": Optional(NON_NEGATIVE), "min_top1_agreement": Optional(PROBABILITY)}
 
 
 def tolerance_for(fmt, quantize, *, max_abs_diff=None, min_top1_agreement=None):
@@ -75,6 +73,9 @@ class VerificationReport:
         passed: whether every bar was met.
         runtime: what ran the export (``tensorflow``, ``ai_edge_litert``, ``onnxruntime``).
         details: format-specific facts (signatures, float ops kept, labels...).
+        eval_images: how many images the export was verified on and where they came from
+            (:func:`keras_vit.export.data.eval_images`: the given ones, the model's own, or MNIST, said so).
+        calibration_images: the same for the int8 calibration images (None: not calibrated).
     """
 
     format: str
@@ -89,6 +90,8 @@ class VerificationReport:
     passed: bool
     runtime: str
     details: dict = dataclasses.field(default_factory=dict)
+    eval_images: str = ""
+    calibration_images: str = None
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -111,7 +114,8 @@ class VerificationReport:
             f"{self.format} ({self.quantize}) -> {self.path}",
             f"  runtime        {self.runtime}",
             f"  size           {self.size_bytes:,} bytes",
-            f"  images         {self.num_images}",
+            f"  verified on    {self.eval_images or f'{self.num_images} images'}",
+            *([f"  calibrated on  {self.calibration_images}"] if self.calibration_images else []),
             f"  max abs diff   {self.max_abs_diff:.3g}",
             f"  top-1 agree    {self.top1_agreement:.2%}",
             f"  tolerance      {bars}: {'PASSED' if self.passed else 'FAILED'}",

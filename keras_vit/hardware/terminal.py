@@ -29,6 +29,9 @@ _PLAIN = re.compile(r"^(VERBOSE|INFO|WARNING|ERROR): ")
 _SEVERITY = {"I": 0, "W": 1, "E": 2, "F": 3, "VERBOSE": -1, "INFO": 0, "WARNING": 1, "ERROR": 2}
 # on a machine without an NVIDIA driver, TensorFlow's CUDA build logs an ERROR for the cuInit it cannot make
 _NO_DRIVER_ERRORS = ("failed call to cuInit",)
+# ERROR lines that report no error: oneDNN, turned on for an AVX2 CPU, meets a uint8 op (image decoding) and says it
+# runs Eigen's kernel for it instead, on every CPU without AVX-512
+_NOT_ERRORS = ("oneDNN supports DT_UINT8 only on platforms with AVX-512",)
 NVIDIA_DRIVER = "/proc/driver/nvidia/version"
 # descriptor 2 is the process's: two threads' blocks interleaved would restore each other's capture
 _FD2_LOCK = threading.RLock()
@@ -67,11 +70,15 @@ def shown(line, level, driver=None):
     True
     >>> shown("E0000 00:00:1795544261.397070    5203 op_kernel.cc:1]  OOM when allocating tensor", 2), shown("Traceback (most recent", 3)
     (True, True)
+    >>> shown("E0000 00:00:1795707275.860168    9221 util.cc:131] oneDNN supports DT_UINT8 only on platforms with AVX-512. Falling back", 2)
+    False
     """
     match = _GLOG.match(line) or _PLAIN.match(line)
     if match is None:
         return True
     severity = _SEVERITY[match.group(1)]
+    if severity == 2 and any(text in line for text in _NOT_ERRORS):
+        severity = 0
     if severity == 2 and any(text in line for text in _NO_DRIVER_ERRORS):
         if driver is None:
             driver = os.path.exists(NVIDIA_DRIVER)
@@ -81,21 +88,22 @@ def shown(line, level, driver=None):
 
 
 @contextlib.contextmanager
-def native_stderr_filtered():
+def native_stderr_filtered(hide=None):
     """Capture file descriptor 2 for the block, then write back the lines :func:`shown` keeps.
 
-    A no-op when ``TF_CPP_MIN_LOG_LEVEL`` is 0 or unset (every line is wanted) or descriptor 2 cannot
-    be duplicated; descriptor 2 is restored, and what was kept written, before any exception leaves.
-    Blocks of several threads run one after the other.
+    ``hide``: a regular expression of further lines to drop, e.g. the diagnostics a converter prints
+    that its exception repeats. A no-op when ``TF_CPP_MIN_LOG_LEVEL`` is 0 or unset (every line is
+    wanted) or descriptor 2 cannot be duplicated; descriptor 2 is restored, and what was kept written,
+    before any exception leaves. Blocks of several threads run one after the other.
     """
     if native_log_level() <= 0:
         yield
         return
     with _FD2_LOCK:
-        yield from _filtered(native_log_level())
+        yield from _filtered(native_log_level(), re.compile(hide) if hide else None)
 
 
-def _filtered(level):
+def _filtered(level, hide=None):
     try:
         sys.stderr.flush()
         saved = os.dup(2)
@@ -112,7 +120,8 @@ def _filtered(level):
         os.dup2(saved, 2)
         os.close(saved)
         capture.seek(0)
-        kept = [line for line in capture.read().splitlines(keepends=True) if shown(line.decode(errors="replace"), level)]
+        lines = [line.decode(errors="replace") for line in capture.read().splitlines(keepends=True)]
+        kept = [line.encode() for line in lines if shown(line, level) and not (hide and hide.search(line))]
         capture.close()
         if kept:
             os.write(2, b"".join(kept))

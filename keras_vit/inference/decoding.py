@@ -29,6 +29,7 @@ Example:
 TensorShape([2, 4, 3])
 """
 
+from keras_vit.hardware.terminal import native_stderr_filtered
 from keras_vit.inference import exif
 
 METHOD = "bilinear"  # with antialias=True: the one resize rule
@@ -130,5 +131,23 @@ def eager(name):
 
     if name not in _EAGER:
         function = {"decode": decode, "decode_and_resize": decode_and_resize, "resize": resize}[name]
-        _EAGER[name] = tf.function(function, reduce_retracing=True)
+        _EAGER[name] = _first_run_filtered(tf.function(function, reduce_retracing=True))
     return _EAGER[name]
+
+
+def _first_run_filtered(function):
+    """``function``, its first run (where TensorFlow builds the graph) under
+    :func:`keras_vit.hardware.terminal.native_stderr_filtered`: there oneDNN, on for an AVX2 CPU, logs an
+    ERROR that reports no error (uint8 kernels need AVX-512; Eigen's run instead), which the filter drops
+    at the log level ``TF_CPP_MIN_LOG_LEVEL`` asks for (nothing is dropped when it is unset)."""
+    ran = []
+
+    def run(*args, **kwargs):
+        if ran:
+            return function(*args, **kwargs)
+        with native_stderr_filtered():
+            result = function(*args, **kwargs)
+        ran.append(True)
+        return result
+
+    return run

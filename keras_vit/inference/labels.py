@@ -9,8 +9,8 @@ Where names come from, first match wins (:func:`class_names`):
    in here); built in are ``class_names`` in the ``keras_vit.json`` entry of a
    ``.keras`` saved by ``keras-vit train``, a ``model.class_names`` attribute,
    label files next to the model (``<model>.labels.txt``, ``labels.txt``) or in
-   a SavedModel's ``assets/``, and label files zipped onto a ``.tflite`` (as
-   TFLite metadata stores associated files);
+   a SavedModel's ``assets/``, label files zipped onto a ``.tflite`` (as
+   TFLite metadata stores associated files), and ``labels`` in an ``.onnx`` file's metadata;
 3. the ImageNet-1k or -21k list when the head has 1000 or 21843 classes;
 4. ``class_0``, ``class_1``, ...
 """
@@ -160,3 +160,12 @@ def _keras_archive_metadata(model_path, loaded):
         return None
     names = saving.read_metadata(model_path).get("class_names")
     return [str(name) for name in names] if names else None
+
+
+@register_label_reader
+def _onnx_metadata(model_path, loaded):
+    """``labels`` in the metadata of an ``.onnx`` file (keras_vit's export writes them), read from its onnxruntime session."""
+    if loaded is None or not hasattr(loaded, "get_modelmeta"):
+        return None
+    names = loaded.get_modelmeta().custom_metadata_map.get("labels")
+    return _parse_labels(names) if names else None

@@ -1,4 +1,4 @@
-"""Classify image files with a ``.keras``, SavedModel or ``.tflite`` ViT.
+"""Classify image files with a ``.keras``, SavedModel, ``.tflite`` or ``.onnx`` ViT.
 
 ``predict(model, images)`` reads image files or folders with the one reader
 (:mod:`keras_vit.inference.images`, decoding and resizing with the function the
@@ -18,11 +18,12 @@ import keras
 import numpy as np
 
 from keras_vit import saving
-from keras_vit.domains import POSITIVE_INT, check_arguments
+from keras_vit.domains import check_arguments
 from keras_vit.hardware import onednn
 from keras_vit.inference import images as images_lib
 from keras_vit.inference import labels as labels_lib
 from keras_vit.inference import runtimes
+from keras_vit.inference.options import PREDICT_DOMAINS
 
 
 def preprocess_input(x, data_format=None, include_preprocessing=True):
@@ -134,8 +135,6 @@ class Predictor:
         return to_probabilities(self.runtime.run(x), self.runtime.atol)
 
 
-# the domains of predict's numeric arguments (keras_vit.domains); `keras-vit predict` takes its flags' types here
-PREDICT_DOMAINS = {"top_k": POSITIVE_INT, "batch_size": POSITIVE_INT}
 _ADVISED = []
 
 
@@ -176,6 +175,8 @@ def load_predictor(model, labels=None, include_preprocessing=None, image_size=No
             runtime = runtimes.keras_runtime(saving.load_model(path), include_preprocessing, image_size)
         elif kind == "saved_model":
             runtime = runtimes.saved_model_runtime(path, include_preprocessing, image_size)
+        elif kind == "onnx":
+            runtime = runtimes.onnx_runtime(path, include_preprocessing, image_size)
         else:
             runtime = runtimes.tflite_runtime(path, include_preprocessing, image_size)
     else:

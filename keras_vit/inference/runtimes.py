@@ -1,12 +1,12 @@
-"""How each model format is loaded and run: ``.keras`` in Keras, SavedModel in TensorFlow, ``.tflite`` in LiteRT.
+"""How each model format is loaded and run: ``.keras`` in Keras, SavedModel in TensorFlow, ``.tflite`` in LiteRT, ``.onnx`` in onnxruntime.
 
 Each ``*_runtime`` function returns a :class:`Runtime`: ``run(x)`` mapping a
 float32 batch ``(batch, H, W, 3)``, as the model takes it, to the model's raw
 ``(batch, classes)`` outputs, and what :class:`~keras_vit.inference.predictors.Predictor`
 needs to know about the model (its input size, whether it takes [0, 255]
 pixels or [-1, 1]). The TFLite helpers (:func:`tflite_interpreter`,
-:func:`quantize`, :func:`dequantize`, :func:`run_tflite`) are the ones the
-exporter verifies its ``.tflite`` files with.
+:func:`quantize`, :func:`dequantize`, :func:`run_tflite`) and :func:`onnx_session` are the ones
+the exporter verifies its ``.tflite`` and ``.onnx`` files with.
 """
 
 import collections
@@ -21,7 +21,7 @@ from keras_vit.architecture.config import ViTConfig
 from keras_vit.architecture.model import config_of
 from keras_vit.hardware.terminal import native_stderr_filtered
 
-FORMATS = ("keras", "saved_model", "tflite")  # what model_format tells apart
+FORMATS = ("keras", "saved_model", "tflite", "onnx")  # what model_format tells apart
 # written by keras_vit's SavedModel export: {"image_size": [H, W] (what serving_bytes resizes to), "vit_config": {...}}
 SAVED_MODEL_METADATA = os.path.join("assets", "keras_vit.json")
 
@@ -43,7 +43,7 @@ Attributes:
 
 
 def model_format(path):
-    """``"keras"``, ``"saved_model"`` or ``"tflite"`` from a model path.
+    """``"keras"``, ``"saved_model"``, ``"tflite"`` or ``"onnx"`` from a model path.
 
     Example:
     >>> import tempfile
@@ -63,8 +63,10 @@ def model_format(path):
         return "keras"
     if path.endswith(".tflite"):
         return "tflite"
+    if path.endswith(".onnx"):
+        return "onnx"
     raise ValueError(
-        f"Unknown model format: expected a .keras file, a .tflite file or a SavedModel folder. Received: {path!r}"
+        f"Unknown model format: expected a .keras, .tflite or .onnx file or a SavedModel folder. Received: {path!r}"
     )
 
 
@@ -338,3 +340,50 @@ def tflite_runtime(path, include_preprocessing=None, image_size=None):
     out_scale = output_detail["quantization"][0] if _is_quantized(output_detail) else 0.0
     atol = max(1e-3, num_classes * out_scale)  # each dequantised score is off by up to one step
     return Runtime(run, (h, w), num_classes, include_preprocessing is not False, None, atol)
+
+
+def onnx_session(path_or_bytes, num_threads=None):
+    """An onnxruntime CPU session of an ONNX model (path or bytes)."""
+    import onnxruntime as ort  # deferred: an optional extra ([export])
+
+    options = ort.SessionOptions()
+    if num_threads:
+        options.intra_op_num_threads = int(num_threads)
+        options.inter_op_num_threads = 1
+    return ort.InferenceSession(path_or_bytes, sess_options=options, providers=["CPUExecutionProvider"])
+
+
+def onnx_runtime(path, include_preprocessing=None, image_size=None):
+    """An ``.onnx`` file with one ``(batch, H, W, 3)`` input, run by onnxruntime (as the export verified it).
+
+    It is taken to scale [0, 255] pixels itself (as keras_vit exports do) unless
+    ``include_preprocessing=False``. The class scores are the output named ``probabilities`` (else
+    ``logits``, else the first ``(batch, classes)`` output).
+    """
+    path = os.fspath(path)
+    try:
+        session = onnx_session(path)
+    except ImportError:
+        raise
+    except Exception as error:  # onnxruntime raises its own types for a file it cannot read
+        raise ValueError(f"onnxruntime cannot load {path!r}: {error}") from error
+    inputs = session.get_inputs()
+    if len(inputs) != 1 or len(inputs[0].shape) != 4:
+        received = [(i.name, i.shape) for i in inputs]
+        raise ValueError(f"Expected an ONNX model with one (batch, H, W, 3) image input. Received inputs: {received}")
+    name = inputs[0].name
+    static = tuple(v if isinstance(v, int) else None for v in inputs[0].shape[1:3])
+    size = input_size(static, image_size, what=f"The ONNX model {path!r}")
+    outputs = [o for o in session.get_outputs() if len(o.shape) == 2]
+    if not outputs:
+        raise ValueError(f"The ONNX model {path!r} has no (batch, classes) output: {[o.name for o in session.get_outputs()]}")
+    output = min(outputs, key=lambda o: (o.name != "probabilities", o.name != "logits"))
+
+    def run(images):
+        chunks = [
+            session.run([output.name], {name: np.asarray(images[i : i + _CHUNK], "float32")})[0]
+            for i in range(0, len(images), _CHUNK)
+        ]
+        return np.concatenate(chunks) if chunks else np.zeros((0, output.shape[-1]), "float32")
+
+    return Runtime(run, size, int(output.shape[-1]), include_preprocessing is not False, session)

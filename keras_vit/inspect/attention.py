@@ -32,8 +32,8 @@ import numpy as np
 from keras_vit.architecture.model import config_of
 from keras_vit.domains import FRACTION
 from keras_vit.inference import images as images_lib
+from keras_vit.inspect.options import HEAD_FUSIONS
 
-HEAD_FUSIONS = ("mean", "max", "min")
 _ATTENTION_MODELS = weakref.WeakKeyDictionary()  # model -> its attention model, built once
 
 

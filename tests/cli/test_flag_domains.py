@@ -52,7 +52,7 @@ def test_every_numeric_flag_has_a_declared_domain():
             assert action.type not in (int, float), (command, action.option_strings)
     expected = {"--image-size", "--epochs", "--steps-per-epoch", "--batch-size", "--accumulate", "--ema", "--lr",
                 "--weight-decay", "--warmup-epochs", "--label-smoothing", "--layer-decay", "--freeze-blocks",
-                "--drop-path", "--mixup", "--cutmix", "--validation-fraction", "--save-freq", "--seed", "--verbose"}
+                "--drop-path", "--mixup", "--cutmix", "--validation-fraction", "--save-freq", "--seed", "--progress"}
     assert expected <= set(TRAIN_FLAGS), expected - set(TRAIN_FLAGS)
     assert {"--version", "--num-images", "--batch-size", "--top-k", "--max-abs-diff", "--min-top1-agreement"} <= set(EXPORT_FLAGS)
 

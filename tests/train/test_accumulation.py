@@ -297,7 +297,7 @@ MIRRORED_JOB = textwrap.dedent(
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     from keras_vit import cli
     sys.exit(cli.main(["train", "--strategy", "mirrored", "--model", "micro", "--epochs", "1", "--steps-per-epoch", "2",
-                       "--batch-size", "16", "--accumulate", "2", "--ema", "0.9", "--verbose", "0", "--no-tensorboard",
+                       "--batch-size", "16", "--accumulate", "2", "--ema", "0.9", "--progress", "0", "--no-tensorboard",
                        "--output", sys.argv[1]]))
     """
 )

@@ -62,7 +62,7 @@ MIRRORED = textwrap.dedent(
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     from keras_vit import cli
     common = ["train", "--strategy", "mirrored", "--model", "micro", "--epochs", "1", "--steps-per-epoch", "3",
-              "--verbose", "0", "--no-tensorboard", "--output", sys.argv[1]]
+              "--progress", "0", "--no-tensorboard", "--output", sys.argv[1]]
     assert cli.main(common + ["--batch-size", "33"]) == 2
     sys.exit(cli.main(common + ["--batch-size", "32"]))
     """

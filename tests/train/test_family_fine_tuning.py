@@ -50,7 +50,7 @@ def test_train_command_fine_tunes_a_family_model_from_its_keras_file(tmp_path, r
     source, path = saved_source(tmp_path, row)
     out = tmp_path / "run"
     code = cli.main(["train", "--weights", path, "--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "32",
-                     "--output", str(out), "--verbose", "0", "--no-tensorboard"])
+                     "--output", str(out), "--progress", "0", "--no-tensorboard"])
     assert code == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["model"] == "pretrained" and metrics["image_size"] == 28 and metrics["optimizer"] == "sgd"

@@ -39,7 +39,7 @@ def _train_cli(out, *extra):
     from keras_vit import cli
 
     return cli.main(["train", "--model", "micro", "--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "32",
-                     "--output", str(out), "--verbose", "0", "--no-tensorboard", *extra])
+                     "--output", str(out), "--progress", "0", "--no-tensorboard", *extra])
 
 
 def _weights_file_is_finite(path):
@@ -264,7 +264,7 @@ def test_training_killed_at_random_points_leaves_the_old_state_or_the_new(tmp_pa
     """Beyond the list: SIGKILL `keras-vit train` after random delays; every state left must be whole."""
     out = tmp_path / "run"
     command = [sys.executable, "-m", "keras_vit.cli", "train", "--model", "micro", "--epochs", "4", "--steps-per-epoch",
-               "10", "--batch-size", "32", "--save-freq", "3", "--output", str(out), "--verbose", "2", "--no-tensorboard"]
+               "10", "--batch-size", "32", "--save-freq", "3", "--output", str(out), "--progress", "2", "--no-tensorboard"]
     env = dict(os.environ, PYTHONPATH=ROOT)
     rng = np.random.default_rng(14)
     for delay in rng.uniform(4.0, 36.0, size=5):

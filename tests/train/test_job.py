@@ -94,7 +94,7 @@ def _train_cli(tmp_path, *extra, tensorboard=False):
     out = tmp_path / "run"
     flags = [] if tensorboard else ["--no-tensorboard"]
     code = cli.main(["train", "--model", "micro", "--epochs", "2", "--steps-per-epoch", "3", "--batch-size", "32",
-                     "--output", str(out), "--verbose", "0", *flags, *extra])
+                     "--output", str(out), "--progress", "0", *flags, *extra])
     return code, out
 
 
@@ -145,7 +145,7 @@ def test_killed_train_command_resumes(tmp_path):
 
     out = tmp_path / "run"
     command = [sys.executable, "-m", "keras_vit.cli", "train", "--model", "micro", "--epochs", "4", "--steps-per-epoch", "40",
-               "--save-freq", "7", "--output", str(out), "--verbose", "2", "--no-tensorboard"]
+               "--save-freq", "7", "--output", str(out), "--progress", "2", "--no-tensorboard"]
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ, PYTHONPATH=root)
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -192,7 +192,7 @@ def test_small_folder_run_validates_fits_its_batch_and_saves_no_optimizer(tmp_pa
 
     folder, out = str(image_folder(tmp_path / "pets", per_class=10, size=(28, 28))), tmp_path / "run"
     code = cli.main(["train", "--model", "micro", "--dataset", folder, "--validation-fraction", "0.25", "--epochs", "1",
-                     "--output", str(out), "--verbose", "0", "--no-tensorboard"])
+                     "--output", str(out), "--progress", "0", "--no-tensorboard"])
     printed = capsys.readouterr().out
     assert code == 0
     assert "batch size 12: the recipe's 64 is more than the 12 training images (--batch-size sets it)" in printed
