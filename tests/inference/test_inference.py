@@ -282,10 +282,10 @@ def test_every_path_reads_files_the_same(tmp_path, capsys):
     with pytest.raises(ValueError, match=r"Corrupt.*truncated\.jpg"):  # named up front, not mid-epoch
         train_data.load_image_folder(tmp_path / "dataset")
 
-    # keras-vit attention: with --alpha 0 the overlay is the photo as read, at its own (EXIF-rotated) size
+    # keras-vit attention --plain: with --alpha 0 the overlay is the photo as read, at its own (EXIF-rotated) size
     for name in ("exif.jpg", "gray16.png"):
         out = tmp_path / f"{name}.overlay.png"
-        assert cli.main(["attention", path, str(tmp_path / "photos" / name), "--out", str(out), "--alpha", "0"]) == 0
+        assert cli.main(["attention", path, str(tmp_path / "photos" / name), "--out", str(out), "--alpha", "0", "--plain"]) == 0
         np.testing.assert_array_equal(np.asarray(Image.open(out).convert("RGB")), expected[name], err_msg=name)
     capsys.readouterr()
     assert cli.main(["attention", path, str(truncated), "--out", str(tmp_path / "no.png")]) == 2
