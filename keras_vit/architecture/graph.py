@@ -133,7 +133,7 @@ def distilled_head(x, config):
     return x
 
 
-def head(x, config, feature_map=None):
+def head(x, config, *, feature_map=None):
     """Pool the encoded tokens, optional pre-logits (tanh), then the zero-initialised head.
 
     ``pooling=None`` returns the tokens; ``"feature_map"`` the patch tokens on the grid of ``feature_map``
@@ -169,4 +169,4 @@ def build_graph(config, input_tensor=None):
     inputs, x = image_input(config, input_tensor)
     feature_map = stem(x, config)
     x = embed(feature_map, config)
-    return inputs, head(encoder(x, config), config, feature_map)
+    return inputs, head(encoder(x, config), config, feature_map=feature_map)

@@ -263,8 +263,8 @@ class TokenGrid(keras.layers.Layer):
     Example:
     >>> tokens = keras.ops.reshape(keras.ops.arange(2 * 7 * 3, dtype="float32"), (2, 7, 3))  # class token + 2x3 patches
     >>> grid = TokenGrid(patch_size=4, num_prefix_tokens=1)([tokens, keras.ops.zeros((2, 8, 12, 3))])
-    >>> tuple(grid.shape), keras.ops.convert_to_numpy(grid[0, 1, 0]).tolist()  # patch 4 = token 5
-    ((2, 2, 3, 3), [15.0, 16.0, 17.0])
+    >>> tuple(grid.shape), keras.ops.convert_to_numpy(grid[0, 1, 0]).tolist()  # patch 3 (row 1, col 0) = token 4
+    ((2, 2, 3, 3), [12.0, 13.0, 14.0])
     """
 
     def __init__(self, patch_size, num_prefix_tokens=0, **kwargs):

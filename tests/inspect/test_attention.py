@@ -285,7 +285,9 @@ def test_saved_attention_figure_has_the_figures_size(tmp_path):
 
 def test_position_similarity_figure_summarises_a_large_grid():
     rng = np.random.default_rng(0)
-    for rows, cols, panels, step in ((14, 14, 196, 1), (24, 24, 64, 3), (24, 12, 32, 3)):
+    assert visualize.summary_positions(24, 12) == (list(range(0, 24, 3)), list(range(0, 12, 3)), 3)
+    assert visualize.summary_positions(16, 16)[2] == 1 and visualize.summary_positions(17, 3)[2] == 3
+    for rows, cols, panels, step in ((4, 6, 24, 1), (24, 24, 64, 3)):
         similarity = rng.uniform(-1, 1, (rows, cols, rows, cols))
         figure = visualize.position_similarity_figure(similarity)
         shown = _axes_with_image(figure)
@@ -300,6 +302,20 @@ def test_position_similarity_figure_summarises_a_large_grid():
         assert len(figure.axes) == panels + 1  # and the colour bar
 
 
+def test_prediction_title_names_the_top_class_and_its_probability():
+    from keras_vit.cli.attention import _prediction_title
+
+    model = tiny_vit(image_size=32, num_classes=3)
+    model.class_names = ["ant", "bee", "cat"]
+    x = keras_vit.preprocess_input(images(1, 32, seed=2)[0])
+    probabilities = np.asarray(model(x[None]))[0]
+    best = int(np.argmax(probabilities))
+    assert _prediction_title(model, x, None) == f"predicted: {model.class_names[best]} ({probabilities[best]:.2f})"
+    headless = tiny_vit(image_size=32, include_top=False)
+    assert _prediction_title(headless, x, None) == "attention rollout of vit (no classification head)"
+
+
+@pytest.mark.slow
 def test_attention_cli_titles_the_predicted_class(tmp_path, monkeypatch):
     model = tiny_vit(image_size=(32, 48), patch_size=8, num_classes=3)
     model.class_names = ["ant", "bee", "cat"]

@@ -53,7 +53,7 @@ def _tokens_and(pooling, **overrides):
     pooled = keras_vit.ViT(image_size=(32, 48), include_top=False, pooling=pooling, **SMALL, **overrides)
     pooled.set_weights(tokens.get_weights())  # the pooling reads no weights: the same list
     x = images(2, (32, 48), seed=4)
-    return np.asarray(tokens.predict(x, verbose=0), "float64"), np.asarray(pooled.predict(x, verbose=0), "float64"), pooled
+    return np.asarray(tokens(x), "float64"), np.asarray(pooled(x), "float64"), pooled
 
 
 @pytest.mark.parametrize("overrides, prefix", [({}, 1), ({"num_register_tokens": 2}, 3)])
@@ -76,7 +76,7 @@ def test_feature_map_is_the_patch_tokens_on_their_grid(tmp_path):
     model.save(path)
     loaded = keras_vit.load_model(path)
     assert loaded.vit_config.pooling == "feature_map"
-    np.testing.assert_allclose(loaded.predict(images(2, (32, 48), seed=4), verbose=0), grid, atol=1e-5)
+    np.testing.assert_allclose(loaded(images(2, (32, 48), seed=4)), grid, atol=1e-5)
 
 
 def test_feature_map_of_an_any_size_model_follows_each_image():
@@ -107,12 +107,12 @@ def test_a_class_token_checkpoint_loads_into_avg_max_and_feature_map_models(tmp_
     classifier = keras_vit.ViT(image_size=32, weights=str(folder), include_top=False, **SMALL)  # the class token
     tokens = keras_vit.ViT(image_size=32, weights=str(folder), include_top=False, pooling=None, **SMALL)
     x = images(2, 32, seed=5)
-    sequence = np.asarray(tokens.predict(x, verbose=0), "float64")
-    np.testing.assert_allclose(classifier.predict(x, verbose=0), sequence[:, 0], atol=1e-5)
+    sequence = np.asarray(tokens(x), "float64")
+    np.testing.assert_allclose(classifier(x), sequence[:, 0], atol=1e-5)
     mean = keras_vit.ViT(image_size=32, weights=str(folder), include_top=False, pooling="avg", **SMALL)
-    np.testing.assert_allclose(mean.predict(x, verbose=0), sequence[:, 1:].mean(axis=1), atol=1e-5)
+    np.testing.assert_allclose(mean(x), sequence[:, 1:].mean(axis=1), atol=1e-5)
     grid = keras_vit.from_pretrained(str(folder), include_top=False, pooling="feature_map")
-    np.testing.assert_allclose(grid.predict(x, verbose=0), sequence[:, 1:].reshape(2, 4, 4, 32), atol=1e-5)
+    np.testing.assert_allclose(grid(x), sequence[:, 1:].reshape(2, 4, 4, 32), atol=1e-5)
     with pytest.raises(ValueError, match=r"trained with pooling='token'.*Received: pooling='avg'"):
         keras_vit.from_pretrained(str(folder), pooling="avg")  # its head reads the class token: kept with a head
 
