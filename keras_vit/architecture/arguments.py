@@ -10,8 +10,11 @@ import keras
 
 from keras_vit.domains import POSITIVE_INT
 
-# class token, mean of the patch tokens, attention pooling (SigLIP), [class token; mean of the patch tokens] (DINOv2's classifier)
-POOLING_MODES = ("token", "gap", "map", "token_gap_concat")
+# class token, mean of the patch tokens, attention pooling (SigLIP), [class token; mean of the patch tokens] (DINOv2's
+# classifier), and keras.applications' "avg" and "max" (mean, maximum of the patch tokens; the class token kept)
+POOLING_MODES = ("token", "gap", "map", "token_gap_concat", "avg", "max")
+# what include_top=False also takes: the token sequence (None) and the patch tokens on their grid (keras.applications' map)
+NO_TOP_OUTPUTS = (None, "feature_map")
 DEFAULT_IMAGE_SIZE = 224  # the builders' image_size, and the native size of an image_size=None model
 
 
@@ -113,8 +116,13 @@ def validate_grid(image_size, patch_size, stride=1, context="", name="image_size
 
 def validate_top(num_classes, include_top, pooling, classifier_activation):
     """Check the head arguments shared by every builder, before building."""
-    if pooling not in POOLING_MODES and not (pooling is None and not include_top):
-        allowed = POOLING_MODES + ((None,) if not include_top else ())
+    if pooling not in POOLING_MODES and not (pooling in NO_TOP_OUTPUTS and not include_top):
+        if pooling in NO_TOP_OUTPUTS:
+            raise ValueError(
+                f"pooling={pooling!r} returns tokens, not a vector a head can classify: it needs include_top=False. "
+                f"Received: pooling={pooling!r}, include_top={include_top!r}"
+            )
+        allowed = POOLING_MODES + (NO_TOP_OUTPUTS if not include_top else ())
         raise ValueError(f"Unknown pooling type: expected one of {allowed}. Received: pooling={pooling!r}")
     if include_top and (not _is_int(num_classes) or num_classes < 1):
         raise ValueError(f"`num_classes` must be a positive int when include_top=True. Received: num_classes={num_classes!r}")

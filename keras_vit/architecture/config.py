@@ -49,10 +49,14 @@ class ViTConfig:
         block_units, width: ResNet stages and width multiplier (``stem="resnet"`` only).
         stem_channels: channels of the conv stem's convolutions (``stem="conv"`` only).
         num_classes: outputs of the head (``include_top`` only).
-        include_top: a classification head; without it the model returns the pooled representation, or
-            every token with ``pooling=None``.
-        pooling: ``"token"`` (class token), ``"gap"`` (mean of the tokens, no class token) or None
-            (``include_top=False`` only).
+        include_top: a classification head; without it the model returns the pooled representation
+            (``(batch, hidden_size)``), every token with ``pooling=None`` (``(batch, tokens, hidden_size)``),
+            or the patch tokens on their grid with ``pooling="feature_map"`` (``(batch, rows, cols,
+            hidden_size)``, what ``keras.applications`` returns with ``include_top=False, pooling=None``).
+        pooling: ``"token"`` (class token), ``"gap"`` (mean of the patch tokens; the paper's GAP models, no
+            class token), ``"avg"`` and ``"max"`` (``keras.applications``' spellings: the mean and the
+            maximum of the patch tokens, the class token kept, so a class-token checkpoint loads), or, with
+            ``include_top=False`` only, None or ``"feature_map"``.
         representation_size: width of the tanh pre-logits layer, or None.
         classifier_activation: of the head; None returns logits.
         include_preprocessing: the model scales [0, 255] RGB inputs to [-1, 1] itself.
@@ -210,6 +214,11 @@ class ViTConfig:
     def grid(self):
         """``(rows, cols)`` of the patch grid the position embeddings are stored for."""
         return self.grid_for(self.native_image_size)
+
+    @property
+    def pooled(self):
+        """The model computes a pooled vector (every ``pooling`` but None and ``"feature_map"``)."""
+        return self.pooling not in arguments.NO_TOP_OUTPUTS
 
     @property
     def num_patches(self):

@@ -32,7 +32,9 @@ PAPER = {
 }
 
 
-PAPER_POOLING = ("token", "gap", None)  # "map" and "token_gap_concat" are the family's
+# "map" and "token_gap_concat" are the family's; keras.applications' "avg", "max" and "feature_map" read no
+# weights of their own: the paper's model (and its checkpoints) with another output
+PAPER_POOLING = ("token", "gap", None, "avg", "max", "feature_map")
 
 
 def is_paper(config):
@@ -102,8 +104,8 @@ def _check_combinations(config):
         refuse.append("DeiT's two heads read the tokens directly: no representation_size, projection_dim or fc_norm")
     if config.fc_norm and config.final_norm:
         refuse.append("fc_norm replaces the final norm (as in timm): set final_norm=False with fc_norm=True")
-    if config.pooling is None and (config.fc_norm or config.projection_dim):
-        refuse.append("fc_norm and projection_dim act on the pooled vector: pooling=None has none")
+    if not config.pooled and (config.fc_norm or config.projection_dim):
+        refuse.append(f"fc_norm and projection_dim act on the pooled vector: pooling={config.pooling!r} has none")
     if config.stem is not None and not is_paper_tokens(config):
         refuse.append(f"stem={config.stem!r} models have the paper's tokens only (no registers or distillation token)")
     if refuse:

@@ -3,7 +3,7 @@
 Input -> optional [0, 255] -> [-1, 1] scaling -> optional stem (the hybrid's ResNet-v2, or small convs)
 -> ``Patches`` -> Eq. 1 embedding (``PatchEncoder``) -> ``num_layers`` pre-LN blocks -> final norm ->
 pooling, optional pre-logits and the zero-initialised head. Layer names are stable (``preprocessing``,
-``patches``, ``patch_encoder``, ``transformer_block_{i}``, ``encoder_norm``, ``pool``, ``pre_logits``,
+``patches``, ``patch_encoder``, ``transformer_block_{i}``, ``encoder_norm``, ``pool``, ``feature_map``, ``pre_logits``,
 ``head``, ``predictions``; the ResNet's ``conv_root``, ``block{i}_unit{j}``; the conv stem's
 ``stem_conv_{i}``; the family's ``pre_norm``, ``map_head``, ``fc_norm``, ``projection``,
 ``pool_distillation``, ``head_distillation``, ``head_average``), so checkpoints map by name and
@@ -14,7 +14,7 @@ import keras
 
 from keras_vit.architecture.family import PAPER
 from keras_vit.layers import PatchEncoder, Patches, TokenPooling, TransformerBlock
-from keras_vit.layers.patching import StemInputCheck
+from keras_vit.layers.patching import StemInputCheck, TokenGrid
 from keras_vit.layers.pooling import AttentionPooling
 from keras_vit.layers.resnet import resnet_stem
 
@@ -109,8 +109,9 @@ def pool(x, config):
             config.num_heads, config.mlp_dim, layer_norm_epsilon=config.layer_norm_epsilon,
             activation=config.mlp_activation, qkv_bias=config.qkv_bias, name="map_head",
         )(x)
-    else:
-        x = TokenPooling(config.pooling, num_prefix_tokens=config.num_prefix_tokens, name="pool")(x)
+    else:  # keras.applications' "avg" is the mean of the patch tokens: "gap"'s pooling, with the class token kept
+        mode = "gap" if config.pooling == "avg" else config.pooling
+        x = TokenPooling(mode, num_prefix_tokens=config.num_prefix_tokens, name="pool")(x)
     if config.fc_norm:
         x = keras.layers.LayerNormalization(epsilon=config.layer_norm_epsilon, name="fc_norm")(x)
     if config.projection_dim:
@@ -132,10 +133,16 @@ def distilled_head(x, config):
     return x
 
 
-def head(x, config):
-    """Pool the encoded tokens, optional pre-logits (tanh), then the zero-initialised head."""
+def head(x, config, *, feature_map=None):
+    """Pool the encoded tokens, optional pre-logits (tanh), then the zero-initialised head.
+
+    ``pooling=None`` returns the tokens; ``"feature_map"`` the patch tokens on the grid of ``feature_map``
+    (what the patches were cut from), ``(batch, rows, cols, hidden_size)``.
+    """
     if config.pooling is None:
         return x
+    if config.pooling == "feature_map":
+        return TokenGrid(config.patch_size, num_prefix_tokens=config.num_prefix_tokens, name="feature_map")([x, feature_map])
     if config.distillation_token:
         return distilled_head(x, config)
     x = pool(x, config)
@@ -160,5 +167,6 @@ def build_graph(config, input_tensor=None):
     (None, 3)
     """
     inputs, x = image_input(config, input_tensor)
-    x = embed(stem(x, config), config)
-    return inputs, head(encoder(x, config), config)
+    feature_map = stem(x, config)
+    x = embed(feature_map, config)
+    return inputs, head(encoder(x, config), config, feature_map=feature_map)

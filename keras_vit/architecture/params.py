@@ -138,7 +138,7 @@ def count_config_params(config):
     if config.projection_dim:
         total += width * config.projection_dim
         width = config.projection_dim
-    if config.representation_size:
+    if config.representation_size and config.pooled:  # the pre-logits act on the pooled vector
         total += width * config.representation_size + config.representation_size
         width = config.representation_size
     if config.include_top and config.pooling is not None:

@@ -88,7 +88,8 @@ def class_names(num_classes, labels=None, model_path=None, loaded=None):
     source = "labels"
     if labels is None:
         names = stored_labels(model_path, loaded)
-        source = f"the labels stored with {model_path!r}"
+        source = f"the labels stored with {model_path!r}" if model_path is not None else (
+            f"model {getattr(loaded, 'name', type(loaded).__name__)!r} (its class_names)")
         if names is None:
             for dataset, (_, count) in imagenet.DATASETS.items():
                 if num_classes == count:

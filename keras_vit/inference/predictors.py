@@ -58,14 +58,17 @@ def preprocess_input(x, data_format=None, include_preprocessing=True):
     return x / np.float32(127.5) - np.float32(1.0)
 
 
-def decode_predictions(preds, top=5, class_names=None):
+def decode_predictions(preds, top=5, class_names=None, model=None):
     """Top classes of a batch of predictions (``keras.applications`` style).
 
     Args:
         preds: ``(batch, num_classes)`` probabilities (or logits).
         top: how many classes per sample.
-        class_names: None (ImageNet-1k/-21k names for 1000/21843 classes,
-            else ``class_i``), a list of names, or the path to a label file.
+        class_names: None, a list of names, or the path to a label file.
+        model: the model that made ``preds`` (a Keras model, a :class:`Predictor`): its stored
+            names (``model.class_names``, set by :func:`keras_vit.load_model` from a ``.keras`` saved by
+            ``keras-vit train``, and by :func:`keras_vit.from_pretrained`) when ``class_names`` is None.
+            Without either: the ImageNet-1k/-21k names for 1000/21843 classes, else ``class_i``.
 
     Returns:
         One list per sample of ``(class_id, class_name, score)`` tuples, best
@@ -75,12 +78,15 @@ def decode_predictions(preds, top=5, class_names=None):
     Example:
     >>> decode_predictions(np.array([[0.1, 0.7, 0.2]]), top=2)
     [[('1', 'class_1', 0.7), ('2', 'class_2', 0.2)]]
+    >>> import types
+    >>> decode_predictions(np.array([[0.1, 0.7, 0.2]]), top=1, model=types.SimpleNamespace(class_names=["a", "b", "c"]))
+    [[('1', 'b', 0.7)]]
     """
     preds = np.asarray(preds)
     if preds.ndim != 2:
         raise ValueError(f"`decode_predictions` expects a batch of predictions (2-D). Received: shape={preds.shape}")
     num_classes = preds.shape[1]
-    names = labels_lib.class_names(num_classes, labels=class_names)
+    names = labels_lib.class_names(num_classes, labels=class_names, loaded=model)
     ids = labels_lib.class_ids(num_classes)
     results = []
     for row in preds:

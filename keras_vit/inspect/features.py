@@ -50,8 +50,8 @@ def available_features(model):
         "cls": config.class_token,
         "distillation": config.distillation_token,
         "registers": config.num_register_tokens > 0,
-        "pooled": config.pooling is not None,
-        "embedding": config.pooling is not None and bool(config.projection_dim),
+        "pooled": config.pooled,
+        "embedding": config.pooled and bool(config.projection_dim),
     }
     return [name for name in FEATURES if has[name]]
 
@@ -62,7 +62,7 @@ def _missing(model, name):
         "cls": "has no class token (class_token=False, e.g. pooling='gap' or 'map')",
         "distillation": "has no distillation token",
         "registers": "has no register tokens",
-        "pooled": "has no pooling (pooling=None)",
+        "pooled": f"has no pooling (pooling={config.pooling!r})",
         "embedding": "has no projection (projection_dim=None)",
     }[name]
     return ValueError(

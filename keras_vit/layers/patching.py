@@ -239,3 +239,56 @@ class StemInputCheck(keras.layers.Layer):
         config = super().get_config()
         config.update({"patch_size": self.patch_size, "stride": self.stride})
         return config
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class TokenGrid(keras.layers.Layer):
+    """The patch tokens of a sequence laid out on their grid: a feature map, as a ConvNet's.
+
+    ``(batch, prefix + rows * cols, D) -> (batch, rows, cols, D)``: the first ``num_prefix_tokens``
+    (class, distillation, register tokens) are dropped and the patch tokens, in the row-major order
+    :class:`Patches` cuts them, are reshaped to the grid. The grid is that of ``feature_map`` (what the
+    patches were cut from: the image, or a stem's output) cut into ``patch_size`` patches, so a model of
+    any image size (``image_size=None``) gets the grid of each image.
+
+    Args:
+        patch_size: int or ``(ph, pw)``, as the model's ``Patches``.
+        num_prefix_tokens: tokens before the patches.
+
+    Call arguments:
+        inputs: ``[tokens, feature_map]`` (a list, as Keras' merge layers take): ``tokens``
+            ``(batch, prefix + rows * cols, D)``, ``feature_map`` ``(batch, rows * ph, cols * pw, C)``,
+            the tensor the patches were cut from.
+
+    Example:
+    >>> tokens = keras.ops.reshape(keras.ops.arange(2 * 7 * 3, dtype="float32"), (2, 7, 3))  # class token + 2x3 patches
+    >>> grid = TokenGrid(patch_size=4, num_prefix_tokens=1)([tokens, keras.ops.zeros((2, 8, 12, 3))])
+    >>> tuple(grid.shape), keras.ops.convert_to_numpy(grid[0, 1, 0]).tolist()  # patch 3 (row 1, col 0) = token 4
+    ((2, 2, 3, 3), [12.0, 13.0, 14.0])
+    """
+
+    def __init__(self, patch_size, num_prefix_tokens=0, **kwargs):
+        super().__init__(**kwargs)
+        self.patch_size = patch_size
+        self._patch = pair(patch_size, "patch_size")
+        if isinstance(num_prefix_tokens, bool) or not isinstance(num_prefix_tokens, int) or num_prefix_tokens < 0:
+            raise ValueError(f"`num_prefix_tokens` must be an int >= 0. Received: num_prefix_tokens={num_prefix_tokens!r}")
+        self.num_prefix_tokens = num_prefix_tokens
+        built_when_created(self)
+
+    def call(self, inputs):
+        tokens, feature_map = inputs
+        shape = ops.shape(feature_map)
+        rows, cols = shape[1] // self._patch[0], shape[2] // self._patch[1]
+        patches = tokens[:, self.num_prefix_tokens :] if self.num_prefix_tokens else tokens
+        return ops.reshape(patches, (-1, rows, cols, tokens.shape[-1]))
+
+    def compute_output_shape(self, input_shape):
+        tokens_shape, feature_map_shape = input_shape
+        rows, cols = (None if size is None else size // patch for size, patch in zip(feature_map_shape[1:3], self._patch))
+        return (tokens_shape[0], rows, cols, tokens_shape[-1])
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"patch_size": self.patch_size, "num_prefix_tokens": self.num_prefix_tokens})
+        return config

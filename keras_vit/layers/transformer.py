@@ -283,7 +283,7 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
 class TokenPooling(keras.layers.Layer):
-    """Reduce a token sequence to one vector: the class token, the distillation token or the mean.
+    """Reduce a token sequence to one vector: the class token, the distillation token, the mean or the maximum.
 
     Args:
         mode: ``"token"`` reads token 0 (the ``[class]`` token); ``"distillation"``
@@ -291,8 +291,9 @@ class TokenPooling(keras.layers.Layer):
             the first ``num_prefix_tokens`` (the paper's GAP models carry no class
             token; timm's average pooling leaves out the class and register tokens).
             ``"token_gap_concat"`` concatenates token 0 and that mean (``2 * D`` wide,
-            DINOv2's classifier input).
-        num_prefix_tokens: tokens before the patches, left out of ``"gap"``.
+            DINOv2's classifier input). ``"max"`` takes the maximum of each channel over the
+            same tokens (``keras.layers.GlobalMaxPooling2D`` on the patch grid).
+        num_prefix_tokens: tokens before the patches, left out of ``"gap"`` and ``"max"``.
 
     Call arguments:
         x: ``(batch, tokens, D)``.
@@ -306,9 +307,11 @@ class TokenPooling(keras.layers.Layer):
     [[4.0, 5.0, 6.0, 7.0]]
     >>> keras.ops.convert_to_numpy(TokenPooling("token_gap_concat", num_prefix_tokens=1)(x)).tolist()
     [[0.0, 1.0, 2.0, 3.0, 6.0, 7.0, 8.0, 9.0]]
+    >>> keras.ops.convert_to_numpy(TokenPooling("max", num_prefix_tokens=1)(x)).tolist()
+    [[8.0, 9.0, 10.0, 11.0]]
     """
 
-    MODES = ("token", "distillation", "gap", "token_gap_concat")
+    MODES = ("token", "distillation", "gap", "token_gap_concat", "max")
 
     def __init__(self, mode="token", num_prefix_tokens=0, **kwargs):
         super().__init__(**kwargs)
@@ -327,7 +330,10 @@ class TokenPooling(keras.layers.Layer):
             return token(x, 0)
         if self.mode == "distillation":
             return token(x, 1)
-        mean = ops.mean(x[:, self.num_prefix_tokens :] if self.num_prefix_tokens else x, axis=1)
+        patches = x[:, self.num_prefix_tokens :] if self.num_prefix_tokens else x
+        if self.mode == "max":
+            return ops.max(patches, axis=1)
+        mean = ops.mean(patches, axis=1)
         if self.mode == "token_gap_concat":
             return ops.concatenate([token(x, 0), mean], axis=-1)
         return mean

@@ -12,12 +12,62 @@ import dataclasses
 import inspect
 
 from keras_vit import weights as weights_lib
+from keras_vit.architecture import arguments
 from keras_vit.architecture.config import STEM_FIELDS, ViTConfig, field_names
 from keras_vit.architecture.model import VisionTransformer
 from keras_vit.weights import declared, sources
 
 # what a builder takes besides the architecture: the weights to load, an input tensor, the model's name
 NOT_ARCHITECTURE = ("weights", "input_tensor", "name")
+# keras.applications' names of two config fields, taken by every builder: classes (num_classes), input_shape (image_size)
+APPLICATIONS_ALIASES = ("classes", "input_shape")
+
+
+def applications_aliases(given, builder_name="ViT"):
+    """``given`` (a builder's arguments) with ``keras.applications``' ``classes`` and ``input_shape`` as
+    the config's ``num_classes`` and ``image_size``; one given twice with two values is refused.
+
+    ``input_shape`` is ``(height, width, 3)``; ``(None, None, 3)`` is ``image_size=None`` (any size).
+
+    Example:
+    >>> applications_aliases({"classes": 10, "input_shape": (384, 384, 3)})
+    {'num_classes': 10, 'image_size': (384, 384)}
+    >>> applications_aliases({"input_shape": (224, 224, 1)})
+    Traceback (most recent call last):
+    ...
+    ValueError: ViT takes RGB images: input_shape must be (height, width, 3). Received: input_shape=(224, 224, 1)
+    """
+    given = dict(given)
+    if given.get("classes") is not None:
+        classes = given.pop("classes")
+        if "num_classes" in given and given["num_classes"] != classes:
+            raise ValueError(
+                f"`classes` is keras.applications' name for `num_classes`: give one. "
+                f"Received: classes={classes!r}, num_classes={given['num_classes']!r}"
+            )
+        given["num_classes"] = classes
+    given.pop("classes", None)
+    shape = given.pop("input_shape", None)
+    if shape is not None:
+        if not isinstance(shape, (tuple, list)) or len(shape) != 3 or shape[-1] != 3:
+            raise ValueError(f"{builder_name} takes RGB images: input_shape must be (height, width, 3). "
+                             f"Received: input_shape={shape!r}")
+        try:
+            size = None if tuple(shape[:2]) == (None, None) else arguments.positive_pair(tuple(shape[:2]), "input_shape")
+        except ValueError:
+            raise ValueError(f"`input_shape` must be (height, width, 3) with positive height and width, or "
+                             f"(None, None, 3) for any size. Received: input_shape={shape!r}") from None
+        if "image_size" in given and given["image_size"] is not None and size is not None:
+            same = arguments.positive_pair(given["image_size"], "image_size") == size
+        else:
+            same = "image_size" not in given or given["image_size"] == size
+        if not same:
+            raise ValueError(
+                f"`input_shape` (keras.applications) and `image_size` name the same size: give one, or the same. "
+                f"Received: input_shape={shape!r}, image_size={given['image_size']!r}"
+            )
+        given["image_size"] = size
+    return given
 
 
 def resolve_weights(weights, config, variant=None):
@@ -87,6 +137,9 @@ def build_model(config, *, weights=None, input_tensor=None, name=None, variant=N
 def make_builder(builder_name, *, doc, positional=(), fixed=None, defaults=None, variant=None, default_name=None):
     """A public builder: ``builder(*positional, weights=None, input_tensor=None, name=None, **fields)``.
 
+    ``fields`` are the config's, and ``keras.applications``' ``classes`` and ``input_shape``
+    (:func:`applications_aliases`).
+
     Args:
         builder_name: its ``__name__`` (``"ViTB16"``).
         doc: its docstring.
@@ -110,6 +163,7 @@ def make_builder(builder_name, *, doc, positional=(), fixed=None, defaults=None,
         if twice:
             raise TypeError(f"{builder_name}() got multiple values for argument(s) {twice}")
         given.update(fields)
+        given = applications_aliases(given, builder_name)
         refused = sorted(set(given) & (set(fixed) - {"patch_size"}))
         if refused:
             raise ValueError(
@@ -119,7 +173,8 @@ def make_builder(builder_name, *, doc, positional=(), fixed=None, defaults=None,
         unknown = sorted(set(given) - set(free))
         if unknown:
             raise ValueError(
-                f"Unknown argument(s) {unknown} for {builder_name}; accepted: {', '.join(free + list(NOT_ARCHITECTURE))}"
+                f"Unknown argument(s) {unknown} for {builder_name}; accepted: "
+                f"{', '.join(free + list(NOT_ARCHITECTURE + APPLICATIONS_ALIASES))}"
             )
         config = ViTConfig(**{**defaults, **fixed, **given})
         return build_model(config, weights=weights, input_tensor=input_tensor, name=name or default_name,
@@ -135,7 +190,7 @@ def _signature(positional, free, defaults):
     base = {field.name: field.default for field in dataclasses.fields(ViTConfig)}
     default = lambda name: defaults.get(name, base[name])  # noqa: E731
     params = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default(name)) for name in positional]
-    params += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None) for name in NOT_ARCHITECTURE]
+    params += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None) for name in NOT_ARCHITECTURE + APPLICATIONS_ALIASES]
     params += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default(name)) for name in free
                if name not in positional]
     return inspect.Signature(params)

@@ -14,7 +14,7 @@ import warnings
 from keras_vit.architecture import variants
 from keras_vit.architecture.config import ViTConfig
 from keras_vit.models.build import build_model
-from keras_vit.weights import architecture, download, formats, imagenet, keras_file, presets, sources
+from keras_vit.weights import architecture, declared, download, formats, imagenet, keras_file, presets, sources
 
 # read from the checkpoint: an override must agree with the file (the family's switches included)
 FROM_FILE = (
@@ -194,11 +194,12 @@ def arguments(arch, overrides, source, no_head=()):
     if num_classes is not None:
         kwargs["num_classes"] = num_classes
     pooling = overrides.get("pooling", arch["pooling"])
-    if pooling != arch["pooling"] and not (pooling is None and not kwargs["include_top"]):
+    outputs = (None, *declared.OUTPUT_POOLINGS)  # weight-free outputs of a model without a head
+    if pooling != arch["pooling"] and not (pooling in outputs and not kwargs["include_top"]):
         raise ValueError(
             f"{str(source)!r} was trained with pooling={arch['pooling']!r} "
-            f"({'a class token' if arch['pooling'] == 'token' else 'no class token'}); only None (the token "
-            f"sequence, with include_top=False) may replace it. Received: pooling={pooling!r}"
+            f"({'a class token' if arch['pooling'] == 'token' else 'no class token'}); with include_top=False, "
+            f"None (the token sequence), 'avg', 'max' or 'feature_map' may replace it. Received: pooling={pooling!r}"
         )
     kwargs["pooling"] = pooling
     return kwargs

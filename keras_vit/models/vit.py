@@ -35,11 +35,17 @@ _VIT_DOC = """Build a Vision Transformer (Dosovitskiy et al., 2020) of any size.
             and left at zero.
         input_tensor: optional Keras tensor to use as the model input.
         name: model name (default ``"vit"``).
+        classes, input_shape: ``keras.applications``' names of ``num_classes``
+            and ``image_size`` (``input_shape=(h, w, 3)``; ``(None, None, 3)``
+            for any size).
         **fields: every other field of :class:`keras_vit.ViTConfig`, keyword-only:
             ``hidden_size``, ``num_layers``, ``num_heads``, ``mlp_dim`` (the
             Transformer's shape), ``num_classes``, ``include_top`` (without it
-            the model returns the pooled representation, or every token with
-            ``pooling=None``), ``pooling`` (``"token"``, ``"gap"`` or None),
+            the model returns the pooled representation, every token with
+            ``pooling=None``, or the patch tokens on their grid, ``(batch, h, w,
+            hidden_size)``, with ``pooling="feature_map"``), ``pooling``
+            (``"token"``, ``"gap"``, ``keras.applications``' ``"avg"`` and
+            ``"max"`` (the class token kept), None, ``"feature_map"``),
             ``representation_size`` (tanh pre-logits), ``dropout``,
             ``attention_dropout``, ``drop_path_rate``, ``classifier_activation``
             (None: logits), ``include_preprocessing`` (inputs in [0, 255],
@@ -77,8 +83,8 @@ MLP {mlp_dim}, {num_heads} heads.
         weights, input_tensor, name, and the other fields of :class:`keras_vit.ViTConfig`
             but the sizes (include_top, pooling, representation_size, dropout,
             attention_dropout, drop_path_rate, classifier_activation,
-            include_preprocessing, native_image_size...): as in :func:`keras_vit.ViT`
-            (keyword-only).
+            include_preprocessing, native_image_size...), and keras.applications'
+            classes and input_shape: as in :func:`keras_vit.ViT` (keyword-only).
         patch_size: another patch size than {patch_size} (keyword-only): the
             checkpoint's patch-embedding kernel is resampled (FlexiViT).
 

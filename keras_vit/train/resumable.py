@@ -57,6 +57,50 @@ def make_callbacks(output_dir, *, save_freq="epoch", tensorboard="auto", checkpo
     return callbacks
 
 
+class ResumableHistory(keras.callbacks.History):
+    """What :func:`fit_resumable` returns: the ``History`` of the one or two ``fit`` calls it made, as one.
+
+    ``history`` (the per-epoch logs, lists), ``epoch`` (the epochs' indices in the run), ``model`` and
+    ``params`` as ``model.fit``'s ``History`` has them; and ``resumed_from_step`` (optimizer steps taken
+    before this call: 0 for a fresh run) and ``stopped`` (a callback stopped the run). ``history["loss"]``,
+    ``history["resumed_from_step"]`` and ``history.get(...)`` read the logs and those two, as the dict
+    ``fit_resumable`` returned before did.
+
+    Example:
+    >>> history = ResumableHistory(None, resumed_from_step=6)
+    >>> isinstance(history, keras.callbacks.History), history.history, history["resumed_from_step"]
+    (True, {}, 6)
+    """
+
+    def __init__(self, model, *, resumed_from_step=0):
+        super().__init__()
+        if model is not None:
+            self.set_model(model)
+        self.epoch = []
+        self.resumed_from_step = int(resumed_from_step)
+        self.stopped = False
+
+    def add(self, history):
+        """Append one ``fit`` call's ``History`` (its logs, epochs and params)."""
+        for key, values in history.history.items():
+            self.history.setdefault(key, []).extend(values)
+        self.epoch.extend(getattr(history, "epoch", ()))
+        self.params = getattr(history, "params", None) or self.params
+
+    def _extra(self):
+        return {"resumed_from_step": self.resumed_from_step, "stopped": self.stopped}
+
+    def __getitem__(self, key):
+        extra = self._extra()
+        return extra[key] if key in extra else self.history[key]
+
+    def __contains__(self, key):
+        return key in self._extra() or key in self.history
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+
 def fit_resumable(
     model,
     train,
@@ -103,8 +147,10 @@ def fit_resumable(
             :meth:`keras_vit.train.distribute.DistributedTrainer.fit`.
 
     Returns:
-        A dict of per-epoch logs (lists) of the epochs run in this call,
-        ``"resumed_from_step"`` and ``"stopped"`` (True when a callback stopped the run early).
+        A :class:`ResumableHistory`: a ``keras.callbacks.History`` (``history.history``: the per-epoch
+        logs, lists, of the epochs run in this call; ``history.epoch``: their indices in the run;
+        ``history.model``, ``history.params``) that also says ``resumed_from_step`` and ``stopped``
+        (True when a callback stopped the run early).
     """
     verbose = progress_verbosity(verbose)
     fit = fit or functools.partial(model.fit, shuffle=False)  # the pipeline shuffles (seeded)
@@ -116,7 +162,7 @@ def fit_resumable(
         callbacks = [*callbacks, KeepRawWeights()]
     start = backup.restore() if backup is not None else 0  # batches
     total = epochs * steps_per_epoch
-    history = {"resumed_from_step": start // per_update}
+    history = ResumableHistory(model, resumed_from_step=start // per_update)
     if start > total * per_update:
         raise ValueError(
             f"The backup in {backup.backup_dir} has taken {start // per_update} steps, more than this run's {total}; "
@@ -135,8 +181,7 @@ def fit_resumable(
             validation_data=validation_data,
             verbose=verbose,
         )
-        for key, values in h.history.items():
-            history.setdefault(key, []).extend(values)
+        history.add(h)
 
     batches_per_epoch = steps_per_epoch * per_update
     epoch, done = divmod(start, batches_per_epoch)
@@ -156,7 +201,7 @@ def fit_resumable(
         epoch += 1
     if epoch < epochs and not model.stop_training:  # fit() would reset the flag of a stopped run
         run(epoch, epochs, batches_per_epoch)
-    history["stopped"] = bool(model.stop_training)
-    if backup is not None and remove_backup and not history["stopped"]:
+    history.stopped = bool(model.stop_training)
+    if backup is not None and remove_backup and not history.stopped:
         backup.remove()
     return history

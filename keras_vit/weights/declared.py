@@ -90,8 +90,18 @@ def activation(value):
     return ACTIVATIONS.get(value, value) if isinstance(value, str) else value
 
 
+# the poolings of a model without a head that read no weights of the file: keras.applications' spellings
+OUTPUT_POOLINGS = ("avg", "max", "feature_map")
+
+
 def model_value(config, field):
-    """The model's value of a declared ``field``: the config's, or keras_vit's fixed choice where it has none."""
+    """The model's value of a declared ``field``: the config's, or keras_vit's fixed choice where it has none.
+
+    A model without a head pooled as ``keras.applications`` spells it (:data:`OUTPUT_POOLINGS`) has no
+    pooling to compare: the file's pooling chose its classifier's input, which such a model does not use.
+    """
+    if field == "pooling" and not getattr(config, "include_top", True) and getattr(config, "pooling", None) in OUTPUT_POOLINGS:
+        return None
     return getattr(config, field, FIXED.get(field))
 
 
@@ -124,7 +134,7 @@ def mismatches(record, config):
      "config.json: hidden_act='relu' but the model has mlp_activation='gelu' (keras_vit's MLP activations: gelu, gelu_tanh,
      quick_gelu, silu; unset, a builder takes the file's)"]
     """
-    found = []  # a model with pooling=None returns the tokens: no pooling to compare (have is None)
+    found = []  # a model with pooling=None returns the tokens: no pooling to compare (have is None), nor OUTPUT_POOLINGS
     for field, (value, said, origin) in record.items():
         have = model_value(config, field)
         if (have is None and field not in NULLABLE) or _agrees(field, value, have):

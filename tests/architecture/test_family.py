@@ -29,7 +29,7 @@ TINY = dict(image_size=16, patch_size=8, hidden_size=16, num_layers=1, num_heads
         (dict(mlp_type="moe"), "Unknown `mlp_type`"),
         (dict(input_std=(0.2, 0.0, 0.2)), "`input_std` must be three positive numbers"),
         (dict(input_mean=(0.5, 0.5)), "`input_mean` must be three finite numbers"),
-        (dict(pooling="max"), "Unknown pooling type"),
+        (dict(pooling="mean"), "Unknown pooling type"),  # "max" is keras.applications' max pooling
     ],
 )
 def test_impossible_combinations_are_refused_by_name(switches, message):

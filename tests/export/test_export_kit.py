@@ -70,3 +70,26 @@ def test_android_sample_states_the_input_contract():
     for needle in ("float32", "NHWC", "RGB", "[0, 255]", "labels.txt", "--quantize float16", "--quantize dynamic",
                    "GPU delegate: all N ops"):
         assert needle in readme
+
+
+def _android_assets():
+    """The asset files the Android sample opens: ``assets.open("...")`` and the ``...Asset: String = "..."`` defaults."""
+    sources = os.path.join(KIT, "android", "app", "src", "main", "java", "org", "kerasvit", "sample")
+    names = set()
+    for name in sorted(os.listdir(sources)):
+        text = _read("android", "app", "src", "main", "java", "org", "kerasvit", "sample", name)
+        names |= set(re.findall(r'assets\.open\("([^"]+)"\)', text))
+        names |= set(re.findall(r'\w+Asset: String = "([^"]+)"', text))
+    return names
+
+
+@pytest.mark.parametrize("page", ["export/README.md", "docs/export-and-serving.md"])
+def test_android_steps_put_every_asset_the_app_opens(page):
+    assets = _android_assets()
+    assert {"sample.jpg", "vit.tflite", "labels.txt"} <= assets  # the parser finds what the app reads
+    with open(os.path.join(ROOT, page), encoding="utf-8") as f:
+        text = f.read()
+    steps = text[text.index("`MainActivity.kt`"):]  # the steps follow the paragraph that names the app
+    blocks = "\n".join(re.findall(r"```bash\n(.*?)```", steps, flags=re.S)[:1])
+    missing = [name for name in sorted(assets) if f"export/android/app/src/main/assets/{name}" not in blocks]
+    assert not missing, f"{page}: the Android steps never put {missing} where MainActivity/ViTClassifier open them"

@@ -76,6 +76,25 @@ def test_preprocess_input_and_decode_predictions():
         inference.decode_predictions(np.array([0.1, 0.9]))
 
 
+def test_decode_predictions_uses_the_models_class_names(tmp_path):
+    model = tiny_vit(num_classes=3)
+    model.class_names = ["ant", "bee", "cat"]
+    path = str(tmp_path / "m.keras")
+    keras_vit.save_model(model, path)
+    loaded = keras_vit.load_model(path)  # the names come back with the model
+    preds = np.array([[0.1, 0.2, 0.7], [0.6, 0.3, 0.1]])
+    decoded = inference.decode_predictions(preds, top=2, model=loaded)
+    assert [[name for _, name, _ in row] for row in decoded] == [["cat", "bee"], ["ant", "bee"]]
+    assert decoded[0][0][2] == pytest.approx(0.7, rel=1e-7)
+    predictor = keras_vit.load_predictor(path)  # a Predictor holds them too
+    assert inference.decode_predictions(preds, top=1, model=predictor)[0][0][1] == "cat"
+    # explicit names win over the model's; a model with the wrong number of names is named in the error
+    assert inference.decode_predictions(preds, top=1, model=loaded, class_names=["x", "y", "z"])[0][0][1] == "z"
+    loaded.class_names = ["ant", "bee"]
+    with pytest.raises(ValueError, match=r"model .vit. \(its class_names\) holds 2 names"):
+        inference.decode_predictions(preds, model=loaded)
+
+
 def test_imagenet_label_lists():
     in1k = imagenet.imagenet_classes("imagenet1k")
     in21k = imagenet.imagenet_classes("imagenet21k")
@@ -282,10 +301,10 @@ def test_every_path_reads_files_the_same(tmp_path, capsys):
     with pytest.raises(ValueError, match=r"Corrupt.*truncated\.jpg"):  # named up front, not mid-epoch
         train_data.load_image_folder(tmp_path / "dataset")
 
-    # keras-vit attention: with --alpha 0 the overlay is the photo as read, at its own (EXIF-rotated) size
+    # keras-vit attention --plain: with --alpha 0 the overlay is the photo as read, at its own (EXIF-rotated) size
     for name in ("exif.jpg", "gray16.png"):
         out = tmp_path / f"{name}.overlay.png"
-        assert cli.main(["attention", path, str(tmp_path / "photos" / name), "--out", str(out), "--alpha", "0"]) == 0
+        assert cli.main(["attention", path, str(tmp_path / "photos" / name), "--out", str(out), "--alpha", "0", "--plain"]) == 0
         np.testing.assert_array_equal(np.asarray(Image.open(out).convert("RGB")), expected[name], err_msg=name)
     capsys.readouterr()
     assert cli.main(["attention", path, str(truncated), "--out", str(tmp_path / "no.png")]) == 2

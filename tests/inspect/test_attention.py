@@ -250,6 +250,93 @@ def test_pngs_are_written_valid_and_sized(tmp_path):
         visualize.overlay_heatmap(rgb, heatmap, alpha=2)
 
 
+def _axes_with_image(figure):
+    return [axes for axes in figure.axes if axes.images]
+
+
+def test_attention_figure_is_readable_for_a_small_image():
+    from matplotlib.colorbar import Colorbar
+
+    digit = images(1, 28, seed=3)[0]
+    heatmap = np.arange(16, dtype="float32").reshape(4, 4)
+    figure = visualize.attention_figure(digit, heatmap, title="predicted: 7 (0.91)")
+    width, height = figure.get_size_inches() * figure.dpi
+    (shown,) = [axes for axes in _axes_with_image(figure) if axes.get_title()]
+    assert shown.images[0].get_array().shape[:2] == (480, 480)  # 28x28 upsampled to the long side 480
+    box = shown.get_window_extent()  # pixels on the figure: one per image pixel, within rounding
+    assert box.width == pytest.approx(480, abs=1) and box.height == pytest.approx(480, abs=1)
+    assert width > 480 + 50 and height > 480 + 20  # room for the colour bar and the title
+    bars = [axes for axes in figure.axes if isinstance(getattr(axes, "_colorbar", None), Colorbar)]
+    assert len(bars) == 1 and "Attention" in bars[0].get_ylabel()
+    assert shown.get_title() == "predicted: 7 (0.91)"
+    big = visualize.attention_figure(images(1, (600, 512))[0], heatmap)  # large enough already: kept
+    (axes,) = _axes_with_image(big)
+    assert axes.images[0].get_array().shape[:2] == (600, 512) and not axes.get_title()
+
+
+def test_saved_attention_figure_has_the_figures_size(tmp_path):
+    from PIL import Image
+
+    path = visualize.save_attention_figure(images(1, (20, 40))[0], np.eye(2), tmp_path / "f.png", title="t")
+    figure = visualize.attention_figure(images(1, (20, 40))[0], np.eye(2), title="t")
+    expected = tuple(int(round(v)) for v in figure.get_size_inches() * figure.dpi)
+    assert Image.open(path).size == expected and expected[0] >= 480
+
+
+def test_position_similarity_figure_summarises_a_large_grid():
+    rng = np.random.default_rng(0)
+    assert visualize.summary_positions(24, 12) == (list(range(0, 24, 3)), list(range(0, 12, 3)), 3)
+    assert visualize.summary_positions(16, 16)[2] == 1 and visualize.summary_positions(17, 3)[2] == 3
+    for rows, cols, panels, step in ((4, 6, 24, 1), (24, 24, 64, 3)):
+        similarity = rng.uniform(-1, 1, (rows, cols, rows, cols))
+        figure = visualize.position_similarity_figure(similarity)
+        shown = _axes_with_image(figure)
+        assert len(shown) == panels
+        title = figure._suptitle.get_text()
+        if step == 1:
+            assert "summary" not in title
+        else:
+            assert f"every {step} positions" in title and f"{rows}x{cols}" in title and f"of {rows * cols} panels" in title
+            assert shown[1].images[0].get_array().shape == (rows, cols)  # each panel is still a full map
+            np.testing.assert_allclose(shown[1].images[0].get_array(), similarity[0, step], atol=1e-12)
+        assert len(figure.axes) == panels + 1  # and the colour bar
+
+
+def test_prediction_title_names_the_top_class_and_its_probability():
+    from keras_vit.cli.attention import _prediction_title
+
+    model = tiny_vit(image_size=32, num_classes=3)
+    model.class_names = ["ant", "bee", "cat"]
+    x = keras_vit.preprocess_input(images(1, 32, seed=2)[0])
+    probabilities = np.asarray(model(x[None]))[0]
+    best = int(np.argmax(probabilities))
+    assert _prediction_title(model, x, None) == f"predicted: {model.class_names[best]} ({probabilities[best]:.2f})"
+    headless = tiny_vit(image_size=32, include_top=False)
+    assert _prediction_title(headless, x, None) == "attention rollout of vit (no classification head)"
+
+
+@pytest.mark.slow
+def test_attention_cli_titles_the_predicted_class(tmp_path, monkeypatch):
+    model = tiny_vit(image_size=(32, 48), patch_size=8, num_classes=3)
+    model.class_names = ["ant", "bee", "cat"]
+    path = str(tmp_path / "model.keras")
+    keras_vit.save_model(model, path)
+    titles = []
+    save = visualize.save_attention_figure
+    monkeypatch.setattr(visualize, "save_attention_figure", lambda *a, **k: titles.append(k["title"]) or save(*a, **k))
+    photo = images(1, (30, 45), seed=1)[0].astype("uint8")
+    from PIL import Image
+
+    Image.fromarray(photo).save(tmp_path / "photo.png")
+    assert cli.main(["attention", path, str(tmp_path / "photo.png"), "--out", str(tmp_path / "a.png")]) == 0
+    x = keras_vit.preprocess_input(keras_vit.load_image(str(tmp_path / "photo.png"), (32, 48)))
+    probabilities = model.predict(x[None], verbose=0)[0]
+    best = int(np.argmax(probabilities))
+    (title,) = titles
+    assert title.startswith(f"predicted: {['ant', 'bee', 'cat'][best]} (")
+    assert float(title.split("(")[1].rstrip(")")) == pytest.approx(probabilities[best], abs=0.006)
+
+
 def test_attention_cli(tmp_path, capsys):
     import matplotlib
     from PIL import Image
@@ -264,10 +351,13 @@ def test_attention_cli(tmp_path, capsys):
         + ["--distance-out", str(tmp_path / "d.png"), "--position-out", str(tmp_path / "p.png")]
     )
     assert code == 0
-    assert is_png(out, size=Image.open(photo).size)
+    assert is_png(out) and min(Image.open(out).size) > max(Image.open(photo).size) * 0.8  # the photo plus a bar and a title
     assert is_png(tmp_path / "d.png") and is_png(tmp_path / "p.png")
+    plain = tmp_path / "plain.png"
+    assert cli.main(["attention", path, photo, "--out", str(plain), "--plain"]) == 0
+    assert is_png(plain, size=Image.open(photo).size)
     Image.new("LA", (20, 30), (128, 200)).save(tmp_path / "gray_alpha.png")  # converted, not rejected
-    assert cli.main(["attention", path, str(tmp_path / "gray_alpha.png"), "--out", str(tmp_path / "g.png")]) == 0
+    assert cli.main(["attention", path, str(tmp_path / "gray_alpha.png"), "--out", str(tmp_path / "g.png"), "--plain"]) == 0
     assert is_png(tmp_path / "g.png", size=(20, 30))
     capsys.readouterr()
     (tmp_path / "notes.txt").write_text("hello")

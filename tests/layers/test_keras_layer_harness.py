@@ -11,7 +11,7 @@ import keras
 from absl.testing import parameterized
 from keras.src import testing
 
-from keras_vit.layers import PatchEncoder, Patches, SelfAttention, StochasticDepth, TokenPooling, TransformerBlock
+from keras_vit.layers import PatchEncoder, Patches, SelfAttention, StochasticDepth, TokenGrid, TokenPooling, TransformerBlock
 from keras_vit.layers.pooling import AttentionPooling
 from keras_vit.layers.transformer import LayerScale
 
@@ -209,7 +209,8 @@ class LayerHarnessTest(testing.TestCase):
         )
 
     @parameterized.named_parameters(
-        ("token", "token", 0), ("gap", "gap", 0), ("distillation", "distillation", 0), ("gap_after_prefix", "gap", 3)
+        ("token", "token", 0), ("gap", "gap", 0), ("distillation", "distillation", 0), ("gap_after_prefix", "gap", 3),
+        ("max_after_prefix", "max", 3),
     )
     def test_token_pooling(self, mode, num_prefix_tokens):
         self.run_layer_test(
@@ -217,6 +218,21 @@ class LayerHarnessTest(testing.TestCase):
             {"mode": mode, "num_prefix_tokens": num_prefix_tokens},
             input_shape=(BATCH, TOKENS, WIDTH),
             expected_output_shape=(BATCH, WIDTH),
+            expected_output_dtype="float32",
+            expected_num_seed_generators=0,
+            **STATELESS,
+            run_training_check=True,
+            run_mixed_precision_check=True,
+        )
+
+    @parameterized.named_parameters(("class_token", 2, 1, (2, 3)), ("registers_pair", (1, 2), 3, (4, 3)))
+    def test_token_grid(self, patch_size, num_prefix_tokens, grid):
+        ph, pw = (patch_size, patch_size) if isinstance(patch_size, int) else patch_size
+        self.run_layer_test(
+            TokenGrid,
+            {"patch_size": patch_size, "num_prefix_tokens": num_prefix_tokens},
+            input_shape=((BATCH, num_prefix_tokens + grid[0] * grid[1], WIDTH), (BATCH, grid[0] * ph, grid[1] * pw, 3)),
+            expected_output_shape=(BATCH, *grid, WIDTH),
             expected_output_dtype="float32",
             expected_num_seed_generators=0,
             **STATELESS,

@@ -118,7 +118,7 @@ def test_preprocessing_scales_to_minus_one_one():
     [
         (dict(image_size=225), r"Received: image_size=225, patch_size=16"),
         (dict(image_size=(224, 200)), r"image_size=\(224, 200\), patch_size=16"),
-        (dict(pooling="max"), r"pooling='max'"),
+        (dict(pooling="mean"), r"pooling='mean'"),  # 'max' is keras.applications' max pooling
         (dict(num_classes=0), r"num_classes=0"),
         (dict(weights="no/such/file.npz"), r"no such file"),
         (dict(classifier_activation="nope"), r"nope"),

@@ -164,6 +164,10 @@ def test_interrupted_run_resumes_mid_epoch_with_the_same_step_count(tmp_path, ca
     assert [line for line in log.splitlines() if line.startswith("Epoch ")] == ["Epoch 2/3", "Epoch 3/3"], log
     assert int(model.optimizer.iterations.numpy()) == epochs * steps
     assert len(history["loss"]) == 2  # the rest of epoch 1, then epoch 2
+    assert isinstance(history, keras.callbacks.History) and history.model is model  # what model.fit returns
+    assert history.epoch == [1, 2] and len(history.history["loss"]) == 2 and history.history["loss"] == history["loss"]
+    assert (history.resumed_from_step, history.stopped) == (6, False)
+    assert history.params["epochs"] == epochs and history.params["steps"] == steps
     rows = list(csv.DictReader(open(out / "log.csv")))
     assert [r["epoch"] for r in rows] == ["0", "1", "2"]
     assert (out / "log.csv").read_text().startswith(log_before)  # nothing written before is lost
