@@ -11,6 +11,24 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 collect_ignore_glob = ["fixtures/*"]
 
 
+def pytest_configure(config):
+    # one folder for the run, shared by the xdist workers (they inherit the environment): the trained fixture
+    # models of tests/export_helpers.py are trained once per run, not once per worker
+    if not hasattr(config, "workerinput") and "KERAS_VIT_TEST_SHARED" not in os.environ:
+        import tempfile
+
+        config._keras_vit_shared = os.environ["KERAS_VIT_TEST_SHARED"] = tempfile.mkdtemp(prefix="keras_vit_tests_")
+
+
+def pytest_unconfigure(config):
+    folder = getattr(config, "_keras_vit_shared", None)
+    if folder:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
+        os.environ.pop("KERAS_VIT_TEST_SHARED", None)
+
+
 def pytest_sessionstart(session):
     # TensorFlow, Keras and keras_vit leave ~460k Python objects alive after import; every full garbage
     # collection scans them all (0.26 s here). Keras calls gc.collect() on each variable it deletes, e.g.

@@ -23,25 +23,9 @@ def real_images(count=200, offset=0, split="test"):
     return mnist_images(SHAPE, count, offset=offset, with_labels=True, split=split)
 
 
-@functools.lru_cache(maxsize=None)
 def trained_model_path():
-    """A tiny ViT trained for a few seconds on 3,000 digits, saved as .keras (cached per session)."""
-    import keras
-    import keras_vit
-    from keras_vit import saving
-
-    keras.utils.set_random_seed(0)
-    x, y = real_images(3000, split="train")
-    model = keras_vit.ViT(**TINY, num_classes=NUM_CLASSES, name="tiny_digits")
-    head = model.get_layer("head")  # zero head passes no gradient at first; start it random
-    head.kernel.assign(np.random.default_rng(0).normal(0, 0.05, head.kernel.shape))
-    model.compile(optimizer=keras.optimizers.Adam(2e-3), loss="sparse_categorical_crossentropy", metrics=["accuracy"])
-    model.fit(x, y, batch_size=64, epochs=6, verbose=0)
-    folder = tempfile.mkdtemp(prefix="keras_vit_export_")
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    path = os.path.join(folder, "tiny_digits.keras")
-    saving.save_model(model, path, metadata={"dataset": "mnist"})  # as keras-vit train records its training data
-    return path
+    """A tiny ViT trained for a few seconds on 3,000 digits, saved as .keras (one per test run)."""
+    return trained_config_path("vit")
 
 
 def trained_model():
@@ -60,24 +44,43 @@ HYBRID = dict(image_size=32, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=
               patch_size=1, stem="resnet", block_units=(1,), width=0.5)
 
 
+CONFIGS = {"vit": dict(TINY, num_classes=NUM_CLASSES), "family": FAMILY, "hybrid": HYBRID}
+
+
+def shared_folder():
+    """One folder for the whole test run, shared by the xdist workers (conftest sets and removes it)."""
+    folder = os.environ.get("KERAS_VIT_TEST_SHARED")
+    if not folder:  # run outside the suite's conftest: a folder of this process
+        folder = os.environ["KERAS_VIT_TEST_SHARED"] = tempfile.mkdtemp(prefix="keras_vit_tests_")
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
 @functools.lru_cache(maxsize=None)
 def trained_config_path(name, epochs=6, count=3000):
-    """``FAMILY`` or ``HYBRID`` trained as the tiny ViT is (on ``count`` digits), saved as .keras (cached per session)."""
-    import keras
-    import keras_vit
+    """``CONFIGS[name]`` trained on ``count`` digits, saved as .keras once per test run: the first worker that asks
+    trains it under a file lock, the others wait and load the same file."""
+    import filelock
 
-    keras.utils.set_random_seed(0)
-    x, y = real_images(count, split="train")
-    model = keras_vit.build_model(keras_vit.ViTConfig(**{"family": FAMILY, "hybrid": HYBRID}[name]), name=f"tiny_{name}")
-    head = model.get_layer("head")  # zero head passes no gradient at first; start it random
-    head.kernel.assign(np.random.default_rng(0).normal(0, 0.05, head.kernel.shape))
-    model.compile(optimizer=keras.optimizers.Adam(2e-3), loss="sparse_categorical_crossentropy", metrics=["accuracy"])
-    history = model.fit(x, y, batch_size=64, epochs=epochs, verbose=0)
-    assert history.history["accuracy"][-1] > 0.5  # learned something: its logits have margins
-    folder = tempfile.mkdtemp(prefix="keras_vit_export_")
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    path = os.path.join(folder, f"tiny_{name}.keras")
-    model.save(path)
+    path = os.path.join(shared_folder(), f"tiny_{name}_{epochs}_{count}.keras")
+    with filelock.FileLock(path + ".lock"):
+        if not os.path.exists(path):
+            import keras
+            import keras_vit
+            from keras_vit import saving
+
+            keras.utils.set_random_seed(0)
+            x, y = real_images(count, split="train")
+            model = keras_vit.build_model(keras_vit.ViTConfig(**CONFIGS[name]), name=f"tiny_{name}")
+            head = model.get_layer("head")  # zero head passes no gradient at first; start it random
+            head.kernel.assign(np.random.default_rng(0).normal(0, 0.05, head.kernel.shape))
+            model.compile(optimizer=keras.optimizers.Adam(2e-3), loss="sparse_categorical_crossentropy",
+                          metrics=["accuracy"])
+            history = model.fit(x, y, batch_size=64, epochs=epochs, verbose=0)
+            assert history.history["accuracy"][-1] > 0.5  # learned something: its logits have margins
+            tmp = path + ".tmp.keras"
+            saving.save_model(model, tmp, metadata={"dataset": "mnist"})  # as keras-vit train records its data
+            os.replace(tmp, path)
     return path
 
 
