@@ -123,6 +123,20 @@ def test_train_command_errors(tmp_path, capsys):
     assert "Q/3" in capsys.readouterr().err
 
 
+def test_train_command_names_a_data_dir_without_the_tfds_dataset(tmp_path, capsys):
+    """`--dataset tfds:cifar10` with a --data-dir that lacks it stops before any download, naming the folder."""
+    pytest.importorskip("tensorflow_datasets")
+    from keras_vit import cli
+
+    data_dir = tmp_path / "tensorflow_datasets"
+    code = cli.main(["train", "--dataset", "tfds:cifar10", "--data-dir", str(data_dir), "--output", str(tmp_path / "run")])
+    error = capsys.readouterr().err
+    assert code == 2
+    assert f"keras-vit train: error: TFDS dataset 'cifar10' is not prepared in {data_dir}" in error
+    assert f"keras_vit.load_tfds('cifar10', data_dir={str(data_dir)!r}, download=True)" in error
+    assert not data_dir.exists() or not any(data_dir.rglob("*.tfrecord*"))
+
+
 def test_train_flags_become_the_config():
     from keras_vit import cli
     from keras_vit.cli import train as train_command
