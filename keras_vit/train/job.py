@@ -54,6 +54,7 @@ Example:
 
 import dataclasses
 import os
+import warnings
 
 import keras
 
@@ -218,10 +219,14 @@ def _train(config, strategy, *, fit_batch=False):
     if fit_batch:
         config = _batch_that_fits(config, dataset.num_train, strategy.num_replicas_in_sync)
     distribute.check_batch_size(config.batch_size, strategy)
-    steps_per_epoch, total_steps, warmup_steps = optimizers.plan_steps(  # in optimizer updates
-        dataset.num_train, config.batch_size * config.accumulate, epochs=config.epochs, warmup_epochs=config.warmup_epochs,
-        steps_per_epoch=config.steps_per_epoch,
-    )
+    with warnings.catch_warnings(record=True) as notices:  # a warm-up longer than the run: said as the job's own line
+        warnings.simplefilter("always")
+        steps_per_epoch, total_steps, warmup_steps = optimizers.plan_steps(  # in optimizer updates
+            dataset.num_train, config.batch_size * config.accumulate, epochs=config.epochs,
+            warmup_epochs=config.warmup_epochs, steps_per_epoch=config.steps_per_epoch,
+        )
+    for notice in notices:
+        _say(f"warning: {notice.message}")
     train, validation, test = _pipelines(dataset, config, strategy, per_worker=custom_loop)
 
     keras.utils.set_random_seed(config.seed)

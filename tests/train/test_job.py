@@ -210,6 +210,8 @@ def test_small_folder_run_validates_fits_its_batch_and_saves_no_optimizer(tmp_pa
     printed = capsys.readouterr().out
     assert code == 0
     assert "batch size 12: the recipe's 64 is more than the 12 training images (--batch-size sets it)" in printed
+    # the recipe's 1-epoch warm-up takes the whole 1-epoch run: the command says so in a line of its own
+    assert "warning: The warm-up of 1 epoch(s) (1 steps) does not end before the run's 1 epoch(s) (1 steps) do" in printed
     metrics = json.loads((out / "metrics.json").read_text())
     assert (metrics["num_train_examples"], metrics["num_validation_examples"], metrics["num_test_examples"]) == (12, 4, 4)
     assert metrics["batch_size"] == 12 and metrics["steps"] == 1 and metrics["validation_accuracy"] is not None
