@@ -88,7 +88,7 @@ METRICS = (
     "train_accuracy", "train_loss", "validation_accuracy", "validation_loss",
     "epochs", "steps_per_epoch", "steps", "resumed_from_step", "train_seconds",
     "dataset", "num_train_examples", "num_validation_examples",
-    "model", "parameters", "image_size", "batch_size", "accumulate", "ema", "learning_rate", "optimizer", "augment",
+    "model", "parameters", "image_size", "batch_size", "accumulate", "ema", "learning_rate", "optimizer", "layer_decay", "augment",
     "mixed_precision", "jit_compile", "strategy", "workers", "replicas",
 )  # fmt: skip
 
@@ -319,6 +319,7 @@ def _train(config, strategy, *, fit_batch=False):
         "ema": config.ema,
         "learning_rate": config.lr,
         "optimizer": config.optimizer,
+        "layer_decay": config.layer_decay,
         "augment": config.augment,
         "mixed_precision": keras.mixed_precision.global_policy().name,
         "jit_compile": bool(config.jit),

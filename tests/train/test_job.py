@@ -88,6 +88,33 @@ def test_config_fills_the_recipe_and_checks_its_fields():
         job.run(argparse.Namespace(model="micro"))  # no argparse below the command line
 
 
+def _example(name):
+    """The module of ``examples/<name>.py``."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "examples", f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"example_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+def test_fine_tune_example_prints_what_its_header_expects(tmp_path, capsys):
+    """examples/fine_tune.py on a micro checkpoint and a small folder: the load report, then the run from metrics.json."""
+    folder, out = str(image_folder(tmp_path / "pets", per_class=10, size=(28, 28))), tmp_path / "finetune"
+    code = _example("fine_tune").main([_micro_checkpoint(tmp_path), "--model", "micro", "--dataset", folder,
+                                       "--image-size", "28", "--epochs", "1", "--output", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    metrics = json.loads((out / "metrics.json").read_text())
+    report = printed[printed.index("Loaded "):]  # the 2x2 grid and class token of the checkpoint, 4x4 at 28x28
+    assert "pos_embedding: (1, 5, 32) -> (1, 17, 32)" in report and "new head zero-initialised (fine-tuning)" in report
+    assert printed.rstrip().endswith(
+        f"fine-tuned micro: optimizer sgd, learning rate {metrics['learning_rate']:g}, layer decay 0.75, 1 epochs; "
+        f"test accuracy {metrics['test_accuracy']:.4f} on 4 images ({out / 'metrics.json'})")
+
+
 def _train_cli(tmp_path, *extra, tensorboard=False):
     from keras_vit import cli
 
@@ -107,6 +134,10 @@ def test_train_command_writes_metrics_and_model(tmp_path, capsys):
         assert key in metrics
     assert metrics["num_test_examples"] == 1000 and metrics["dataset"] == "mnist" and metrics["steps"] == 6
     assert metrics["optimizer"] == "sgd"  # the paper's fine-tuning optimizer by default with --weights
+    assert metrics["layer_decay"] == pytest.approx(0.75, abs=1e-12)
+    assert _example("fine_tune").summary(str(out)).startswith(  # what examples/fine_tune.py prints last
+        f"fine-tuned micro: optimizer sgd, learning rate {metrics['learning_rate']:g}, layer decay 0.75, 2 epochs; "
+        f"test accuracy {metrics['test_accuracy']:.4f} on 1000 images")
     model, metadata = keras_vit.load_model(out / "model.keras"), saving.read_metadata(out / "model.keras")
     assert metadata["class_names"] == [str(i) for i in range(10)] and model.output_shape == (None, 10)
     assert "test accuracy" in capsys.readouterr().out
