@@ -3,7 +3,12 @@
 Importing the package only defines names: every public name is imported from
 its module on first use (PEP 562), so ``import keras_vit`` changes nothing in
 the process (no environment variables, no logging, no TensorFlow, matplotlib or
-tf.data) and works on the JAX and PyTorch Keras backends.
+tf.data) and works on the JAX and PyTorch Keras backends. One thing waits for
+Keras: ``keras.saving.load_model`` finds a saved keras_vit class only among the
+classes registered with Keras (it imports a class's module itself only for
+Keras' own packages), so the modules that register them (:data:`_REGISTERING`)
+are imported as soon as Keras is: at once if it already is, else right after
+``import keras``.
 
 Example:
 >>> import keras_vit
@@ -12,6 +17,9 @@ Example:
 """
 
 import importlib
+import importlib.util
+import sys
+import warnings
 
 __version__ = "0.1.0"
 
@@ -69,3 +77,41 @@ def __getattr__(name):
 
 def __dir__():
     return sorted(set(globals()) | set(__all__))
+
+
+# the modules whose classes a saved model holds, registered with Keras (keras.saving.register_keras_serializable)
+_REGISTERING = ("keras_vit.layers", "keras_vit.architecture.model", "keras_vit.inspect.features")
+
+
+def _register_with_keras():
+    try:
+        for module in _REGISTERING:
+            importlib.import_module(module)
+    except Exception as error:  # `import keras` must not fail for keras_vit; keras_vit's own use raises it again
+        warnings.warn(f"keras_vit could not register its classes with Keras ({type(error).__name__}: {error})", stacklevel=2)
+
+
+class _AfterKeras:
+    """A meta-path finder that runs :func:`_register_with_keras` right after ``import keras``, once."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "keras":
+            return None
+        sys.meta_path.remove(self)
+        found = importlib.util.find_spec(fullname)
+        if found is None or found.loader is None:
+            return found
+        exec_module = found.loader.exec_module
+
+        def exec_then_register(module):
+            exec_module(module)
+            _register_with_keras()
+
+        found.loader.exec_module = exec_then_register
+        return found
+
+
+if sys.modules.get("keras") is not None:
+    _register_with_keras()
+elif not any(isinstance(finder, _AfterKeras) for finder in sys.meta_path):
+    sys.meta_path.insert(0, _AfterKeras())

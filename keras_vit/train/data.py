@@ -10,7 +10,7 @@ Three sources, one result type (:class:`ImageDataset`: unbatched
   trained on. The other 4,000 are for training (an optional validation slice
   is cut from them with a fixed seed).
 * :func:`load_tfds` -- any TensorFlow Datasets dataset by name (``tfds.load``
-  with ``data_dir``).
+  with ``data_dir``), prepared there beforehand (or ``download=True``).
 * :func:`load_image_folder` -- one subfolder per class; ``train/`` and
   ``test/`` subfolders (and ``validation/``) if present, otherwise every fifth image of each class
   (sorted by file name) is held out for testing; ``validation_fraction`` holds out
@@ -105,25 +105,43 @@ def _to_rgb(image, label):
     return tf.cast(image, tf.uint8), tf.cast(label, tf.int32)
 
 
-def load_tfds(name, *, data_dir=None, train_split="train", test_split=None, validation_split=None, download=True):
+def load_tfds(name, *, data_dir=None, train_split="train", test_split=None, validation_split=None, download=False):
     """A TensorFlow Datasets dataset with an ``image`` and a ``label`` feature.
 
     Args:
         name: a registered TFDS name (``"mnist"``, ``"cifar10"``, ...).
-        data_dir: where TFDS keeps its data (``tfds.load(data_dir=...)``).
+        data_dir: where TFDS keeps its data (``tfds.load(data_dir=...)``;
+            default: TFDS' own, ``~/tensorflow_datasets``).
         train_split: the split to train on (any TFDS split string).
         test_split: the split to evaluate on; default ``"test"``, or
             ``"validation"`` when the dataset has no test split.
         validation_split: optional split for validation during training.
+        download: download and prepare the dataset into ``data_dir`` if it is
+            not there yet (needs the network). By default a dataset must
+            already be prepared there.
 
     Returns:
         An :class:`ImageDataset`.
+
+    Raises:
+        FileNotFoundError: the dataset is not prepared in ``data_dir`` and
+            ``download`` is False; the message names the folder searched and
+            the call that prepares it.
     """
     import tensorflow_datasets as tfds  # deferred: tensorflow_datasets is an optional extra
 
     if name not in tfds.list_builders():
         raise ValueError(f"Unknown TFDS dataset: no builder named {name!r} (see tfds.list_builders()). Received: name={name!r}")
     builder = tfds.builder(name, data_dir=data_dir)
+    if not builder.is_prepared():
+        root = os.fspath(builder.data_dir_root)
+        if not download:
+            raise FileNotFoundError(
+                f"TFDS dataset {name!r} is not prepared in {root} (no {os.fspath(builder.data_dir)}). Prepare it once where "
+                f"the network is reachable (it downloads), then copy {root} here if this machine is offline: python -c "
+                f"\"import keras_vit; keras_vit.load_tfds({name!r}, data_dir={root!r}, download=True)\". Received: data_dir={data_dir!r}"
+            )
+        builder.download_and_prepare()  # first: the splits are known once the dataset is prepared
     info = builder.info
     if test_split is None:
         test_split = "test" if "test" in info.splits else "validation"
@@ -134,7 +152,7 @@ def load_tfds(name, *, data_dir=None, train_split="train", test_split=None, vali
             raise ValueError(f"Unknown split for TFDS dataset {name!r}: expected one of {sorted(info.splits)}. Received: split={split!r}")
     label = info.features["label"]
     class_names = list(getattr(label, "names", None) or [str(i) for i in range(label.num_classes)])
-    loaded = tfds.load(name, split=splits, data_dir=data_dir, as_supervised=True, download=download)
+    loaded = tfds.load(name, split=splits, data_dir=data_dir, as_supervised=True, download=False)
     loaded = [ds.map(_to_rgb, num_parallel_calls=AUTOTUNE) for ds in loaded]
     sizes = [_count(ds) for ds in loaded]
     shape = tuple(info.features["image"].shape[:2]) + (3,)
@@ -151,14 +169,16 @@ def load_tfds(name, *, data_dir=None, train_split="train", test_split=None, vali
     )
 
 
-def load_dataset(spec="mnist", data_dir=None, validation_fraction=0.0):
+def load_dataset(spec="mnist", data_dir=None, validation_fraction=0.0, *, download=False):
     """Load a dataset from a string: ``"mnist"``, ``"tfds:NAME"`` or a folder path.
 
     ``validation_fraction`` (in [0, 1)) of the training images is held out for
-    validation, with a fixed seed, from each source alike.
+    validation, with a fixed seed, from each source alike. A TFDS dataset must
+    be prepared in ``data_dir`` unless ``download`` (see :func:`load_tfds`).
 
     Raises:
         ValueError: for an unknown name (neither a known source nor a folder).
+        FileNotFoundError: a TFDS dataset not prepared in ``data_dir`` (without ``download``).
     """
     spec = str(spec)
     validation_fraction = FRACTION.check(validation_fraction, "validation_fraction")
@@ -167,8 +187,9 @@ def load_dataset(spec="mnist", data_dir=None, validation_fraction=0.0):
     if spec.startswith("tfds:"):
         if validation_fraction:
             pct = int(round(100 * validation_fraction))
-            return load_tfds(spec[5:], data_dir=data_dir, train_split=f"train[{pct}%:]", validation_split=f"train[:{pct}%]")
-        return load_tfds(spec[5:], data_dir=data_dir)
+            return load_tfds(spec[5:], data_dir=data_dir, train_split=f"train[{pct}%:]", validation_split=f"train[:{pct}%]",
+                             download=download)
+        return load_tfds(spec[5:], data_dir=data_dir, download=download)
     if os.path.isdir(spec):
         return load_image_folder(spec, validation_fraction=validation_fraction)
     raise ValueError(
@@ -226,6 +247,8 @@ def make_pipeline(
         mixup, cutmix: probability of mixing a batch with MixUp / CutMix.
         repeat: repeat forever (use with ``steps_per_epoch``).
         drop_remainder: drop the last partial batch (default: when training).
+            Fewer images than ``batch_size`` (when their number is known) are
+            refused then, unless ``repeat``: they would make no batch at all.
         image_dtype: ``"float32"``, or ``"uint8"``: the images rounded to whole
             levels, one byte per channel to move to an accelerator (4x less than
             float32). keras_vit models take either: their rescaling is inside them,
@@ -236,6 +259,9 @@ def make_pipeline(
     Returns:
         A batched, prefetched ``tf.data.Dataset`` of ``(images in [0, 255] of
         ``image_dtype``, labels)``.
+
+    Raises:
+        ValueError: an unknown option, or a split too small to make one batch.
     """
     size = (image_size, image_size) if isinstance(image_size, int) else tuple(image_size)
     if augment not in augment_lib.AUGMENTATIONS:
@@ -248,6 +274,13 @@ def make_pipeline(
         raise ValueError(f"MixUp and CutMix need one-hot labels: pass num_classes. Received: num_classes={num_classes!r}")
     seed = 0 if seed is None else int(seed)
     drop_remainder = training if drop_remainder is None else drop_remainder
+    count = int(dataset.cardinality())  # negative: unknown or infinite
+    if drop_remainder and not repeat and 0 <= count < batch_size:
+        raise ValueError(
+            f"{count} images make no batch of {batch_size}: the partial batch is dropped (drop_remainder), so this "
+            f"pipeline yields no batch and training on it runs 0 steps. Pass a batch_size of at most {count}, "
+            f"drop_remainder=False or repeat=True. Received: batch_size={batch_size}, {count} images"
+        )
     options = tf.data.Options()
     options.deterministic = True
     ds = dataset.with_options(options)

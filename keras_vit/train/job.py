@@ -54,6 +54,7 @@ Example:
 
 import dataclasses
 import os
+import warnings
 
 import keras
 
@@ -87,7 +88,7 @@ METRICS = (
     "train_accuracy", "train_loss", "validation_accuracy", "validation_loss",
     "epochs", "steps_per_epoch", "steps", "resumed_from_step", "train_seconds",
     "dataset", "num_train_examples", "num_validation_examples",
-    "model", "parameters", "image_size", "batch_size", "accumulate", "ema", "learning_rate", "optimizer", "augment",
+    "model", "parameters", "image_size", "batch_size", "accumulate", "ema", "learning_rate", "optimizer", "layer_decay", "augment",
     "mixed_precision", "jit_compile", "strategy", "workers", "replicas",
 )  # fmt: skip
 
@@ -218,10 +219,14 @@ def _train(config, strategy, *, fit_batch=False):
     if fit_batch:
         config = _batch_that_fits(config, dataset.num_train, strategy.num_replicas_in_sync)
     distribute.check_batch_size(config.batch_size, strategy)
-    steps_per_epoch, total_steps, warmup_steps = optimizers.plan_steps(  # in optimizer updates
-        dataset.num_train, config.batch_size * config.accumulate, epochs=config.epochs, warmup_epochs=config.warmup_epochs,
-        steps_per_epoch=config.steps_per_epoch,
-    )
+    with warnings.catch_warnings(record=True) as notices:  # a warm-up longer than the run: said as the job's own line
+        warnings.simplefilter("always")
+        steps_per_epoch, total_steps, warmup_steps = optimizers.plan_steps(  # in optimizer updates
+            dataset.num_train, config.batch_size * config.accumulate, epochs=config.epochs,
+            warmup_epochs=config.warmup_epochs, steps_per_epoch=config.steps_per_epoch,
+        )
+    for notice in notices:
+        _say(f"warning: {notice.message}")
     train, validation, test = _pipelines(dataset, config, strategy, per_worker=custom_loop)
 
     keras.utils.set_random_seed(config.seed)
@@ -314,6 +319,7 @@ def _train(config, strategy, *, fit_batch=False):
         "ema": config.ema,
         "learning_rate": config.lr,
         "optimizer": config.optimizer,
+        "layer_decay": config.layer_decay,
         "augment": config.augment,
         "mixed_precision": keras.mixed_precision.global_policy().name,
         "jit_compile": bool(config.jit),

@@ -19,6 +19,8 @@ Example:
 (62, 1860, 124)
 """
 
+import warnings
+
 import keras
 
 from keras_vit.domains import FRACTION, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, Choice, Interval, Optional
@@ -68,7 +70,11 @@ def warmup_cosine(learning_rate, total_steps, warmup_steps=0, *, end_fraction=0.
 
 
 def plan_steps(num_train, batch_size, *, epochs, warmup_epochs, steps_per_epoch=None):
-    """``(steps_per_epoch, total_steps, warmup_steps)`` of a run; an epoch is one pass by default."""
+    """``(steps_per_epoch, total_steps, warmup_steps)`` of a run; an epoch is one pass by default.
+
+    A warm-up as long as the run or longer is cut to end one step before it, with a warning: the
+    learning rate then rises all run and never decays.
+    """
     steps_per_epoch = steps_per_epoch or num_train // batch_size
     if steps_per_epoch < 1:
         raise ValueError(
@@ -76,7 +82,15 @@ def plan_steps(num_train, batch_size, *, epochs, warmup_epochs, steps_per_epoch=
             f"training images: pass a smaller --batch-size, or --steps-per-epoch. Received: batch_size={batch_size}"
         )
     total = steps_per_epoch * epochs
-    return steps_per_epoch, total, min(int(warmup_epochs * steps_per_epoch), total - 1)
+    warmup = int(warmup_epochs * steps_per_epoch)
+    if warmup >= total:
+        warnings.warn(
+            f"The warm-up of {warmup_epochs:g} epoch(s) ({warmup} steps) does not end before the run's {epochs} epoch(s) "
+            f"({total} steps) do: the learning rate rises all run, reaches its peak only at the last step and never "
+            f"decays. Pass fewer --warmup-epochs or more --epochs. Received: warmup_epochs={warmup_epochs}, epochs={epochs}",
+            stacklevel=2,
+        )
+    return steps_per_epoch, total, min(warmup, total - 1)
 
 
 def layer_id(path, num_layers):

@@ -88,6 +88,43 @@ def test_saving_round_trip_safe_mode(tmp_path):
     assert [l.name for l in loaded.layers] == [l.name for l in model.layers]
 
 
+_LOAD_WITH_KERAS = """
+import json, sys
+import numpy as np
+{imports}
+model = keras.saving.load_model(sys.argv[1] + "/model.keras")
+print(json.dumps(dict(cls=type(model).__name__, outputs=np.asarray(model(np.load(sys.argv[1] + "/x.npy"))).tolist())))
+"""
+
+
+@pytest.mark.parametrize("imports", [
+    "import keras_vit; assert 'keras' not in sys.modules; import keras",  # registered right after `import keras`
+    pytest.param("import keras, keras_vit", marks=pytest.mark.slow),  # registered at `import keras_vit`
+])
+def test_keras_load_model_finds_the_classes_after_import_keras_vit(tmp_path, imports):
+    """Plain keras.saving.load_model, in a fresh process, right after `import keras_vit` (before or after keras).
+
+    Each starts TensorFlow again; keras first (the order of sorted imports) is the slow-marked one.
+    """
+    import json
+    import os
+    import subprocess
+    import sys
+
+    model, x = tiny_vit(), images(2)
+    model.save(tmp_path / "model.keras")
+    np.save(tmp_path / "x.npy", x)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=root)
+    done = subprocess.run([sys.executable, "-c", _LOAD_WITH_KERAS.format(imports=imports), str(tmp_path)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["cls"] == "VisionTransformer"
+    # the same weights and inputs on the same CPU, in another process
+    np.testing.assert_allclose(np.asarray(result["outputs"]), np.asarray(model(x)), rtol=1e-5, atol=1e-6)
+
+
 def test_non_square_images_and_features():
     model = tiny_vit(image_size=(32, 48), include_top=False, pooling=None)
     assert model.output_shape == (None, 4 * 6 + 1, TINY["hidden_size"])

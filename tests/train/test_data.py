@@ -1,5 +1,7 @@
 """Datasets and tf.data pipelines: sources, splits, shapes, ranges, determinism, errors."""
 
+import os
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -112,6 +114,17 @@ def test_randaugment_mixup_cutmix_batches(mnist):
         data.make_pipeline(mnist.train, 28, 8, training=True, mixup=0.5)
 
 
+def test_a_training_split_smaller_than_the_batch_is_refused():
+    """24 images in batches of 32 with the remainder dropped made no batch: fit ran 0 steps without a word."""
+    ds = tf.data.Dataset.from_tensor_slices((np.zeros((24, 8, 8, 3), "uint8"), np.zeros(24, "int32")))
+    with pytest.raises(ValueError, match=r"^24 images make no batch of 32: .* batch_size of at most 24, drop_remainder=False or repeat=True"):
+        data.make_pipeline(ds, 8, 32, training=True)
+    assert [x.shape[0] for x, _ in data.make_pipeline(ds, 8, 32, training=True, drop_remainder=False)] == [24]
+    assert [x.shape[0] for x, _ in data.make_pipeline(ds, 8, 24, training=True)] == [24]
+    assert [x.shape[0] for x, _ in data.make_pipeline(ds, 8, 32)] == [24]  # evaluation keeps its partial batch
+    assert next(iter(data.make_pipeline(ds, 8, 32, training=True, repeat=True)))[0].shape == (32, 8, 8, 3)
+
+
 def test_center_crop_of_non_square_image():
     image = np.zeros((40, 60, 3), "uint8")
     image[:, 10:50] = 255  # the central 40x40 square is white
@@ -120,16 +133,77 @@ def test_center_crop_of_non_square_image():
     assert out.shape == (1, 20, 20, 3) and out.min() > 250
 
 
+@pytest.fixture(scope="module")
+def tiny_tfds(tmp_path_factory):
+    """``(module, data_dir)``: the tiny TFDS dataset of tests/tiny_tfds, prepared offline in a fresh data_dir."""
+    pytest.importorskip("tensorflow_datasets")
+    from tiny_tfds import levels
+
+    data_dir = tmp_path_factory.mktemp("tensorflow_datasets")
+    levels.prepare(data_dir)  # TFDS' own preparation, which needs importlib_resources (the `data` extra)
+    return levels, str(data_dir)
+
+
+def _examples(split):
+    """``{level of the image: (image, label)}`` of a split (TFDS shuffles the order when it prepares)."""
+    return {int(np.asarray(x)[0, 0, 0]): (np.asarray(x), int(y)) for x, y in split}
+
+
+def test_tfds_source_reads_a_prepared_dataset(tiny_tfds):
+    levels, data_dir = tiny_tfds
+    ds = data.load_dataset(f"tfds:{levels.NAME}", data_dir=data_dir)
+    assert ds.name == f"tfds:{levels.NAME}" and ds.class_names == ["dark", "light"]
+    assert (ds.num_train, ds.num_test, ds.validation, ds.image_shape) == (6, 4, None, (8, 6, 3))
+    for split, indices in ((ds.train, range(6)), (ds.test, range(6, 10))):
+        examples = _examples(split)
+        assert len(examples) == len(indices)
+        for index in indices:  # the grayscale image in three equal channels, with its label
+            image, label = examples[int(levels.tiny_image(index)[0, 0, 0])]
+            assert image.dtype == np.uint8 and image.shape == (8, 6, 3) and label == index % 2
+            np.testing.assert_array_equal(image, np.repeat(levels.tiny_image(index), 3, axis=-1))
+    held_out = data.load_dataset(f"tfds:{levels.NAME}", data_dir=data_dir, validation_fraction=0.5)
+    assert (held_out.num_train, held_out.num_validation, held_out.num_test) == (3, 3, 4)
+    assert not set(_examples(held_out.train)) & set(_examples(held_out.validation))
+
+
+def test_tfds_source_refuses_a_data_dir_without_the_dataset(tiny_tfds, tmp_path):
+    """Offline, a data_dir that lacks the prepared dataset is named, with the call that prepares it: no download."""
+    levels, _ = tiny_tfds
+    empty = tmp_path / "elsewhere"
+    with pytest.raises(FileNotFoundError) as raised:
+        data.load_dataset(f"tfds:{levels.NAME}", data_dir=str(empty))
+    message = str(raised.value)
+    assert f"TFDS dataset {levels.NAME!r} is not prepared in {empty}" in message
+    assert f"keras_vit.load_tfds({levels.NAME!r}, data_dir={str(empty)!r}, download=True)" in message
+    assert not empty.exists() or not any(empty.rglob("*.tfrecord*"))  # nothing was downloaded or prepared
+    # downloading is the caller's explicit choice: here it prepares the tiny dataset (it has nothing to fetch)
+    ds = data.load_tfds(levels.NAME, data_dir=str(empty), download=True)
+    assert (ds.num_train, ds.num_test) == (6, 4)
+
+
 def test_tfds_source_with_mock_data(tmp_path):
     tfds = pytest.importorskip("tensorflow_datasets")
-    with tfds.testing.mock_data(num_examples=12):
-        ds = data.load_tfds("mnist", data_dir=str(tmp_path))
+    with tfds.testing.mock_data(num_examples=12):  # mock_data makes download_and_prepare do nothing
+        ds = data.load_tfds("mnist", data_dir=str(tmp_path), download=True)
         x, y = next(iter(ds.train))
         assert x.shape == (28, 28, 3) and x.dtype == tf.uint8 and y.dtype == tf.int32
         assert ds.class_names == [str(i) for i in range(10)] and ds.num_train == 12 and ds.num_test == 12
         batch = next(iter(data.make_pipeline(ds.train, 32, 4, training=True, augment="digits", num_classes=10)))
         assert batch[0].shape == (4, 32, 32, 3)
-        assert data.load_dataset("tfds:mnist", data_dir=str(tmp_path)).name == "tfds:mnist"
+        assert data.load_dataset("tfds:mnist", data_dir=str(tmp_path), download=True).name == "tfds:mnist"
+
+
+def test_every_extra_with_tensorflow_datasets_installs_what_it_imports():
+    """tensorflow-datasets 4.9 imports importlib_resources but declares it only for Python < 3.9."""
+    import configparser
+
+    setup = configparser.ConfigParser()
+    setup.read(os.path.join(os.path.dirname(__file__), "..", "..", "setup.cfg"))
+    extras = {name: value.split() for name, value in setup["options.extras_require"].items()}
+    with_tfds = [name for name, requirements in extras.items() if any(r.startswith("tensorflow-datasets") for r in requirements)]
+    assert with_tfds, extras
+    for name in with_tfds:
+        assert any(r.startswith("importlib_resources") for r in extras[name]), f"extra {name!r} lacks importlib_resources"
 
 
 def test_unknown_dataset_names():

@@ -88,6 +88,33 @@ def test_config_fills_the_recipe_and_checks_its_fields():
         job.run(argparse.Namespace(model="micro"))  # no argparse below the command line
 
 
+def _example(name):
+    """The module of ``examples/<name>.py``."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "examples", f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"example_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+def test_fine_tune_example_prints_what_its_header_expects(tmp_path, capsys):
+    """examples/fine_tune.py on a micro checkpoint and a small folder: the load report, then the run from metrics.json."""
+    folder, out = str(image_folder(tmp_path / "pets", per_class=10, size=(28, 28))), tmp_path / "finetune"
+    code = _example("fine_tune").main([_micro_checkpoint(tmp_path), "--model", "micro", "--dataset", folder,
+                                       "--image-size", "28", "--epochs", "1", "--output", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    metrics = json.loads((out / "metrics.json").read_text())
+    report = printed[printed.index("Loaded "):]  # the 2x2 grid and class token of the checkpoint, 4x4 at 28x28
+    assert "pos_embedding: (1, 5, 32) -> (1, 17, 32)" in report and "new head zero-initialised (fine-tuning)" in report
+    assert printed.rstrip().endswith(
+        f"fine-tuned micro: optimizer sgd, learning rate {metrics['learning_rate']:g}, layer decay 0.75, 1 epochs; "
+        f"test accuracy {metrics['test_accuracy']:.4f} on 4 images ({out / 'metrics.json'})")
+
+
 def _train_cli(tmp_path, *extra, tensorboard=False):
     from keras_vit import cli
 
@@ -107,6 +134,10 @@ def test_train_command_writes_metrics_and_model(tmp_path, capsys):
         assert key in metrics
     assert metrics["num_test_examples"] == 1000 and metrics["dataset"] == "mnist" and metrics["steps"] == 6
     assert metrics["optimizer"] == "sgd"  # the paper's fine-tuning optimizer by default with --weights
+    assert metrics["layer_decay"] == pytest.approx(0.75, abs=1e-12)
+    assert _example("fine_tune").summary(str(out)).startswith(  # what examples/fine_tune.py prints last
+        f"fine-tuned micro: optimizer sgd, learning rate {metrics['learning_rate']:g}, layer decay 0.75, 2 epochs; "
+        f"test accuracy {metrics['test_accuracy']:.4f} on 1000 images")
     model, metadata = keras_vit.load_model(out / "model.keras"), saving.read_metadata(out / "model.keras")
     assert metadata["class_names"] == [str(i) for i in range(10)] and model.output_shape == (None, 10)
     assert "test accuracy" in capsys.readouterr().out
@@ -121,6 +152,20 @@ def test_train_command_errors(tmp_path, capsys):
     assert "nowhere-dataset" in capsys.readouterr().err
     assert cli.main(["train", "--model", "Q/3", "--output", str(tmp_path), "--epochs", "1"]) == 2
     assert "Q/3" in capsys.readouterr().err
+
+
+def test_train_command_names_a_data_dir_without_the_tfds_dataset(tmp_path, capsys):
+    """`--dataset tfds:cifar10` with a --data-dir that lacks it stops before any download, naming the folder."""
+    pytest.importorskip("tensorflow_datasets")
+    from keras_vit import cli
+
+    data_dir = tmp_path / "tensorflow_datasets"
+    code = cli.main(["train", "--dataset", "tfds:cifar10", "--data-dir", str(data_dir), "--output", str(tmp_path / "run")])
+    error = capsys.readouterr().err
+    assert code == 2
+    assert f"keras-vit train: error: TFDS dataset 'cifar10' is not prepared in {data_dir}" in error
+    assert f"keras_vit.load_tfds('cifar10', data_dir={str(data_dir)!r}, download=True)" in error
+    assert not data_dir.exists() or not any(data_dir.rglob("*.tfrecord*"))
 
 
 def test_train_flags_become_the_config():
@@ -196,6 +241,8 @@ def test_small_folder_run_validates_fits_its_batch_and_saves_no_optimizer(tmp_pa
     printed = capsys.readouterr().out
     assert code == 0
     assert "batch size 12: the recipe's 64 is more than the 12 training images (--batch-size sets it)" in printed
+    # the recipe's 1-epoch warm-up takes the whole 1-epoch run: the command says so in a line of its own
+    assert "warning: The warm-up of 1 epoch(s) (1 steps) does not end before the run's 1 epoch(s) (1 steps) do" in printed
     metrics = json.loads((out / "metrics.json").read_text())
     assert (metrics["num_train_examples"], metrics["num_validation_examples"], metrics["num_test_examples"]) == (12, 4, 4)
     assert metrics["batch_size"] == 12 and metrics["steps"] == 1 and metrics["validation_accuracy"] is not None

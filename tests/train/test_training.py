@@ -38,6 +38,22 @@ def test_warmup_cosine_schedule():
         optimizers.warmup_cosine(1e-3, 100, 100)
 
 
+def test_a_warm_up_longer_than_the_run_is_cut_with_a_warning():
+    """1 epoch against the recipe's 2-epoch warm-up: the rate rose all run, never decayed, and nothing said so."""
+    import warnings
+
+    with pytest.warns(UserWarning, match=r"warm-up of 2 epoch\(s\) \(124 steps\) does not end before the run's 1 epoch\(s\) "
+                      r"\(62 steps\) do: .* never decays\. Pass fewer --warmup-epochs or more --epochs"):
+        assert optimizers.plan_steps(4000, 64, epochs=1, warmup_epochs=2) == (62, 62, 61)
+    with pytest.warns(UserWarning, match=r"warm-up of 1 epoch\(s\) \(62 steps\)"):  # as long as the run: no decay either
+        optimizers.plan_steps(4000, 64, epochs=1, warmup_epochs=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert optimizers.plan_steps(4000, 64, epochs=3, warmup_epochs=2) == (62, 186, 124)
+    with pytest.raises(ValueError, match="warmup_steps=62, total_steps=62"):  # build_optimizer refuses it outright
+        optimizers.build_optimizer(1e-3, 62, 62)
+
+
 def test_weight_decay_skips_biases_norms_and_embeddings():
     model = tiny_vit()
     optimizer = optimizers.build_optimizer(1e-3, 100, 10, weight_decay=0.1)
