@@ -96,15 +96,16 @@ def random_affine(image, seed, *, max_rotation=10.0, max_shift=0.1, scale_range=
 
 
 def batch_augmenter(randaugment, mixup, cutmix, *, seed):
-    """A ``map`` function for batches: ``keras.layers.RandAugment``, then MixUp or CutMix with their probabilities."""
+    """A ``map`` function ``(images, labels, batch_seed)`` for batches: ``keras.layers.RandAugment``, then MixUp or
+    CutMix with their probabilities, chosen by a stateless draw from ``batch_seed`` (a ``(2,)`` int64 tensor)."""
     rand = keras.layers.RandAugment(value_range=(0, 255), seed=seed) if randaugment else None
     mix = keras.layers.MixUp(seed=seed) if mixup else None
     cut = keras.layers.CutMix(seed=seed + 1) if cutmix else None
 
-    def apply(images, labels):
+    def apply(images, labels, batch_seed):
         if rand is not None:
             images = rand(images)
-        u = tf.random.uniform(())
+        u = tf.random.stateless_uniform((), seed=batch_seed)
         if mix is not None:
             mixed = mix({"images": images, "labels": labels})
             take = u < mixup

@@ -317,7 +317,11 @@ def make_pipeline(
         ds = ds.map(lambda image, label: (image, tf.one_hot(label, num_classes)), num_parallel_calls=AUTOTUNE)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder, num_parallel_calls=AUTOTUNE)
     if training and (randaugment or mixup or cutmix):
-        ds = ds.map(augment_lib.batch_augmenter(randaugment, mixup, cutmix, seed=seed), num_parallel_calls=AUTOTUNE)
+        augment_batch = augment_lib.batch_augmenter(randaugment, mixup, cutmix, seed=seed)
+        batch_randoms = tf.data.Dataset.random(seed=seed + 1, rerandomize_each_iteration=True)
+        ds = tf.data.Dataset.zip((ds, batch_randoms)).map(
+            lambda batch, r: augment_batch(*batch, tf.stack([r, tf.constant(seed, tf.int64)])),
+            num_parallel_calls=AUTOTUNE)
     if image_dtype == "uint8":  # round to whole levels, saturating: one byte per channel to the device
         ds = ds.map(lambda image, label: (tf.cast(tf.round(tf.clip_by_value(tf.cast(image, tf.float32), 0.0, 255.0)), tf.uint8), label),
                     num_parallel_calls=AUTOTUNE)
