@@ -36,9 +36,9 @@ import sys
 
 
 def add_arguments(parser):
+    from keras_vit.train import choices as recipes  # Keras-free: --help starts no TensorFlow
     from keras_vit.train import config as config_lib
-    from keras_vit.train import recipes
-    from keras_vit.train.optimizers import EMA_DECAY
+    from keras_vit.train.choices import EMA_DECAY
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     domains = config_lib.FIELD_DOMAINS

@@ -29,8 +29,7 @@ import dataclasses
 import os
 
 from keras_vit.domains import FRACTION, NON_NEGATIVE, POSITIVE_INT, PROBABILITY, SEED, Choice, Interval, Optional
-from keras_vit.train import optimizers
-from keras_vit.train import recipes
+from keras_vit.train import choices
 from keras_vit.train.choices import AUGMENTATIONS
 from keras_vit.train.choices import MNIST_NAMES
 from keras_vit.train.choices import STRATEGIES
@@ -56,14 +55,14 @@ FIELD_DOMAINS = {
     "epochs": Optional(POSITIVE_INT),
     "steps_per_epoch": Optional(POSITIVE_INT),
     "batch_size": Optional(POSITIVE_INT),
-    "accumulate": Optional(optimizers.ARGUMENT_DOMAINS["accumulate"]),
-    "ema": optimizers.ARGUMENT_DOMAINS["ema"],
-    "lr": Optional(optimizers.ARGUMENT_DOMAINS["learning_rate"]),
-    "optimizer": Optional(optimizers.ARGUMENT_DOMAINS["name"]),
-    "weight_decay": optimizers.ARGUMENT_DOMAINS["weight_decay"],
+    "accumulate": Optional(choices.ARGUMENT_DOMAINS["accumulate"]),
+    "ema": choices.ARGUMENT_DOMAINS["ema"],
+    "lr": Optional(choices.ARGUMENT_DOMAINS["learning_rate"]),
+    "optimizer": Optional(choices.ARGUMENT_DOMAINS["name"]),
+    "weight_decay": choices.ARGUMENT_DOMAINS["weight_decay"],
     "warmup_epochs": Optional(NON_NEGATIVE),
     "label_smoothing": Optional(FRACTION),
-    "layer_decay": optimizers.ARGUMENT_DOMAINS["layer_decay"],
+    "layer_decay": choices.ARGUMENT_DOMAINS["layer_decay"],
     "freeze_blocks": Optional(Interval(-1, integer=True)),  # -1: every block
     "lora": Optional(POSITIVE_INT),  # the rank of LoRA factors (keras_vit.enable_lora); None: full fine-tuning
     "drop_path": Optional(FRACTION),
@@ -196,10 +195,12 @@ class TrainConfig:
         Raises:
             ValueError: an unknown model, a field out of its domain.
         """
-        defaults = dict(DEFAULTS, model=recipes.PRETRAINED if self.weights is not None else DEFAULTS["model"])
+        defaults = dict(DEFAULTS, model=choices.PRETRAINED if self.weights is not None else DEFAULTS["model"])
         config = dataclasses.replace(self, **{key: value for key, value in defaults.items() if getattr(self, key) is None})
-        if config.model not in recipes.model_names():
-            raise ValueError(f"Unknown model: expected one of {recipes.model_names()}. Received: model={config.model!r}")
+        if config.model not in choices.model_names():
+            raise ValueError(f"Unknown model: expected one of {choices.model_names()}. Received: model={config.model!r}")
+        from keras_vit.train import recipes  # deferred: recipes builds models (Keras); --help must not start it
+
         recipe = recipes.recipe(config.model, fine_tune=config.weights is not None)
         return dataclasses.replace(
             config,

@@ -26,29 +26,14 @@ import keras
 from keras_vit.domains import FRACTION, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, Choice, Interval, Optional
 from keras_vit.domains import check_arguments
 from keras_vit.train.accumulation import AccumulatingAdamW
+from keras_vit.train.choices import ARGUMENT_DOMAINS, EMA_DECAY, OPTIMIZERS  # noqa: F401  (their names here too)
 from keras_vit.train.accumulation import AccumulatingSGD
 from keras_vit.train.model_setup import block_number
 
-# timm's train.py --model-ema-decay default (its ModelEmaV2's own default is 0.9999)
-EMA_DECAY = 0.9998
 # timm's no_weight_decay(): the tokens and position embeddings, and every 1-D weight (biases, norms, LayerScale)
 NO_WEIGHT_DECAY = ("bias", "gamma", "beta", "class_token", "distillation_token", "register_tokens", "probe", "position_embedding")
-OPTIMIZERS = ("adamw", "sgd")
 _HEAD_LAYERS = ("encoder_norm", "pool", "pool_distillation", "map_head", "fc_norm", "projection", "pre_logits", "head",
                 "head_distillation", "head_average", "predictions")
-# the domains of build_optimizer's arguments (keras_vit.domains); TrainConfig and `keras-vit train` use the same
-ARGUMENT_DOMAINS = {
-    "learning_rate": POSITIVE,
-    "total_steps": POSITIVE_INT,
-    "warmup_steps": NON_NEGATIVE_INT,
-    "name": Choice(*OPTIMIZERS),
-    "weight_decay": Optional(NON_NEGATIVE),
-    "momentum": FRACTION,
-    "clipnorm": Optional(POSITIVE),
-    "layer_decay": Optional(Interval(0, 1, closed="(]")),
-    "accumulate": POSITIVE_INT,
-    "ema": Optional(FRACTION),  # a decay of 0 (or None) is no average
-}
 
 
 def warmup_cosine(learning_rate, total_steps, warmup_steps=0, *, end_fraction=0.0):

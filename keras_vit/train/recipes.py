@@ -45,11 +45,7 @@ FINE_TUNE_RECIPE = dict(epochs=5, batch_size=64, lr=0.01, warmup_epochs=1, weigh
                         optimizer="sgd", drop_path=0.0, jit=False)
 
 
-PRETRAINED = "pretrained"  # the architecture of the weights (`--weights` without `--model`)
-
-
-def model_names():
-    return sorted(SMALL_MODELS) + sorted(models.BUILDERS) + list(HYBRID_BUILDERS) + [PRETRAINED]
+from keras_vit.train.choices import PRETRAINED, model_names  # noqa: E402,F401  (Keras-free, for the CLI's --help)
 
 
 def default_image_size(model_name, weights=None):
