@@ -69,7 +69,8 @@ def _ti_keras_hub_preset(folder):
     config = dict(image_shape=[224, 224, 3], patch_size=[16, 16], num_layers=TI["num_layers"], num_heads=TI["num_heads"],
                   hidden_dim=TI["hidden_size"], mlp_dim=TI["mlp_dim"])
     backbone, task = khub.random_preset_weights(config, num_classes=10)
-    khub.write_preset(str(folder), config, backbone, task, {"pooling": "token"}, scale=[1 / 127.5] * 3, offset=[-1.0] * 3)
+    khub.write_preset(str(folder), config, backbone, task, {"pooling": "token", "num_classes": 10}, scale=[1 / 127.5] * 3,
+                      offset=[-1.0] * 3)
 
 
 def _inputs(root, ti):

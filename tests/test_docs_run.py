@@ -41,7 +41,8 @@ STAND_INS = [
     (r"hidden_size=768, num_layers=12, num_heads=12,(\s*)mlp_dim=3072", r"hidden_size=192, num_layers=12, num_heads=3,\1mlp_dim=768",
      "ViT-B/16's sizes written out: Ti/16's, which the checkpoint stand-in has"),
     (r"--num-heads 12\b", "--num-heads 3", "the heads of B/16 for a timm file: Ti/16's 3"),
-    (r"\b384\b", "64", "the fine-tuning resolution: 64 pixels (4 x 4 patches of 16)"),
+    (r"(image_size=|--image-size |make_pipeline\(data\.\w+, )384\b", r"\g<1>64",
+     "the fine-tuning resolution, 384 pixels: 64 (4 x 4 patches of 16)"),
     (r"(image_size=|--image-size |make_pipeline\(data\.\w+, )224\b", r"\g<1>32", "224 pixels: 32"),
     (r"\bepochs=5\b", "epochs=1", "one epoch"),
     (r"/tmp/mnist/", "runs/mnist/", "where the page's author trained the main job: the stand-in's runs/mnist"),
@@ -89,6 +90,7 @@ IMAGES = "images = np.random.default_rng(0).uniform(0, 255, (2, 32, 32, 3)).asty
 GIVEN = {
     "model": "model = keras_vit.load_model('model.keras')  # the flowers stand-in (32 x 32, 3 classes)",
     "imagenet model": "model = keras_vit.ViTTi16(image_size=32)  # ImageNet's 1000 classes",
+    "12-block model": "model = keras_vit.ViTTi16(weights='ViT-Ti_16.npz', image_size=32)  # B/16's 12 blocks (Ti/16)",
     "images": IMAGES,
     "calibration": "calib_ds = images\neval_ds = 'flowers/'",
 }
@@ -108,9 +110,9 @@ BLOCKS = {
     "docs/inspection.md: results = keras_vit.predict(\"model.keras\", [\"cat.jpg\", \"phot":
         Row(given=("imagenet model", "images"), made=("model.keras", "vit.tflite")),
     "docs/inspection.md: keras-vit attention model.keras cat.jpg --out cat_attention.": Row(made=("model.keras",)),
-    "docs/inspection.md: weights = keras_vit.attention_weights(model, images)": Row(given=("model", "images"), made=("model.keras",)),
-    "docs/inspection.md: features = keras_vit.forward_features(model, images, blocks=": Row(given=("model", "images"), made=("model.keras",)),
-    "docs/inspection.md: tokens, maps = keras_vit.forward_intermediates(model, images": Row(given=("model", "images"), made=("model.keras",)),
+    "docs/inspection.md: weights = keras_vit.attention_weights(model, images)": Row(given=("12-block model", "images")),
+    "docs/inspection.md: features = keras_vit.forward_features(model, images, blocks=": Row(given=("12-block model", "images")),
+    "docs/inspection.md: tokens, maps = keras_vit.forward_intermediates(model, images": Row(given=("12-block model", "images")),
     "docs/interoperability.md: model = keras_vit.from_pretrained(\"path/to/vit_preset\")": Row(drop={"kaggle://": KAGGLE}),
     "docs/interoperability.md: model = keras_vit.from_pretrained(\"kaggle://keras/dinov2/ker": Row(drop={"kaggle://": KAGGLE}),
     "docs/interoperability.md: keras_vit.export_model(model, \"keras-hub\", \"vit_preset\")": Row(given=("model",), made=("model.keras",)),
@@ -221,14 +223,35 @@ def test_the_stand_ins_turn_the_pages_tiny():
 
 @pytest.fixture(scope="session")
 def world(tmp_path_factory):
+    """The stand-ins, built once per session; ``KERAS_VIT_DOCS_WORLD=FOLDER`` keeps them there between sessions
+    (a rerun of one page then skips the minute of building them)."""
+    import pathlib
+    import shutil
+
     import docs_world
 
-    return docs_world.build(tmp_path_factory.mktemp("docs_world"))
+    kept = os.environ.get("KERAS_VIT_DOCS_WORLD")
+    if kept and (pathlib.Path(kept) / "built").is_file():
+        return pathlib.Path(kept)
+    if kept:
+        shutil.rmtree(kept, ignore_errors=True)  # a build that stopped half-way
+    root = docs_world.build(pathlib.Path(kept) if kept else tmp_path_factory.mktemp("docs_world"))
+    (root / "built").write_text("")
+    return root
 
 
 def run_python(code, folder, env):
     (folder / "block.py").write_text(code)
     return subprocess.run([sys.executable, "block.py"], cwd=folder, env=env, capture_output=True, text=True, timeout=900)
+
+
+# flags whose value is a file or folder the command writes: it must be there afterwards
+OUTPUT_FLAGS = ("--output", "--out", "--distance-out", "--position-out", "--report", "--workdir")
+
+
+def written(argv):
+    """The paths ``argv`` says it writes (the values of :data:`OUTPUT_FLAGS`)."""
+    return [argv[i + 1] for i, word in enumerate(argv[:-1]) if word in OUTPUT_FLAGS]
 
 
 def run_command(command, folder, env):
@@ -241,7 +264,14 @@ def run_command(command, folder, env):
     done = subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, timeout=900)
     if parsed.stdout:
         (folder / parsed.stdout).write_text(done.stdout)
+    missing = [path for path in written(argv) + [parsed.stdout] * bool(parsed.stdout) if not _non_empty(folder / path)]
+    if done.returncode == 0 and missing:  # exit 0 without what it says it writes: a failure too
+        done = subprocess.CompletedProcess(argv, 1, done.stdout, done.stderr + f"\nnothing written at {missing}")
     return done
+
+
+def _non_empty(path):
+    return path.is_dir() and any(path.iterdir()) or path.is_file() and path.stat().st_size > 0
 
 
 def run_block(block, row, folder, env):
