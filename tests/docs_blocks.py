@@ -133,3 +133,12 @@ def drop_lines(text, dropped):
             indent = line[: len(line) - len(line.lstrip())]
             lines.append(f"{indent}pass  # not run here: {dropped[hit]}")
     return "\n".join(lines) + "\n", sorted(set(dropped) - used)
+
+
+def printed_claims(text):
+    r"""What a block says its ``print(...)`` lines show: the comment of each, up to a ``": "`` that explains it.
+
+    >>> printed_claims("x = 1\nprint(x.shape)   # (2, 3): 4 x 4 patches\nprint(y)\n")
+    ['(2, 3)']
+    """
+    return [m.group(1).split(": ")[0].strip() for m in re.finditer(r"^print\(.*\)\s+#\s*(.+)$", text, re.M)]

@@ -309,3 +309,8 @@ def test_block_runs(key, world, tmp_path):
     env = docs_world.workspace(world, tmp_path, row.made)
     for what, done in run_block(block, row, tmp_path, env):
         assert done.returncode == 0, f"{block.page}:{block.line} failed: {what}\n{done.stdout[-1500:]}\n{done.stderr[-4000:]}"
+    if block.language == "python" and row == Row() and docs_blocks.substitute(block.text, STAND_INS) == block.text:
+        # a block that runs exactly as printed: what its comments say it prints, it prints (a doctest)
+        shown = done.stdout.splitlines()
+        for claim in docs_blocks.printed_claims(block.text):
+            assert claim in shown, f"{block.page}:{block.line}: the page says a print shows {claim!r}; it showed {shown}"
