@@ -165,15 +165,10 @@ def test_quick_start_runs(tmp_path):
     """The README's quick start, run as written with ViT-Ti/16 at 32x32 instead of ViT-B/16 at 384x384."""
     from PIL import Image
 
+    import docs_world
     import helpers
 
-    rng = np.random.default_rng(0)
-    for name, color in (("tulips", (200, 30, 40)), ("daisy", (240, 240, 230)), ("roses", (30, 40, 200))):
-        folder = tmp_path / "flowers" / name
-        folder.mkdir(parents=True)
-        for i in range(20):
-            pixels = np.clip(np.array(color) + rng.normal(0, 25, (48, 48, 3)), 0, 255).astype("uint8")
-            Image.fromarray(pixels).save(folder / f"{i:02d}.jpg")
+    docs_world.flowers(tmp_path / "flowers")
     Image.fromarray(np.full((60, 50, 3), (200, 30, 40), "uint8")).save(tmp_path / "photo.jpg")
     checkpoint = helpers.vit_checkpoint(
         patch_size=16, hidden_size=192, num_layers=12, num_heads=3, mlp_dim=768, num_classes=1000, grid=(14, 14)
