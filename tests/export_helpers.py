@@ -45,6 +45,7 @@ HYBRID = dict(image_size=32, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=
 
 
 CONFIGS = {"vit": dict(TINY, num_classes=NUM_CLASSES), "family": FAMILY, "hybrid": HYBRID}
+NAMES = {"vit": "tiny_digits", "family": "tiny_family", "hybrid": "tiny_hybrid"}
 
 
 def shared_folder():
@@ -71,7 +72,7 @@ def trained_config_path(name, epochs=6, count=3000):
 
             keras.utils.set_random_seed(0)
             x, y = real_images(count, split="train")
-            model = keras_vit.build_model(keras_vit.ViTConfig(**CONFIGS[name]), name=f"tiny_{name}")
+            model = keras_vit.build_model(keras_vit.ViTConfig(**CONFIGS[name]), name=NAMES[name])
             head = model.get_layer("head")  # zero head passes no gradient at first; start it random
             head.kernel.assign(np.random.default_rng(0).normal(0, 0.05, head.kernel.shape))
             model.compile(optimizer=keras.optimizers.Adam(2e-3), loss="sparse_categorical_crossentropy",

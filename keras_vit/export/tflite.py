@@ -206,16 +206,14 @@ def read_labels(path):
 interpreter = runtimes.tflite_interpreter  # the predictor's (benchmarks/ times through this name)
 
 
-def run(path_or_content, images, num_threads=None, reference_kernels=False):
+def run(path_or_content, images, num_threads=None):
     """Outputs of a TFLite model on ``images`` (float32 NHWC), through ai_edge_litert.
 
     The interpreter, the (de)quantisation and the batching are the
     predictor's (:mod:`keras_vit.inference.runtimes`): an export is verified
-    the way ``keras_vit.predict`` runs it. ``reference_kernels=True``: LiteRT's
-    reference kernels, the same on every CPU (slow: no SIMD).
+    the way ``keras_vit.predict`` runs it.
     """
-    interpreter = runtimes.tflite_interpreter(path_or_content, num_threads, reference_kernels=reference_kernels)
-    return runtimes.run_tflite(interpreter, images)
+    return runtimes.run_tflite(runtimes.tflite_interpreter(path_or_content, num_threads), images)
 
 
 def write(content, path, labels):

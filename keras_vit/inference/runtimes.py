@@ -208,15 +208,10 @@ def _saved_model_metadata(path):
     return metadata
 
 
-def tflite_interpreter(path_or_content, num_threads=None, reference_kernels=False):
-    """An ``ai_edge_litert`` interpreter of a ``.tflite`` path or flatbuffer bytes, tensors allocated.
+def tflite_interpreter(path_or_content, num_threads=None):
+    """An ``ai_edge_litert`` interpreter of a ``.tflite`` path or flatbuffer bytes, tensors allocated."""
+    from ai_edge_litert.interpreter import Interpreter  # deferred: ai_edge_litert is an optional extra ([export])
 
-    ``reference_kernels=True`` runs LiteRT's reference kernels (portable code, no XNNPACK): the computation the file
-    claims, the same on every CPU, where the default kernels differ between CPUs in how int8 results round.
-    """
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType  # deferred: ai_edge_litert is an optional extra
-
-    resolver = OpResolverType.BUILTIN_REF if reference_kernels else OpResolverType.AUTO
     # LiteRT prints "INFO: Created TensorFlow Lite XNNPACK delegate for CPU." from C++, whatever
     # TF_CPP_MIN_LOG_LEVEL says: filtered here to the level that variable asks for
     with native_stderr_filtered():
@@ -224,7 +219,7 @@ def tflite_interpreter(path_or_content, num_threads=None, reference_kernels=Fals
             source = {"model_content": bytes(path_or_content)}
         else:
             source = {"model_path": os.fspath(path_or_content)}
-        interpreter = Interpreter(**source, num_threads=num_threads, experimental_op_resolver_type=resolver)
+        interpreter = Interpreter(**source, num_threads=num_threads)
         interpreter.allocate_tensors()
     return interpreter
 

@@ -65,8 +65,6 @@ def test_every_precision_is_taken_whole(models, tmp_path, name, mode):
     assert delegate.whole, delegate.line()
     assert report.details["gpu_delegate"] == delegate.line() == f"GPU delegate: all {delegate.num_ops} ops"
     assert delegate.line() in report.summary()
-    if mode == "int8":  # held to its bar under LiteRT's reference kernels too: a verdict that is the same on every CPU
-        assert report.details["reference_kernels"].startswith("top-1 agree"), report.details
 
 
 def _keras_graph(model, quantize="float32"):

@@ -15,7 +15,7 @@ import keras
 from helpers import images, tiny_vit
 
 from keras_vit import saving
-from keras_vit.export import saved_model, tflite
+from keras_vit.export import onnx, saved_model, tflite
 from keras_vit.inference import predictors, runtimes
 
 THREADS, CALLS = 4, 50
@@ -34,11 +34,13 @@ def model_paths(tmp_path_factory):
     saved_path, _ = saved_model.export_saved_model(model, str(folder), name="vit", labels=LABELS)
     tflite_path = str(folder / "vit.tflite")
     tflite.write(tflite.convert(model), tflite_path, LABELS)
-    assert set(runtimes.FORMATS) == {"keras", "saved_model", "tflite"}  # a new format needs a case here
-    return {"keras": keras_path, "saved_model": saved_path, "tflite": tflite_path}
+    onnx_path = str(folder / "vit.onnx")
+    onnx.write(onnx.convert(model), onnx_path, LABELS)
+    assert set(runtimes.FORMATS) == {"keras", "saved_model", "tflite", "onnx"}  # a new format needs a case here
+    return {"keras": keras_path, "saved_model": saved_path, "tflite": tflite_path, "onnx": onnx_path}
 
 
-@pytest.mark.parametrize("kind", ["keras", "saved_model", "tflite"])
+@pytest.mark.parametrize("kind", ["keras", "saved_model", "tflite", "onnx"])
 def test_threads_get_the_sequential_results(model_paths, kind):
     predictor = predictors.load_predictor(model_paths[kind])
     assert predictor.format == kind

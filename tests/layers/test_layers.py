@@ -72,8 +72,8 @@ def test_token_pooling():
     x = np.random.default_rng(3).normal(size=(2, 5, 4)).astype("float32")
     np.testing.assert_array_equal(np.asarray(run_layer_test(TokenPooling("token"), x)), x[:, 0])  # a slice: exact
     np.testing.assert_allclose(np.asarray(run_layer_test(TokenPooling("gap"), x)), x.mean(1), atol=1e-6)
-    with pytest.raises(ValueError, match="mode='max'"):
-        TokenPooling("max")
+    with pytest.raises(ValueError, match="mode='median'"):
+        TokenPooling("median")
 
 
 def test_no_lambda_layers_and_all_registered():

@@ -199,12 +199,12 @@ def test_resize_command_keeps_the_class_names(tmp_path, capsys):
     x = images(1, 48)
     expected = keras_vit.resize_model(model, 48).predict(x, verbose=0)
     np.testing.assert_allclose(keras_vit.load_model(target).predict(x, verbose=0), expected, atol=1e-6)
-    assert cli.main(["resize", source, "--image-size", "none", "--output", target]) == 0
+    assert cli.main(["resize", source, "--image-size", "none", "--output", target, "--overwrite"]) == 0
     assert keras_vit.load_model(target).input_shape == (None, None, None, 3)
-    assert cli.main(["resize", source, "--image-size", "33x48", "--output", target]) == 2  # 33: not whole patches
-    assert cli.main(["resize", source, "--patch-size", "4", "--output", target]) == 0  # the size kept
+    assert cli.main(["resize", source, "--image-size", "33x48", "--output", target, "--overwrite"]) == 2  # 33: not whole patches
+    assert cli.main(["resize", source, "--patch-size", "4", "--output", target, "--overwrite"]) == 0  # the size kept
     assert keras_vit.load_model(target).get_layer("patch_encoder").grid_size == (8, 8)
-    assert cli.main(["resize", source, "--output", target]) == 2  # nothing to change
+    assert cli.main(["resize", source, "--output", target, "--overwrite"]) == 2  # nothing to change
 
 
 # --------------------------------------------------------------------------- FlexiViT patch-size resampling
