@@ -109,6 +109,20 @@ def _spread(files, count, image_shape):
     return np.stack([images_lib.load_image(files[i], image_shape[:2]) for i in picks])
 
 
+def _own_images(dataset, split, image_shape, count):
+    """``count`` images of the ``split`` (``"test"`` or ``"train"``) of the data the model was trained on, or None."""
+    kind = dataset_kind(dataset)
+    if kind == "folder":
+        pixels = _spread(folder_split(dataset, split), count, image_shape)
+        if pixels is not None:
+            which = "the held-out test images" if split == "test" else "training images"
+            return Images(pixels, f"{which} of {dataset!r}, the folder the model was trained on")
+    if kind == "mnist":
+        which = "held-out test split" if split == "test" else "training split"
+        return Images(mnist_images(image_shape, count, split=split), f"{MNIST_SOURCE}, {which}: the model's training data")
+    return None
+
+
 def eval_images(eval_data, image_shape, count, *, dataset=None):
     """The images to verify an export on: ``eval_data``, else the model's own test images, else MNIST (said so).
 
@@ -120,13 +134,9 @@ def eval_images(eval_data, image_shape, count, *, dataset=None):
     """
     if eval_data is not None:
         return Images(as_images(eval_data, image_shape, count, what="eval_data"), _given(eval_data, "eval_data", "--eval-data"))
-    kind = dataset_kind(dataset)
-    if kind == "folder":
-        pixels = _spread(folder_split(dataset, "test"), count, image_shape)
-        if pixels is not None:
-            return Images(pixels, f"the held-out test images of {dataset!r}, the folder the model was trained on")
-    if kind == "mnist":
-        return Images(mnist_images(image_shape, count, split="test"), f"{MNIST_SOURCE}, held-out test split: the model's training data")
+    own = _own_images(dataset, "test", image_shape, count)
+    if own is not None:
+        return own
     return Images(
         mnist_images(image_shape, count, split="test"),
         f"{MNIST_SOURCE}, NOT the model's own kind of image: the model {_unreadable(dataset)}; "
@@ -146,13 +156,9 @@ def calibration_images(representative_data, image_shape, count, *, dataset=None)
             as_images(representative_data, image_shape, count, what="representative_data"),
             _given(representative_data, "representative_data", "--representative-data"),
         )
-    kind = dataset_kind(dataset)
-    if kind == "folder":
-        pixels = _spread(folder_split(dataset, "train"), count, image_shape)
-        if pixels is not None:
-            return Images(pixels, f"training images of {dataset!r}, the folder the model was trained on")
-    if kind == "mnist":
-        return Images(mnist_images(image_shape, count, split="train"), f"{MNIST_SOURCE}, training split: the model's training data")
+    own = _own_images(dataset, "train", image_shape, count)
+    if own is not None:
+        return own
     raise ValueError(
         f"quantize='int8' calibrates the activations on images like the model's inputs, and the model "
         f"{_unreadable(dataset)}: pass representative_data= (keras-vit export --representative-data DIR), a folder "
