@@ -23,6 +23,7 @@ import uuid
 import numpy as np
 
 from keras_vit.architecture.model import config_of
+from keras_vit.architecture.state import require_float
 from keras_vit.export import verify
 from keras_vit.export.errors import ExportError, ExportVerificationError
 from keras_vit.weights import keras_hub_layout as layout
@@ -206,8 +207,14 @@ def check_output(output):
         )
 
 
+def check_state(model):
+    """Refuse a quantized or LoRA model: the preset holds float kernels (:func:`keras_vit.architecture.state.require_float`)."""
+    require_float(model, "export as a keras-hub preset", "export")
+
+
 def check_expressible(model):
-    """Refuse a model keras-hub's ViT cannot compute, naming every reason (:func:`unsupported`)."""
+    """Refuse a model keras-hub's ViT cannot compute, naming every reason (:func:`unsupported`), or not float."""
+    check_state(model)
     reasons = unsupported(config_of(model))
     if reasons:
         raise ValueError(

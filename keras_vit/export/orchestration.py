@@ -130,7 +130,10 @@ def export_model(
     if int8 and representative_data is None and data.dataset_kind(dataset) is None:
         data.calibration_images(None, (1, 1, 3), 1, dataset=dataset)  # refused, naming the argument, before any work
     progress(f"loading {model_path or model.name}")
-    model, shape = _at_size(load_model(model), format, image_size)
+    model = load_model(model)
+    if format == "keras-hub":  # a quantized or LoRA model is refused before it is resized
+        keras_hub.check_state(model)
+    model, shape = _at_size(model, format, image_size)
     if format == "keras-hub":
         return _export_keras_hub(model, output, labels, model_path, eval_data, shape, num_images, max_abs_diff, report)
     labels = common.resolve_labels(model, labels, model_path)

@@ -12,6 +12,7 @@ import keras
 
 from keras_vit.architecture.arguments import positive_pair
 from keras_vit.architecture.model import VisionTransformer, config_of
+from keras_vit.architecture.state import require_float
 from keras_vit.weights.mapping import layer_weights
 from keras_vit.weights.patchemb import resample_patch_embedding
 from keras_vit.weights.posemb import resize_position_embedding
@@ -79,8 +80,9 @@ def resize_model(model, image_size=SAME, patch_size=None):
         A :class:`keras_vit.VisionTransformer` of the same name and layers.
 
     Raises:
-        ValueError: not a keras_vit model, or a size the patch size (after the
-            stem's stride) does not divide; the message names both.
+        ValueError: not a keras_vit model, a size the patch size (after the
+            stem's stride) does not divide (the message names both), or a
+            quantized or LoRA model (:func:`keras_vit.architecture.state.require_float`).
 
     Example:
     >>> import keras_vit
@@ -94,6 +96,7 @@ def resize_model(model, image_size=SAME, patch_size=None):
     (8, 8)
     """
     config = config_of(model)
+    require_float(model, "resize", "resize")
     new_patch = config.patch_size if patch_size is None else positive_pair(patch_size, "patch_size")
     if isinstance(image_size, str) and image_size == SAME:
         image_size = config.image_size

@@ -18,6 +18,7 @@ import re
 import numpy as np
 
 from keras_vit.architecture.model import config_of
+from keras_vit.architecture.state import require_float
 from keras_vit.errors import CheckpointError
 from keras_vit.weights import declared, formats, npz
 from keras_vit.weights.formats import read_checkpoint
@@ -85,6 +86,9 @@ def load_checkpoint(model, checkpoint, strict=True, source=None, *, info=None):
             shapes), a dtype that is not a real number (bool, complex,
             string, object) or NaN/infinite values (the message names the
             key). Nothing is written into the model in that case.
+        ValueError: the model is quantized or has LoRA enabled (:func:`keras_vit.architecture.state.require_float`:
+            float weights would become zeros in integer kernels, or sit under old LoRA factors); refused before
+            the file is read.
 
     Example:
     >>> import keras_vit
@@ -98,6 +102,7 @@ def load_checkpoint(model, checkpoint, strict=True, source=None, *, info=None):
       skipped head/kernel: checkpoint shape (32, 1000) != model shape (32, 5); new head zero-initialised (fine-tuning)
     """
     config = config_of(model)
+    require_float(model, "load weights into", "load the weights into")
     report = LoadReport(path="<arrays>" if isinstance(checkpoint, dict) else os.fspath(checkpoint))
     grid = None  # of the checkpoint's position embeddings: a square unless the file says
     if isinstance(checkpoint, dict):
