@@ -83,7 +83,27 @@ def __dir__():
 _REGISTERING = ("keras_vit.layers", "keras_vit.architecture.model", "keras_vit.inspect.features")
 
 
+def _initializing():
+    """keras_vit modules being imported right now (``import keras`` ran inside one of them): not yet importable whole."""
+    return [name for name, module in list(sys.modules.items())
+            if name.startswith("keras_vit.") and getattr(getattr(module, "__spec__", None), "_initializing", False)]
+
+
+class _AfterImport:
+    """A meta-path finder that registers at the first import after keras_vit's own imports have finished, once."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if not _initializing():
+            sys.meta_path.remove(self)
+            _register_with_keras()
+        return None
+
+
 def _register_with_keras():
+    if _initializing():  # `import keras` inside a keras_vit module: register once that import chain has finished
+        if not any(isinstance(finder, _AfterImport) for finder in sys.meta_path):
+            sys.meta_path.insert(0, _AfterImport())
+        return
     try:
         for module in _REGISTERING:
             importlib.import_module(module)
