@@ -159,6 +159,11 @@ def calibration_images(representative_data, image_shape, count, *, dataset=None)
     own = _own_images(dataset, "train", image_shape, count)
     if own is not None:
         return own
+    refuse_uncalibrated(dataset)
+
+
+def refuse_uncalibrated(dataset):
+    """Raise the ``ValueError`` of an int8 export with no ``representative_data`` and no readable training data."""
     raise ValueError(
         f"quantize='int8' calibrates the activations on images like the model's inputs, and the model "
         f"{_unreadable(dataset)}: pass representative_data= (keras-vit export --representative-data DIR), a folder "

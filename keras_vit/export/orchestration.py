@@ -128,7 +128,7 @@ def export_model(
     dataset = data.recorded_dataset(model)
     int8 = format == "tflite" and quantize == "int8"
     if int8 and representative_data is None and data.dataset_kind(dataset) is None:
-        data.calibration_images(None, (1, 1, 3), 1, dataset=dataset)  # refused, naming the argument, before any work
+        data.refuse_uncalibrated(dataset)  # naming the argument, before any work
     progress(f"loading {model_path or model.name}")
     model = load_model(model)
     if format == "keras-hub":  # a quantized or LoRA model is refused before it is resized

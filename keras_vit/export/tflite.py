@@ -15,9 +15,10 @@ agreement bar is missed, converts again keeping :data:`FRAGILE_OPS` (softmax,
 GELU, LayerNorm's mean/variance/rsqrt, and the SUM that makes the attention-pooling
 head's query-key dot products) in float via
 ``tf.lite.experimental.QuantizationDebugger``'s denylist. An int8 SUM is the op whose
-result depends most on which kernels run it: LiteRT's reference and optimised int8
-SUM round differently, and one int8 file of a MAP-head model agreed with Keras on
-60 % and 96 % of top-1 classes under the two (``benchmarks/int8_kernels.py``).
+result depends most on which kernels run it: LiteRT's reference kernels and its
+default (XNNPACK) round int8 SUM differently, and one int8 file of a MAP-head model
+agreed with Keras on 60 % and 96 % of top-1 classes under the two
+(``benchmarks/int8_kernels.py``, AVX2 CPU).
 
 Labels: the class names are zipped onto the flatbuffer as ``labels.txt``
 (the TFLite-metadata "associated file" layout that LiteRT ignores and

@@ -216,10 +216,9 @@ def tflite_interpreter(path_or_content, num_threads=None):
     # TF_CPP_MIN_LOG_LEVEL says: filtered here to the level that variable asks for
     with native_stderr_filtered():
         if isinstance(path_or_content, (bytes, bytearray)):
-            source = {"model_content": bytes(path_or_content)}
+            interpreter = Interpreter(model_content=bytes(path_or_content), num_threads=num_threads)
         else:
-            source = {"model_path": os.fspath(path_or_content)}
-        interpreter = Interpreter(**source, num_threads=num_threads)
+            interpreter = Interpreter(model_path=os.fspath(path_or_content), num_threads=num_threads)
         interpreter.allocate_tensors()
     return interpreter
 
