@@ -70,6 +70,12 @@ def transformers_folder(folder, p, num_layers=2, d=32, heads=4, mlp=64, num_clas
     return str(folder)
 
 
+# timm's registration of the paper's ViT-B/16 with the sizes of helpers.vit_checkpoint() over it, as a timm
+# config.json's model_args does: a real architecture name (keras_vit refuses the names timm does not register)
+TINY_TIMM_ARGS = {"embed_dim": 32, "depth": 2, "num_heads": 4, "patch_size": 8, "img_size": 32, "mlp_ratio": 2.0}
+TINY_TIMM_CONFIG = {"architecture": "vit_base_patch16_224", "model_args": TINY_TIMM_ARGS}
+
+
 def timm_file(folder, params, config=None, qkv_bias=True, num_layers=2, d=32):
     """A timm ``model.safetensors`` of ``params``, with ``config.json`` beside it when ``config`` is given."""
     os.makedirs(folder, exist_ok=True)

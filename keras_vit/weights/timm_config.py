@@ -27,13 +27,11 @@ from keras_vit.layers.kernels import ACTIVATIONS as MLP_ACTIVATIONS
 from keras_vit.weights import config as config_lib
 from keras_vit.weights import declared as declared_lib
 from keras_vit.weights.declared import declare
-from keras_vit.weights.timm_models import DEFAULTS, registered
+from keras_vit.weights.timm_models import DEFAULTS, lacking, registered, registration, timm_version
 
 GLU_LAYERS = ("SwiGLUPacked", "swiglu_packed")  # timm.layers.SwiGLUPacked: GluMlp(gate_last=False), act(x1) * x2
 MLP_LAYERS = (None, "Mlp", "mlp")
 POOLING = {"token": "token", "avg": "gap", "map": "map"}  # timm global_pool -> keras_vit pooling ('' : see settings)
-_SIZES = {"tiny": (192, 3), "small": (384, 6), "base": (768, 12), "large": (1024, 16), "huge": (1280, 16)}
-PAPER_NAME = re.compile(r"^(?:vit|deit)_(tiny|small|base|large|huge)_patch")
 
 
 # timm VisionTransformer arguments that do not change what a trained model computes at its own size
@@ -77,6 +75,7 @@ def resolve(config, path, architecture=None):
     model_args = config_lib.json_object(config.get("model_args") or {}, path, "model_args")
     _check_model_args(model_args, path)
     architecture = architecture or config.get("architecture")
+    refuse_unbuildable(architecture, path)
     resolved = {name: (value, None) for name, value in DEFAULTS.items()}
     row = registered(architecture)
     if row is not None:
@@ -85,21 +84,41 @@ def resolve(config, path, architecture=None):
         for name, default in (("act_layer", "nn.GELU"), ("norm_eps", "LayerNorm eps=1e-06")):  # hidden: said anyway
             if name not in row:
                 resolved[name] = (DEFAULTS[name], f"architecture={architecture!r} (timm registers no {name}: {default})")
-    elif isinstance(architecture, str):  # not in the table: what its name says (the paper's sizes, the patch)
-        paper = PAPER_NAME.match(architecture)
-        if paper:
-            width, heads = _SIZES[paper[1]]
-            resolved["embed_dim"] = (width, f"architecture={architecture!r} (width {width})")
-            resolved["num_heads"] = (heads, f"architecture={architecture!r} ({heads} heads)")
-        patch = re.search(r"_patch(\d+)", architecture)
-        if patch:
-            resolved["patch_size"] = (int(patch[1]), f"architecture={architecture!r} (patch {patch[1]})")
     if config.get("global_pool") is not None:
         resolved["global_pool"] = (config["global_pool"], f"global_pool={config['global_pool']!r}")
     for name, value in model_args.items():
         resolved[name] = (value, f"model_args.{name}={value!r}")
     resolved["architecture"] = (architecture, "registered" if row is not None else None)
     return resolved
+
+
+def refuse_unbuildable(architecture, path):
+    """Refuse, before anything is built, an ``architecture`` timm does not register or whose registration has a
+    switch keras_vit's ViT lacks (:func:`keras_vit.weights.timm_models.lacking`), naming the switches.
+
+    Example:
+    >>> refuse_unbuildable("vit_base_patch16_rpn_224", "config.json")
+    Traceback (most recent call last):
+    ...
+    keras_vit.errors.CheckpointError: 'config.json': timm's architecture 'vit_base_patch16_rpn_224' has residual post-norm blocks (block_fn=ResPostBlock), which keras_vit's ViT does not have; its weights would load into another model. Nothing was built.
+    """
+    if architecture is None:
+        return
+    if not isinstance(architecture, str):
+        raise CheckpointError(f"{path!r}: architecture={architecture!r}, expected the name of a timm model.")
+    missing = lacking(architecture)
+    if missing:
+        raise CheckpointError(
+            f"{path!r}: timm's architecture {architecture.partition('.')[0]!r} has {'; '.join(missing)}, which keras_vit's "
+            "ViT does not have; its weights would load into another model. Nothing was built."
+        )
+    if registration(architecture) is None:
+        raise CheckpointError(
+            f"{path!r}: timm {timm_version()} registers no architecture {architecture.partition('.')[0]!r} in its ViT "
+            "family (keras_vit's table keras_vit/weights/data/timm_registrations.json is generated from timm by "
+            "tools/timm_registrations.py), so keras_vit cannot tell what it computes: timm itself could not build it. "
+            "Name the registered architecture it was trained as, or regenerate the table for a newer timm."
+        )
 
 
 def observe(shapes, path):
@@ -317,9 +336,9 @@ def config_fields(architecture, num_classes=0, projection_dim=None):
     >>> [fields[k] for k in ("image_size", "num_register_tokens", "prefix_positions", "layer_scale_init")]
     [518, 4, False, 1e-05]
     """
-    args = {**DEFAULTS, **(registered(architecture) or {})}
     if registered(architecture) is None:
-        raise ValueError(f"{architecture!r} is not in keras_vit's table of timm architectures (keras_vit/weights/timm_models.py).")
+        refuse_unbuildable(architecture, "timm")
+    args = {**DEFAULTS, **registered(architecture)}
     glu = args["mlp_layer"] in GLU_LAYERS
     use_fc_norm = args["global_pool"] in ("avg", "avgmax", "max") if args["fc_norm"] is None else args["fc_norm"]
     return dict(

@@ -1,89 +1,182 @@
-"""timm's registered ViT family members, as data: architecture name -> the ``model_args`` timm builds it with.
+"""timm's registered ViT family, as data: architecture name -> the arguments timm builds it with, read from timm.
 
 A timm Hub repository's ``config.json`` names its ``architecture`` (``"vit_small_patch14_dinov2"``) and
-usually carries no ``model_args``: timm builds the model from the function registered under that name.
-What the weights do not show (the MLP activation, the LayerNorm epsilon, LayerScale's initial value,
-the pooling of a model with a class token) is read here; ``model_args`` in the config.json override it
+usually carries no ``model_args``: timm builds the model from the function registered under that name. What
+the weights do not show (the MLP activation, the LayerNorm epsilon, LayerScale's initial value, the pooling,
+a block that is not the paper's) is read here; ``model_args`` in the config.json override it
 (:mod:`keras_vit.weights.timm_config`), and the state dict's shapes are checked against both.
 
-Every row was copied from huggingface/pytorch-image-models (commit aa4b5850, 2026-08):
-``timm/models/vision_transformer.py`` (the ``@register_model`` functions' ``model_args``) and
-``timm/models/deit.py`` (``deit3_*``; ``deit_*_distilled_*``, built by ``VisionTransformerDistilled``:
-``distilled``). ``img_size`` is the ``input_size`` of the architecture's ``default_cfgs`` entries, which
-timm's ``build_model_with_cfg`` passes as ``img_size`` (``_update_default_model_kwargs``). ``norm_eps``
-is the ``eps`` of the registration's ``norm_layer=partial(LayerNorm, eps=1e-5)`` (timm's CLIP models),
-else ``VisionTransformer``'s 1e-6. Keys are timm's argument names, so a row reads like its registration.
+The table is ``data/timm_registrations.json``, written by ``tools/timm_registrations.py`` from timm itself
+(every ``@register_model`` function of ``vision_transformer.py``, ``vision_transformer_hybrid.py``,
+``deit.py``, ``eva.py`` and ``naflexvit.py`` called with timm's builder replaced by a recorder): never copied
+by hand. A new timm release is a rerun of that script. :func:`registered` turns a registration into the
+arguments keras_vit reads (:data:`DEFAULTS`' names); :func:`lacking` names every switch of a registration that
+keras_vit's ViT does not have, so such an architecture is refused by name before anything is built.
 """
 
-# VisionTransformer.__init__'s defaults for the arguments keras_vit reads
+import functools
+import json
+import os
+
+# VisionTransformer.__init__'s defaults for the arguments keras_vit reads (timm's names)
 DEFAULTS = dict(
     patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4.0, qkv_bias=True, class_token=True,
     reg_tokens=0, no_embed_class=False, init_values=None, global_pool="token", fc_norm=None, pre_norm=False,
     final_norm=True, act_layer=None, mlp_layer=None, img_size=224, dynamic_img_size=False, norm_eps=1e-6,
     distilled=False,
 )
-
-_S, _B, _L = dict(embed_dim=384, depth=12, num_heads=6), dict(embed_dim=768, depth=12, num_heads=12), dict(
-    embed_dim=1024, depth=24, num_heads=16)
-_G = dict(embed_dim=1536, depth=40, num_heads=24, mlp_ratio=2.66667 * 2, mlp_layer="SwiGLUPacked", act_layer="silu")
-_SO400M = dict(embed_dim=1152, depth=27, num_heads=16, mlp_ratio=3.7362)
-_DINOV2 = dict(patch_size=14, init_values=1e-5, img_size=518)
-_REG4 = dict(reg_tokens=4, no_embed_class=True)
-_SIGLIP = dict(class_token=False, global_pool="map")
-_CLIP = dict(pre_norm=True, norm_eps=1e-5)
-_QUICK = dict(act_layer="quick_gelu")
-_DEIT3 = dict(patch_size=16, no_embed_class=True, init_values=1e-6)
-_GAP = dict(patch_size=16, class_token=False, no_embed_class=True, reg_tokens=4, global_pool="avg", img_size=256)
-
-ARCHITECTURES = {
-    # DINOv2 (Oquab et al.); "with registers" (Darcet et al.): timm's _convert_dinov2 makes them no_embed_class
-    "vit_small_patch14_dinov2": dict(_DINOV2, **_S),
-    "vit_base_patch14_dinov2": dict(_DINOV2, **_B),
-    "vit_large_patch14_dinov2": dict(_DINOV2, **_L),
-    "vit_giant_patch14_dinov2": dict(_DINOV2, **_G),
-    "vit_small_patch14_reg4_dinov2": dict(_DINOV2, **_S, **_REG4),
-    "vit_base_patch14_reg4_dinov2": dict(_DINOV2, **_B, **_REG4),
-    "vit_large_patch14_reg4_dinov2": dict(_DINOV2, **_L, **_REG4),
-    "vit_giant_patch14_reg4_dinov2": dict(_DINOV2, **_G, **_REG4),
-    # SigLIP image towers with their attention pooling (timm: default nn.GELU, the exact one)
-    "vit_base_patch16_siglip_224": dict(_SIGLIP, patch_size=16, **_B),
-    "vit_base_patch16_siglip_256": dict(_SIGLIP, patch_size=16, img_size=256, **_B),
-    "vit_base_patch16_siglip_384": dict(_SIGLIP, patch_size=16, img_size=384, **_B),
-    "vit_large_patch16_siglip_256": dict(_SIGLIP, patch_size=16, img_size=256, **_L),
-    "vit_large_patch16_siglip_384": dict(_SIGLIP, patch_size=16, img_size=384, **_L),
-    "vit_so400m_patch14_siglip_224": dict(_SIGLIP, patch_size=14, **_SO400M),
-    "vit_so400m_patch14_siglip_384": dict(_SIGLIP, patch_size=14, img_size=384, **_SO400M),
-    # CLIP image towers (ln_pre, LayerNorm eps 1e-5; the *_quickgelu_* registrations: OpenAI's own activation)
-    "vit_base_patch32_clip_224": dict(_CLIP, patch_size=32, **_B),
-    "vit_base_patch16_clip_224": dict(_CLIP, patch_size=16, **_B),
-    "vit_large_patch14_clip_224": dict(_CLIP, patch_size=14, **_L),
-    "vit_base_patch32_clip_quickgelu_224": dict(_CLIP, patch_size=32, **_B, **_QUICK),
-    "vit_base_patch16_clip_quickgelu_224": dict(_CLIP, patch_size=16, **_B, **_QUICK),
-    "vit_large_patch14_clip_quickgelu_224": dict(_CLIP, patch_size=14, **_L, **_QUICK),
-    # DeiT III (deit.py); distilled DeiT (deit.py, VisionTransformerDistilled)
-    "deit3_small_patch16_224": dict(_DEIT3, **_S),
-    "deit3_small_patch16_384": dict(_DEIT3, img_size=384, **_S),
-    "deit3_base_patch16_224": dict(_DEIT3, **_B),
-    "deit3_base_patch16_384": dict(_DEIT3, img_size=384, **_B),
-    "deit3_large_patch16_224": dict(_DEIT3, **_L),
-    "deit3_large_patch16_384": dict(_DEIT3, img_size=384, **_L),
-    "deit_tiny_distilled_patch16_224": dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, distilled=True),
-    "deit_small_distilled_patch16_224": dict(patch_size=16, distilled=True, **_S),
-    "deit_base_distilled_patch16_224": dict(patch_size=16, distilled=True, **_B),
-    "deit_base_distilled_patch16_384": dict(patch_size=16, distilled=True, img_size=384, **_B),
-    # the paper's ViT, which timm's MAE weights (*.mae, no head) load into
-    "vit_base_patch16_224": dict(patch_size=16, **_B),
-    "vit_large_patch16_224": dict(patch_size=16, **_L),
-    "vit_huge_patch14_224": dict(patch_size=14, embed_dim=1280, depth=32, num_heads=16),
-    # timm's "SBB" register models with global average pooling (fc_norm after pooling, timm's rule for 'avg')
-    "vit_medium_patch16_reg4_gap_256": dict(_GAP, embed_dim=512, depth=12, num_heads=8, init_values=1e-5),
-    "vit_betwixt_patch16_reg4_gap_256": dict(_GAP, embed_dim=640, depth=12, num_heads=10, init_values=1e-5),
-    "vit_base_patch16_reg4_gap_256": dict(_GAP, **_B),
+TABLE = os.path.join(os.path.dirname(__file__), "data", "timm_registrations.json")
+# arguments that do not change what a trained model computes at its own size
+NEUTRAL = ("drop_rate", "pos_drop_rate", "patch_drop_rate", "proj_drop_rate", "attn_drop_rate", "drop_path_rate",
+           "weight_init", "fix_init", "num_classes", "device", "dtype")
+# VisionTransformer arguments keras_vit has no switch for: what each is, and the value that means "not used"
+SWITCHES = {
+    "block_fn": ("Block", {"ResPostBlock": "residual post-norm blocks (block_fn=ResPostBlock)",
+                           "ParallelScalingBlock": "parallel attention and MLP branches (block_fn=ParallelScalingBlock)",
+                           "ParallelThingsBlock": "parallel attention and MLP blocks (block_fn=ParallelThingsBlock)",
+                           "DiffParallelScalingBlock": "parallel differential attention (block_fn=DiffParallelScalingBlock)"}),
+    "attn_layer": ("Attention", {"diff": "differential attention (attn_layer='diff')"}),
+    "qk_norm": (False, "query/key normalisation (qk_norm=True)"),
+    "scale_attn_norm": (False, "a norm inside attention (scale_attn_norm=True)"),
+    "scale_mlp_norm": (False, "a norm inside the MLP (scale_mlp_norm=True)"),
+    "proj_bias": (True, "attention and MLP projections without biases (proj_bias=False)"),
+    "pool_include_prefix": (False, "average pooling over the class and register tokens too (pool_include_prefix=True)"),
+    "embed_norm_layer": (None, "a normalised patch embedding (embed_norm_layer)"),
+    "pos_embed": ("learn", "position embeddings other than a learned table (pos_embed)"),
+    "dynamic_img_pad": (False, "padding of images to a multiple of the patch (dynamic_img_pad=True)"),
+    "in_chans": (3, "input channels other than RGB (in_chans)"),
+}
+# timm model classes that are not the paper's ViT; each of their registrations is refused with its switches
+OTHER_CLASSES = {
+    "Eva": "timm's Eva class (eva.py)",
+    "NaFlexVit": "timm's NaFlexVit class (naflexvit.py: native aspect ratio and resolution, NaFlex)",
+}
+# the Eva / NaFlexVit arguments that name a switch keras_vit lacks, in words
+OTHER_SWITCHES = {
+    "use_rot_pos_emb": "rotary position embeddings (RoPE)", "attn_type": "its attention", "rope_type": "RoPE",
+    "swiglu_mlp": "an unpacked SwiGLU MLP", "scale_mlp": "a norm inside the MLP (scale_mlp)",
+    "scale_attn_inner": "a norm inside attention (scale_attn_inner)", "qk_norm": "query/key normalisation",
+    "use_post_norm": "post-norm blocks", "use_fc_norm": "a norm after pooling", "norm_layer": "its norm",
+    "num_reg_tokens": "register tokens", "dynamic_img_size": "dynamic image size",
 }
 
 
+@functools.lru_cache(maxsize=1)
+def table():
+    """The generated table: ``{"timm_version", "modules", "classes", "architectures": {name: row}}``."""
+    with open(TABLE) as f:
+        return json.load(f)
+
+
+def timm_version():
+    """The timm release the table was generated from."""
+    return table()["timm_version"]
+
+
+def registration(architecture):
+    """timm's raw registration of ``architecture`` (a pretrained tag after ``.`` is ignored), or None."""
+    if not isinstance(architecture, str):
+        return None
+    return table()["architectures"].get(architecture.partition(".")[0])
+
+
+def _tag_of(architecture, row):
+    tag = architecture.partition(".")[2] or row.get("default_tag")
+    return row["tags"].get(tag) or row.get("default_cfg") or {}
+
+
+def _norm_eps(value):
+    """``(eps or None, lacking or None)`` of timm's ``norm_layer`` argument as the generator writes it."""
+    if value is None:
+        return None, None
+    name = value.get("callable") if isinstance(value, dict) else value
+    if name in ("LayerNorm", "nn.LayerNorm"):
+        eps = value.get("eps", 1e-5) if isinstance(value, dict) else 1e-5  # torch's LayerNorm default
+        return eps, None
+    return None, f"a {name} norm (norm_layer={name})"
+
+
+def _mlp(value):
+    """``(mlp_layer, act_layer or None, lacking or None)`` of timm's ``mlp_layer`` argument."""
+    if value in (None, "Mlp"):
+        return None, None, None
+    if isinstance(value, dict) and value.get("callable") == "GluMlp" and value.get("gate_last") is False:
+        return "SwiGLUPacked", value.get("act_layer"), None  # timm's SwiGLUPacked: GluMlp(gate_last=False)
+    if value == "SwiGLUPacked":
+        return "SwiGLUPacked", None, None
+    name = value.get("callable") if isinstance(value, dict) else value
+    return None, None, f"an MLP of timm's {name} (mlp_layer={name}; keras_vit has Mlp and SwiGLUPacked)"
+
+
+def _backbone(value):
+    """``(ResNet stage depths or None, lacking or None)`` of timm's ``embed_layer`` argument."""
+    if value in (None, "PatchEmbed"):
+        return None, None
+    backbone = value.get("backbone") if isinstance(value, dict) else None
+    if isinstance(value, dict) and value.get("callable") == "HybridEmbed" and backbone:
+        if backbone["module"] in ("ResNetV2", "Sequential") and backbone.get("conv") == "StdConv2dSame":
+            return tuple(backbone["layers"]), None
+        return None, (f"a {backbone['module']} backbone ({backbone.get('conv')}, {backbone.get('norm')}); keras_vit's "
+                      "hybrid is the paper's ResNet-v2 with weight-standardised convolutions and GroupNorm")
+    name = value.get("callable") if isinstance(value, dict) else value
+    return None, f"a patch embedding of timm's {name} (embed_layer={name})"
+
+
+@functools.lru_cache(maxsize=None)
+def _read(architecture):
+    row = registration(architecture)
+    if row is None:
+        return None, ()
+    args, lacking = dict(row["args"]), []
+    cls = row["model_class"]
+    if cls in OTHER_CLASSES:
+        defaults = table()["classes"][cls]
+        switches = [f"{OTHER_SWITCHES[name]} ({name}={value!r})" for name, value in sorted(args.items())
+                    if name in OTHER_SWITCHES and value != defaults.get(name) and value not in (None, False, "standard")]
+        lacking.append(OTHER_CLASSES[cls] + (": " + ", ".join(switches) if switches else ""))
+        return None, tuple(lacking)
+    out = {}
+    for name, value in args.items():
+        if name == "mlp_layer":
+            layer, act, why = _mlp(value)
+            lacking += [why] if why else []
+            out["mlp_layer"] = layer
+            if act is not None and "act_layer" not in args:
+                out["act_layer"] = act
+        elif name in DEFAULTS or name in NEUTRAL:
+            out[name] = value
+        elif name == "norm_layer":
+            eps, why = _norm_eps(value)
+            if why:
+                lacking.append(why)
+            out["norm_eps"] = eps
+        elif name == "embed_layer":
+            layers, why = _backbone(value)
+            lacking += [why] if why else []
+            if layers is not None:
+                out["backbone_layers"] = layers
+        elif name in SWITCHES:
+            default, what = SWITCHES[name]
+            if value != default and not (name == "attn_layer" and value in ("attn", "Attention")):
+                lacking.append(what.get(value, f"{name}={value!r}") if isinstance(what, dict) else what)
+        else:
+            lacking.append(f"timm argument {name}={value!r}, which keras_vit does not know")
+    out["mlp_layer"] = out.get("mlp_layer")
+    if out.get("norm_eps") is None:
+        out.pop("norm_eps", None)
+    if cls == "VisionTransformerDistilled":
+        out["distilled"] = True
+    if "img_size" not in out:
+        size = _tag_of(architecture, row).get("input_size")
+        if size:
+            out["img_size"] = size[1] if size[1] == size[2] else list(size[1:])
+    return out, tuple(lacking)
+
+
 def registered(architecture):
-    """The ``model_args`` timm registers for ``architecture`` (a pretrained tag after ``.`` is ignored), or None.
+    """The arguments timm registers for ``architecture`` (timm's names, :data:`DEFAULTS`' vocabulary; ``img_size``
+    from its pretrained tag's input size when the function does not set it), or None when timm has no such
+    registration. An architecture with a switch keras_vit lacks (:func:`lacking`) also returns None.
 
     Example:
     >>> registered("vit_small_patch14_reg4_dinov2.lvd142m")["reg_tokens"]
@@ -91,7 +184,18 @@ def registered(architecture):
     >>> registered("vit_x") is None
     True
     """
-    if not isinstance(architecture, str):
-        return None
-    row = ARCHITECTURES.get(architecture.partition(".")[0])
-    return dict(row) if row is not None else None
+    args, lacking_ = _read(architecture) if isinstance(architecture, str) else (None, ())
+    return dict(args) if args is not None and not lacking_ else None
+
+
+def lacking(architecture):
+    """What timm's registration of ``architecture`` has that keras_vit's ViT does not: a tuple of phrases, each
+    naming the switch and timm's argument (empty for an architecture keras_vit builds, or one timm lacks).
+
+    Example:
+    >>> lacking("vit_base_patch16_rpn_224")
+    ('residual post-norm blocks (block_fn=ResPostBlock)',)
+    >>> lacking("vit_base_patch16_224")
+    ()
+    """
+    return _read(architecture)[1] if isinstance(architecture, str) else ()

@@ -19,7 +19,7 @@ from keras_vit import cli, saving
 from keras_vit.weights import imagenet
 
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
-from foreign_files import timm_file, transformers_folder  # noqa: E402
+from foreign_files import TINY_TIMM_CONFIG, timm_file, transformers_folder  # noqa: E402
 
 IMAGENET_MEAN, IMAGENET_STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 
@@ -76,7 +76,7 @@ def test_hybrid_npz_builds_the_hybrid_its_stages_describe(tmp_path):
 
 def test_timm_config_names_heads_and_tag_gives_imagenet_names(tmp_path):
     params = vit_checkpoint(num_classes=1000)
-    config = {"architecture": "vit_test_patch8_32", "model_args": {"num_heads": 4}, "num_classes": 1000,
+    config = {**TINY_TIMM_CONFIG, "num_classes": 1000,
               "pretrained_cfg": {"tag": "augreg_in21k_ft_in1k", "mean": [0.5] * 3, "std": [0.5] * 3}}
     path = timm_file(tmp_path / "timm", params, config)
     model = keras_vit.from_pretrained(path, classifier_activation=None)
@@ -95,9 +95,9 @@ def test_hf_source_takes_the_tag_from_the_repository_name(tmp_path, monkeypatch)
     from keras_vit.weights import hub
 
     folder = tmp_path / "snapshot"
-    timm_file(folder, vit_checkpoint(num_classes=1000), {"architecture": "vit_test", "model_args": {"num_heads": 4}})
+    timm_file(folder, vit_checkpoint(num_classes=1000), TINY_TIMM_CONFIG)
     monkeypatch.setattr(hub, "fetch", lambda source: str(folder))
-    source = "hf://timm/vit_test_patch8_32.augreg_in21k_ft_in1k"
+    source = "hf://timm/vit_base_patch16_224.augreg_in21k_ft_in1k"
     model = keras_vit.from_pretrained(source)
     assert model.class_names[0] == imagenet.imagenet_labels("imagenet1k")[0]
     assert model.load_report.source == source and source in str(model.load_report)

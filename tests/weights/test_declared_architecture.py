@@ -20,9 +20,9 @@ from helpers import TINY, save_npz, vit_checkpoint
 from keras_vit.weights import CheckpointError, describe
 
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
-from foreign_files import timm_file, transformers_folder  # noqa: E402
+from foreign_files import TINY_TIMM_CONFIG, timm_file, transformers_folder  # noqa: E402
 
-TIMM_CONFIG = {"architecture": "vit_test_patch8_32", "model_args": {"num_heads": 4}, "num_classes": 5}
+TIMM_CONFIG = dict(TINY_TIMM_CONFIG, num_classes=5)
 
 
 def tiny(**changes):
@@ -34,7 +34,7 @@ def _transformers(tmp_path, **kwargs):
 
 
 def _timm(tmp_path, bias_tensors=True, **model_args):
-    config = dict(TIMM_CONFIG, model_args={"num_heads": 4, **model_args})
+    config = dict(TIMM_CONFIG, model_args={**TINY_TIMM_CONFIG["model_args"], **model_args})
     return timm_file(tmp_path / "timm", vit_checkpoint(), config, qkv_bias=bias_tensors)
 
 
@@ -64,7 +64,8 @@ REFUSED = {
     "transformers-mlp": (_transformers, {}, tiny(mlp_dim=128), r"config\.json: intermediate_size=64 but the model has mlp_dim=128"),
     "timm-heads": (_timm, {}, tiny(num_heads=2), r"config\.json: model_args\.num_heads=4 but the model has num_heads=2"),
     "timm-epsilon": (_timm, {}, tiny(layer_norm_epsilon=1e-12),
-                     r"model\.safetensors: timm layout \(LayerNorm eps=1e-06\) but the model has layer_norm_epsilon=1e-12"),
+                     r"config\.json: architecture='vit_base_patch16_224' \(timm registers no norm_eps: LayerNorm eps=1e-06\) "
+                     r"but the model has layer_norm_epsilon=1e-12"),
     "timm-activation": (_timm, {"act_layer": "quick_gelu"}, tiny(mlp_activation="gelu"),  # set: not taken from the file
                         r"config\.json: model_args\.act_layer='quick_gelu' but the model has mlp_activation='gelu'"),
     "timm-qkv-bias": (_timm, {"qkv_bias": False, "bias_tensors": False}, tiny(),

@@ -17,9 +17,15 @@ from keras_vit import saving
 from keras_vit.weights import CheckpointError, describe
 
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
-from foreign_files import timm_file, timm_state_dict, transformers_folder  # noqa: E402
+from foreign_files import TINY_TIMM_CONFIG, timm_file, timm_state_dict, transformers_folder  # noqa: E402
 
-TIMM_CONFIG = {"architecture": "vit_test_patch8_32", "model_args": {"num_heads": 4}, "num_classes": 5}
+TIMM_CONFIG = dict(TINY_TIMM_CONFIG, num_classes=5)
+
+
+def tiny_args(**changes):
+    """The tiny model's timm model_args with ``changes`` (None: left out, so the registration's value holds)."""
+    merged = {**TINY_TIMM_CONFIG["model_args"], **changes}
+    return {k: v for k, v in merged.items() if v is not None}
 
 
 def edit_config(folder, name="config.json", **changes):
@@ -68,7 +74,7 @@ def test_a_config_that_is_not_a_json_object_is_named(tmp_path):
     write_json(tmp_path / "vit" / "config.json", [1])
     with pytest.raises(CheckpointError, match=r"config\.json': expected a JSON object.*Received: list"):
         describe(folder)
-    path = timm_file(tmp_path / "timm", vit_checkpoint(), {"architecture": "vit_x", "model_args": [4]})
+    path = timm_file(tmp_path / "timm", vit_checkpoint(), {"architecture": "vit_base_patch16_224", "model_args": [4]})
     with pytest.raises(CheckpointError, match=r"config\.json'.*model_args=\[4\].*expected a JSON object"):
         describe(path)
     folder = transformers_folder(tmp_path / "vit2", vit_checkpoint())
@@ -102,15 +108,17 @@ def test_label_names_out_of_order_are_put_in_index_order(tmp_path):
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"architecture": "vit_small_patch8_32"}, r"architecture='vit_small_patch8_32' \(width 384\) but the weights have 32"),
-    ({"model_args": {"num_heads": 4, "embed_dim": 64}}, r"model_args\.embed_dim=64 but the weights have 32"),
+    ({"architecture": "vit_small_patch16_224", "model_args": tiny_args(embed_dim=None)},
+     r"architecture='vit_small_patch16_224' \(timm registers embed_dim=384\) but the weights have 32"),
+    ({"model_args": tiny_args(embed_dim=64)}, r"model_args\.embed_dim=64 but the weights have 32"),
     ({"num_features": 48}, r"num_features=48 but the weights have 32"),
-    ({"model_args": {"num_heads": 4, "depth": 3}}, r"model_args\.depth=3 but the weights have 2"),
-    ({"architecture": "vit_test_patch16_32"}, r"architecture='vit_test_patch16_32' \(patch 16\) but the weights have 8"),
+    ({"model_args": tiny_args(depth=3)}, r"model_args\.depth=3 but the weights have 2"),
+    ({"model_args": tiny_args(patch_size=None)},
+     r"architecture='vit_base_patch16_224' \(timm registers patch_size=16\) but the weights have 8"),
     ({"num_classes": 1000}, r"num_classes=1000 but the weights have 5"),
-    ({"model_args": {"num_heads": 4, "qkv_bias": False}}, r"model_args\.qkv_bias=False but the weights have True"),
-    ({"model_args": {"num_heads": 4, "class_token": False}}, r"model_args\.class_token=False but the weights have True"),
-    ({"pretrained_cfg": {"input_size": [3, 64, 64]}}, r"pretrained_cfg\.input_size=\[3, 64, 64\] \(8 x 8 patches"),
+    ({"model_args": tiny_args(qkv_bias=False)}, r"model_args\.qkv_bias=False but the weights have True"),
+    ({"model_args": tiny_args(class_token=False)}, r"model_args\.class_token=False but the weights have True"),
+    ({"pretrained_cfg": {"input_size": [3, 64, 64]}, "model_args": tiny_args(img_size=None)}, r"pretrained_cfg\.input_size=\[3, 64, 64\] \(8 x 8 patches"),
 ])
 def test_timm_config_that_disagrees_with_the_weights_is_refused(tmp_path, change, message):
     """A config.json of another model beside a state dict would give it that model's heads: refused by field."""
@@ -130,7 +138,7 @@ def test_timm_config_that_agrees_is_read(tmp_path):
     expected = timm.settings({"architecture": "vit_tiny_patch16_224", "num_classes": 1000, "num_features": 192,
                               "pretrained_cfg": {"input_size": [3, 224, 224]}})["expected"]
     assert [(q, v) for q, _, v in expected] == [
-        ("hidden_size", 192), ("num_features", 192), ("patch_size", 16), ("num_classes", 1000),
+        ("hidden_size", 192), ("num_features", 192), ("num_layers", 12), ("patch_size", 16), ("num_classes", 1000),
         ("image_size", (224, 224)),
     ]
 

@@ -1,0 +1,106 @@
+"""timm's registrations as generated data (keras_vit/weights/data/timm_registrations.json, tools/timm_registrations.py):
+every architecture either read or refused by the switch it lacks, before anything is built."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import keras_vit
+from helpers import vit_checkpoint
+from keras_vit.errors import CheckpointError
+from keras_vit.weights import timm_config, timm_models
+
+safetensors_numpy = pytest.importorskip("safetensors.numpy")
+from foreign_files import TINY_TIMM_ARGS, timm_file  # noqa: E402
+
+ROOT = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir)
+
+
+def test_the_table_is_timms_own_output():
+    """Generated, not copied: it names timm's version, the module files' hashes and the script that wrote it."""
+    table = timm_models.table()
+    assert table["generated_by"] == "tools/timm_registrations.py"
+    assert os.path.isfile(os.path.join(ROOT, table["generated_by"]))
+    assert set(table["modules"]) == {"vision_transformer", "vision_transformer_hybrid", "deit", "eva", "naflexvit"}
+    assert all(len(m["sha256"]) == 64 for m in table["modules"].values())
+    assert len(table["architectures"]) > 250 and timm_models.timm_version().count(".") == 2
+
+
+def test_every_registration_is_read_or_refused_by_a_named_switch():
+    """No registration is both buildable and lacking, none raises, and every refusal names a switch."""
+    read = refused = 0
+    for name in timm_models.table()["architectures"]:
+        args, lacking = timm_models.registered(name), timm_models.lacking(name)
+        assert (args is None) == bool(lacking), name
+        assert all(isinstance(phrase, str) and phrase for phrase in lacking), name
+        if args is not None:
+            fields = timm_config.config_fields(name)  # what from_pretrained builds: a valid ViTConfig's arguments
+            assert fields["hidden_size"] % fields["num_heads"] == 0, name
+            read += 1
+        else:
+            refused += 1
+    assert read > 150 and refused > 90
+
+
+@pytest.mark.parametrize("name, switch", [
+    ("vit_base_patch16_rpn_224", r"residual post-norm blocks \(block_fn=ResPostBlock\)"),
+    ("vit_base_patch16_rope_ape_224", r"rotary position embeddings \(RoPE\) \(use_rot_pos_emb=True\)"),
+    ("eva02_base_patch14_224", r"an unpacked SwiGLU MLP"),
+    ("aimv2_large_patch14_224", r"RmsNorm"),
+    ("naflexvit_base_patch16_gap", r"NaFlex"),
+    ("vit_base_resnet50d_224", r"FeatureListNet backbone"),
+    ("vit_dwee_patch16_reg1_gap_256", r"differential attention"),
+])
+def test_an_architecture_with_a_switch_keras_vit_lacks_is_refused_by_name(name, switch):
+    with pytest.raises(CheckpointError, match=rf"timm's architecture '{name}' has .*{switch}.*Nothing was built"):
+        timm_config.refuse_unbuildable(name + ".some_tag", "config.json")
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("flexivit_small", dict(img_size=240, no_embed_class=True, embed_dim=384, num_heads=6)),
+    ("deit3_medium_patch16_224", dict(embed_dim=512, num_heads=8, init_values=1e-6, no_embed_class=True)),
+    ("vit_base_patch16_reg4_gap_256", dict(img_size=256, reg_tokens=4, global_pool="avg")),
+    ("vit_giant_patch14_dinov2", dict(mlp_layer="SwiGLUPacked", act_layer="nn.SiLU")),
+    ("vit_base_patch16_clip_224", dict(pre_norm=True, norm_eps=1e-5)),
+    ("deit_base_distilled_patch16_384", dict(distilled=True, img_size=384)),
+    ("vit_base_r50_s16_384", dict(backbone_layers=(3, 4, 9), patch_size=1, img_size=384)),
+])
+def test_registrations_the_hand_table_lacked_are_read(name, expected):
+    """The ones the issue lists as guessed or refused (flexivit, deit3 medium, the gap models, the hybrids)."""
+    row = timm_models.registered(name)
+    assert {k: row[k] for k in expected} == expected
+
+
+def _tiny_timm(tmp_path, architecture, **model_args):
+    config = {"architecture": architecture, "model_args": {**TINY_TIMM_ARGS, **model_args}, "num_classes": 5}
+    return timm_file(tmp_path / "timm", vit_checkpoint(), config)
+
+
+def test_a_post_norm_repository_is_refused_before_anything_is_built(tmp_path):
+    """vit_base_patch16_rpn_224's weights look like a paper ViT's; it used to load silently (relative error 0.95)."""
+    path = _tiny_timm(tmp_path, "vit_base_patch16_rpn_224", class_token=True, global_pool="token", qkv_bias=True)
+    with pytest.raises(CheckpointError, match=r"residual post-norm blocks \(block_fn=ResPostBlock\)"):
+        keras_vit.from_pretrained(path)
+
+
+def test_an_architecture_timm_does_not_register_is_refused(tmp_path):
+    path = _tiny_timm(tmp_path, "vit_tiny_patch16_rope_224_custom")
+    with pytest.raises(CheckpointError, match=r"registers no architecture 'vit_tiny_patch16_rope_224_custom'.*timm itself"):
+        keras_vit.from_pretrained(path)
+
+
+def test_a_registered_architecture_loads_with_its_registration(tmp_path):
+    """deit3_medium (not in the old hand table: it ended in 'Cannot tell the number of attention heads')."""
+    path = _tiny_timm(tmp_path, "deit3_medium_patch16_224", num_heads=4, init_values=None, no_embed_class=False)
+    model = keras_vit.from_pretrained(path, classifier_activation=None)
+    assert model.vit_config.num_heads == 4 and model.vit_config.hidden_size == 32
+    assert np.isfinite(np.asarray(model(np.zeros((1, 32, 32, 3), np.float32)))).all()
+
+
+def test_the_data_file_is_shipped_with_the_package():
+    with open(os.path.join(ROOT, "setup.cfg")) as f:
+        assert "data/*.json" in f.read()
+    with open(timm_models.TABLE) as f:
+        assert json.load(f)["architectures"]
