@@ -305,6 +305,9 @@ def _declared(resolved, pretrained, expected, path, weights, tensors):
     }
     projection = timm_config.head_is_projection(seen, tensors)
     notes = []  # "key: what the conversion did", for the load report
+    if resolved["architecture"][0] is None:
+        notes.append("architecture inferred from the state dict's keys: no config.json names a timm architecture, so "
+                     "only what the keys show was read (timm's defaults: exact GELU, LayerNorm eps 1e-6, pre-norm blocks)")
     if projection:
         extra["projection_dim"] = (int(shapes["head.weight"][0]), f"'head.weight' {tuple(shapes['head.weight'])} "
                                    "with an all-zero 'head.bias' (CLIP's projection, as timm's _convert_openai_clip stores it)")

@@ -149,6 +149,7 @@ def test_a_file_without_config_reads_the_family_from_its_shapes(tmp_path):
     model = keras_vit.from_pretrained(str(tmp_path / "bare" / "model.safetensors"), num_heads=4)
     config = model.vit_config
     assert (config.num_register_tokens, config.prefix_positions, config.layer_scale_init) == (4, False, 1e-5)
+    assert any("architecture inferred from the state dict's keys" in note for note in model.load_report.notes)
     x = images()
     ref = np.stack([reference_timm.forward(image, state, timm_args("dinov2_reg4")[1]) for image in x])
     assert_close(np.asarray(model(x)), ref)
