@@ -43,7 +43,7 @@ from keras_vit.weights import config as config_lib
 from keras_vit.weights.declared import activation, declare
 from keras_vit.weights.mapping import POSEMB_KEY
 from keras_vit.weights.posemb import resize_position_embedding
-from keras_vit.weights.transformers.family import CLIP_MEAN_STD, HALF, IMAGENET
+from keras_vit.weights.conventions import CLIP_MEAN_STD, HALF, IMAGENET
 
 DINOV2, SIGLIP, CLIP, DEIT = "DINOV2Backbone", "SigLIPBackbone", "CLIPBackbone", "DeiTBackbone"
 BACKBONES = (DINOV2, SIGLIP, CLIP, DEIT)

@@ -35,6 +35,7 @@ import numpy as np
 from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
 from keras_vit.weights import timm_config
+from keras_vit.weights.conventions import finish, patch_kernel
 from keras_vit.weights.declared import activation, declare
 
 FORMAT = "timm"
@@ -184,27 +185,6 @@ def _zeros(width):
     return np.zeros((width,), np.float32)
 
 
-def patch_kernel(key, array, path):
-    """A PyTorch patch-embedding convolution ``(D, C, P, P)`` as the original ``embedding/kernel`` ``(P, P, C, D)``."""
-    if array.ndim != 4:
-        raise CheckpointError(f"Checkpoint {path!r}: {key!r} has shape {array.shape}, expected (D, C, P, P).")
-    return array.transpose(2, 3, 1, 0)
-
-
-def finish(out, unknown, path, layout):
-    """Refuse the keys no ViT has (named, at most 10 shown); returns ``out``.
-
-    A file without query/key/value biases keeps none: it declares ``qkv_bias=False``
-    (:func:`keras_vit.weights.formats.describe`) and loads into a model built without them.
-    """
-    if unknown:
-        raise CheckpointError(
-            f"Checkpoint {path!r} ({layout} layout) has {len(unknown)} key(s) that are not part of a ViT: "
-            f"{', '.join(sorted(unknown)[:10])}"
-        )
-    return out
-
-
 def _split(key, array, parts, prefix, path):
     """A fused ``(n * D, D)`` weight or ``(n * D,)`` bias -> ``n`` (D, D) kernels (transposed) or biases."""
     weight = key.endswith("weight")
@@ -236,8 +216,8 @@ def settings(config, path="<config>", weights=None, tensors=None, architecture=N
     >>> s = settings({"architecture": "deit_small_patch16_224", "pretrained_cfg": {"mean": [0.485, 0.456, 0.406]}})
     >>> s["num_heads"], s["layer_norm_epsilon"], s["mean"]
     (6, 1e-06, [0.485, 0.456, 0.406])
-    >>> [(quantity, value) for quantity, _, value in s["expected"]]  # from the name: width 384, patch 16
-    [('hidden_size', 384), ('patch_size', 16)]
+    >>> [(quantity, value) for quantity, _, value in s["expected"]]  # from timm's registration of the name
+    [('hidden_size', 384), ('num_layers', 12), ('patch_size', 16)]
     >>> settings({"model_args": {"act_layer": "quick_gelu"}})["declared"]["mlp_activation"]
     Declaration(value='quick_gelu', said="model_args.act_layer='quick_gelu'", origin='<config>')
     """

@@ -21,11 +21,9 @@ import os
 from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
 from keras_vit.weights.declared import activation, declare
+from keras_vit.weights.conventions import CLIP_MEAN_STD, HALF, IMAGENET
 from keras_vit.weights.input_normalization import processor_normalization
 
-IMAGENET = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
-CLIP_MEAN_STD = ((0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711))
-HALF = ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))
 # model_type -> the layout of its vision weights (layouts.LAYOUTS)
 LAYOUT_OF = {
     "dinov2": "dinov2", "dinov2_with_registers": "dinov2_with_registers", "deit": "deit", "vit_mae": "vit_mae",

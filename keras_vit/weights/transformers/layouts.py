@@ -8,7 +8,7 @@ tensor is reshaped on the way (``nn.Linear`` weights ``(out, in)`` transposed, `
 ``class_embedding`` ``(D,)`` to ``(1, 1, D)``, ``nn.MultiheadAttention``'s ``in_proj_weight`` ``[q; k; v]``
 split in three) and the keys that belong to another part of the repository (a text tower, MAE's pixel
 decoder, a mask token), which are skipped, grouped, with the reason the load report gives. A key in
-no table is refused by name (:func:`keras_vit.weights.timm.finish`).
+no table is refused by name (:func:`keras_vit.weights.conventions.finish`).
 """
 
 import re
@@ -17,7 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from keras_vit.errors import CheckpointError
-from keras_vit.weights.timm import finish, patch_kernel
+from keras_vit.weights.conventions import finish, patch_kernel
 
 ATT = "MultiHeadDotProductAttention_1"
 POSEMB = "Transformer/posembed_input/pos_embedding"

@@ -23,7 +23,7 @@ import numpy as np  # noqa: F401  (the doctests' np)
 from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
 from keras_vit.weights.declared import activation, declare
-from keras_vit.weights.timm import finish, patch_kernel
+from keras_vit.weights.conventions import finish, patch_kernel
 
 FORMAT = "transformers"
 LAYER_NORM_EPSILON = 1e-12  # ViTConfig's default layer_norm_eps
