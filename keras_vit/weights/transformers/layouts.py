@@ -285,5 +285,5 @@ def to_original(tensors, path, layout_name, notes=None):
     if "embedding/kernel" in out:
         for name in layout.zeros:
             out.setdefault(name, np.zeros(out["embedding/kernel"].shape[-1], np.float32))
-    out = finish(out, unknown, path, f"transformers {layout_name}")
+    out = finish(out, unknown, path, f"transformers {layout_name}, " + (f"{prefix!r}-prefixed" if prefix else "unprefixed"))
     return out, {f"{group} ({count} tensor{'s' if count > 1 else ''})": why for group, (count, why) in skipped.items()}
