@@ -22,6 +22,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -207,6 +208,8 @@ def main(argv=None):
             verdict = ("refused: " if refused else "FAILED: ") + result["error"]
             failures += not refused
         print(f"{name:44s} {layout:10s} {verdict}")
+    if not args.keep:
+        shutil.rmtree(work)
     sys.exit(1 if failures else 0)
 
 

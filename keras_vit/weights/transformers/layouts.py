@@ -122,9 +122,8 @@ class Layout(NamedTuple):
 
 
 _CLASSIFIER = _linear("classifier", "head")
-_DINOV2_PREFIXES = {"dinov2.": None, "": None}
 LAYOUTS = {
-    "dinov2": Layout(_DINOV2_PREFIXES, r"^encoder\.layer\.(\d+)\.(.+)$", DINOV2_LAYER, _VIT_TOP,
+    "dinov2": Layout({"dinov2.": None, "": None}, r"^encoder\.layer\.(\d+)\.(.+)$", DINOV2_LAYER, _VIT_TOP,
                      {r"^(dinov2\.)?embeddings\.mask_token$": _MASK}, _CLASSIFIER),
     "dinov2_with_registers": Layout(
         {"dinov2_with_registers.": None, "": None}, r"^encoder\.layer\.(\d+)\.(.+)$", DINOV2_LAYER,
