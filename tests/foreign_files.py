@@ -76,6 +76,13 @@ TINY_TIMM_ARGS = {"embed_dim": 32, "depth": 2, "num_heads": 4, "patch_size": 8, 
 TINY_TIMM_CONFIG = {"architecture": "vit_base_patch16_224", "model_args": TINY_TIMM_ARGS}
 
 
+def transformers5_vision_model(state_dict):
+    """A transformers 4.x ``CLIPVisionModel`` / ``SiglipVisionModel`` / ``Siglip2VisionModel`` state dict in the layout
+    transformers 5 writes: no ``vision_model.`` prefix (its ``*VisionModel`` holds ``embeddings``, ``encoder``,
+    ``post_layernorm``, ``head`` itself, where 4.x wrapped a ``*VisionTransformer`` as ``vision_model``)."""
+    return {key.removeprefix("vision_model."): value for key, value in state_dict.items()}
+
+
 def timm_file(folder, params, config=None, qkv_bias=True, num_layers=2, d=32):
     """A timm ``model.safetensors`` of ``params``, with ``config.json`` beside it when ``config`` is given."""
     os.makedirs(folder, exist_ok=True)

@@ -18,6 +18,10 @@ Written from ``transformers/models/{dinov2,dinov2_with_registers,deit,vit_mae,cl
 * ``SiglipVisionModel`` / ``SiglipModel.get_image_features``: ``SiglipMultiheadAttentionPoolingHead`` after
   ``post_layernorm``; ``gelu_pytorch_tanh``. ``Siglip2VisionModel`` at its native grid: the same with an
   ``nn.Linear`` patch embedding over patches flattened as ``(P, P, C)``.
+* ``SiglipForImageClassification`` / ``Siglip2ForImageClassification``: ``classifier`` of the mean of every token
+  of ``last_hidden_state`` (after ``post_layernorm``; the head's weights are there, unread);
+  ``CLIPForImageClassification``: ``classifier`` of the mean of ``last_hidden_state[:, 1:]``, the encoder's
+  output without ``post_layernorm`` (which only the pooled class token gets).
 """
 
 import math
@@ -162,6 +166,8 @@ def _clip(x, sd, c):
     z = conv_patches(x, sd[e + "patch_embedding.weight"])  # bias=False
     z = np.concatenate([sd[e + "class_embedding"][None], z]) + sd[e + "position_embedding.weight"]
     z = _clip_layers(layer_norm(z, sd, "vision_model.pre_layrnorm", c["layer_norm_eps"]), sd, c)
+    if "classifier.weight" in sd:  # CLIPForImageClassification: the patch tokens of last_hidden_state
+        return linear(z[1:].mean(0), sd, "classifier")
     pooled = layer_norm(z[0], sd, "vision_model.post_layernorm", c["layer_norm_eps"])
     return linear(pooled, sd, "visual_projection") if "visual_projection.weight" in sd else pooled
 
@@ -175,6 +181,8 @@ def _siglip(x, sd, c, linear_patch=False):
     z = _clip_layers(z + sd[e + "position_embedding.weight"], sd, c)
     eps, heads = c["layer_norm_eps"], c["num_attention_heads"]
     z = layer_norm(z, sd, "vision_model.post_layernorm", eps)
+    if "classifier.weight" in sd:  # Siglip(2)ForImageClassification: every token of last_hidden_state
+        return linear(z.mean(0), sd, "classifier")
     h = "vision_model.head."
     w, bias = sd[h + "attention.in_proj_weight"], sd[h + "attention.in_proj_bias"]
     d = z.shape[-1]
@@ -323,7 +331,9 @@ def state_dict(model_type, config, seed=0, text_tower=True):
         if clip and architecture in ("CLIPModel", "CLIPVisionModelWithProjection"):
             dim = config["projection_dim"] if architecture == "CLIPModel" else c["projection_dim"]
             w.lin("visual_projection", dim, d, bias=False)
-        if not clip:
+        if architecture.endswith("ForImageClassification"):
+            w.lin("classifier", len(config["id2label"]), d)
+        if not clip and c.get("vision_use_head", True):
             h = "vision_model.head."
             w.sd[h + "probe"] = w.r(1, 1, d)
             w.sd[h + "attention.in_proj_weight"] = w.r(3 * d, d, scale=1.0 / math.sqrt(d))
@@ -332,7 +342,7 @@ def state_dict(model_type, config, seed=0, text_tower=True):
             w.norm(h + "layernorm", d)
             w.lin(h + "mlp.fc1", m, d)
             w.lin(h + "mlp.fc2", d, m)
-        if text_tower and model_type in ("clip", "siglip", "siglip2"):
+        if text_tower and model_type in ("clip", "siglip", "siglip2") and not classify:
             w.sd["text_model.embeddings.token_embedding.weight"] = w.r(50, 16)
             w.sd["text_model.embeddings.position_embedding.weight"] = w.r(8, 16)
             w.lin("text_model.encoder.layers.0.self_attn.q_proj", 16, 16)

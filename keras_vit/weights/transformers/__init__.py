@@ -55,7 +55,8 @@ def settings(config, path="<config>"):
 def to_original(tensors, path="<arrays>", settings=None):
     """A transformers state dict in the original ``.npz`` layout; ``settings`` (from :func:`settings`) picks the layout.
 
-    The keys skipped on purpose (a text tower, a decoder) go to ``settings["skipped"]`` for the load report.
+    The keys skipped on purpose (a text tower, a decoder) go to ``settings["skipped"]`` for the load report, and
+    which prefix the vision keys have (transformers 4.x's ``vision_model.`` or 5's none) to ``settings["notes"]``.
 
     Example:
     >>> import numpy as np
@@ -66,6 +67,6 @@ def to_original(tensors, path="<arrays>", settings=None):
     model_type = (settings or {}).get("model_type", "vit")
     if model_type == "vit":
         return vit.to_original(tensors, path)
-    out, skipped = layouts.to_original(tensors, path, family.LAYOUT_OF[model_type])
+    out, skipped = layouts.to_original(tensors, path, settings["layout"], settings.setdefault("notes", []))
     settings["skipped"] = skipped
     return out

@@ -31,6 +31,11 @@ LAYOUT_OF = {
     "siglip2": "siglip2", "siglip2_vision_model": "siglip2",
 }
 MODEL_TYPES = tuple(LAYOUT_OF)
+# (layout, architectures[0]) -> the layout of a classifier's keys: a classifier on the mean of the tokens
+# (modeling_*.py's *ForImageClassification.forward); what its vision model computes besides is not read
+CLASSIFIERS = {("siglip", "SiglipForImageClassification"): "siglip_classifier",
+               ("siglip2", "Siglip2ForImageClassification"): "siglip2_classifier",
+               ("clip", "CLIPForImageClassification"): "clip_classifier"}
 TOWERS = ("clip", "siglip", "siglip2")  # image and text towers: the image tower's settings are in vision_config
 # what the published checkpoints' preprocessor_config.json says, for a folder without one
 DEFAULT_NORMALIZATION = {
@@ -131,8 +136,9 @@ def settings(config, path, model_type):
     put("mlp_dim", mlp, said)
     qkv = read.flag("qkv_bias") if "qkv_bias" in read.defaults and layout not in ("clip", "siglip", "siglip2") else True
     put("qkv_bias", qkv, read.said("qkv_bias", qkv) if layout not in ("clip", "siglip", "siglip2") else f"{layout} attention (q/k/v biases)")
-    _tokens(put, read, layout, model_type)
-    _top(put, read, layout, architecture, config, notes)
+    classifier = (layout, architecture) in CLASSIFIERS
+    _tokens(put, read, layout, model_type, classifier)
+    _top(put, read, layout, architecture, config, classifier)
     patch = vision.get("patch_size", read.defaults["patch_size"])
     expected += [("hidden_size", read.said("hidden_size", width), width), ("num_layers", read.said("num_hidden_layers", depth), depth),
                  ("patch_size", read.said("patch_size", patch), config_lib.size_pair(patch, path, where + "patch_size")[0]),
@@ -156,6 +162,7 @@ def settings(config, path, model_type):
     names = config_lib.indexed_names(config.get("id2label"), "id2label", path) or []
     return {
         "model_type": model_type,
+        "layout": CLASSIFIERS.get((layout, architecture), layout),
         "architecture": architecture,
         "num_heads": heads,
         "layer_norm_epsilon": epsilon,
@@ -167,7 +174,7 @@ def settings(config, path, model_type):
     }
 
 
-def _tokens(put, read, layout, model_type):
+def _tokens(put, read, layout, model_type, classifier):
     put("class_token", layout != "siglip" and layout != "siglip2",
         f"{model_type}: " + ("no class token" if layout.startswith("siglip") else "a class token"))
     put("distillation_token", layout == "deit", f"{model_type}: " + ("a distillation token" if layout == "deit" else "no distillation token"))
@@ -177,13 +184,21 @@ def _tokens(put, read, layout, model_type):
     scale = read.number("layerscale_value", integer=False) if layout.startswith("dinov2") else None
     put("layer_scale_init", scale, read.said("layerscale_value", scale) if scale else f"{model_type}: no LayerScale")
     put("pre_norm", layout == "clip", f"{model_type}: " + ("pre_layrnorm" if layout == "clip" else "no LayerNorm before the blocks"))
+    if layout == "clip" and classifier:  # the mean of last_hidden_state, which post_layernorm never touches
+        said = "CLIPForImageClassification: no LayerNorm after the blocks (post_layernorm is not read)"
+        put("final_norm", False, said)
+        put("fc_norm", False, said)
+        return
     put("final_norm", layout != "clip", f"{model_type}: " + ("post_layernorm on the pooled class token" if layout == "clip" else "a final LayerNorm"))
     put("fc_norm", layout == "clip", f"{model_type}: " + ("post_layernorm on the pooled class token" if layout == "clip" else "no norm after pooling"))
 
 
-def _top(put, read, layout, architecture, config, notes):
+def _top(put, read, layout, architecture, config, classifier):
     """Pooling and projection, as the repository's class (``architectures``) computes its output."""
-    if layout.startswith("dinov2"):
+    if classifier:  # SigLIP: every token (no class token), after post_layernorm; CLIP: past the class token, no norm
+        put("pooling", "gap", f"architectures=[{architecture!r}]: classifier on the mean of the " + (
+            "tokens after post_layernorm" if layout.startswith("siglip") else "patch tokens of last_hidden_state"))
+    elif layout.startswith("dinov2"):
         concat = architecture is not None and architecture.endswith("ForImageClassification")
         put("pooling", "token_gap_concat" if concat else "token",
             f"architectures=[{architecture!r}]: " + ("classifier on [class token; mean of the patch tokens]" if concat
@@ -191,17 +206,14 @@ def _top(put, read, layout, architecture, config, notes):
     elif layout.startswith("siglip"):
         head = read.flag("vision_use_head")
         put("pooling", "map" if head else None, read.said("vision_use_head", head))
-        if architecture == "SiglipForImageClassification":
-            raise CheckpointError(
-                f"{read.path!r}: SiglipForImageClassification averages the tokens past the attention-pooling head its "
-                "weights carry; keras_vit loads SiglipModel and SiglipVisionModel (the head's pooled embedding)."
-            )
     else:
         if architecture == "DeiTForImageClassification":
             raise CheckpointError(
-                f"{read.path!r}: DeiTForImageClassification reads the class token only, past a distillation token; "
-                "keras_vit's DeiT averages the two heads of DeiTForImageClassificationWithTeacher (or, without a head, "
-                "the two tokens). Load a DeiTForImageClassificationWithTeacher or DeiTModel repository."
+                f"{read.path!r}: DeiTForImageClassification reads the class token only, past a distillation token "
+                "that no head reads; keras_vit's ViTConfig has no switch for that: distillation_token=True averages "
+                "the class and distillation heads (DeiTForImageClassificationWithTeacher; without a head, the two "
+                "tokens), and a model without it has no distillation token in its sequence. Load a "
+                "DeiTForImageClassificationWithTeacher or DeiTModel repository."
             )
         put("pooling", "token", "the class token")
     projection = None

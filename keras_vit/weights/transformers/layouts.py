@@ -2,13 +2,21 @@
 
 Each ``model_type`` is one :class:`Layout`, written from its ``modeling_*.py``: the prefixes its
 ``save_pretrained`` puts before the vision model's keys (``dinov2.`` in ``Dinov2ForImageClassification``,
-``vision_model.`` in CLIP and SigLIP), the names inside encoder layer ``i``, the names outside, how a
+none in ``Dinov2Model``; ``vision_model.`` in CLIP and SigLIP, except transformers 5's ``CLIPVisionModel``,
+``SiglipVisionModel`` and ``Siglip2VisionModel``, whose keys have none: transformers 5 dropped the
+``CLIPVisionTransformer`` wrapper inside them, and its own loader reads the 4.x keys with the prefix removed,
+``conversion_mapping.py``'s ``PrefixChange(prefix_to_remove="vision_model")``), the names inside encoder layer
+``i``, the names outside (inside the vision model, and whole keys outside it: a classifier), how a
 tensor is reshaped on the way (``nn.Linear`` weights ``(out, in)`` transposed, ``Conv2d`` kernels
 ``(D, C, P, P)`` to ``(P, P, C, D)``, ``nn.Embedding`` positions ``(N, D)`` to ``(1, N, D)``, CLIP's
 ``class_embedding`` ``(D,)`` to ``(1, 1, D)``, ``nn.MultiheadAttention``'s ``in_proj_weight`` ``[q; k; v]``
 split in three) and the keys that belong to another part of the repository (a text tower, MAE's pixel
-decoder, a mask token), which are skipped, grouped, with the reason the load report gives. A key in
-no table is refused by name (:func:`keras_vit.weights.conventions.finish`).
+decoder, a mask token) or that the class does not read (the attention-pooling head of
+``SiglipForImageClassification``, the ``post_layernorm`` of ``CLIPForImageClassification``), which are skipped,
+grouped, with the reason the load report gives. One file's vision keys all carry one of its layout's prefixes
+(the one its patch embedding is found under); a key in no table, or under another prefix, is refused by name
+(:func:`keras_vit.weights.conventions.finish`). The other models' keys are the same in transformers 4.x and 5 (5.24
+writes the 4.x names: its ``ViTModel`` / ``Dinov2Model`` renames are undone by ``save_pretrained``).
 """
 
 import re
@@ -85,54 +93,87 @@ _SIGLIP_TOP = {
 }
 _TEXT = "the text tower (keras_vit loads the image tower of a CLIP or SigLIP model)"
 _MASK = "the mask token of masked-image modelling (unused at inference)"
+_POSITION_IDS = "a buffer of position indices 0..N-1 (no weights)"
+# the prefix of the vision model's keys -> the classes whose save_pretrained writes it (the load report says which)
+_TOWER = {
+    "vision_model.": "the vision tower under 'vision_model.' (transformers 4.x, and the CLIPModel, SiglipModel, "
+                     "CLIPVisionModelWithProjection and *ForImageClassification of transformers 4.x and 5)",
+    "": "the keys without the 'vision_model.' prefix of transformers 5's CLIPVisionModel, SiglipVisionModel and "
+        "Siglip2VisionModel",
+}
 
 
 class Layout(NamedTuple):
-    """One ``model_type``'s keys: ``prefixes`` stripped first; ``layer`` (the regex of encoder layer keys, group 1 the
-    index, group 2 the name in ``layer_keys``); ``top`` the keys outside the layers (stripped key -> original key,
-    and whole keys such as CLIP's ``visual_projection.weight``); ``skipped`` (regex on the whole key -> reason);
-    ``zeros`` (original keys the layout has none of, zeros of the width: CLIP's patch embedding has no bias)."""
+    """One ``model_type``'s keys: ``prefixes`` (``{prefix of the vision model's keys: the classes that write it, or
+    None}``, ``""`` for none; one per file); ``layer`` (the regex of encoder layer keys after the prefix, group 1
+    the index, group 2 the name in ``layer_keys``); ``top`` the vision model's keys outside the layers (after the
+    prefix -> original key); ``whole`` the keys outside the vision model (a classifier, CLIP's
+    ``visual_projection.weight``); ``skipped`` (regex on the whole key -> reason; a named group ``group`` is the
+    prefix its keys are reported under, ``text_model.*``); ``zeros`` (original keys the layout has none of, zeros
+    of the width: CLIP's patch embedding has no bias)."""
 
-    prefixes: tuple
+    prefixes: dict
     layer: str
     layer_keys: dict
     top: dict
     skipped: dict
+    whole: dict
     zeros: tuple = ()
 
 
+_CLASSIFIER = _linear("classifier", "head")
 LAYOUTS = {
-    "dinov2": Layout(("dinov2.",), r"^encoder\.layer\.(\d+)\.(.+)$", DINOV2_LAYER,
-                     {**_VIT_TOP, **_linear("classifier", "head")}, {r"^(dinov2\.)?embeddings\.mask_token$": _MASK}),
+    "dinov2": Layout({"dinov2.": None, "": None}, r"^encoder\.layer\.(\d+)\.(.+)$", DINOV2_LAYER, _VIT_TOP,
+                     {r"^(dinov2\.)?embeddings\.mask_token$": _MASK}, _CLASSIFIER),
     "dinov2_with_registers": Layout(
-        ("dinov2_with_registers.",), r"^encoder\.layer\.(\d+)\.(.+)$", DINOV2_LAYER,
-        {**_VIT_TOP, "embeddings.register_tokens": "reg", **_linear("classifier", "head")},
-        {r"^(dinov2_with_registers\.)?embeddings\.mask_token$": _MASK}),
+        {"dinov2_with_registers.": None, "": None}, r"^encoder\.layer\.(\d+)\.(.+)$", DINOV2_LAYER,
+        {**_VIT_TOP, "embeddings.register_tokens": "reg"},
+        {r"^(dinov2_with_registers\.)?embeddings\.mask_token$": _MASK}, _CLASSIFIER),
     "deit": Layout(
-        ("deit.",), r"^encoder\.layer\.(\d+)\.(.+)$", VIT_LAYER,
-        {**_VIT_TOP, "embeddings.distillation_token": "dist", **_linear("cls_classifier", "head"),
-         **_linear("distillation_classifier", "head_dist")},
+        {"deit.": None, "": None}, r"^encoder\.layer\.(\d+)\.(.+)$", VIT_LAYER,
+        {**_VIT_TOP, "embeddings.distillation_token": "dist"},
         {r"^(deit\.)?embeddings\.mask_token$": _MASK,
          r"^(deit\.)?pooler\.dense\.": "DeiTModel's pooler (dense + tanh on the class token), which DeiT's classifiers do "
-                                       "not read: the model returns the mean of the class and distillation tokens"}),
+                                       "not read: the model returns the mean of the class and distillation tokens"},
+        {**_linear("cls_classifier", "head"), **_linear("distillation_classifier", "head_dist")}),
     "vit_mae": Layout(
-        ("vit.",), r"^encoder\.layer\.(\d+)\.(.+)$", VIT_LAYER, _VIT_TOP,
-        {r"^decoder\.": "MAE's pixel decoder (pre-training only; keras_vit loads the encoder, without masking)"}),
+        {"vit.": None, "": None}, r"^encoder\.layer\.(\d+)\.(.+)$", VIT_LAYER, _VIT_TOP,
+        {r"^(?P<group>decoder\.)": "MAE's pixel decoder (pre-training only; keras_vit loads the encoder, without masking)"},
+        {}),
     "clip": Layout(
-        ("vision_model.",), r"^encoder\.layers\.(\d+)\.(.+)$", CLIP_LAYER,
+        _TOWER, r"^encoder\.layers\.(\d+)\.(.+)$", CLIP_LAYER,
         {"embeddings.class_embedding": "cls", "embeddings.patch_embedding.weight": "embedding/kernel",
          "embeddings.position_embedding.weight": POSEMB, **_norm("pre_layrnorm", "Transformer/pre_norm"),
-         **_norm("post_layernorm", "fc_norm"), "visual_projection.weight": "projection/kernel"},
-        {r"^text_model\.|^text_projection\.|^logit_scale$": _TEXT,
-         r"^vision_model\.embeddings\.position_ids$": "a buffer of position indices 0..N-1 (no weights)"},
-        zeros=("embedding/bias",)),
+         **_norm("post_layernorm", "fc_norm")},
+        {r"^(?P<group>text_model\.)|^text_projection\.|^logit_scale$": _TEXT,
+         r"^(vision_model\.)?embeddings\.position_ids$": _POSITION_IDS},
+        {"visual_projection.weight": "projection/kernel"}, zeros=("embedding/bias",)),
     "siglip": Layout(
-        ("vision_model.",), r"^encoder\.layers\.(\d+)\.(.+)$", CLIP_LAYER, _SIGLIP_TOP,
-        {r"^text_model\.|^logit_scale$|^logit_bias$": _TEXT,
-         r"^vision_model\.embeddings\.position_ids$": "a buffer of position indices 0..N-1 (no weights)"}),
+        _TOWER, r"^encoder\.layers\.(\d+)\.(.+)$", CLIP_LAYER, _SIGLIP_TOP,
+        {r"^(?P<group>text_model\.)|^logit_scale$|^logit_bias$": _TEXT,
+         r"^(vision_model\.)?embeddings\.position_ids$": _POSITION_IDS}, {}),
 }
 LAYOUTS["siglip2"] = LAYOUTS["siglip"]  # the NaFlex patch embedding is an nn.Linear: see _patch_linear
-MARKERS = ("embeddings.patch_embeddings.projection.weight", "vision_model.embeddings.patch_embedding.weight")
+# the *ForImageClassification classes: a classifier on the mean of the tokens; what their vision model computes
+# besides (SigLIP's attention-pooling head, CLIP's post_layernorm of the class token) is not read
+_UNREAD_MAP = ("the attention-pooling head of the vision model, which {cls} computes but does not read (its "
+               "classifier reads the mean of the tokens)")
+LAYOUTS["siglip_classifier"] = LAYOUTS["siglip"]._replace(
+    skipped={**LAYOUTS["siglip"].skipped,
+             r"^(?P<group>(vision_model\.)?head\.)": _UNREAD_MAP.format(cls="SiglipForImageClassification")},
+    whole=_CLASSIFIER)
+LAYOUTS["siglip2_classifier"] = LAYOUTS["siglip_classifier"]._replace(
+    skipped={**LAYOUTS["siglip"].skipped,
+             r"^(?P<group>(vision_model\.)?head\.)": _UNREAD_MAP.format(cls="Siglip2ForImageClassification")})
+LAYOUTS["clip_classifier"] = LAYOUTS["clip"]._replace(
+    skipped={**LAYOUTS["clip"].skipped,
+             r"^(?P<group>(vision_model\.)?post_layernorm\.)": "the vision model's post_layernorm, which normalises "
+             "the class token of its pooler_output: CLIPForImageClassification averages the patch tokens of "
+             "last_hidden_state, which it does not normalise"},
+    whole=_CLASSIFIER)
+# what marks a state dict as one of the family's: its patch embedding, under one of its layout's prefixes
+MARKERS = tuple(sorted({prefix + key for layout in LAYOUTS.values() for prefix in layout.prefixes
+                        for key, name in layout.top.items() if name == "embedding/kernel"}))
 
 
 def matches(keys):
@@ -142,14 +183,23 @@ def matches(keys):
     >>> matches(["dinov2.embeddings.patch_embeddings.projection.weight"]), matches(["patch_embed.proj.weight"])
     (True, False)
     """
-    return any(key.endswith(MARKERS) for key in keys)
+    return any(key in MARKERS for key in keys)
 
 
-def _strip(key, prefixes):
-    for prefix in prefixes:
-        if key.startswith(prefix):
-            return key[len(prefix):]
-    return key
+def prefix_of(keys, layout):
+    """The prefix of a file's vision keys: the first of ``layout.prefixes`` its patch embedding is found under
+    (else the first that any key has: the missing patch embedding is refused later, by name).
+
+    Example:
+    >>> prefix_of(["embeddings.patch_embedding.weight", "head.probe"], LAYOUTS["siglip"])
+    ''
+    >>> prefix_of(["vision_model.embeddings.patch_embedding.weight"], LAYOUTS["siglip"])
+    'vision_model.'
+    """
+    marker = next(key for key, name in layout.top.items() if name == "embedding/kernel")
+    keys = set(keys)
+    found = [prefix for prefix in layout.prefixes if prefix + marker in keys]
+    return (found or [p for p in layout.prefixes if any(k.startswith(p) for k in keys)] or [""])[0]
 
 
 def _reshape(key, name, array, path):
@@ -182,8 +232,19 @@ def _split_in_proj(key, name, array, path):
     }
 
 
-def to_original(tensors, path, model_type):
+def _skipped(key, layout):
+    """``(group, reason)`` of a key the layout skips on purpose, else None."""
+    for pattern, why in layout.skipped.items():
+        match = re.search(pattern, key)
+        if match:
+            return (match["group"] + "*" if "group" in match.re.groupindex and match["group"] else key), why
+    return None
+
+
+def to_original(tensors, path, layout_name, notes=None):
     """``(arrays, skipped)``: a family state dict in the original layout, and ``{what: reason}`` of the keys left out.
+
+    ``notes`` (a list), when given, gets which of the layout's prefixes the file's keys have, where it says.
 
     Example:
     >>> arrays = {"vision_model.embeddings.class_embedding": np.zeros(8), "text_model.x.weight": np.zeros((2, 2)),
@@ -192,19 +253,23 @@ def to_original(tensors, path, model_type):
     >>> out["cls"].shape, out["embedding/bias"].shape, list(skipped)
     ((1, 1, 8), (8,), ['text_model.* (1 tensor)'])
     """
-    layout = LAYOUTS[model_type]
+    layout = LAYOUTS[layout_name]
     layer = re.compile(layout.layer)
+    prefix = prefix_of(tensors, layout)
+    if notes is not None and layout.prefixes[prefix]:
+        notes.append(f"transformers layout: {layout.prefixes[prefix]}")
     out, origin, unknown, skipped = {}, {}, [], {}
     for key, array in tensors.items():
-        reason = next((why for pattern, why in layout.skipped.items() if re.search(pattern, key)), None)
-        if reason is not None:
-            group = f"{key.split('.')[0]}.*" if key.split(".")[0] in ("text_model", "decoder") else key
-            count, _ = skipped.get(group, (0, reason))
-            skipped[group] = (count + 1, reason)
+        found = _skipped(key, layout)
+        if found is not None:
+            count, _ = skipped.get(found[0], (0, found[1]))
+            skipped[found[0]] = (count + 1, found[1])
             continue
-        short = _strip(key, layout.prefixes)
-        match = layer.match(short)
-        if short in layout.top:
+        short = key[len(prefix):] if key.startswith(prefix) else None
+        match = layer.match(short) if short is not None else None
+        if key in layout.whole:
+            name = layout.whole[key]
+        elif short in layout.top:
             name = layout.top[short]
         elif match and match[2] in layout.layer_keys:
             name = f"Transformer/encoderblock_{match[1]}/{layout.layer_keys[match[2]]}"
@@ -219,5 +284,5 @@ def to_original(tensors, path, model_type):
     if "embedding/kernel" in out:
         for name in layout.zeros:
             out.setdefault(name, np.zeros(out["embedding/kernel"].shape[-1], np.float32))
-    out = finish(out, unknown, path, f"transformers {model_type}")
+    out = finish(out, unknown, path, f"transformers {layout_name}, " + (f"{prefix!r}-prefixed" if prefix else "unprefixed"))
     return out, {f"{group} ({count} tensor{'s' if count > 1 else ''})": why for group, (count, why) in skipped.items()}
