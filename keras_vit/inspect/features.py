@@ -151,6 +151,11 @@ def block_indices(blocks, depth):
         blocks = [blocks]
     indices = []
     for i in blocks:
+        if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):  # 1.9, '1', True: not an index
+            raise ValueError(
+                f"Block indices must be ints (negative from the end). Received: {i!r} of type {type(i).__name__} "
+                f"in blocks={blocks!r}"
+            )
         if not -depth <= int(i) < depth:
             raise ValueError(f"Block index out of range for a model of depth {depth}. Received: blocks={blocks!r}")
         indices.append(int(i) % depth)

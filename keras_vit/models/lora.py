@@ -29,6 +29,8 @@ Example:
 import os
 import tempfile
 
+import numpy as np
+
 from keras_vit import saving
 from keras_vit.architecture.model import config_of
 from keras_vit.domains import POSITIVE_INT
@@ -67,6 +69,27 @@ def lora_layers(model):
     return [layer for layer in model._flatten_layers(include_self=False) if getattr(layer, "lora_enabled", False)]
 
 
+def _check_rank(rank, layers):
+    """Refuse factors with as many weights as the kernel they adapt, or more: no longer low-rank (rank 1,000 on a
+    width-32 model gave 1.3 M trainable weights for a 24 k model). Keras' factors of a ``(..., out)`` kernel are
+    ``(..., rank)`` and ``(rank, out)``."""
+    worst = None
+    for layer in layers:
+        kernel = getattr(layer, "_kernel", None)
+        if kernel is None or len(kernel.shape) < 2:
+            continue
+        inner, out = int(np.prod(kernel.shape[:-1])), int(kernel.shape[-1])
+        factors, size = rank * (inner + out), inner * out
+        if factors >= size and (worst is None or size < worst[1]):
+            worst = (factors, size, layer.name)
+    if worst is not None:
+        factors, size, name = worst
+        raise ValueError(
+            f"`rank`={rank} is not a low rank for this model: the factors of layer {name!r} would have {factors:,} "
+            f"weights, its kernel has {size:,}. Use a smaller rank (4 to 16 is usual), or fine-tune the whole model."
+        )
+
+
 def enable_lora(model, rank, targets=DEFAULT_TARGETS, *, alpha=None):
     """Freeze ``model`` (in place) but for LoRA factors of rank ``rank`` on ``targets`` and the head.
 
@@ -98,6 +121,7 @@ def enable_lora(model, rank, targets=DEFAULT_TARGETS, *, alpha=None):
     ]
     if not chosen:
         raise ValueError(f"Model {model.name!r} has no layer that targets={targets!r} names")
+    _check_rank(rank, chosen)
     model.trainable = True
     for layer in model._flatten_layers(include_self=False):
         if not list(layer._flatten_layers(include_self=False)):  # leaves: the layers that own the weights

@@ -110,3 +110,24 @@ def test_keras_hub_export_of_a_quantized_or_lora_model_is_refused_and_writes_not
 
         keras_hub.export(make(), str(out), images=images())
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("rank", [32, 1000, 99_999])
+def test_a_lora_rank_that_is_not_low_is_refused_by_name(rank):
+    """Rank 1,000 on a width-32 model gave 1.3 M trainable weights for a 24 k model, without a word."""
+    model = keras_vit.ViT(image_size=32, patch_size=16, hidden_size=32, num_layers=1, num_heads=2, mlp_dim=64, num_classes=3)
+    with pytest.raises(ValueError, match=rf"`rank`={rank} is not a low rank for this model: the factors of layer '\w+' "
+                                         r"would have [\d,]+ weights, its kernel has [\d,]+"):
+        keras_vit.enable_lora(model, rank=rank)
+    assert not keras_vit.models.lora.lora_layers(model)
+    keras_vit.enable_lora(model, rank=8)
+
+
+@pytest.mark.parametrize("index", [1.9, "1", True, None])
+def test_forward_intermediates_refuses_an_index_that_is_not_an_int(index):
+    """indices=[1.9], ['1'] and [True] all used to give block 1."""
+    from keras_vit.inspect.features import forward_intermediates
+
+    model = keras_vit.ViT(image_size=32, patch_size=16, hidden_size=16, num_layers=2, num_heads=2, mlp_dim=32, num_classes=3)
+    with pytest.raises(ValueError, match=r"Block indices must be ints"):
+        forward_intermediates(model, np.zeros((1, 32, 32, 3), np.float32), indices=[index])
