@@ -43,7 +43,7 @@ NEUTRAL_ARGS = ("drop_rate", "pos_drop_rate", "patch_drop_rate", "proj_drop_rate
 DEFAULT_ONLY_ARGS = {"qk_norm": False, "proj_bias": True, "dynamic_img_pad": False, "pos_embed": "learn",
                      "pool_include_prefix": False, "in_chans": 3, "scale_attn_norm": False, "scale_mlp_norm": False,
                      "norm_layer": None, "embed_norm_layer": None, "block_fn": None, "embed_layer": None,
-                     "attn_layer": None, "ignore_head": False}
+                     "attn_layer": None, "ignore_head": False, "padding_same": True}
 
 
 def _check_model_args(model_args, path):

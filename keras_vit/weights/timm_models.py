@@ -79,6 +79,17 @@ ARCHITECTURES = {
     "vit_medium_patch16_reg4_gap_256": dict(_GAP, embed_dim=512, depth=12, num_heads=8, init_values=1e-5),
     "vit_betwixt_patch16_reg4_gap_256": dict(_GAP, embed_dim=640, depth=12, num_heads=10, init_values=1e-5),
     "vit_base_patch16_reg4_gap_256": dict(_GAP, **_B),
+    # the paper's hybrids (vision_transformer_hybrid.py): backbone_layers = the stage depths of _resnetv2(layers),
+    # () for its stem alone; patch_size on the backbone's feature map (_create_vision_transformer_hybrid: 1)
+    "vit_tiny_r_s16_p8_224": dict(patch_size=8, embed_dim=192, depth=12, num_heads=3, backbone_layers=()),
+    "vit_tiny_r_s16_p8_384": dict(patch_size=8, embed_dim=192, depth=12, num_heads=3, backbone_layers=(), img_size=384),
+    "vit_small_r26_s32_224": dict(patch_size=1, **_S, backbone_layers=(2, 2, 2, 2)),
+    "vit_small_r26_s32_384": dict(patch_size=1, **_S, backbone_layers=(2, 2, 2, 2), img_size=384),
+    "vit_base_r26_s32_224": dict(patch_size=1, **_B, backbone_layers=(2, 2, 2, 2)),
+    "vit_base_r50_s16_224": dict(patch_size=1, **_B, backbone_layers=(3, 4, 9)),
+    "vit_base_r50_s16_384": dict(patch_size=1, **_B, backbone_layers=(3, 4, 9), img_size=384),
+    "vit_large_r50_s32_224": dict(patch_size=1, **_L, backbone_layers=(3, 4, 6, 3)),
+    "vit_large_r50_s32_384": dict(patch_size=1, **_L, backbone_layers=(3, 4, 6, 3), img_size=384),
 }
 
 
