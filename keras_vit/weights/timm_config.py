@@ -320,6 +320,8 @@ def config_fields(architecture, num_classes=0, projection_dim=None):
     args = {**DEFAULTS, **(registered(architecture) or {})}
     if registered(architecture) is None:
         raise ValueError(f"{architecture!r} is not in keras_vit's table of timm architectures (keras_vit/weights/timm_models.py).")
+    if "backbone_layers" in args:  # a hybrid: from_pretrained reads it from its weights (keras_vit.weights.timm_hybrid)
+        raise ValueError(f"{architecture!r} is a timm hybrid: its ViTConfig is read from its weights, not its registration alone.")
     glu = args["mlp_layer"] in GLU_LAYERS
     use_fc_norm = args["global_pool"] in ("avg", "avgmax", "max") if args["fc_norm"] is None else args["fc_norm"]
     return dict(

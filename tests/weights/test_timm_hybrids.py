@@ -176,3 +176,11 @@ def test_a_hybrid_with_another_input_normalisation_needs_it_in_the_model(tmp_pat
     with pytest.raises(CheckpointError, match=r"A hybrid trained on inputs normalised with mean=\[0\.485"):
         keras_vit.HybridViT((1, 1), 0.5, image_size=SIZE, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64,
                             num_classes=5, weights=os.fspath(tmp_path / "f"))
+
+
+def test_a_hybrids_registration_alone_gives_no_config():
+    """config_fields builds presets from a registration alone: a hybrid's stages and width come from its weights."""
+    from keras_vit.weights import timm_config
+
+    with pytest.raises(ValueError, match=r"'vit_base_r50_s16_224' is a timm hybrid"):
+        timm_config.config_fields("vit_base_r50_s16_224")
