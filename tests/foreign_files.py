@@ -93,3 +93,45 @@ def timm_file(folder, params, config=None, qkv_bias=True, num_layers=2, d=32):
             json.dump(config, f)
     return path
 
+
+
+def timm_hybrid_state_dict(p, block_units, num_layers=2, d=32):
+    """An original hybrid's arrays in timm's layout (``HybridEmbed`` with ``_resnetv2(block_units)``), as timm's
+    ``vision_transformer._load_weights`` maps them: ``patch_embed.backbone.stem.*`` (``patch_embed.backbone.*`` for
+    ``block_units=()``, timm's stem-only backbone), ``stages.{i}.blocks.{j}.*``, conv kernels ``(O, I, kh, kw)``."""
+    t = timm_state_dict(p, num_layers=num_layers, d=d)
+    backbone = "patch_embed.backbone." + ("stem." if block_units else "")
+    t[backbone + "conv.weight"] = p["conv_root/kernel"].transpose(3, 2, 0, 1)
+    t[backbone + "norm.weight"], t[backbone + "norm.bias"] = p["gn_root/scale"], p["gn_root/bias"]
+    for i, units in enumerate(block_units):
+        for j in range(units):
+            u, b = f"block{i + 1}/unit{j + 1}/", f"patch_embed.backbone.stages.{i}.blocks.{j}."
+            names = [(f"conv{r}", f"gn{r}", f"conv{r}", f"norm{r}") for r in (1, 2, 3)]
+            if u + "conv_proj/kernel" in p:
+                names.append(("conv_proj", "gn_proj", "downsample.conv", "downsample.norm"))
+            for conv, gn, timm_conv, timm_norm in names:
+                t[b + timm_conv + ".weight"] = p[u + conv + "/kernel"].transpose(3, 2, 0, 1)
+                t[b + timm_norm + ".weight"], t[b + timm_norm + ".bias"] = p[u + gn + "/scale"], p[u + gn + "/bias"]
+    return {k: np.ascontiguousarray(v, np.float32) for k, v in t.items()}
+
+
+def timm_hybrid_folder(folder, p, block_units, architecture, image_size, num_classes=5, extra=None, **model_args):
+    """A timm Hub folder of a hybrid as ``timm.models.save_for_hf`` writes it: ``model.safetensors`` in timm's key
+    names and ``config.json`` (``architecture``, ``model_args`` with the tiny sizes, ``pretrained_cfg``); ``extra``:
+    more tensors (``{timm key: array}``) written with them."""
+    os.makedirs(folder, exist_ok=True)
+    state = timm_hybrid_state_dict(p, block_units)
+    state.update(extra or {})
+    safetensors_numpy.save_file(state, os.path.join(folder, "model.safetensors"))
+    if architecture is None:  # a bare state dict: keras_vit reads what its keys show, and says so
+        return str(folder)
+    config = {"architecture": architecture, "num_classes": num_classes, "num_features": 32, "global_pool": "token",
+              "model_args": {"in_chans": 3, "num_classes": num_classes, "global_pool": "token",
+                             "img_size": [image_size, image_size], "embed_dim": 32, "depth": 2, "num_heads": 4,
+                             "mlp_ratio": 2.0, **model_args},
+              "pretrained_cfg": {"tag": "test", "input_size": [3, image_size, image_size], "mean": [0.5] * 3,
+                                 "std": [0.5] * 3, "num_classes": num_classes,
+                                 "first_conv": "patch_embed.backbone." + ("stem.conv" if block_units else "conv")}}
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(config, f)
+    return str(folder)

@@ -20,11 +20,11 @@ import dataclasses
 
 from keras_vit.architecture import arguments, family, variants
 from keras_vit.layers.checks import LAYER_NORM_EPSILON, check_rate
-from keras_vit.layers.resnet import GROUP_NORM_GROUPS, ROOT_WIDTH, backbone_stride
+from keras_vit.layers.resnet import GROUP_NORM_GROUPS, RESNET_NORMS, ROOT_WIDTH, backbone_stride
 
 STEMS = (None, "resnet", "conv")  # what cuts the image before the patches: nothing, a ResNet-v2, small convs
-STEM_FIELDS = {"resnet": ("block_units", "width"), "conv": ("stem_channels",)}  # the fields each stem reads
-_STEM_DEFAULTS = {"block_units": (), "width": 1, "stem_channels": ()}
+STEM_FIELDS = {"resnet": ("block_units", "width", "resnet_norms"), "conv": ("stem_channels",)}  # the fields each stem reads
+_STEM_DEFAULTS = {"block_units": (), "width": 1, "resnet_norms": "original", "stem_channels": ()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +47,9 @@ class ViTConfig:
             and weight-standardised convolutions, ``block_units`` and ``width``) or ``"conv"``
             (3x3 convolutions with BatchNorm and GELU of ``stem_channels``).
         block_units, width: ResNet stages and width multiplier (``stem="resnet"`` only).
+        resnet_norms: the ResNet's normalisation constants (``stem="resnet"`` only): ``"original"`` (the
+            paper's code: weight standardisation ``(w - mean) / (std + 1e-5)``, GroupNorm epsilon 1e-6) or
+            ``"timm"`` (timm's hybrids: ``(w - mean) / sqrt(var + 1e-8)``, GroupNorm epsilon 1e-5).
         stem_channels: channels of the conv stem's convolutions (``stem="conv"`` only).
         num_classes: outputs of the head (``include_top`` only).
         include_top: a classification head; without it the model returns the pooled representation
@@ -108,6 +111,7 @@ class ViTConfig:
     stem: str | None = None
     block_units: tuple = ()
     width: float = 1
+    resnet_norms: str = "original"
     stem_channels: tuple = ()
     num_classes: int = 1000
     include_top: bool = True
@@ -149,6 +153,9 @@ class ViTConfig:
         set_("stem_channels", arguments.positive_ints(self.stem_channels, "stem_channels") if self.stem == "conv" else ())
         if self.stem == "resnet":
             _check_resnet_width(self.width)
+            if self.resnet_norms not in RESNET_NORMS:
+                raise ValueError(f"Unknown `resnet_norms`: expected one of {tuple(RESNET_NORMS)}. "
+                                 f"Received: resnet_norms={self.resnet_norms!r}")
         else:
             set_("width", 1)
         default = 28 if self.stem == "conv" else arguments.DEFAULT_IMAGE_SIZE

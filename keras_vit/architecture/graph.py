@@ -43,7 +43,7 @@ def stem(x, config):
     if config.stride > 1:
         x = StemInputCheck(config.patch_size, config.stride, name="stem_input_check")(x)
     if config.stem == "resnet":
-        return resnet_stem(x, config.block_units, config.width)
+        return resnet_stem(x, config.block_units, config.width, config.resnet_norms)
     for i, channels in enumerate(config.stem_channels):
         x = keras.layers.Conv2D(channels, 3, strides=1 if i == 0 else 2, padding="same", use_bias=False, name=f"stem_conv_{i}")(x)
         x = keras.layers.BatchNormalization(name=f"stem_norm_{i}")(x)

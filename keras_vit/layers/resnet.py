@@ -12,6 +12,10 @@ the ``resnet`` branch of ``models_vit.VisionTransformer``):
 * every conv is a :class:`StdConv2D`: the kernel minus its mean over
   ``(kh, kw, in)``, divided by its (population) standard deviation plus 1e-5;
 * GroupNorm: 32 groups, epsilon 1e-6 (the Flax defaults);
+* or, with ``norms="timm"`` (:data:`RESNET_NORMS`), the two constants of timm's
+  ``_resnetv2`` for its hybrids (``timm/models/vision_transformer_hybrid.py``):
+  ``StdConv2dSame(eps=1e-8)`` divides by ``sqrt(variance + 1e-8)`` (``F.batch_norm``
+  over the kernel) and ``GroupNormAct`` uses epsilon 1e-5; the rest is the same;
 * padding is TF / XLA ``SAME`` everywhere, i.e. for a strided op the extra
   pixel goes at the bottom/right: a 224 input to the 7x7/2 root is padded
   (2, 3), not (3, 3) as PyTorch's symmetric ``padding=3`` would. Keras'
@@ -32,6 +36,12 @@ STD_CONV_EPSILON = 1e-5  # models_resnet.weight_standardize(..., eps=1e-5)
 GROUP_NORM_EPSILON = 1e-6  # flax.linen.GroupNorm default
 GROUP_NORM_GROUPS = 32  # flax.linen.GroupNorm default
 ROOT_WIDTH = 64
+EPSILON_ON = ("std", "variance")  # StdConv2D: (w - mean) / (std + eps), or / sqrt(variance + eps)
+# the normalisation constants of the ResNet-v2: name -> (StdConv2D epsilon_on, its epsilon, GroupNorm epsilon)
+RESNET_NORMS = {
+    "original": ("std", STD_CONV_EPSILON, GROUP_NORM_EPSILON),  # google-research/vision_transformer (Flax)
+    "timm": ("variance", 1e-8, 1e-5),  # timm's _resnetv2: partial(StdConv2dSame, eps=1e-8), GroupNormAct(eps=1e-5)
+}
 
 
 def _pair(value, name):
@@ -45,8 +55,14 @@ def _same_size(size, stride):
     return None if size is None else -(-size // stride)
 
 
-def group_norm(name, dtype=None, zero_scale=False):
-    """GroupNorm as in Flax: 32 groups, epsilon 1e-6, statistics in float32.
+def _norms(norms):
+    if norms not in RESNET_NORMS:
+        raise ValueError(f"Unknown `norms`: expected one of {tuple(RESNET_NORMS)}. Received: norms={norms!r}")
+    return RESNET_NORMS[norms]
+
+
+def group_norm(name, dtype=None, zero_scale=False, epsilon=GROUP_NORM_EPSILON):
+    """GroupNorm as in Flax: 32 groups, epsilon 1e-6 (timm's hybrids: 1e-5), statistics in float32.
 
     Example:
     >>> tuple(group_norm("gn")(keras.ops.ones((1, 2, 2, 64))).shape)
@@ -54,7 +70,7 @@ def group_norm(name, dtype=None, zero_scale=False):
     """
     return keras.layers.GroupNormalization(
         groups=GROUP_NORM_GROUPS,
-        epsilon=GROUP_NORM_EPSILON,
+        epsilon=epsilon,
         gamma_initializer="zeros" if zero_scale else "ones",
         dtype=dtype,
         name=name,
@@ -67,7 +83,9 @@ class StdConv2D(keras.layers.Layer):
 
     The kernel is standardised on every call, over all axes but the output
     channels: ``w = (w - mean(w)) / (std(w) + epsilon)`` (population standard
-    deviation), exactly as ``models_resnet.StdConv``. The standardisation runs
+    deviation), exactly as ``models_resnet.StdConv``; with ``epsilon_on="variance"``
+    ``w = (w - mean(w)) / sqrt(var(w) + epsilon)``, as timm's ``StdConv2d`` /
+    ``StdConv2dSame`` (``F.batch_norm`` over the kernel). The standardisation runs
     in float32 under a mixed precision policy; the convolution in the compute
     dtype.
 
@@ -76,6 +94,7 @@ class StdConv2D(keras.layers.Layer):
         kernel_size: int or ``(kh, kw)``.
         strides: int or ``(sh, sw)``; padding is always ``SAME`` (TF/XLA rule).
         epsilon: added to the standard deviation (1e-5 in the original).
+        epsilon_on: ``"std"`` (the original) or ``"variance"`` (timm: the epsilon is added to the variance).
         kernel_initializer: initializer of the raw kernel ``(kh, kw, in, filters)``.
 
     Call arguments:
@@ -90,9 +109,12 @@ class StdConv2D(keras.layers.Layer):
     """
 
     def __init__(
-        self, filters, kernel_size, strides=1, epsilon=STD_CONV_EPSILON, kernel_initializer="lecun_normal", **kwargs
+        self, filters, kernel_size, strides=1, epsilon=STD_CONV_EPSILON, kernel_initializer="lecun_normal",
+        epsilon_on="std", **kwargs
     ):
         super().__init__(**kwargs)
+        if epsilon_on not in EPSILON_ON:
+            raise ValueError(f"Unknown `epsilon_on`: expected one of {EPSILON_ON}. Received: epsilon_on={epsilon_on!r}")
         if not isinstance(filters, int) or isinstance(filters, bool) or filters < 1:
             raise ValueError(f"`filters` must be a positive int. Received: filters={filters!r}")
         if float(epsilon) <= 0:
@@ -101,6 +123,7 @@ class StdConv2D(keras.layers.Layer):
         self.kernel_size = _pair(kernel_size, "kernel_size")
         self.strides = _pair(strides, "strides")
         self.epsilon = float(epsilon)
+        self.epsilon_on = epsilon_on
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
 
     def build(self, input_shape):
@@ -115,8 +138,10 @@ class StdConv2D(keras.layers.Layer):
         """The kernel actually convolved with, in the variable's dtype."""
         w = ops.convert_to_tensor(self.kernel)
         w = w - ops.mean(w, axis=(0, 1, 2), keepdims=True)
-        std = ops.sqrt(ops.mean(ops.square(w), axis=(0, 1, 2), keepdims=True))
-        return w / (std + self.epsilon)
+        variance = ops.mean(ops.square(w), axis=(0, 1, 2), keepdims=True)
+        if self.epsilon_on == "variance":
+            return w / ops.sqrt(variance + self.epsilon)
+        return w / (ops.sqrt(variance) + self.epsilon)
 
     def call(self, inputs):
         kernel = ops.cast(self.standardized_kernel(), inputs.dtype)
@@ -134,6 +159,7 @@ class StdConv2D(keras.layers.Layer):
                 "kernel_size": self.kernel_size,
                 "strides": self.strides,
                 "epsilon": self.epsilon,
+                "epsilon_on": self.epsilon_on,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             }
         )
@@ -156,6 +182,7 @@ class ResidualUnit(keras.layers.Layer):
         features: bottleneck width, a multiple of the 32 GroupNorm groups; the
             unit outputs ``4 * features`` channels.
         strides: int or pair, the stride of the 3x3 conv and the projection.
+        norms: a key of :data:`RESNET_NORMS`: the original constants, or timm's.
 
     Call arguments:
         x: ``(batch, H, W, C)``.
@@ -169,7 +196,7 @@ class ResidualUnit(keras.layers.Layer):
     ((1, 4, 4, 128), True)
     """
 
-    def __init__(self, features, strides=1, **kwargs):
+    def __init__(self, features, strides=1, norms="original", **kwargs):
         super().__init__(**kwargs)
         if not isinstance(features, int) or isinstance(features, bool) or features < 1:
             raise ValueError(f"`features` must be a positive int. Received: features={features!r}")
@@ -180,14 +207,22 @@ class ResidualUnit(keras.layers.Layer):
             )
         self.features = features
         self.strides = _pair(strides, "strides")
-        policy = self.dtype_policy
-        self.conv1 = StdConv2D(features, 1, dtype=policy, name="conv1")
-        self.gn1 = group_norm("gn1", policy)
-        self.conv2 = StdConv2D(features, 3, strides=self.strides, dtype=policy, name="conv2")
-        self.gn2 = group_norm("gn2", policy)
-        self.conv3 = StdConv2D(4 * features, 1, dtype=policy, name="conv3")
-        self.gn3 = group_norm("gn3", policy, zero_scale=True)
+        self.norms = norms
+        self.conv1 = self._conv(features, 1, name="conv1")
+        self.gn1 = self._group_norm("gn1")
+        self.conv2 = self._conv(features, 3, strides=self.strides, name="conv2")
+        self.gn2 = self._group_norm("gn2")
+        self.conv3 = self._conv(4 * features, 1, name="conv3")
+        self.gn3 = self._group_norm("gn3", zero_scale=True)
         self.conv_proj = self.gn_proj = None
+
+    def _conv(self, filters, kernel_size, strides=1, name=None):
+        epsilon_on, epsilon, _ = _norms(self.norms)
+        return StdConv2D(filters, kernel_size, strides=strides, epsilon=epsilon, epsilon_on=epsilon_on,
+                         dtype=self.dtype_policy, name=name)
+
+    def _group_norm(self, name, zero_scale=False):
+        return group_norm(name, self.dtype_policy, zero_scale=zero_scale, epsilon=_norms(self.norms)[2])
 
     def needs_projection(self, input_shape):
         return input_shape[-1] != 4 * self.features or self.strides != (1, 1)
@@ -204,9 +239,8 @@ class ResidualUnit(keras.layers.Layer):
         out = self.conv3.compute_output_shape(mid)
         self.gn3.build(out)
         if self.needs_projection(input_shape):
-            policy = self.dtype_policy
-            self.conv_proj = StdConv2D(4 * self.features, 1, strides=self.strides, dtype=policy, name="conv_proj")
-            self.gn_proj = group_norm("gn_proj", policy)
+            self.conv_proj = self._conv(4 * self.features, 1, strides=self.strides, name="conv_proj")
+            self.gn_proj = self._group_norm("gn_proj")
             self.conv_proj.build(input_shape)
             self.gn_proj.build(out)
 
@@ -225,12 +259,14 @@ class ResidualUnit(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"features": self.features, "strides": self.strides})
+        config.update({"features": self.features, "strides": self.strides, "norms": self.norms})
         return config
 
 
-def resnet_stem(x, block_units=(3, 4, 9), width=1):
+def resnet_stem(x, block_units=(3, 4, 9), width=1, norms="original"):
     """Root and stages of ``models_vit.VisionTransformer`` (its ``resnet`` branch), on a Keras tensor.
+
+    ``norms``: the normalisation constants (:data:`RESNET_NORMS`), the original's or timm's.
 
     Layer names: ``conv_root``, ``gn_root``, ``relu_root``, ``pool_root``, then
     ``block{i}_unit{j}`` (1-based, as the checkpoint's ``block{i}/unit{j}``).
@@ -243,14 +279,15 @@ def resnet_stem(x, block_units=(3, 4, 9), width=1):
     (None, 8, 8, 256)
     """
     root = int(ROOT_WIDTH * width)
-    x = StdConv2D(root, 7, strides=2, name="conv_root")(x)
-    x = group_norm("gn_root")(x)
+    epsilon_on, epsilon, gn_epsilon = _norms(norms)
+    x = StdConv2D(root, 7, strides=2, epsilon=epsilon, epsilon_on=epsilon_on, name="conv_root")(x)
+    x = group_norm("gn_root", epsilon=gn_epsilon)(x)
     x = keras.layers.ReLU(name="relu_root")(x)
     x = keras.layers.MaxPooling2D(3, strides=2, padding="same", name="pool_root")(x)
     for i, units in enumerate(block_units):
         for j in range(units):
             stride = 2 if (i > 0 and j == 0) else 1
-            x = ResidualUnit(root * 2**i, strides=stride, name=f"block{i + 1}_unit{j + 1}")(x)
+            x = ResidualUnit(root * 2**i, strides=stride, norms=norms, name=f"block{i + 1}_unit{j + 1}")(x)
     return x
 
 

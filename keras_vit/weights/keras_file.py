@@ -60,7 +60,7 @@ def contents(path):
 
 # what a saved model declares about the weights it holds (the resolution, head and regularisation may differ)
 DECLARED = ("num_heads", "layer_norm_epsilon", "hidden_size", "num_layers", "mlp_dim", "class_token",
-            "mlp_activation", "qkv_bias")
+            "mlp_activation", "qkv_bias", "resnet_norms")
 
 
 def declared(config, path):

@@ -145,6 +145,9 @@ def declared(shapes, path, layout=True):
         declare(record, "num_heads", int(query[1]), f"{QUERY_KERNEL!r} of shape {query} (D, heads={query[1]}, head_dim)", path)
     if layout:
         declare(record, "layer_norm_epsilon", LAYER_NORM_EPSILON, f"original layout (LayerNorm epsilon {LAYER_NORM_EPSILON:g})", path)
+    if layout and "conv_root/kernel" in shapes:  # a hybrid: its ResNet computes with the original constants
+        declare(record, "resnet_norms", "original", "original hybrid layout (weight standardisation (w - mean) / "
+                "(std + 1e-5), GroupNorm epsilon 1e-6)", path)
     return record
 
 

@@ -34,7 +34,7 @@ import numpy as np
 
 from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
-from keras_vit.weights import timm_config
+from keras_vit.weights import timm_config, timm_hybrid
 from keras_vit.weights.conventions import finish, patch_kernel
 from keras_vit.weights.declared import activation, declare
 
@@ -154,11 +154,13 @@ def to_original(tensors, path="<arrays>", settings=None):
     """
     refuse_unsupported(tensors, path)
     settings = settings or {}
-    out = {}
+    out = timm_hybrid.to_original(tensors, path)  # a hybrid's backbone (patch_embed.backbone.*), else nothing
     unknown = []
     for key, array in tensors.items():
         block = _BLOCK.match(key)
-        if key == "patch_embed.proj.weight":
+        if key.startswith(timm_hybrid.PREFIX):
+            continue
+        elif key == "patch_embed.proj.weight":
             out["embedding/kernel"] = patch_kernel(key, array, path)
         elif settings.get("head_is_projection") and key in ("head.weight", "head.bias"):
             if key == "head.weight":  # CLIP's proj, bias-free (timm's zero head.bias is dropped)
@@ -224,10 +226,12 @@ def settings(config, path="<config>", weights=None, tensors=None, architecture=N
     config = config_lib.json_object(config or {}, path)
     pretrained = config_lib.json_object(config.get("pretrained_cfg") or {}, path, "pretrained_cfg")
     args = config_lib.json_object(config.get("model_args") or {}, path, "model_args")
+    timm_hybrid.refuse_switches(args, path)
     resolved = timm_config.resolve(config, path, architecture)
     architecture = resolved["architecture"][0]
-    expected = _expected(config, args, pretrained, resolved, path)
+    expected = timm_hybrid.on_feature_map(_expected(config, args, pretrained, resolved, path), resolved, tensors, path)
     declared, extra = _declared(resolved, pretrained, expected, path, weights, tensors)
+    timm_hybrid.declare_backbone(declared, tensors, weights)
     names = config_lib.indexed_names(config.get("label_names"), "label_names", path)
     descriptions = config.get("label_descriptions") or {}
     if names and isinstance(descriptions, dict):

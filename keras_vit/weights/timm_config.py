@@ -41,7 +41,7 @@ NEUTRAL_ARGS = ("drop_rate", "pos_drop_rate", "patch_drop_rate", "proj_drop_rate
 DEFAULT_ONLY_ARGS = {"qk_norm": False, "proj_bias": True, "dynamic_img_pad": False, "pos_embed": "learn",
                      "pool_include_prefix": False, "in_chans": 3, "scale_attn_norm": False, "scale_mlp_norm": False,
                      "norm_layer": None, "embed_norm_layer": None, "block_fn": None, "embed_layer": None,
-                     "attn_layer": None, "ignore_head": False}
+                     "attn_layer": None, "ignore_head": False, "padding_same": True}
 
 
 def _check_model_args(model_args, path):
@@ -339,6 +339,8 @@ def config_fields(architecture, num_classes=0, projection_dim=None):
     if registered(architecture) is None:
         refuse_unbuildable(architecture, "timm")
     args = {**DEFAULTS, **registered(architecture)}
+    if "backbone_layers" in args:  # a hybrid: from_pretrained reads it from its weights (keras_vit.weights.timm_hybrid)
+        raise ValueError(f"{architecture!r} is a timm hybrid: its ViTConfig is read from its weights, not its registration alone.")
     glu = args["mlp_layer"] in GLU_LAYERS
     use_fc_norm = args["global_pool"] in ("avg", "avgmax", "max") if args["fc_norm"] is None else args["fc_norm"]
     return dict(

@@ -35,9 +35,10 @@ def test_every_registration_is_read_or_refused_by_a_named_switch():
         args, lacking = timm_models.registered(name), timm_models.lacking(name)
         assert (args is None) == bool(lacking), name
         assert all(isinstance(phrase, str) and phrase for phrase in lacking), name
-        if args is not None:
+        if args is not None and "backbone_layers" not in args:  # a hybrid's ViTConfig is read with its weights
             fields = timm_config.config_fields(name)  # what from_pretrained builds: a valid ViTConfig's arguments
             assert fields["hidden_size"] % fields["num_heads"] == 0, name
+        if args is not None:
             read += 1
         else:
             refused += 1

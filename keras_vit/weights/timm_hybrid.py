@@ -1,0 +1,191 @@
+"""timm's hybrid ViT (``patch_embed.backbone.*``) -> the original hybrid ``.npz`` keys, and what its backbone computes.
+
+timm builds the paper's hybrids (``timm/models/vision_transformer_hybrid.py``: ``vit_base_r50_s16_224``,
+``vit_small_r26_s32_384``, ``vit_tiny_r_s16_p8_224``...) as a ``VisionTransformer`` whose ``patch_embed`` is a
+``HybridEmbed``: ``backbone`` is ``_resnetv2(layers)``, a ``ResNetV2(preact=False, stem_type='same',
+conv_layer=partial(StdConv2dSame, eps=1e-8))`` of ``Bottleneck`` blocks with ``GroupNormAct(32, eps=1e-5)``, or for
+``layers=()`` its stem alone (``create_resnetv2_stem``, then the stem's modules sit right under ``backbone``);
+``proj`` is a ``Conv2d`` of ``patch_size`` on the feature map. timm's own reader of the original ``.npz``
+(``vision_transformer._load_weights``, its hybrid branch) defines the correspondence inverted here
+(:data:`ROOT_KEYS`, :data:`UNIT_KEYS`): ``stem.conv`` / ``stem.norm`` are ``conv_root`` / ``gn_root``,
+``stages.{i}.blocks.{j}.conv{r}`` / ``norm{r}`` are ``block{i+1}/unit{j+1}/conv{r}`` / ``gn{r}``, ``downsample.conv`` /
+``downsample.norm`` are ``conv_proj`` / ``gn_proj``; conv weights ``(O, I, kh, kw)`` -> ``(kh, kw, I, O)``.
+
+What timm's backbone computes, against keras_vit's hybrid (:mod:`keras_vit.layers.resnet`), checked numerically by
+``tools/check_timm_hybrids.py``:
+
+* the same graph: 7x7/2 root, GroupNorm + ReLU, 3x3/2 max-pool, bottleneck units with the stride on the 3x3
+  conv, a projection shortcut in each stage's first unit, ``relu(shortcut + residual)``, stages of widths
+  ``64 * 2**i`` (x4 out), strides 1, 2, 2...;
+* the same padding: ``stem_type='same'`` and ``StdConv2dSame`` pad as TensorFlow's ``SAME`` (``pad_same``;
+  ``MaxPool2dSame`` pads with -inf), which is Keras' ``"same"``. timm's ``padding_same=False`` (PyTorch's
+  symmetric padding) is refused by name (:func:`refuse_switches`);
+* other normalisation constants: ``StdConv2dSame(eps=1e-8)`` standardises by ``sqrt(var + 1e-8)`` where the
+  original divides by ``std + 1e-5``, and ``GroupNormAct`` uses epsilon 1e-5 where Flax uses 1e-6. A timm
+  hybrid file declares ``resnet_norms="timm"`` (:func:`declare`), and keras_vit's hybrid computes with
+  those constants (:data:`keras_vit.layers.resnet.RESNET_NORMS`).
+
+Other timm backbones (timm's ResNet-D of ``vit_*_resnet26d_224`` / ``vit_*_resnet50d_224``, MobileCLIP's
+``ConvStem``) are refused by name.
+"""
+
+import re
+
+from keras_vit.errors import CheckpointError
+from keras_vit.layers.resnet import backbone_stride
+from keras_vit.weights.declared import declare
+from keras_vit.weights.mapping import block_units_of
+
+PREFIX = "patch_embed.backbone."
+NORMS = "timm"  # keras_vit.layers.resnet.RESNET_NORMS key of timm's StdConv2dSame(eps=1e-8) and GroupNormAct(eps=1e-5)
+# timm key under the root (``backbone.stem.`` with stages, ``backbone.`` for a stem-only backbone) -> original key
+ROOT_KEYS = {"conv.weight": "conv_root/kernel", "norm.weight": "gn_root/scale", "norm.bias": "gn_root/bias"}
+# timm key under ``backbone.stages.{i}.blocks.{j}.`` -> original key under ``block{i+1}/unit{j+1}/``
+UNIT_KEYS = {
+    **{f"conv{r}.weight": f"conv{r}/kernel" for r in (1, 2, 3)},
+    **{f"norm{r}.{timm}": f"gn{r}/{flax}" for r in (1, 2, 3) for timm, flax in (("weight", "scale"), ("bias", "bias"))},
+    "downsample.conv.weight": "conv_proj/kernel",
+    "downsample.norm.weight": "gn_proj/scale",
+    "downsample.norm.bias": "gn_proj/bias",
+}
+_UNIT = re.compile(r"^stages\.(\d+)\.blocks\.(\d+)\.(.+)$")
+# other timm backbones under patch_embed.backbone: key pattern (after the prefix) -> what it is
+_OTHER_BACKBONES = {
+    r"^(conv1\.|layer\d\.|bn1\.)": "a timm ResNet-D backbone (vit_small_resnet26d_224, vit_base_resnet50d_224...)",
+    r"^\d+\.": "a convolutional stem of Conv2d + BatchNorm blocks (MobileCLIP's vit_base_mci_224)",
+}
+
+
+def is_hybrid(keys):
+    """Whether a timm state dict has a CNN backbone in its patch embedding.
+
+    Example:
+    >>> is_hybrid(["patch_embed.backbone.stem.conv.weight"]), is_hybrid(["patch_embed.proj.weight"])
+    (True, False)
+    """
+    return any(key.startswith(PREFIX) for key in keys)
+
+
+def _conv(key, array, path):
+    if array.ndim != 4:
+        raise CheckpointError(f"Checkpoint {path!r}: {key!r} has shape {tuple(array.shape)}, expected (O, I, kh, kw).")
+    return array.transpose(2, 3, 1, 0)
+
+
+def to_original(tensors, path="<arrays>"):
+    """``{original key: array}`` of the ResNet-v2 in a timm hybrid's state dict (its other keys are ignored).
+
+    Raises:
+        CheckpointError: a backbone that is not the paper's ResNet-v2, named; a key of it with no original.
+
+    Example:
+    >>> import numpy as np
+    >>> arrays = {"patch_embed.backbone.stem.conv.weight": np.zeros((32, 3, 7, 7)),
+    ...           "patch_embed.backbone.stages.0.blocks.1.norm3.bias": np.zeros(128), "cls_token": np.zeros((1, 1, 8))}
+    >>> {k: v.shape for k, v in to_original(arrays).items()}
+    {'conv_root/kernel': (7, 7, 3, 32), 'block1/unit2/gn3/bias': (128,)}
+    """
+    backbone = {key[len(PREFIX):]: array for key, array in tensors.items() if key.startswith(PREFIX)}
+    _refuse_other_backbones(backbone, path)
+    stem = "stem." if any(key.startswith(("stem.", "stages.")) for key in backbone) else ""  # layers=(): the stem alone
+    out, unknown = {}, []
+    for key, array in backbone.items():
+        unit = _UNIT.match(key)
+        if key.startswith(stem) and key[len(stem):] in ROOT_KEYS:
+            name = ROOT_KEYS[key[len(stem):]]
+        elif unit and unit[3] in UNIT_KEYS:
+            name = f"block{int(unit[1]) + 1}/unit{int(unit[2]) + 1}/{UNIT_KEYS[unit[3]]}"
+        else:
+            unknown.append(PREFIX + key)
+            continue
+        out[name] = _conv(PREFIX + key, array, path) if name.endswith("/kernel") else array
+    if unknown:
+        raise CheckpointError(
+            f"Checkpoint {path!r} is a timm hybrid whose backbone has {len(unknown)} key(s) that keras_vit's ResNet-v2 "
+            f"(timm's _resnetv2 of vision_transformer_hybrid.py) does not have: {', '.join(sorted(unknown)[:10])}"
+        )
+    return out
+
+
+def _refuse_other_backbones(backbone, path):
+    for pattern, what in _OTHER_BACKBONES.items():
+        found = sorted(PREFIX + key for key in backbone if re.search(pattern, key))
+        if found:
+            raise CheckpointError(
+                f"Checkpoint {path!r} is a timm hybrid with {what} (keys {', '.join(map(repr, found[:3]))}, ...): "
+                "keras_vit's hybrid is the paper's ResNet-v2 (timm's vit_*_r*_s* models), so these weights cannot be loaded."
+            )
+
+
+def refuse_switches(model_args, path):
+    """Refuse a timm hybrid's ``model_args.padding_same=False``: PyTorch's symmetric padding, not keras_vit's ``SAME``.
+
+    Example:
+    >>> refuse_switches({"padding_same": False}, "config.json")
+    Traceback (most recent call last):
+    ...
+    keras_vit.errors.CheckpointError: 'config.json': model_args.padding_same=False builds timm's hybrid backbone with ...
+    """
+    if model_args.get("padding_same", True) is not True:
+        raise CheckpointError(
+            f"{path!r}: model_args.padding_same={model_args['padding_same']!r} builds timm's hybrid backbone with "
+            "PyTorch's symmetric padding (StdConv2d, stem_type=''); keras_vit's ResNet-v2 pads as TensorFlow's SAME "
+            "(timm's default padding_same=True), so it would compute another model."
+        )
+
+
+def stages(shapes, resolved, path):
+    """``(block_units, said)`` of a timm hybrid's backbone from its keys, checked against the registration of its
+    ``architecture`` (``backbone_layers``); None for a state dict without a backbone, which a hybrid's registration refuses."""
+    hybrid = is_hybrid(shapes)
+    layers, said = resolved.get("backbone_layers", (None, None))
+    if not hybrid:
+        if said is not None:
+            raise CheckpointError(
+                f"{path!r}: config.json says {said} but the weights have no backbone ('{PREFIX}*'): "
+                "the config belongs to another model, or the weights do."
+            )
+        return None
+    found = block_units_of(to_original({k: _Shape(v) for k, v in shapes.items() if k.startswith(PREFIX)}, path))
+    if said is not None and tuple(layers) != found:
+        raise CheckpointError(
+            f"{path!r}: config.json says {said} but the weights' backbone has stages of {found} units "
+            f"('{PREFIX}stages.*'): the config belongs to another model, or the weights do."
+        )
+    return found
+
+
+class _Shape:
+    """A stand-in with a shape and ``transpose`` (what :func:`to_original` asks of an array)."""
+
+    def __init__(self, shape):
+        self.shape, self.ndim = tuple(shape), len(shape)
+
+    def transpose(self, *axes):
+        return _Shape([self.shape[a] for a in axes])
+
+
+def on_feature_map(expected, resolved, tensors, path):
+    """``expected`` (what a timm config states) with its image size read on the backbone's feature map, where the
+    hybrid's patches are cut (``ceil(size / stride)``, the ``SAME`` rule); unchanged for a plain ViT."""
+    if tensors is None:
+        return expected
+    units = stages(tensors.shapes, resolved, path)
+    if units is None:
+        return expected
+    stride = backbone_stride(units)
+    out = []
+    for quantity, field, value in expected:
+        if quantity == "image_size":
+            value = tuple(-(-int(v) // stride) for v in value)
+            field = f"{field} (a {value[0]}x{value[1]} feature map at the backbone's stride {stride})"
+        out.append((quantity, field, value))
+    return out
+
+
+def declare_backbone(record, tensors, weights):
+    """Declare ``resnet_norms="timm"`` in the record of a timm hybrid (its backbone's normalisation constants)."""
+    if tensors is not None and is_hybrid(tensors.shapes):
+        declare(record, "resnet_norms", NORMS, f"'{PREFIX}*' (timm's hybrid ResNetV2: StdConv2dSame eps=1e-8 on the "
+                "variance, GroupNormAct eps=1e-5)", weights)
+    return record
