@@ -69,21 +69,21 @@ def processor_normalization(processor, file, mean, std):
     return [float(m) / scale for m in mean], [float(s) / scale for s in std], ", ".join(said) or None
 
 
-def normalization_settings(path, settings, config_path):
-    """The settings with the input mean and std checked: timm's ``pretrained_cfg``, else a transformers
-    ``preprocessor_config.json`` next to the weights, if any."""
+def read_normalization(path, reading, config_path):
+    """``reading`` (a :class:`~keras_vit.weights.source.Reading`) with its input mean and std checked: timm's
+    ``pretrained_cfg``, else a transformers ``preprocessor_config.json`` next to the weights, if any."""
     where = (config_path, "pretrained_cfg.mean", "pretrained_cfg.std")
     folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
     file = os.path.join(folder, "preprocessor_config.json")
-    if settings.get("mean") is None and os.path.isfile(file):
+    if reading.mean is None and os.path.isfile(file):
         mean, std, said = processor_normalization(config_lib.read_json(file), file, [0.5] * 3, [0.5] * 3)
         if said is not None:  # a file that says nothing of it: keras_vit's [-1, 1], transformers' ViT default too
-            settings["mean"], settings["std"] = mean, std
+            reading.mean, reading.std = mean, std
             where = (file, "image_mean", "image_std")
-    for value, field in ((settings.get("mean"), where[1]), (settings.get("std"), where[2])):
+    for value, field in ((reading.mean, where[1]), (reading.std, where[2])):
         if value is not None:
             _channels(value, where[0], field, field == where[2])
-    return settings
+    return reading
 
 
 def fold_normalization(arrays, mean, std, model_mean=None, model_std=None):

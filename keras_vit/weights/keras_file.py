@@ -23,6 +23,7 @@ from keras_vit.errors import CheckpointError
 from keras_vit.saving import load_model, read_metadata
 from keras_vit.weights.declared import declare
 from keras_vit.weights.mapping import keras_targets, targets_of
+from keras_vit.weights.source import CheckpointInfo, Source
 
 FORMAT = "keras"
 _ENTRIES = ("config.json", "model.weights.h5")  # what `model.save("x.keras")` writes
@@ -96,3 +97,23 @@ def read(path):
     _contents.cache_clear()  # read once for the builder's describe and load, not held for the process
     return arrays
 
+
+class KerasFileSource(Source):
+    """A keras_vit ``.keras`` model (a zip archive with the entries ``model.save`` writes)."""
+
+    name = FORMAT
+
+    def claims(self, opened):
+        return opened.kind == self.name
+
+    def describe(self, opened, architecture=None):
+        arrays, config, class_names = contents(opened.path)
+        shapes = {key: tuple(array.shape) for key, array in arrays.items()}
+        return CheckpointInfo(path=opened.path, format=self.name, shapes=shapes, declared=declared(config, opened.path),
+                              class_names=class_names, grid=config.grid)
+
+    def arrays(self, opened, architecture=None, input_mean=None, input_std=None):
+        return read(opened.path)  # a keras_vit model's inputs are its own: nothing to fold
+
+
+SOURCE = KerasFileSource()

@@ -18,6 +18,7 @@ import numpy as np
 from keras_vit.errors import CheckpointError
 from keras_vit.layers.checks import LAYER_NORM_EPSILON
 from keras_vit.weights.declared import declare
+from keras_vit.weights.source import CheckpointInfo, Source
 
 QUERY_KERNEL = "Transformer/encoderblock_0/MultiHeadDotProductAttention_1/query/kernel"
 
@@ -180,3 +181,22 @@ def _entry_header(path, archive, member):
             f"({claimed:,} bytes) but holds {available:,}. The file is corrupt; download it again."
         )
     return tuple(shape)
+
+
+class NpzSource(Source):
+    """An original ``.npz`` (a zip of NumPy arrays that is no ``.keras`` model), recognised by its first bytes."""
+
+    name = "npz"
+
+    def claims(self, opened):
+        return opened.kind == self.name
+
+    def describe(self, opened, architecture=None):
+        shapes = npz_shapes(opened.path)
+        return CheckpointInfo(path=opened.path, format=self.name, shapes=shapes, declared=declared(shapes, opened.path))
+
+    def arrays(self, opened, architecture=None, input_mean=None, input_std=None):
+        return npz_arrays(opened.path)  # the original inputs are keras_vit's [-1, 1]: nothing to fold
+
+
+SOURCE = NpzSource()

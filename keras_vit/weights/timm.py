@@ -29,6 +29,7 @@ RoPE, scaled attention/MLP norms, timm's unpacked SwiGLU).
 """
 
 import re
+from typing import NamedTuple
 
 import numpy as np
 
@@ -37,6 +38,8 @@ from keras_vit.weights import config as config_lib
 from keras_vit.weights import timm_config, timm_hybrid
 from keras_vit.weights.conventions import finish, patch_kernel
 from keras_vit.weights.declared import activation, declare
+from keras_vit.weights.source import Reading
+from keras_vit.weights.state_dict import StateDictSource
 
 FORMAT = "timm"
 LAYER_NORM_EPSILON = 1e-6  # timm's VisionTransformer: partial(nn.LayerNorm, eps=1e-6) unless registered otherwise
@@ -130,13 +133,22 @@ def _linear(array, transpose):
     return array.T if transpose and array.ndim == 2 else array
 
 
-def to_original(tensors, path="<arrays>", settings=None):
+class Conversion(NamedTuple):
+    """What :func:`to_original` does beyond renaming (:attr:`Reading.layout` of a timm file): ``head_is_projection``
+    (timm's ``head`` with an all-zero bias is CLIP's bias-free projection), ``pre_norm`` (zeros stand in for the
+    patch-embedding bias timm's pre-norm models do not have)."""
+
+    head_is_projection: bool = False
+    pre_norm: bool = False
+
+
+def to_original(tensors, path="<arrays>", conversion=None):
     """Rename and transpose a timm ViT state dict into the original ``.npz`` layout.
 
     Args:
         tensors: ``{timm key: array}`` (arrays, or stand-ins with the right shape).
         path: named in errors.
-        settings: what :func:`settings` read (``head_is_projection``, ``pre_norm``); None: neither.
+        conversion: the :class:`Conversion` :func:`settings` read; None: neither switch.
 
     Returns:
         ``{original key: array}``; attention kernels have merged head axes.
@@ -153,7 +165,7 @@ def to_original(tensors, path="<arrays>", settings=None):
     ((4, 4, 3, 8), (8, 8))
     """
     refuse_unsupported(tensors, path)
-    settings = settings or {}
+    conversion = conversion or Conversion()
     out = timm_hybrid.to_original(tensors, path)  # a hybrid's backbone (patch_embed.backbone.*), else nothing
     unknown = []
     for key, array in tensors.items():
@@ -162,7 +174,7 @@ def to_original(tensors, path="<arrays>", settings=None):
             continue
         elif key == "patch_embed.proj.weight":
             out["embedding/kernel"] = patch_kernel(key, array, path)
-        elif settings.get("head_is_projection") and key in ("head.weight", "head.bias"):
+        elif conversion.head_is_projection and key in ("head.weight", "head.bias"):
             if key == "head.weight":  # CLIP's proj, bias-free (timm's zero head.bias is dropped)
                 out["projection/kernel"] = array.T
         elif key in ("attn_pool.kv.weight", "attn_pool.kv.bias"):
@@ -178,7 +190,7 @@ def to_original(tensors, path="<arrays>", settings=None):
             out[f"Transformer/encoderblock_{block[1]}/{name}"] = _linear(array, transpose)
         else:
             unknown.append(key)
-    if settings.get("pre_norm") and "embedding/bias" not in out and "embedding/kernel" in out:
+    if conversion.pre_norm and "embedding/bias" not in out and "embedding/kernel" in out:
         out["embedding/bias"] = _zeros(out["embedding/kernel"].shape[-1])  # timm: PatchEmbed(bias=not pre_norm)
     return finish(out, unknown, path, "timm")
 
@@ -209,18 +221,18 @@ def settings(config, path="<config>", weights=None, tensors=None, architecture=N
     (:mod:`keras_vit.weights.timm_models`) and the state dict (``tensors``, a
     :class:`~keras_vit.weights.safetensors_files.Tensors`, when there is one).
 
-    The sizes it states go to ``"expected"``, to be checked against the weights
-    (:func:`keras_vit.weights.config.check_against_weights`); what it declares about the architecture goes
-    to ``"declared"``, to be compared with the model's (:func:`keras_vit.weights.declared.check`).
+    Returns a :class:`~keras_vit.weights.source.Reading`: the sizes it states go to ``expected``, to be checked
+    against the weights (:func:`keras_vit.weights.config.check_against_weights`); what it declares about the
+    architecture goes to ``declared``, to be compared with the model's (:func:`keras_vit.weights.declared.check`).
     ``architecture`` replaces the config's (a preset naming timm's quick_gelu registration of a Hub repository).
 
     Example:
     >>> s = settings({"architecture": "deit_small_patch16_224", "pretrained_cfg": {"mean": [0.485, 0.456, 0.406]}})
-    >>> s["num_heads"], s["layer_norm_epsilon"], s["mean"]
+    >>> s.num_heads, s.layer_norm_epsilon, s.mean
     (6, 1e-06, [0.485, 0.456, 0.406])
-    >>> [(quantity, value) for quantity, _, value in s["expected"]]  # from timm's registration of the name
+    >>> [(quantity, value) for quantity, _, value in s.expected]  # from timm's registration of the name
     [('hidden_size', 384), ('num_layers', 12), ('patch_size', 16)]
-    >>> settings({"model_args": {"act_layer": "quick_gelu"}})["declared"]["mlp_activation"]
+    >>> settings({"model_args": {"act_layer": "quick_gelu"}}).declared["mlp_activation"]
     Declaration(value='quick_gelu', said="model_args.act_layer='quick_gelu'", origin='<config>')
     """
     config = config_lib.json_object(config or {}, path)
@@ -230,30 +242,19 @@ def settings(config, path="<config>", weights=None, tensors=None, architecture=N
     resolved = timm_config.resolve(config, path, architecture)
     architecture = resolved["architecture"][0]
     expected = timm_hybrid.on_feature_map(_expected(config, args, pretrained, resolved, path), resolved, tensors, path)
-    declared, extra = _declared(resolved, pretrained, expected, path, weights, tensors)
+    declared, conversion, notes = _declared(resolved, pretrained, expected, path, weights, tensors)
     timm_hybrid.declare_backbone(declared, tensors, weights)
     names = config_lib.indexed_names(config.get("label_names"), "label_names", path)
     descriptions = config.get("label_descriptions") or {}
     if names and isinstance(descriptions, dict):
         names = [str(descriptions.get(name, name)) for name in names]
-    return {
-        "architecture": architecture,
-        "tag": pretrained.get("tag"),
-        "num_heads": declared["num_heads"].value if "num_heads" in declared else None,
-        "layer_norm_epsilon": declared["layer_norm_epsilon"].value if "layer_norm_epsilon" in declared else LAYER_NORM_EPSILON,
-        "global_pool": resolved["global_pool"][0],
-        "class_names": names or None,
-        "mean": pretrained.get("mean"),
-        "std": pretrained.get("std"),
-        "expected": expected,
-        "declared": declared,
-        "position_resampling": POSITION_RESAMPLING,
-        **extra,
-    }
+    return Reading(declared=declared, expected=expected, architecture=architecture, tag=pretrained.get("tag"),
+                   class_names=names or None, mean=pretrained.get("mean"), std=pretrained.get("std"), notes=notes,
+                   position_resampling=POSITION_RESAMPLING, layout=conversion)
 
 
 def _declared(resolved, pretrained, expected, path, weights, tensors):
-    """``(declared record, {"head_is_projection", "pre_norm", "notes"})`` of a timm file."""
+    """``(declared record, Conversion, notes)`` of a timm file."""
     if "act_layer" in resolved and resolved["act_layer"][1] is not None:
         act = resolved["act_layer"][0]
         if act is not None and not isinstance(act, str):
@@ -276,7 +277,7 @@ def _declared(resolved, pretrained, expected, path, weights, tensors):
             declare(record, "mlp_activation", activation(act), resolved["act_layer"][1], path)
         if resolved["norm_eps"][1] is not None:
             declare(record, "layer_norm_epsilon", resolved["norm_eps"][0], resolved["norm_eps"][1], path)
-        return record, {}
+        return record, Conversion(), []
     shapes = tensors.shapes
     seen = timm_config.observe(shapes, weights)
     timm_config.consistent(resolved, seen, path)
@@ -299,7 +300,7 @@ def _declared(resolved, pretrained, expected, path, weights, tensors):
     if seen["pre_norm"][0] and "patch_embed.proj.bias" not in shapes:
         notes.append("embedding/bias: zeros: timm's pre-norm models have no patch-embedding bias (PatchEmbed(bias=not pre_norm)); exact")
     record = timm_config.record(resolved, seen, extra, path, weights)
-    return record, {"head_is_projection": projection, "pre_norm": seen["pre_norm"][0], "notes": notes}
+    return record, Conversion(bool(projection), bool(seen["pre_norm"][0])), notes
 
 
 def _expected(config, args, pretrained, resolved, path):
@@ -339,3 +340,25 @@ def _expected(config, args, pretrained, resolved, path):
         expected.append(("image_size", f"pretrained_cfg.input_size={size!r}",
                          config_lib.size_pair(size[1:], path, "pretrained_cfg.input_size")))
     return expected
+
+
+class TimmSource(StateDictSource):
+    """timm's ViT-family state dicts: a ``.safetensors`` file, or a Hub repository folder (``config.json`` with
+    ``"architecture"``, ``model.safetensors``), recognised by :data:`MARKERS`."""
+
+    name = FORMAT
+    label = "timm ViT"
+
+    def matches(self, keys):
+        return matches(keys)
+
+    def reading(self, opened, architecture=None):
+        tensors, config, config_path = opened.state_dict()
+        config = config if (config or {}).get("architecture") else None
+        return settings(config, config_path or "<config>", weights=opened.path, tensors=tensors, architecture=architecture)
+
+    def convert(self, tensors, reading, path):
+        return to_original(tensors, path, reading.layout)
+
+
+SOURCE = TimmSource()

@@ -136,7 +136,7 @@ def test_timm_config_that_agrees_is_read(tmp_path):
                               "qkv_bias": True, "class_token": True, "num_classes": 5})
     assert describe(timm_file(tmp_path / "timm", vit_checkpoint(), config)).num_heads == 4
     expected = timm.settings({"architecture": "vit_tiny_patch16_224", "num_classes": 1000, "num_features": 192,
-                              "pretrained_cfg": {"input_size": [3, 224, 224]}})["expected"]
+                              "pretrained_cfg": {"input_size": [3, 224, 224]}}).expected
     assert [(q, v) for q, _, v in expected] == [
         ("hidden_size", 192), ("num_features", 192), ("num_layers", 12), ("patch_size", 16), ("num_classes", 1000),
         ("image_size", (224, 224)),

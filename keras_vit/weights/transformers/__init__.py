@@ -15,6 +15,7 @@ import os
 
 from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
+from keras_vit.weights.state_dict import StateDictSource
 from keras_vit.weights.transformers import family, layouts, vit
 
 FORMAT = "transformers"
@@ -33,7 +34,8 @@ def matches(keys):
 
 
 def settings(config, path="<config>"):
-    """What a transformers ``config.json`` says (see :func:`vit.settings` and :func:`family.settings`).
+    """The :class:`~keras_vit.weights.source.Reading` of a transformers ``config.json`` (see :func:`vit.settings`
+    and :func:`family.settings`).
 
     Raises:
         CheckpointError: a ``model_type`` keras_vit does not read (the message lists those it reads), or a
@@ -52,11 +54,11 @@ def settings(config, path="<config>"):
     return family.normalization(found, os.path.dirname(os.path.abspath(os.fspath(path))), model_type)
 
 
-def to_original(tensors, path="<arrays>", settings=None):
-    """A transformers state dict in the original ``.npz`` layout; ``settings`` (from :func:`settings`) picks the layout.
+def to_original(tensors, path="<arrays>", reading=None):
+    """A transformers state dict in the original ``.npz`` layout; ``reading`` (from :func:`settings`) picks the layout.
 
-    The keys skipped on purpose (a text tower, a decoder) go to ``settings["skipped"]`` for the load report, and
-    which prefix the vision keys have (transformers 4.x's ``vision_model.`` or 5's none) to ``settings["notes"]``.
+    The keys skipped on purpose (a text tower, a decoder) go to ``reading.skipped`` for the load report, and
+    which prefix the vision keys have (transformers 4.x's ``vision_model.`` or 5's none) to ``reading.notes``.
 
     Example:
     >>> import numpy as np
@@ -64,9 +66,33 @@ def to_original(tensors, path="<arrays>", settings=None):
     >>> out["embedding/kernel"].shape
     (4, 4, 3, 8)
     """
-    model_type = (settings or {}).get("model_type", "vit")
-    if model_type == "vit":
+    if reading is None or reading.layout == "vit":
         return vit.to_original(tensors, path)
-    out, skipped = layouts.to_original(tensors, path, settings["layout"], settings.setdefault("notes", []))
-    settings["skipped"] = skipped
+    out, reading.skipped = layouts.to_original(tensors, path, reading.layout, reading.notes)
     return out
+
+
+class TransformersSource(StateDictSource):
+    """A folder written by transformers' ``save_pretrained`` (or its ``.safetensors`` with the ``config.json``
+    beside it) of one of :data:`MODEL_TYPES`, recognised by its keys."""
+
+    name = FORMAT
+    label = "transformers ViT"
+
+    def matches(self, keys):
+        return matches(keys)
+
+    def reading(self, opened, architecture=None):
+        _, config, config_path = opened.state_dict()
+        if config is None:
+            raise CheckpointError(
+                f"Checkpoint {opened.path!r} is a transformers ViT but has no config.json beside it: keras_vit needs its "
+                "num_attention_heads and layer_norm_eps. Load the folder written by save_pretrained."
+            )
+        return settings(config, config_path)
+
+    def convert(self, tensors, reading, path):
+        return to_original(tensors, path, reading)
+
+
+SOURCE = TransformersSource()

@@ -8,12 +8,12 @@ model built with another switch is refused by field name, and :func:`keras_vit.f
 exactly this architecture. A whole CLIP or SigLIP repository (``model_type`` ``clip``, ``siglip``,
 ``siglip2``: a text tower inside) is read from its ``vision_config``.
 
-The input normalisation (``settings["mean"]`` / ``["std"]``) is ``image_mean`` / ``image_std`` of the
+The input normalisation (the reading's ``mean`` / ``std``) is ``image_mean`` / ``image_std`` of the
 ``preprocessor_config.json`` beside the weights, else the values of the published checkpoints of that
 ``model_type`` (:data:`DEFAULT_NORMALIZATION`); the load report says which. As for every source,
 :func:`keras_vit.from_pretrained` builds it as the model's ``input_mean`` / ``input_std``, and a model built
 with other ones gets the difference folded into its patch embedding (exact). The position resampling rule of
-``interpolate_pos_encoding`` is ``settings["position_resampling"]``, which ``from_pretrained`` builds too.
+``interpolate_pos_encoding`` is the reading's ``position_resampling``, which ``from_pretrained`` builds too.
 """
 
 import os
@@ -23,6 +23,7 @@ from keras_vit.weights import config as config_lib
 from keras_vit.weights.declared import activation, declare
 from keras_vit.weights.conventions import CLIP_MEAN_STD, HALF, IMAGENET
 from keras_vit.weights.input_normalization import processor_normalization
+from keras_vit.weights.source import Reading
 
 # model_type -> the layout of its vision weights (layouts.LAYOUTS)
 LAYOUT_OF = {
@@ -84,12 +85,13 @@ class _Reader:
 
 
 def settings(config, path, model_type):
-    """Settings of a family ``config.json`` (``model_type`` one of :data:`MODEL_TYPES`), as ``transformers.settings``.
+    """The :class:`~keras_vit.weights.source.Reading` of a family ``config.json`` (``model_type`` one of
+    :data:`MODEL_TYPES`); its ``layout`` names the key table (:data:`keras_vit.weights.transformers.layouts.LAYOUTS`).
 
     Example:
     >>> s = settings({"model_type": "dinov2", "hidden_size": 32, "mlp_ratio": 4, "use_swiglu_ffn": True,
     ...               "architectures": ["Dinov2Model"]}, "config.json", "dinov2")
-    >>> [(f, s["declared"][f].value) for f in ("mlp_type", "mlp_dim", "mlp_activation", "layer_scale_init", "pooling")]
+    >>> [(f, s.declared[f].value) for f in ("mlp_type", "mlp_dim", "mlp_activation", "layer_scale_init", "pooling")]
     [('mlp_type', 'glu'), ('mlp_dim', 88), ('mlp_activation', 'silu'), ('layer_scale_init', 1.0), ('pooling', 'token')]
     """
     layout = LAYOUT_OF[model_type]
@@ -160,18 +162,9 @@ def settings(config, path, model_type):
         notes.append(f"config.json mask_ratio={ratio!r}: the encoder runs on every patch (no masking), as ViTMAEModel with "
                      "mask_ratio=0; its class token output does not depend on the order MAE shuffles the patches into")
     names = config_lib.indexed_names(config.get("id2label"), "id2label", path) or []
-    return {
-        "model_type": model_type,
-        "layout": CLASSIFIERS.get((layout, architecture), layout),
-        "architecture": architecture,
-        "num_heads": heads,
-        "layer_norm_epsilon": epsilon,
-        "class_names": None if not names or all(n.startswith("LABEL_") for n in names) else names,
-        "expected": expected,
-        "declared": record,
-        "notes": notes,
-        "position_resampling": resampling,
-    }
+    return Reading(declared=record, expected=expected, architecture=architecture, notes=notes,
+                   class_names=None if not names or all(n.startswith("LABEL_") for n in names) else names,
+                   position_resampling=resampling, layout=CLASSIFIERS.get((layout, architecture), layout))
 
 
 def _tokens(put, read, layout, model_type, classifier):
@@ -226,18 +219,18 @@ def _top(put, read, layout, architecture, config, classifier):
     put("projection_dim", projection, said)
 
 
-def normalization(settings, folder, model_type):
-    """``settings`` with the input ``mean`` / ``std``: from ``preprocessor_config.json``, else the default."""
+def normalization(reading, folder, model_type):
+    """``reading`` with the input ``mean`` / ``std``: from ``preprocessor_config.json``, else the default."""
     file = os.path.join(folder, "preprocessor_config.json")
     label, (mean, std) = DEFAULT_NORMALIZATION[LAYOUT_OF[model_type]]
     said = None
     if os.path.isfile(file):
         mean, std, said = processor_normalization(config_lib.read_json(file), file, list(mean), list(std))
     if said is None:
-        settings["notes"].append(
+        reading.notes.append(
             f"no image_mean / image_std in a preprocessor_config.json beside the weights: {label} mean and std, "
             f"those of the published {model_type} checkpoints ({list(mean)}, {list(std)})")
     else:
-        settings["notes"].append(f"input normalisation from preprocessor_config.json: {said}")
-    settings["mean"], settings["std"] = [float(v) for v in mean], [float(v) for v in std]
-    return settings
+        reading.notes.append(f"input normalisation from preprocessor_config.json: {said}")
+    reading.mean, reading.std = [float(v) for v in mean], [float(v) for v in std]
+    return reading

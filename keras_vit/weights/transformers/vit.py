@@ -24,6 +24,7 @@ from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
 from keras_vit.weights.declared import activation, declare
 from keras_vit.weights.conventions import finish, patch_kernel
+from keras_vit.weights.source import Reading
 
 FORMAT = "transformers"
 LAYER_NORM_EPSILON = 1e-12  # ViTConfig's default layer_norm_eps
@@ -133,7 +134,7 @@ def settings(config, path="<config>"):
     Example:
     >>> s = settings({"model_type": "vit", "layer_norm_eps": 1e-12, "num_attention_heads": 3,
     ...               "id2label": {"1": "dog", "0": "cat"}})
-    >>> s["layer_norm_epsilon"], s["num_heads"], s["class_names"]
+    >>> s.layer_norm_epsilon, s.num_heads, s.class_names
     (1e-12, 3, ['cat', 'dog'])
     """
     config = config_lib.json_object(config, path)
@@ -179,11 +180,5 @@ def settings(config, path="<config>"):
             declare(record, field, value, said, path)
     declare(record, "mlp_activation", activation(act), f"hidden_act={act!r}", path)
     declare(record, "qkv_bias", qkv_bias, f"qkv_bias={qkv_bias!r}", path)
-    return {
-        "architecture": (config.get("architectures") or ["ViTModel"])[0],
-        "num_heads": record["num_heads"].value,
-        "layer_norm_epsilon": record["layer_norm_epsilon"].value,
-        "class_names": names or None,
-        "expected": expected,
-        "declared": record,
-    }
+    return Reading(declared=record, expected=expected, architecture=(config.get("architectures") or ["ViTModel"])[0],
+                   class_names=names or None, layout="vit")

@@ -1,0 +1,174 @@
+"""One kind of checkpoint: the :class:`Source` interface, the typed :class:`Reading` every reader returns, and
+:class:`CheckpointInfo`, what :func:`keras_vit.weights.formats.describe` hands on.
+
+A source (``.npz``, ``.keras``, timm, transformers, keras-hub) is one object that says which paths it reads
+(:meth:`Source.claims`), what a path describes (:meth:`Source.describe`) and its arrays under the original keys
+(:meth:`Source.arrays`). :mod:`keras_vit.weights.formats` loops over its registry of them and knows no key
+of any layout. Not :mod:`keras_vit.weights.sources`, which turns a builder's ``weights=`` into a local path.
+
+This module imports no source and no reader: the sources import it, never each other.
+"""
+
+import dataclasses
+
+from keras_vit.errors import CheckpointError
+
+
+@dataclasses.dataclass
+class Reading:
+    """What a source's files say beyond the tensors: one typed result, whatever the layout.
+
+    Attributes:
+        declared: ``{ViTConfig field: Declaration}`` (:mod:`keras_vit.weights.declared`): the architecture, each
+            field with the place of the file that says it; compared with the model's before a load.
+        expected: ``[(quantity, said, value), ...]``: the sizes the files state, checked against the weights'
+            shapes (:func:`keras_vit.weights.config.check_against_weights`).
+        architecture: the timm model name, transformers class or keras-hub class, if known.
+        tag: the pretrained tag of a timm file, if known.
+        class_names: names of the head's outputs, or None.
+        mean, std: the input normalisation the weights were trained with (None: keras_vit's [-1, 1]).
+        notes: sentences for the load report (where the normalisation comes from, a zero bias standing in...).
+        skipped: ``{keys: reason}`` of the tensors left out on purpose (a text tower, a decoder).
+        position_resampling: the source's rule for resampling its position embeddings, or None (the model's).
+        classifier_activation: ``(activation, said)`` when the source declares its head's activation, else ``()``.
+        layout: the source's own conversion switches (a typed object of that source, read by its
+            :meth:`Source.arrays` only), or None.
+
+    Example:
+    >>> from keras_vit.weights.declared import declare
+    >>> Reading(declared=declare({}, "num_heads", 4, "num_heads=4", "config.json")).num_heads
+    4
+    """
+
+    declared: dict = dataclasses.field(default_factory=dict)
+    expected: list = dataclasses.field(default_factory=list)
+    architecture: str | None = None
+    tag: str | None = None
+    class_names: list | None = None
+    mean: list | None = None
+    std: list | None = None
+    notes: list = dataclasses.field(default_factory=list)
+    skipped: dict = dataclasses.field(default_factory=dict)
+    position_resampling: str | None = None
+    classifier_activation: tuple = ()
+    layout: object = None
+
+    @property
+    def num_heads(self):
+        return self.declared["num_heads"].value if "num_heads" in self.declared else None
+
+    @property
+    def layer_norm_epsilon(self):
+        return self.declared["layer_norm_epsilon"].value if "layer_norm_epsilon" in self.declared else None
+
+    def info(self, path, format, shapes, origin, declared=None):
+        """The :class:`CheckpointInfo` of this reading with the weights' ``shapes`` (heads checked against their
+        width; the position grid from the image size the files state); ``origin`` is named in errors."""
+        width = shapes.get("embedding/kernel", (None,) * 4)[3]
+        if self.num_heads is not None and width is not None and width % self.num_heads:
+            raise CheckpointError(f"{origin!r}: {self.num_heads} heads do not divide the width {width} of the weights.")
+        return CheckpointInfo(
+            path=path, format=format, shapes=shapes, declared=self.declared if declared is None else declared,
+            grid=_declared_grid(self.expected, shapes), class_names=self.class_names, architecture=self.architecture,
+            tag=self.tag, mean=self.mean, std=self.std, skipped=dict(self.skipped or {}),
+            position_resampling=self.position_resampling, notes=list(self.notes or []),
+            classifier_activation=self.classifier_activation,
+        )
+
+
+def _declared_grid(expected, shapes):
+    """``(rows, cols)`` of the position embeddings from the image size a config states (checked against them), or None."""
+    kernel = shapes.get("embedding/kernel")
+    sizes = [value for quantity, _, value in expected if quantity == "image_size"]
+    if not sizes or kernel is None or len(kernel) != 4:
+        return None
+    return sizes[0][0] // kernel[0], sizes[0][1] // kernel[1]
+
+
+@dataclasses.dataclass
+class CheckpointInfo:
+    """What a checkpoint holds, read without its tensor data.
+
+    Attributes:
+        path: the file or folder.
+        format: the :attr:`Source.name` that read it: ``"npz"``, ``"timm"``, ``"transformers"``, ``"keras"`` or
+            ``"keras-hub"``.
+        shapes: ``{original key: shape}`` (attention kernels of foreign layouts
+            with merged head axes).
+        declared: what the file declares about its architecture, ``{field: Declaration}``
+            (:mod:`keras_vit.weights.declared`), compared with the model's before a load.
+        layer_norm_epsilon: the LayerNorm epsilon the weights were trained with (declared), or None.
+        num_heads: heads, when the file says (an ``.npz``'s kernels, a config), else None.
+        class_names: names of the head's outputs carried by the file, or None.
+        architecture: timm model name or transformers class, if known.
+        tag: the pretrained tag of a timm file (``pretrained_cfg.tag``: ``"augreg2_in21k_ft_in1k"``), if known.
+        mean, std: input normalisation of a foreign model (None: [-1, 1]).
+        grid: ``(rows, cols)`` of the position embeddings when the file says
+            (a ``.keras`` model), else None (a square is assumed).
+        skipped: ``{keys: reason}`` of the tensors a reader left out on purpose (a CLIP repository's text
+            tower, MAE's decoder), for the load report.
+        position_resampling: the layout's rule for resampling its position embeddings (timm's
+            ``"bicubic_torch_antialias"``, transformers' ``"bicubic_torch"``), or None (the model's).
+        classifier_activation: ``(activation, where it is said)`` when the source declares its head's
+            activation (keras-hub's ``task.json``; None: logits), else ``()``: :func:`keras_vit.from_pretrained`
+            builds the source's own head with it unless ``classifier_activation`` is given.
+        notes: what the load report should say about the reading: sentences (where the input normalisation
+            comes from) and ``"key: what the conversion did"`` (a zero bias standing in, a head read as a projection).
+    """
+
+    path: str
+    format: str
+    shapes: dict
+    declared: dict = dataclasses.field(default_factory=dict)
+    class_names: list | None = None
+    architecture: str | None = None
+    tag: str | None = None
+    mean: list | None = None
+    std: list | None = None
+    grid: tuple | None = None
+    skipped: dict = dataclasses.field(default_factory=dict)
+    position_resampling: str | None = None
+    notes: list = dataclasses.field(default_factory=list)
+    classifier_activation: tuple = ()
+
+    @property
+    def layer_norm_epsilon(self):
+        return self.declared["layer_norm_epsilon"].value if "layer_norm_epsilon" in self.declared else None
+
+    @property
+    def num_heads(self):
+        return self.declared["num_heads"].value if "num_heads" in self.declared else None
+
+
+class Source:
+    """One kind of checkpoint keras_vit reads; :mod:`keras_vit.weights.formats` asks each registered source in turn.
+
+    Attributes:
+        name: the :attr:`CheckpointInfo.format` of what it reads (``"timm"``).
+        reads: what kind of path it reads: ``"file"``, ``"folder"`` or ``"file or folder"``.
+        label: how an error names the layout (``"timm ViT"``), or None for a source of its own file kind.
+
+    Each method takes an :class:`~keras_vit.weights.opened.Opened`, the path looked at once: ``opened.path``,
+    ``opened.kind`` (``"folder"``, or the file's kind by its first bytes: ``"npz"``, ``"keras"``,
+    ``"safetensors"``, None for none of those) and, for ``.safetensors`` files and folders,
+    ``opened.state_dict()`` (their tensors and ``config.json``).
+    """
+
+    name = None
+    reads = "file"
+    label = None
+
+    def claims(self, opened):
+        """Whether this source reads ``opened`` (by content, not only by name); it may raise a ``CheckpointError``
+        naming what is wrong with a path it recognises."""
+        raise NotImplementedError
+
+    def describe(self, opened, architecture=None):
+        """A :class:`CheckpointInfo`: shapes and what the files declare, no tensor data read; ``architecture``
+        replaces the one the files name (a timm registration)."""
+        raise NotImplementedError
+
+    def arrays(self, opened, architecture=None, input_mean=None, input_std=None):
+        """``{original key: np.ndarray}``, every array read now; a foreign input normalisation folded into the
+        patch embedding for a model that scales its inputs with ``input_mean`` / ``input_std``."""
+        raise NotImplementedError

@@ -1,0 +1,66 @@
+"""What the ``.safetensors`` sources (timm, transformers) share: a state dict converted to the original keys.
+
+A :class:`StateDictSource` reads a ``.safetensors`` file or folder whose keys its layout recognises
+(:meth:`~StateDictSource.matches`), what its ``config.json`` says (:meth:`~StateDictSource.reading`, a
+:class:`~keras_vit.weights.source.Reading`) and converts the tensors to the original keys
+(:meth:`~StateDictSource.convert`); this class does the rest the same way for every layout: the input
+normalisation (``preprocessor_config.json``, checked, and folded into the patch embedding on a read), the
+sizes the config states checked against the converted shapes, and ``qkv_bias=False`` declared for weights
+without query/key/value biases.
+"""
+
+import numpy as np
+
+from keras_vit.weights import config as config_lib
+from keras_vit.weights.declared import declare
+from keras_vit.weights.input_normalization import fold_normalization, read_normalization
+from keras_vit.weights.source import Source
+
+QUERY_BIAS = "MultiHeadDotProductAttention_1/query/bias"  # a block's query bias, in the original keys
+
+
+class StateDictSource(Source):
+    """A :class:`~keras_vit.weights.source.Source` of ``.safetensors`` state dicts; a layout implements
+    :meth:`matches`, :meth:`reading` and :meth:`convert`."""
+
+    reads = "file or folder"
+
+    def matches(self, keys):
+        """Whether a state dict with these keys is of this layout."""
+        raise NotImplementedError
+
+    def reading(self, opened, architecture=None):
+        """The :class:`~keras_vit.weights.source.Reading` of ``opened``'s ``config.json`` (and tensors)."""
+        raise NotImplementedError
+
+    def convert(self, tensors, reading, path):
+        """``{original key: array}`` of ``{layout key: array}`` (arrays or stand-ins); it may add to
+        ``reading.skipped`` and ``reading.notes``."""
+        raise NotImplementedError
+
+    def claims(self, opened):
+        return self.matches(opened.keys())
+
+    def _reading(self, opened, architecture):
+        _, _, config_path = opened.state_dict()
+        return read_normalization(opened.path, self.reading(opened, architecture), config_path)
+
+    def describe(self, opened, architecture=None):
+        tensors, _, config_path = opened.state_dict()
+        path = opened.path
+        reading = self._reading(opened, architecture)
+        shapes = {k: tuple(v.shape) for k, v in self.convert(tensors.stand_ins(), reading, path).items()}
+        has_bias = any(key.endswith(QUERY_BIAS) for key in shapes)
+        declared_prefix = reading.declared.get("prefix_positions")
+        prefix = None if declared_prefix is None else (("cls" in shapes) + ("dist" in shapes)) * bool(declared_prefix.value)
+        config_lib.check_against_weights(reading.expected, shapes, has_bias, config_path or path, prefix)
+        record = dict(reading.declared)
+        if not has_bias:  # zeros stand in for the biases in the shapes; the model must not have other ones
+            declare(record, "qkv_bias", False, "no query/key/value bias tensors (qkv_bias=False)", path)
+        return reading.info(path, self.name, shapes, config_path or path, declared=record)
+
+    def arrays(self, opened, architecture=None, input_mean=None, input_std=None):
+        tensors, _, _ = opened.state_dict()
+        reading = self._reading(opened, architecture)
+        arrays = {k: np.asarray(v) for k, v in self.convert(tensors.arrays(), reading, opened.path).items()}
+        return fold_normalization(arrays, reading.mean, reading.std, input_mean, input_std)
