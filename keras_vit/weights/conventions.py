@@ -1,7 +1,7 @@
 """What several weight sources share: the input normalisations they declare, and PyTorch's tensor layout.
 
 The sources (:mod:`~keras_vit.weights.timm`, :mod:`~keras_vit.weights.transformers`,
-:mod:`~keras_vit.weights.keras_hub_family`) import these from here, never from each other.
+:mod:`~keras_vit.weights.keras_hub`) import these from here, never from each other.
 """
 
 import numpy as np

@@ -1,45 +1,32 @@
-"""The checkpoint dispatcher: which format a path holds, what it describes, and its arrays in the original layout.
+"""The checkpoint dispatcher: a loop over a registry of sources, the first that claims a path reads it.
 
-Four formats, told apart by content (not only by the name):
+Each source (:class:`keras_vit.weights.source.Source`) says which paths it reads, by content rather than only
+by name, what they describe and their arrays in the original layout; this module knows none of their keys.
+:data:`SOURCES`, asked in this order:
 
+* ``keras-hub``: a keras-hub preset folder or its ``model.weights.h5`` (:mod:`keras_vit.weights.keras_hub`);
 * ``npz``: an original Google ``.npz`` (:mod:`keras_vit.weights.npz`);
-* ``timm``: a timm ViT state dict in a ``.safetensors`` file, or a folder with
-  ``config.json`` (``"architecture": ...``) and ``model.safetensors`` (a timm
-  Hugging Face Hub repository);
-* ``transformers``: a folder written by ``save_pretrained`` (``config.json``
-  with ``"model_type": "vit"`` or one of the family's, :mod:`keras_vit.weights.transformers`;
-  ``model.safetensors`` or sharded ``model.safetensors.index.json``), or its
-  ``.safetensors`` with the ``config.json`` beside it;
 * ``keras``: a ``.keras`` model saved by keras_vit (:mod:`keras_vit.weights.keras_file`);
-* ``keras-hub``: a keras-hub preset folder of ViT (``config.json`` of a ``ViTBackbone``, ``model.weights.h5``,
-  a ``ViTImageClassifier``'s ``task.json`` and ``task.weights.h5``: :mod:`keras_vit.weights.keras_hub`), of
-  DINOv2 or of SigLIP's or CLIP's image tower (:mod:`keras_vit.weights.keras_hub_family`), or its ``model.weights.h5``.
+* ``timm``: a timm ViT state dict in a ``.safetensors`` file, or a timm Hugging Face Hub repository folder
+  (:mod:`keras_vit.weights.timm`);
+* ``transformers``: a folder written by ``save_pretrained`` of the ViT family, or its ``.safetensors`` with the
+  ``config.json`` beside it (:mod:`keras_vit.weights.transformers`).
 
-:func:`describe` returns a :class:`CheckpointInfo` (shapes and settings, no
-tensor data), :func:`read` the arrays under the original keys, and
-:func:`read_checkpoint` / :func:`checkpoint_shapes` do the same for a path or a
-dict of arrays. Every foreign layout is converted by
-:mod:`keras_vit.weights.timm` or :mod:`keras_vit.weights.transformers` into the
-original keys, so the one loader checks and loads them all.
-
-The readers below this module do one job each, and none imports this one:
-:mod:`~keras_vit.weights.sniff` (which kind of file, by its first bytes),
-:mod:`~keras_vit.weights.pickles` (pickle files are refused, never unpickled),
-:mod:`~keras_vit.weights.safetensors_files` (``.safetensors`` through the
-NumPy API, bfloat16 decoded; 16-bit tensors widened to float32, exactly),
-:mod:`~keras_vit.weights.shards` (a folder's files and its sharded index),
-:mod:`~keras_vit.weights.input_normalization` (a foreign model's input mean and
-std folded into the patch embedding, since keras_vit models scale pixels to
-[-1, 1]).
+:func:`describe` returns a :class:`CheckpointInfo` (shapes and what the files declare, no tensor data),
+:func:`read` the arrays under the original keys (a foreign input normalisation folded into the patch
+embedding), and :func:`read_checkpoint` / :func:`checkpoint_shapes` do the same for a path or a dict of
+arrays. :func:`register` adds a source. The path is looked at once for all of them
+(:class:`keras_vit.weights.opened.Opened`: which kind of file, by its first bytes; a ``.safetensors`` file's or
+folder's tensors and ``config.json``, read when a source first asks); pickle files are refused, never unpickled.
 """
 
 from keras_vit.errors import CheckpointError
-from keras_vit.weights import keras_file, keras_hub_source, npz, timm, transformers
+from keras_vit.weights import keras_file, keras_hub, npz, timm, transformers
 from keras_vit.weights.opened import Opened
 from keras_vit.weights.source import CheckpointInfo, Source  # noqa: F401  (CheckpointInfo: public here)
 
 # the registered sources, asked in this order: the first that claims a path reads it
-SOURCES = [keras_hub_source.SOURCE, npz.SOURCE, keras_file.SOURCE, timm.SOURCE, transformers.SOURCE]
+SOURCES = [keras_hub.SOURCE, npz.SOURCE, keras_file.SOURCE, timm.SOURCE, transformers.SOURCE]
 
 
 def register(source, first=False):

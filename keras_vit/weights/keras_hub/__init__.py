@@ -1,0 +1,74 @@
+"""keras-hub presets of ViT and of its family -> the original checkpoint layout, keras-hub not imported.
+
+One module per job: :mod:`~keras_vit.weights.keras_hub.preset` reads a preset folder's files (JSON objects,
+the image converter's scaling, ``.weights.h5`` datasets); :mod:`~keras_vit.weights.keras_hub.vit` reads
+``ViTBackbone`` / ``ViTImageClassifier`` presets; each family backbone is a row of data
+(:class:`~keras_vit.weights.keras_hub.family.Family`) in its own module (``dinov2``, ``siglip``, ``clip``,
+``deit``), all read by :mod:`~keras_vit.weights.keras_hub.family`. The image converter's ``scale`` and ``offset``
+become the model's ``input_mean`` / ``input_std`` (``std = 1 / (255 scale)``, ``mean = -offset / (255 scale)``, so
+[0, 255] pixels give keras-hub's outputs). Everything declared is compared with the model
+(:mod:`keras_vit.weights.declared`) or with the weights' shapes.
+
+Adding a keras-hub family is a module with its :class:`~keras_vit.weights.keras_hub.family.Family` row, listed
+in :data:`FAMILIES`.
+"""
+
+import os
+
+from keras_vit.weights import config as config_lib
+from keras_vit.weights import keras_hub_layout as layout
+from keras_vit.weights.input_normalization import fold_normalization
+from keras_vit.weights.keras_hub import clip, deit, dinov2, family, preset, siglip, vit
+from keras_vit.weights.source import Source
+
+FORMAT = "keras-hub"
+FAMILIES = {row.backbone: row for row in (dinov2.FAMILY, siglip.FAMILY, clip.FAMILY, deit.FAMILY)}
+READS = (f"ViT presets ({layout.BACKBONE}, {layout.TASK}), {', '.join(FAMILIES)} (the image towers of SigLIP and CLIP)")
+is_preset = preset.is_preset
+
+
+def preset_folder(path):
+    """The keras-hub preset folder ``path`` is or whose ``.weights.h5`` it is, else None."""
+    folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+    if (os.path.isdir(path) or path.endswith(".weights.h5")) and is_preset(folder):
+        return folder
+    return None
+
+
+def reading(folder):
+    """``(Preset, Reading, reader module)`` of a preset folder: what its JSON files say (see the module docstring)."""
+    files = preset.Preset(folder, READS)
+    config, path = files.object(layout.CONFIG_FILE, (layout.BACKBONE,) + tuple(FAMILIES))
+    name = files.class_name(layout.CONFIG_FILE)
+    if name not in FAMILIES:
+        return files, vit.reading(files, config, path), vit
+    row = FAMILIES[name]
+    found = family.reading(row, files, config, path)
+    files.normalization(found, row.converter, row.normalization)
+    return files, found, family
+
+
+class KerasHubSource(Source):
+    """A keras-hub preset folder (``config.json`` of a serialised keras-hub object), or its ``model.weights.h5``."""
+
+    name = FORMAT
+    reads = "file or folder"
+
+    def claims(self, opened):
+        return preset_folder(opened.path) is not None
+
+    def describe(self, opened, architecture=None):
+        folder = preset_folder(opened.path)
+        files, found, reader = reading(folder)
+        shapes = reader.shapes(files, found)
+        expected = vit.expected(found) if reader is vit else found.expected
+        config_path = os.path.join(folder, layout.CONFIG_FILE)
+        config_lib.check_against_weights(expected, shapes, found.declared["qkv_bias"].value, config_path)
+        return found.info(folder, self.name, shapes, config_path)
+
+    def arrays(self, opened, architecture=None, input_mean=None, input_std=None):
+        files, found, reader = reading(preset_folder(opened.path))
+        return fold_normalization(reader.arrays(files, found), found.mean, found.std, input_mean, input_std)
+
+
+SOURCE = KerasHubSource()

@@ -1,0 +1,57 @@
+"""keras-hub's ``CLIPBackbone`` (``keras_hub/src/models/clip/``: ``CLIPVisionEncoder``, ``clip_layers.py``) as a
+row: its ``vision_encoder``.
+
+``pre_layer_norm``, quick GELU, every LayerNorm ``epsilon=1e-5``, a patch embedding without bias (zeros stand
+in), ``vision_pooler`` (the class token after ``layer_norm``: keras_vit's ``fc_norm``) and the bias-free
+``vision_projection`` (``projection_dim``); the text tower, ``text_projection`` and the ``CLIPHead``'s logit scale
+are skipped and reported.
+"""
+
+from keras_vit.errors import CheckpointError
+from keras_vit.weights import config as config_lib
+from keras_vit.weights.conventions import CLIP_MEAN_STD
+from keras_vit.weights.declared import declare
+from keras_vit.weights.keras_hub.family import ATT, POSITION_IDS, TEXT, Family, Keys, block, dense, mha, pair
+from keras_vit.weights.mapping import POSEMB_KEY
+
+_ENCODER = "CLIPVisionEncoder"
+
+
+def _special(read, found, vision):
+    """``projection_dim`` of the backbone's own config (not the vision encoder's), and the notes."""
+    projection = config_lib.number(read.top, "projection_dim", None, read.path, integer=True)
+    if projection is None:
+        raise CheckpointError(f"{read.path!r}: config.projection_dim is missing; a CLIPBackbone's config names it.")
+    declare(found.declared, "projection_dim", projection, f"config.projection_dim={projection!r} (vision_projection)", read.path)
+    found.notes.append("CLIP's patch embedding has no bias: keras_vit's (embedding/bias) is zeros")
+    if read.config.get("intermediate_output_index") is not None:
+        found.notes.append(f"{read.said('intermediate_output_index', read.config['intermediate_output_index'])}: that extra "
+                           "output is not built (the image embedding is)")
+
+
+def _keys(read, depth):
+    vision = "layers/clip_vision_encoder/layers"
+    embed = f"{vision}/clip_vision_embedding"
+    table = {f"{embed}/vars/0": "cls", f"{embed}/vars/1": POSITION_IDS, f"{embed}/patch_embedding/vars/0": "embedding/kernel",
+             f"{embed}/position_embedding/vars/0": POSEMB_KEY, **pair(f"{vision}/layer_normalization", "Transformer/pre_norm"),
+             **pair(f"{vision}/layer_normalization_1", "fc_norm"), "layers/dense/vars/0": "projection/kernel"}
+    for i in range(depth):
+        layer, key = block(f"{vision}/clip_encoder_layer", i), f"Transformer/encoderblock_{i}"
+        table.update({**pair(f"{layer}/layer_norm_1", f"{key}/LayerNorm_0"), **pair(f"{layer}/layer_norm_2", f"{key}/LayerNorm_2"),
+                      **mha(f"{layer}/attention", f"{key}/{ATT}"),
+                      **dense(f"{layer}/dense_1", f"{key}/MlpBlock_3/Dense_0"), **dense(f"{layer}/dense_2", f"{key}/MlpBlock_3/Dense_1")})
+    return Keys(table, named={"layers/dense/vars": ("vision_projection", None),
+                              "layers/dense_1/vars": ("text_projection", "the text tower's projection (text_projection)")},
+                zeros={"embedding/bias": (read.number("hidden_dim"),)},
+                skip={"^layers/clip_text_encoder/": TEXT.format("CLIP"), "^layers/clip_head/": "CLIPHead's logit_scale (image-text similarity)"})
+
+
+FAMILY = Family(
+    backbone="CLIPBackbone", encoder=_ENCODER, vision=_ENCODER, converter="CLIPImageConverter",
+    normalization=("OpenAI CLIP", CLIP_MEAN_STD),
+    fields={"mlp_activation": ("intermediate_activation", "quick_gelu")},
+    switches={"layer_norm_epsilon": (1e-5, f"{_ENCODER}'s LayerNormalization(epsilon=1e-5)"),
+              "pre_norm": (True, f"{_ENCODER}: pre_layer_norm"),
+              "final_norm": (False, f"{_ENCODER}: layer_norm read on the class token"),
+              "fc_norm": (True, f"{_ENCODER}: layer_norm read on the class token (CLIPVisionPooler)")},
+    keys=_keys, special=_special)

@@ -1,0 +1,352 @@
+"""keras-hub's ViT-family backbones as rows of data (:class:`Family`), and the one reader of them all.
+
+A family (:mod:`~keras_vit.weights.keras_hub.dinov2`, ``siglip``, ``clip``, ``deit``) is a :class:`Family`:
+its classes, a field table ``{ViTConfig field: (config field, default)}`` read from its ``config.json`` (the
+"read from" text of each field generated from it: ``config.num_register_tokens=4``, or ``... absent
+(keras-hub's default 0)``), the switches its code fixes where they differ from the paper's ViT
+(:data:`keras_vit.architecture.family.PAPER`; every other switch is declared with the paper's value), and its
+key layout: ``{h5 dataset: canonical key}`` for a depth. The variable paths are those Keras 3's ``save_weights``
+gives the layers (the rules in :mod:`keras_vit.weights.keras_hub_layout`; checked against keras-hub 0.32's own
+``save_to_preset`` by ``benchmarks/keras_hub_presets.py``).
+
+SigLIP's and CLIP's position embeddings are a Keras ``Embedding`` read at the indices their ``position_ids``
+variable holds (``0..N-1`` in a converted preset; zeros in a CLIP keras-hub built and saved without converting
+one): the table is gathered by the stored indices, so keras_vit computes what keras-hub does with either.
+"""
+
+import os
+import re
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from keras_vit.architecture.family import PAPER
+from keras_vit.errors import CheckpointError
+from keras_vit.weights import config as config_lib
+from keras_vit.weights.declared import activation, declare
+from keras_vit.weights.keras_hub import preset as preset_files
+from keras_vit.weights.mapping import POSEMB_KEY
+from keras_vit.weights.posemb import resize_position_embedding
+from keras_vit.weights.source import Reading
+
+ATT = "MultiHeadDotProductAttention_1"
+MAP_ATT = "MAPHead_0/MultiHeadDotProductAttention_0"
+POSITION_IDS = "position_ids"  # the Embedding's indices: the table is gathered by them, as keras-hub does
+TEXT = "the text tower (keras_vit loads the image tower of a keras-hub {} preset)"
+# every family's sizes: {ViTConfig field: (config field, default: None when the config must name it)}
+SIZES = {"hidden_size": ("hidden_dim", None), "num_layers": ("num_layers", None), "num_heads": ("num_heads", None),
+         "mlp_dim": ("intermediate_dim", None)}
+_FLOATS = ("layer_norm_epsilon", "layer_scale_init")
+_FLAGS = ("qkv_bias", "mlp_type")
+# the paper's switches a row does not state, and how their "read from" text says them
+_PAPER_SAID = {"class_token": "a class token", "pooling": "the class token", "qkv_bias": "attention with biases"}
+
+
+class Family(NamedTuple):
+    """One keras-hub backbone class. ``encoder``: the class whose code fixes the switches (named in the "read from"
+    texts); ``vision``: the class of ``config.vision_encoder`` whose ``config`` holds the fields (a two-tower model),
+    else None; ``fields``: read from that config; ``switches``: ``{field: (value, said)}`` fixed by keras-hub's code
+    where they differ from the paper's; ``keys(read, depth)``: ``Keys`` of the weights; ``special(read, found,
+    vision)``: what the table cannot say (computed sizes, refusals, notes), returning None or ``(position
+    resampling or None, the image size to check)``; ``task``: the task class whose
+    head is not loaded, with ``task_reason(task config, path)``."""
+
+    backbone: str
+    encoder: str
+    converter: str
+    normalization: tuple
+    fields: dict
+    switches: dict
+    keys: Callable
+    vision: str | None = None
+    special: Callable | None = None
+    task: str | None = None
+    task_reason: Callable | None = None
+    position_resampling: str = "bicubic_torch"  # a fixed-size model in keras-hub; transformers' rule for another
+
+
+class Keys(NamedTuple):
+    """Where a family's weights lie: ``table`` ``{h5 dataset: canonical key}``, ``skip`` ``{regex: reason}``,
+    ``named`` ``{default group path: (layer name, reason to skip or None)}`` of groups found by the name Keras
+    stored, ``zeros`` ``{canonical key: shape}`` with no weights (zeros stand in)."""
+
+    table: dict
+    skip: dict = {}
+    named: dict = {}
+    zeros: dict = {}
+
+
+class Weights(NamedTuple):
+    """:attr:`Reading.layout` of a family preset: the family, its :class:`Keys`, the position table's resampling
+    ``(table grid, image grid, method, said)`` or None, and why a task's head is skipped (or None)."""
+
+    family: Family
+    keys: Keys
+    position: tuple | None = None
+    task_skipped: str | None = None
+
+
+class Vision(NamedTuple):
+    """The sizes every family's config states."""
+
+    width: int
+    depth: int
+    heads: int
+    patch: tuple
+    image: tuple
+
+
+def mha(group, key, bias=True):
+    """Keras ``MultiHeadAttention``'s four ``EinsumDense`` (kernels ``(D, heads, hd)``, ``(heads, hd, D)``; biases
+    unless ``use_bias=False``)."""
+    return {f"{group}/{dense}_dense/vars/{i}": f"{key}/{part}/{kind}"
+            for dense, part in (("query", "query"), ("key", "key"), ("value", "value"), ("output", "out"))
+            for i, kind in enumerate(("kernel", "bias") if bias else ("kernel",))}
+
+
+def pair(group, key, names=("scale", "bias")):
+    """A layer's two variables (a LayerNorm's gamma and beta; ``("kernel", "bias")`` of a Dense)."""
+    return {f"{group}/vars/{i}": f"{key}/{name}" for i, name in enumerate(names)}
+
+
+def dense(group, key):
+    return pair(group, key, ("kernel", "bias"))
+
+
+def block(prefix, i):
+    """Keras names the i-th layer of a list by its class in snake case, ``_1``, ``_2``... after the first."""
+    return prefix + (f"_{i}" if i else "")
+
+
+class Reader:
+    """The fields of one keras-hub object's ``config``, typed, each quoted as the file writes it."""
+
+    def __init__(self, config, path, where, top=None):
+        self.config, self.path, self.where = config, path, where
+        self.top = config if top is None else top  # the backbone's own config (a two-tower model's, around the vision one)
+
+    def said(self, field, value):
+        return f"{self.where}{field}={value!r}" if field in self.config else f"{self.where}{field} absent (keras-hub's default {value!r})"
+
+    def number(self, field, default=None, integer=True):
+        value = config_lib.number(self.config, field, default, self.path, integer=integer)
+        if value is None:
+            raise CheckpointError(f"{self.path!r}: {self.where}{field} is missing; a keras-hub backbone's config names it.")
+        return value
+
+    def flag(self, field, default):
+        value = self.config.get(field, default)
+        if not isinstance(value, bool):
+            raise CheckpointError(f"{self.path!r}: {self.where}{field}={value!r}, expected true or false.")
+        return value
+
+    def shape(self, field, default=None):
+        shape = self.config.get(field, default)
+        if (not isinstance(shape, (list, tuple)) or len(shape) not in (2, 3)
+                or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in shape)):
+            raise CheckpointError(f"{self.path!r}: {self.where}{field}={shape!r}, expected [height, width, channels].")
+        return tuple(shape)
+
+    def field(self, field, source, default):
+        """``(value in ViTConfig's terms, said)`` of ``field`` read from config field ``source``."""
+        if field in _FLAGS:
+            raw = self.flag(source, default)
+            value = ("glu" if raw else "mlp") if field == "mlp_type" else raw
+        elif field == "mlp_activation":
+            raw = self.config.get(source, default)
+            value = "gelu_tanh" if raw == "gelu_approximate" else activation(raw)  # keras-hub's name for tanh GELU
+        elif default == 0 and type(self.config.get(source, 0)) is int and self.config.get(source, 0) == 0:
+            raw = value = 0  # a count that may be none (config.number takes positive numbers only)
+        else:
+            raw = value = self.number(source, default, integer=field not in _FLOATS)
+        return value, self.said(source, raw)
+
+
+def _channels_last(config, path, where):
+    if config.get("data_format", "channels_last") not in (None, "channels_last"):
+        raise CheckpointError(f"{path!r}: {where}data_format={config.get('data_format')!r}; keras_vit models take channels_last images.")
+
+
+def reading(family, preset, config, path):
+    """The :class:`~keras_vit.weights.source.Reading` of a family backbone's ``config.json`` (``config``: its ``config``).
+
+    Example:
+    >>> from keras_vit.weights.keras_hub import dinov2
+    >>> found = reading(dinov2.FAMILY, None, {"patch_size": 8, "num_layers": 1, "hidden_dim": 16, "num_heads": 2,
+    ...     "intermediate_dim": 32, "num_register_tokens": 4, "image_shape": [32, 32, 3],
+    ...     "position_embedding_shape": [32, 32, 3]}, "config.json")
+    >>> [(f, found.declared[f].value) for f in ("num_register_tokens", "layer_scale_init", "mlp_activation", "pre_norm")]
+    [('num_register_tokens', 4), ('layer_scale_init', 1.0), ('mlp_activation', 'gelu'), ('pre_norm', False)]
+    >>> found.declared["num_register_tokens"].said, found.position_resampling
+    ('config.num_register_tokens=4', 'bicubic_tf')
+    """
+    _channels_last(config, path, "config.")
+    read = Reader(config, path, "config.")
+    if family.vision is not None:
+        where = "config.vision_encoder.config."
+        encoder = config_lib.json_object(config.get("vision_encoder"), path, "config.vision_encoder")
+        read = Reader(config_lib.json_object(encoder.get("config"), path, "config.vision_encoder.config"), path, where, config)
+        if encoder.get("class_name") != family.vision:
+            raise CheckpointError(f"{path!r}: config.vision_encoder is a {encoder.get('class_name')!r}; a {family.backbone} has a {family.vision}.")
+        _channels_last(read.config, path, where)
+    found = Reading(architecture=family.backbone, position_resampling=family.position_resampling)
+    width, depth, heads = read.number("hidden_dim"), read.number("num_layers"), read.number("num_heads")
+    vision = Vision(width, depth, heads, config_lib.size_pair(read.config.get("patch_size"), path, read.where + "patch_size"),
+                    read.shape("image_shape"))
+    if width % heads:
+        raise CheckpointError(f"{path!r}: {read.where}num_heads={heads} does not divide {read.where}hidden_dim={width}.")
+    special = family.special(read, found, vision) if family.special else None  # declares first: its fields win
+    for field, (source, default) in {**SIZES, **family.fields}.items():
+        declare(found.declared, field, *read.field(field, source, default), path)
+    for field, (value, said) in family.switches.items():
+        declare(found.declared, field, value, said, path)
+    for field, value in {**PAPER, "class_token": True, "pooling": "token"}.items():
+        if field not in ("input_mean", "input_std", "position_resampling"):
+            declare(found.declared, field, value, f"{family.encoder}: " + _PAPER_SAID.get(field, f"{field}={value!r} (the paper's)"), path)
+    mlp, token = found.declared["mlp_dim"], found.declared["class_token"]
+    glu = found.declared["mlp_type"].value == "glu"  # the weights' weights_in has both halves
+    found.expected = [("hidden_size", read.said("hidden_dim", width), width), ("num_layers", read.said("num_layers", depth), depth),
+                      ("patch_size", read.said("patch_size", read.config.get("patch_size")), vision.patch),
+                      ("num_channels", f"{read.where}image_shape={list(vision.image)!r}", vision.image[-1] if len(vision.image) == 3 else 3),
+                      ("mlp_dim", mlp.said, 2 * mlp.value if glu else mlp.value), ("class_token", token.said, token.value),
+                      special[1] if special else ("image_size", read.said("image_shape", list(vision.image)), vision.image[:2])]
+    task_skipped = None if preset is None else _task_skipped(family, preset)
+    found.layout = Weights(family, family.keys(read, depth), special[0] if special else None, task_skipped)
+    return found
+
+
+def _task_skipped(family, preset):
+    """Why a ``task.json`` beside the backbone is not loaded (its head), or None without one."""
+    path = preset.file("task.json")
+    if not os.path.isfile(path):
+        return None
+    if family.task is not None:
+        task, path = preset.object("task.json", family.task)
+        return family.task_reason(task, path)
+    return (f"task.json's {preset.class_name('task.json')!r} is no task keras_vit reads for a {family.backbone}: the backbone is "
+            "loaded (include_top=False), its task's head is not")
+
+
+def resolve(keys, names):
+    """``(table, skip)`` of ``keys``, each group of ``keys.named`` (``{default path: (layer name, reason to skip or
+    None)}``) where ``names`` (``{group path: the name Keras stored}``) puts it.
+
+    Example:
+    >>> keys = Keys({"layers/dense/vars/0": "projection/kernel"},
+    ...             named={"layers/dense/vars": ("vision_projection", None), "layers/dense_1/vars": ("text_projection", "text")})
+    >>> resolve(keys, {"layers/dense/vars": "text_projection", "layers/dense_1/vars": "vision_projection"})
+    ({'layers/dense_1/vars/0': 'projection/kernel'}, {'^layers/dense/vars/': 'text'})
+    """
+    where = {name: group for group, name in names.items()}
+    table, skip = dict(keys.table), dict(keys.skip)
+    for default, (name, reason) in keys.named.items():
+        actual = where.get(name, default)
+        if reason is not None:
+            skip[f"^{re.escape(actual)}/"] = reason
+            continue
+        table = {(f"{actual}/{d.rpartition('/')[2]}" if d.rpartition("/")[0] == default else d): k for d, k in table.items()}
+    return table, skip
+
+
+def plan(preset, found):
+    """``{canonical key: (file, dataset path)}`` of a family backbone's weights; ``found.skipped`` gets ``{what:
+    reason}`` of the weights left out on purpose (a text tower, a buffer, a task's head)."""
+    weights = found.layout
+    files = preset.weight_files()
+    datasets = preset_files.datasets(files)
+    names = {}
+    for file in files:
+        names.update(preset_files.group_names(file))
+    table, skip = resolve(weights.keys, names)
+    out, extra, skipped = {}, [], {}
+    for name, (file, _) in datasets.items():
+        pattern = next((p for p in skip if re.search(p, name)), None)
+        if pattern is not None:
+            label = pattern.strip("^$") + ("" if pattern.endswith("$") else "*")
+            skipped[label] = (skipped.get(label, (0,))[0] + 1, skip[pattern])
+        elif name in table:
+            out[table[name]] = (file, name)
+        else:
+            extra.append(name)
+    missing = [name for name in table if name not in datasets]
+    if missing:
+        raise CheckpointError(
+            f"keras-hub preset {preset.folder!r}: {preset.where(files)} has no {missing[0]!r} ({table[missing[0]]} in the original layout)"
+            f"{f' and {len(missing) - 1} more' if len(missing) > 1 else ''}; the file does not match its config.json."
+        )
+    if extra:
+        raise CheckpointError(
+            f"keras-hub preset {preset.folder!r} has {len(extra)} weight(s) a {found.architecture} of its config.json does not "
+            f"have: {', '.join(sorted(extra)[:8])}"
+        )
+    found.skipped = {f"{label} ({n} tensor{'s' if n > 1 else ''})": why for label, (n, why) in skipped.items()}
+    if weights.task_skipped:  # a task's head keras_vit cannot compute: named in the report, not loaded
+        task_file = preset.file("task.weights.h5")
+        n = len(preset_files.datasets([task_file])) if os.path.isfile(task_file) else 0
+        found.skipped[f"head (task.weights.h5, {n} tensor{'s' if n != 1 else ''})"] = weights.task_skipped
+    return out
+
+
+def _position_ids(preset, found, ids, rows):
+    """The stored ``position_ids`` checked to index ``rows`` table rows (a note when not ``0..rows-1``)."""
+    ids = np.asarray(ids).reshape(-1)
+    if ids.shape[0] != rows or ids.min() < 0 or ids.max() >= rows:
+        raise CheckpointError(f"keras-hub preset {preset.folder!r}: position_ids {ids.tolist()[:8]}... do not index the {rows} rows "
+                              "of the position embedding table one by one.")
+    if not np.array_equal(ids, np.arange(rows)) and not any(n.startswith("position_ids") for n in found.notes):
+        found.notes.append(f"position_ids are not 0..{rows - 1} but {ids.tolist()[:8]}...: the position embeddings are "
+                           "the table's rows at those indices, as keras-hub computes")
+    return ids
+
+
+def _shape(found, key, shape):
+    """:func:`_array`'s shape, from the stored one (DINOv2's table checked against ``position_embedding_shape`` first)."""
+    position = found.layout.position
+    if key == "cls" and len(shape) == 1:
+        return (1, 1) + shape
+    if key != POSEMB_KEY:
+        return shape
+    shape = (1,) + shape if len(shape) == 2 else shape
+    if position is not None:
+        (rows, cols), said = position[0], position[3]
+        if len(shape) != 3 or shape[1] != 1 + rows * cols:
+            raise CheckpointError(f"{found.declared['num_layers'].origin!r}: config.json says {said} ({rows} x {cols} "
+                                  f"patches) but the weights' position_embeddings have shape {shape}.")
+        rows, cols = position[1]
+        shape = (1, 1 + rows * cols, shape[-1])
+    return shape
+
+
+def _array(found, key, array):
+    """A family weight in the original layout: CLIP's ``(D,)`` class token, an ``Embedding``'s ``(N, D)`` table,
+    DINOv2's table resampled to ``image_shape`` as keras-hub does."""
+    position = found.layout.position
+    if key == "cls" and array.ndim == 1:
+        return array[None, None]
+    if key != POSEMB_KEY:
+        return array
+    array = array[None] if array.ndim == 2 else array
+    if position is not None:
+        old, new, method, _ = position
+        array = resize_position_embedding(array.astype(np.float64), new, old, num_prefix_tokens=1, method=method).astype(array.dtype)
+    return array
+
+
+def shapes(preset, found):
+    """``{original key: shape}`` of a family preset, its data not read (the ``position_ids``, a few integers, are)."""
+    where = plan(preset, found)
+    out = {key: _shape(found, key, shape) for key, shape in preset_files.shapes(where).items()}
+    if out.pop(POSITION_IDS, None) is not None:
+        ids = preset_files.arrays({POSITION_IDS: where[POSITION_IDS]})[POSITION_IDS]
+        _position_ids(preset, found, ids, out[POSEMB_KEY][1])
+    return {**out, **found.layout.keys.zeros}
+
+
+def arrays(preset, found):
+    """``{original key: np.ndarray}`` of a family preset; every array read now."""
+    out = preset_files.arrays(plan(preset, found))
+    ids = out.pop(POSITION_IDS, None)
+    if ids is not None:  # an Embedding read at its stored indices (keras-hub's CLIP and SigLIP)
+        out[POSEMB_KEY] = out[POSEMB_KEY][_position_ids(preset, found, ids, out[POSEMB_KEY].shape[0])]
+    out = {key: _array(found, key, array) for key, array in out.items()}
+    return {**out, **{key: np.zeros(shape, np.float32) for key, shape in found.layout.keys.zeros.items()}}

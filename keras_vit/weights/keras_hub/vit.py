@@ -1,0 +1,215 @@
+"""keras-hub's ``ViTBackbone`` and ``ViTImageClassifier`` presets: what their JSON files declare, and where each
+weight lies in their ``.weights.h5`` files (the groups of :mod:`keras_vit.weights.keras_hub_layout`).
+
+``config.json`` declares the backbone (heads, layers, width, MLP, epsilon, ``use_class_token``, biases, patch size,
+image shape), ``task.json`` the classifier (``pooling``, ``intermediate_dim``, ``num_classes``, ``activation``),
+``metadata.json`` the class names a keras_vit export wrote there. What keras_vit cannot compute the same way
+(keras-hub's ``"gap"`` pooling over the class token too, ``"token"`` pooling without one, channels-first inputs)
+is refused by name; the biases keras-hub's switches leave out are zeros (the same computation).
+"""
+
+import os
+from typing import NamedTuple
+
+import numpy as np
+
+from keras_vit.errors import CheckpointError
+from keras_vit.weights import config as config_lib
+from keras_vit.weights import keras_hub_layout as layout
+from keras_vit.weights.declared import declare
+from keras_vit.weights.keras_hub import preset as preset_files
+from keras_vit.weights.mapping import POSEMB_KEY
+from keras_vit.weights.source import Reading
+
+BACKBONE, TASK = layout.BACKBONE, layout.TASK
+LAYER_NORM_EPSILON = 1e-6  # ViTBackbone's default layer_norm_epsilon
+_FLAGS = ("use_class_token", "use_mha_bias", "use_mlp_bias", "use_patch_bias")
+
+
+class Task(NamedTuple):
+    """A ``ViTImageClassifier``'s ``task.json``: pooling, pre-logits width (or None), classes, activation."""
+
+    pooling: str
+    intermediate_dim: int | None
+    num_classes: int
+    activation: str | None
+
+
+class Weights(NamedTuple):
+    """Where a ``ViTBackbone``'s weights lie (:attr:`Reading.layout` of its preset): the switches of its
+    ``config.json`` (``{flag: bool}``), its depth, width and MLP width, and its task (or None)."""
+
+    flags: dict
+    num_layers: int
+    width: int
+    mlp_dim: int
+    task: Task | None
+
+
+def _flag(config, field, default, path):
+    value = config.get(field, default)
+    if not isinstance(value, bool):
+        raise CheckpointError(f"{path!r}: config.{field}={value!r}, expected true or false.")
+    return value
+
+
+def reading(preset, config, path):
+    """The :class:`~keras_vit.weights.source.Reading` of a ``ViTBackbone`` preset (``config``: its ``config.json``'s)."""
+    data_format = config.get("data_format", "channels_last")
+    if data_format not in (None, "channels_last"):
+        raise CheckpointError(f"{path!r}: config.data_format={data_format!r}; keras_vit models take channels_last images.")
+    shape = config.get("image_shape")
+    if not isinstance(shape, list) or len(shape) != 3 or not all(isinstance(v, int) and v > 0 for v in shape):
+        raise CheckpointError(f"{path!r}: config.image_shape={shape!r}, expected [height, width, channels].")
+    record, expected = {}, []
+    for field, name, default, integer in (
+        ("num_heads", "num_heads", None, True), ("num_layers", "num_layers", None, True),
+        ("hidden_size", "hidden_dim", None, True), ("mlp_dim", "mlp_dim", None, True),
+        ("layer_norm_epsilon", "layer_norm_epsilon", LAYER_NORM_EPSILON, False),
+    ):
+        value = config_lib.number(config, name, default, path, integer=integer)
+        if value is None:
+            raise CheckpointError(f"{path!r}: config.{name} is missing; a ViTBackbone config names it.")
+        declare(record, field, value, f"config.{name}={value!r}", path)
+        if field in ("num_layers", "hidden_size", "mlp_dim"):
+            expected.append((field, f"config.{name}={value!r}", value))
+    flags = {name: _flag(config, name, True, path) for name in _FLAGS}
+    declare(record, "class_token", flags["use_class_token"], f"config.use_class_token={flags['use_class_token']!r}", path)
+    declare(record, "qkv_bias", flags["use_mha_bias"], f"config.use_mha_bias={flags['use_mha_bias']!r}", path)
+    declare(record, "mlp_activation", "gelu", "ViTBackbone's MLP (keras.activations.gelu, exact)", path)
+    patch = config_lib.size_pair(config.get("patch_size"), path, "patch_size")
+    expected += [
+        ("patch_size", f"config.patch_size={config.get('patch_size')!r}", patch),
+        ("image_size", f"config.image_shape={shape!r}", (shape[0], shape[1])),
+        ("num_channels", f"config.image_shape={shape!r}", shape[2]),
+        ("class_token", f"config.use_class_token={flags['use_class_token']!r}", flags["use_class_token"]),
+    ]
+    found = Reading(declared=record, expected=expected, architecture=BACKBONE)
+    for flag, what in (("use_mha_bias", "the attention's output bias"), ("use_mlp_bias", "the MLP's biases"),
+                       ("use_patch_bias", "the patch embedding's bias")):
+        if not flags[flag]:
+            found.notes.append(f"config.{flag}=false: zeros stand in for {what} (the same computation)")
+    task = None
+    if os.path.isfile(preset.file(layout.TASK_FILE)):
+        task = _task(preset, flags["use_class_token"], record)
+        found.architecture = TASK
+        activation = None if task.activation in (None, "linear") else task.activation
+        found.classifier_activation = (activation, f"task.json config.activation={task.activation!r}")
+    found.layout = Weights(flags, record["num_layers"].value, record["hidden_size"].value, record["mlp_dim"].value, task)
+    preset.normalization(found, layout.IMAGE_CONVERTER)
+    found.class_names = preset.class_names()
+    return found
+
+
+def _task(preset, class_token, record):
+    """``task.json``'s head: pooling, pre-logits width, classes, activation, all checked."""
+    config, path = preset.object(layout.TASK_FILE, layout.TASK)
+    pooling = config.get("pooling", "token")
+    if pooling == "gap" and class_token:
+        raise CheckpointError(
+            f"{path!r}: config.pooling='gap' with use_class_token=true averages the class token with the patch "
+            "tokens; keras_vit's 'gap' averages the patch tokens only, so the logits would differ. keras_vit "
+            "cannot build this classifier (its backbone loads: a backbone-only preset has no task.json)."
+        )
+    if pooling == "token" and not class_token:
+        raise CheckpointError(
+            f"{path!r}: config.pooling='token' with use_class_token=false classifies the first patch token; "
+            "keras_vit has no such pooling."
+        )
+    if pooling not in ("token", "gap"):
+        raise CheckpointError(f"{path!r}: config.pooling={pooling!r}; ViTImageClassifier pools with 'token' or 'gap'.")
+    declare(record, "pooling", pooling, f"config.pooling={pooling!r}", path)
+    intermediate = config.get("intermediate_dim")
+    if intermediate is not None:
+        intermediate = config_lib.number(config, "intermediate_dim", None, path, integer=True)
+    classes = config_lib.number(config, "num_classes", None, path, integer=True)
+    activation = config.get("activation")
+    if activation is not None and not isinstance(activation, str):
+        raise CheckpointError(f"{path!r}: config.activation={activation!r}, expected null or an activation's name.")
+    return Task(pooling, intermediate, classes, activation)
+
+
+def expected(found):
+    """The sizes to check against the weights: the backbone's, and the task's classes."""
+    task = found.layout.task
+    extra = [] if task is None else [("num_classes", f"task.json config.num_classes={task.num_classes!r}", task.num_classes)]
+    return list(found.expected) + extra
+
+
+def _task_groups(file, pre_logits):
+    """The task's groups, the head found by the name Keras stored (``predictions``, ``pre_logits``) where it did."""
+    groups = layout.task_groups(pre_logits)
+    names = {name: group for group, name in preset_files.group_names(file).items() if name in ("predictions", "pre_logits")}
+    return [(names.get(name, group), name, keys) for group, name, keys in groups]
+
+
+def plan(preset, found):
+    """``{canonical key: (file, dataset path)}`` of every tensor, checked complete and with nothing left over."""
+    weights = found.layout
+    flags = weights.flags
+    groups = [(files, g) for files in [preset.weight_files()] for g in layout.backbone_groups(
+        weights.num_layers, class_token=flags["use_class_token"], mha_bias=flags["use_mha_bias"],
+        mlp_bias=flags["use_mlp_bias"], patch_bias=flags["use_patch_bias"])]
+    task_file = preset.file(layout.TASK_WEIGHTS_FILE)
+    if weights.task is not None:
+        if not os.path.isfile(task_file):
+            raise CheckpointError(f"keras-hub preset {preset.folder!r} has {layout.TASK_FILE} but no {layout.TASK_WEIGHTS_FILE}.")
+        groups += [([task_file], g) for g in _task_groups(task_file, weights.task.intermediate_dim is not None)]
+    out, available = {}, {}
+    for files, _ in groups:
+        for file in files:
+            if file not in available:
+                available[file] = preset_files.datasets([file])
+    pool = {}
+    for file, datasets in available.items():
+        for name in datasets:
+            pool.setdefault((file == task_file, name), file)
+    for files, (group, _, keys) in groups:
+        is_task = files == [task_file]
+        for i, key in enumerate(keys):
+            name = f"{group}/{i}"
+            file = pool.pop((is_task, name), None)
+            if file is None:
+                raise CheckpointError(
+                    f"keras-hub preset {preset.folder!r}: {preset.where(files)} has no {name!r} ({key} in the original layout); "
+                    "the file does not match its config.json / task.json."
+                )
+            out[key] = (file, name)
+    extra = sorted(name for _, name in pool)
+    if extra:
+        raise CheckpointError(
+            f"keras-hub preset {preset.folder!r} has {len(extra)} weight(s) a ViT of its config.json does not have: "
+            f"{', '.join(extra[:8])}"
+        )
+    return out
+
+
+def _zeros(weights, make):
+    """The biases keras-hub's switches leave out (use_mha_bias' output bias, use_mlp_bias, use_patch_bias), as zeros."""
+    flags, out = weights.flags, {}
+    if not flags["use_patch_bias"]:
+        out["embedding/bias"] = make((weights.width,))
+    for i in range(weights.num_layers):
+        key = f"Transformer/encoderblock_{i}"
+        if not flags["use_mha_bias"]:
+            out[f"{key}/MultiHeadDotProductAttention_1/out/bias"] = make((weights.width,))
+        if not flags["use_mlp_bias"]:
+            out[f"{key}/MlpBlock_3/Dense_0/bias"] = make((weights.mlp_dim,))
+            out[f"{key}/MlpBlock_3/Dense_1/bias"] = make((weights.width,))
+    return out
+
+
+def shapes(preset, found):
+    """``{original key: shape}`` of a preset, its data not read."""
+    out = preset_files.shapes(plan(preset, found))
+    if POSEMB_KEY in out:
+        out[POSEMB_KEY] = (1,) + out[POSEMB_KEY]
+    return {**out, **_zeros(found.layout, tuple)}
+
+
+def arrays(preset, found):
+    """``{original key: np.ndarray}`` of a preset; every array read now."""
+    out = preset_files.arrays(plan(preset, found))
+    if POSEMB_KEY in out:
+        out[POSEMB_KEY] = out[POSEMB_KEY][None]
+    return {**out, **_zeros(found.layout, lambda shape: np.zeros(shape, np.float32))}
