@@ -78,24 +78,39 @@ def infer(info, source=None, known_heads=None):
     class_token = arch["class_token"]
     posemb = _shape(shapes, POSEMB_KEY, 3, source, "(1, tokens, D)")
     positions = int(posemb[1]) - ((int(class_token) + int(arch["distillation_token"])) if arch["prefix_positions"] else 0)
-    side = math.isqrt(max(positions, 0))
-    if side * side != positions or side == 0:
-        raise CheckpointError(
-            f"{source!r}: {positions} position embeddings (besides the class token) are not a square grid, "
-            "so the image size cannot be read from the file."
-        )
+    grid = _grid(positions, info.grid, source)
     stride = 1
     if "conv_root/kernel" in shapes:  # a hybrid: ResNet-v2 root and stages before the patches
         arch["block_units"] = block_units_of(shapes)
         arch["width"] = _root_width(shapes["conv_root/kernel"], source)
         stride = backbone_stride(arch["block_units"])
-    arch["image_size"] = side * patch * stride
+    arch["image_size"] = grid[0] * patch * stride if grid[0] == grid[1] else (grid[0] * patch * stride, grid[1] * patch * stride)
     arch["pooling"] = _pooling(info, class_token)
     head = shapes.get("head/kernel")
     arch["num_classes"] = int(head[-1]) if head is not None else None
     pre_logits = shapes.get("pre_logits/kernel")
     arch["representation_size"] = int(pre_logits[-1]) if pre_logits is not None else None
     return arch
+
+
+def _grid(positions, declared, source):
+    """``(rows, cols)`` of ``positions`` patch positions: the grid the file's config states (a rectangle:
+    ``image_size: [16, 64]``), else the square they make."""
+    if declared is not None:
+        rows, cols = (int(n) for n in declared)
+        if rows * cols != positions:
+            raise CheckpointError(
+                f"{source!r}: the image size its config states makes a {rows} x {cols} grid of patches, but the "
+                f"weights have {positions} position embeddings (besides the class token)."
+            )
+        return rows, cols
+    side = math.isqrt(max(positions, 0))
+    if side * side != positions or side == 0:
+        raise CheckpointError(
+            f"{source!r}: {positions} position embeddings (besides the class token) are not a square grid, and no "
+            "config states the image size, so the image size cannot be read from the file."
+        )
+    return side, side
 
 
 # the ViT family's ViTConfig fields that the weights (and what the file declares) fix
