@@ -102,6 +102,17 @@ def stored_image_size(image_size, native_image_size, default=DEFAULT_IMAGE_SIZE)
     return image_size, "image_size"
 
 
+def whole_patches(image_size, patch_size):
+    """``(h, w)`` cropped to the whole patches it holds (at least one patch each way, else the size as given).
+
+    Example:
+    >>> whole_patches(384, 14)
+    (378, 378)
+    """
+    (h, w), (ph, pw) = positive_pair(image_size, "image_size"), positive_pair(patch_size, "patch_size")
+    return (h // ph * ph or h, w // pw * pw or w)
+
+
 def validate_grid(image_size, patch_size, stride=1, context="", name="image_size"):
     """Check that ``image_size`` is cut into whole patches (after a backbone of total ``stride``); return both pairs."""
     h, w = positive_pair(image_size, name)

@@ -47,6 +47,10 @@ class ViTConfig:
             and weight-standardised convolutions, ``block_units`` and ``width``) or ``"conv"``
             (3x3 convolutions with BatchNorm and GELU of ``stem_channels``).
         block_units, width: ResNet stages and width multiplier (``stem="resnet"`` only).
+        crop_remainder: an image size the patches do not divide is cropped to the whole patches it holds (the last
+            rows and columns dropped), as a stride-P convolution does: timm's So400m/14 at 384 sees 27 x 14 = 378
+            pixels of its 384-pixel input. A fixed ``image_size`` and ``stem=None`` only; False (the default)
+            refuses such a size, naming it.
         resnet_norms: the ResNet's normalisation constants (``stem="resnet"`` only): ``"original"`` (the
             paper's code: weight standardisation ``(w - mean) / (std + 1e-5)``, GroupNorm epsilon 1e-6) or
             ``"timm"`` (timm's hybrids: ``(w - mean) / sqrt(var + 1e-8)``, GroupNorm epsilon 1e-5).
@@ -137,6 +141,7 @@ class ViTConfig:
     input_mean: tuple = (0.5, 0.5, 0.5)
     input_std: tuple = (0.5, 0.5, 0.5)
     position_resampling: str = "linear_aligned"
+    crop_remainder: bool = False
 
     def __post_init__(self):
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731  (a frozen dataclass)
@@ -163,7 +168,10 @@ class ViTConfig:
         if self.image_size is not None and native is not None and arguments.positive_pair(native, "native_image_size") == arguments.positive_pair(self.image_size, "image_size"):
             native = None  # what to_dict writes for a fixed size: the size itself
         size, name = arguments.stored_image_size(self.image_size, native, default=default)
-        (h, w), patch = arguments.validate_grid(size, self.patch_size, self.stride, context=self._stem_context, name=name)
+        set_("crop_remainder", self._crop_remainder(size))
+        whole = arguments.whole_patches(size, self.patch_size) if self.crop_remainder else size
+        _, patch = arguments.validate_grid(whole, self.patch_size, self.stride, context=self._stem_context, name=name)
+        h, w = arguments.positive_pair(size, name)
         set_("image_size", None if self.image_size is None else (h, w))
         set_("native_image_size", (h, w))
         set_("patch_size", patch)
@@ -180,6 +188,20 @@ class ViTConfig:
         for flag in ("include_top", "include_preprocessing"):
             set_(flag, bool(getattr(self, flag)))
         family.validate(self, set_)
+
+    def _crop_remainder(self, size):
+        """``crop_remainder`` checked: True only where it crops something (a size the patches divide: False)."""
+        if not isinstance(self.crop_remainder, bool):
+            raise ValueError(f"`crop_remainder` must be True or False. Received: crop_remainder={self.crop_remainder!r}")
+        if not self.crop_remainder:
+            return False
+        if self.stem is not None or self.image_size is None:
+            raise ValueError(
+                "crop_remainder=True crops a fixed image size to whole patches of the image: it needs stem=None and an "
+                f"image_size. Received: stem={self.stem!r}, image_size={self.image_size!r}"
+            )
+        (h, w), (ph, pw) = arguments.positive_pair(size, "image_size"), arguments.positive_pair(self.patch_size, "patch_size")
+        return bool(h % ph or w % pw)
 
     @property
     def _stem_context(self):
@@ -205,9 +227,12 @@ class ViTConfig:
         return -(-h // self.stride), -(-w // self.stride)
 
     def grid_for(self, image_size):
-        """``(rows, cols)`` of patches for an image of ``image_size``; a size the patches do not divide is refused."""
+        """``(rows, cols)`` of patches for an image of ``image_size``; a size the patches do not divide is refused
+        (with ``crop_remainder``, cropped to the whole patches it holds)."""
         rows, cols = self.feature_map_size(image_size)
         ph, pw = self.patch_size
+        if self.crop_remainder and rows >= ph and cols >= pw:
+            return rows // ph, cols // pw
         if rows % ph or cols % pw:
             stem = "" if self.stride == 1 else f" (a {rows}x{cols} feature map)"
             raise ValueError(

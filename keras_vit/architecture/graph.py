@@ -59,6 +59,9 @@ def embed(x, config):
     embeddings, stored for ``config.grid``, are resampled to it in the graph.
     """
     dynamic = config.image_size is None
+    if config.crop_remainder:  # the rows and columns past the last whole patch, as a stride-P convolution drops them
+        (h, w), (ph, pw) = config.image_size, config.patch_size
+        x = keras.layers.Cropping2D(((0, h % ph), (0, w % pw)), name="crop_remainder")(x)
     patches = Patches(config.patch_size, flatten=not dynamic, name="patches")(x)
     x = PatchEncoder(
         num_patches=config.num_patches,

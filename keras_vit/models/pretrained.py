@@ -175,6 +175,8 @@ def arguments(arch, overrides, source, no_head=()):
     kwargs = {k: arch[k] for k in ("patch_size", "hidden_size", "num_layers", "mlp_dim", "image_size", "representation_size")}
     kwargs.update({k: arch[k] for k in ("block_units", "width") if k in arch})
     kwargs.update({k: arch[k] for k in architecture.FAMILY if k in arch})
+    if arch.get("crop_remainder"):  # a stated size the patches do not divide: cropped as the source's convolution does
+        kwargs["crop_remainder"] = True
     kwargs["num_heads"] = overrides.get("num_heads", arch["num_heads"])
     if kwargs["num_heads"] is None:
         raise ValueError(

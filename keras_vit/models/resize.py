@@ -49,13 +49,14 @@ def _target_config(config, image_size, patch_size):
             )
         return config.replace(image_size=None, native_image_size=config.native_image_size, patch_size=patch_size)
     rows, cols = config.feature_map_size(image_size)
-    if rows % nh or cols % nw:
+    if (rows % nh or cols % nw) and not (config.crop_remainder and rows >= nh and cols >= nw):
         stem = "" if (rows, cols) == tuple(image_size) else f" (a {rows}x{cols} feature map)"
         raise ValueError(
             f"The image size must be divisible by the patch size{stem}. "
             f"Received: image_size={tuple(image_size)}, patch_size={patch_size}"
         )
-    return config.replace(image_size=image_size, patch_size=patch_size)
+    crop = config.crop_remainder and bool(rows % nh or cols % nw)
+    return config.replace(image_size=image_size, patch_size=patch_size, crop_remainder=crop)
 
 
 def resize_model(model, image_size=SAME, patch_size=None):

@@ -69,11 +69,18 @@ class Reading:
             raise CheckpointError(f"{origin!r}: {self.num_heads} heads do not divide the width {width} of the weights.")
         return CheckpointInfo(
             path=path, format=format, shapes=shapes, declared=self.declared if declared is None else declared,
-            grid=_declared_grid(self.expected, shapes), class_names=self.class_names, architecture=self.architecture,
+            grid=_declared_grid(self.expected, shapes), image_size=_declared_size(self.expected),
+            class_names=self.class_names, architecture=self.architecture,
             tag=self.tag, mean=self.mean, std=self.std, skipped=dict(self.skipped or {}),
             position_resampling=self.position_resampling, notes=list(self.notes or []),
             classifier_activation=self.classifier_activation,
         )
+
+
+def _declared_size(expected):
+    """The ``(height, width)`` a config states for its images (checked against the weights), or None."""
+    sizes = [value for quantity, _, value in expected if quantity == "image_size"]
+    return tuple(sizes[0]) if sizes else None
 
 
 def _declared_grid(expected, shapes):
@@ -104,7 +111,9 @@ class CheckpointInfo:
         tag: the pretrained tag of a timm file (``pretrained_cfg.tag``: ``"augreg2_in21k_ft_in1k"``), if known.
         mean, std: input normalisation of a foreign model (None: [-1, 1]).
         grid: ``(rows, cols)`` of the position embeddings when the file says
-            (a ``.keras`` model), else None (a square is assumed).
+            (a ``.keras`` model, a config's image size), else None (a square is assumed).
+        image_size: ``(height, width)`` of the images a config states, or None; with a remainder the patches
+            do not cover (timm's So400m/14 at 384), the model crops it (``ViTConfig.crop_remainder``).
         skipped: ``{keys: reason}`` of the tensors a reader left out on purpose (a CLIP repository's text
             tower, MAE's decoder), for the load report.
         position_resampling: the layout's rule for resampling its position embeddings (timm's
@@ -126,6 +135,7 @@ class CheckpointInfo:
     mean: list | None = None
     std: list | None = None
     grid: tuple | None = None
+    image_size: tuple | None = None
     skipped: dict = dataclasses.field(default_factory=dict)
     position_resampling: str | None = None
     notes: list = dataclasses.field(default_factory=list)

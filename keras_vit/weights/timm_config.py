@@ -344,8 +344,9 @@ def config_fields(architecture, num_classes=0, projection_dim=None):
     glu = args["mlp_layer"] in GLU_LAYERS
     use_fc_norm = args["global_pool"] in ("avg", "avgmax", "max") if args["fc_norm"] is None else args["fc_norm"]
     return dict(
-        # timm's patch convolution drops what the patches do not cover (so400m/14 at 384: 27 x 14 = 378)
-        image_size=args["img_size"] // args["patch_size"] * args["patch_size"], patch_size=args["patch_size"], hidden_size=args["embed_dim"],
+        # timm's patch convolution drops what the patches do not cover (so400m/14 at 384: 27 x 14 = 378): cropped
+        image_size=args["img_size"], crop_remainder=any(n % args["patch_size"] for n in np.atleast_1d(args["img_size"])),
+        patch_size=args["patch_size"], hidden_size=args["embed_dim"],
         num_layers=args["depth"], num_heads=args["num_heads"],
         mlp_dim=int(args["embed_dim"] * args["mlp_ratio"]) // (2 if glu else 1), layer_norm_epsilon=args["norm_eps"],
         class_token=args["class_token"], distillation_token=args["distilled"], num_register_tokens=args["reg_tokens"],

@@ -41,3 +41,24 @@ def test_a_stated_size_the_positions_do_not_fill_is_refused(tmp_path):
     path = transformers_folder(tmp_path / "vit", vit_checkpoint(grid=(2, 6)), image_size=[16, 40])
     with pytest.raises(CheckpointError, match=r"(2 x 5 grid of patches, but the weights have 12|16, 40)"):
         keras_vit.from_pretrained(path)
+
+
+def test_a_stated_size_past_the_last_whole_patch_is_cropped_as_timm_does(tmp_path):
+    """timm's So400m/14 at 384: its stride-14 convolution covers 378 pixels and drops 6; the model takes 384-pixel
+    images (it used to be built for 378 and refuse the 384-pixel images its own config asks for)."""
+    config = dict(TINY_TIMM_CONFIG, num_classes=5, model_args=dict(TINY_TIMM_CONFIG["model_args"], img_size=36))
+    path = timm_file(tmp_path / "timm", vit_checkpoint(grid=(4, 4)), config)
+    model = keras_vit.from_pretrained(path, classifier_activation=None)
+    assert (model.vit_config.image_size, model.vit_config.grid, model.vit_config.crop_remainder) == ((36, 36), (4, 4), True)
+    x = np.random.default_rng(0).uniform(0, 255, (2, 36, 36, 3)).astype("float32")
+    whole = keras_vit.ViT(image_size=32, **TINY, classifier_activation=None, weights=path)
+    np.testing.assert_allclose(np.asarray(model(x)), np.asarray(whole(x[:, :32, :32])), rtol=0, atol=1e-5)
+    assert model.count_params() == whole.count_params()
+
+
+def test_crop_remainder_is_refused_where_it_cannot_apply():
+    with pytest.raises(ValueError, match=r"crop_remainder=True crops a fixed image size .* needs stem=None and an image_size"):
+        keras_vit.ViT(image_size=None, crop_remainder=True, **TINY)
+    with pytest.raises(ValueError, match=r"divisible by the patch size"):
+        keras_vit.ViT(image_size=36, **TINY)  # without it, a size the patches do not divide is refused as before
+    assert keras_vit.ViT(image_size=32, crop_remainder=True, **TINY).vit_config.crop_remainder is False  # nothing to crop
