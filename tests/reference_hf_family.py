@@ -1,6 +1,7 @@
 """An independent NumPy forward pass of transformers' ViT family, and writers of random weights in its layout.
 
-Written from ``transformers/models/{dinov2,dinov2_with_registers,deit,vit_mae,clip,siglip,siglip2}/modeling_*.py``
+Written from ``transformers/models/{dinov2,dinov2_with_registers,deit,vit_mae,vit_msn,ijepa,tipsv2,clip,siglip,
+siglip2}/modeling_*.py`` (MetaCLIP 2, Chinese-CLIP and AltCLIP have CLIP's vision tower)
 (no keras_vit code, none of its layout conversion): the state dict as ``save_pretrained`` writes it
 (``nn.Linear`` ``(out, in)``, ``Conv2d`` ``(D, C, P, P)`` on channels-first pixels, ``nn.Embedding`` positions
 ``(N, D)``, ``nn.MultiheadAttention``'s ``in_proj_weight`` ``[q; k; v]``), the processor's
@@ -13,6 +14,10 @@ Written from ``transformers/models/{dinov2,dinov2_with_registers,deit,vit_mae,cl
 * ``DeiTForImageClassificationWithTeacher``: ``(cls_classifier(x[:, 0]) + distillation_classifier(x[:, 1])) / 2``.
 * ``ViTMAEModel`` with ``mask_ratio=0`` (no patch dropped; the class token's output does not depend on
   MAE's shuffle): ``last_hidden_state[:, 0]``.
+* ``ViTMSNModel``: ``last_hidden_state[:, 0]``; ``ViTMSNForImageClassification``: ``classifier`` of it.
+  ``IJepaModel``: no class token, the mean of ``last_hidden_state`` (what ``IJepaForImageClassification`` classifies).
+* ``Tipsv2VisionModel`` / ``Tipsv2Model``'s image features before the L2 norm: ``pooler_output``, the final-normed
+  class token (registers inserted after it once the positions are added).
 * ``CLIPVisionModel``: ``post_layernorm(x[:, 0])`` after ``pre_layrnorm``; ``CLIPModel.get_image_features`` /
   ``CLIPVisionModelWithProjection``: ``visual_projection`` of it (no bias); ``quick_gelu``.
 * ``SiglipVisionModel`` / ``SiglipModel.get_image_features``: ``SiglipMultiheadAttentionPoolingHead`` after
@@ -147,6 +152,38 @@ def _vit_mae(x, sd, c):
     return _vit_layers(z, sd, "vit.", c)[0]
 
 
+def _vit(x, sd, c, pre, cls, classify):
+    """ViT-MSN (a class token; ViTMSNModel: its last_hidden_state[:, 0]) and I-JEPA (none: the mean of the tokens)."""
+    e = pre + "embeddings."
+    z = conv_patches(x, sd[e + "patch_embeddings.projection.weight"], sd[e + "patch_embeddings.projection.bias"])
+    z = (np.concatenate([sd[e + "cls_token"][0], z]) if cls else z) + sd[e + "position_embeddings"][0]
+    z = _vit_layers(z, sd, pre, c)
+    pooled = z[0] if cls else z.mean(0)
+    return linear(pooled, sd, "classifier") if classify else pooled
+
+
+def _tipsv2(x, sd, c, pre):
+    """Tipsv2VisionModel's pooler_output (the final-normed class token; Tipsv2Model's image embedding before its
+    L2 norm) under TIPSv2's original names: fused qkv, ls1 / ls2, c_fc / c_proj or SwiGLU w12 / w3."""
+    z = conv_patches(x, sd[pre + "patch_embed.proj.weight"], sd[pre + "patch_embed.proj.bias"])
+    z = np.concatenate([sd[pre + "cls_token"][0], z]) + sd[pre + "pos_embed"][0]
+    z = np.concatenate([z[:1], sd[pre + "register_tokens"][0], z[1:]])
+    eps, heads, i = c["layer_norm_eps"], c["num_attention_heads"], 0
+    while f"{pre}blocks.{i}.norm1.weight" in sd:
+        b = f"{pre}blocks.{i}."
+        a = attend(*np.split(linear(layer_norm(z, sd, b + "norm1", eps), sd, b + "attn.qkv"), 3, axis=-1), heads)
+        z = z + linear(a, sd, b + "attn.proj") * sd[b + "ls1.gamma"]
+        h = layer_norm(z, sd, b + "norm2", eps)
+        if c.get("use_swiglu_ffn"):
+            x1, x2 = np.split(linear(h, sd, b + "mlp.w12"), 2, axis=-1)
+            m = linear(act(x1, "silu") * x2, sd, b + "mlp.w3")
+        else:
+            m = linear(act(linear(h, sd, b + "mlp.c_fc"), c["hidden_act"]), sd, b + "mlp.c_proj")
+        z = z + m * sd[b + "ls2.gamma"]
+        i += 1
+    return layer_norm(z, sd, pre + "norm", eps)[0]
+
+
 def _clip_layers(z, sd, c):
     eps, heads = c["layer_norm_eps"], c["num_attention_heads"]
     i = 0
@@ -193,9 +230,13 @@ def _siglip(x, sd, c, linear_patch=False):
     return y[0]
 
 
+CLIP_LIKE = ("clip", "metaclip_2", "chinese_clip", "altclip")  # CLIP's vision tower, each with its *_vision_model
+TOWERS = CLIP_LIKE + ("siglip", "siglip2", "tipsv2")  # the vision settings in vision_config
+
+
 def forward(model_type, images, sd, config, mean, std):
     """The output of the repository's class for RGB ``images`` in [0, 255] (logits, or the pooled embedding)."""
-    c = config.get("vision_config", config) if model_type in ("clip", "siglip", "siglip2") else config
+    c = config.get("vision_config", config) if model_type in TOWERS else config
     classify = any(name.endswith("ForImageClassification") for name in config.get("architectures", []))
     out = []
     for image in np.asarray(images, np.float64):
@@ -210,7 +251,12 @@ def forward(model_type, images, sd, config, mean, std):
             out.append(_deit(x, sd, c))
         elif model_type == "vit_mae":
             out.append(_vit_mae(x, sd, c))
-        elif model_type in ("clip", "clip_vision_model"):
+        elif model_type in ("vit_msn", "ijepa"):
+            pre = {"vit_msn": "vit.", "ijepa": "ijepa."}[model_type] if classify else ""
+            out.append(_vit(x, sd, c, pre, model_type == "vit_msn", classify))
+        elif model_type.startswith("tipsv2"):
+            out.append(_tipsv2(x, sd, c, "vision_encoder." if model_type == "tipsv2" else ""))
+        elif model_type.startswith(CLIP_LIKE):
             out.append(_clip(x, sd, c))
         elif model_type in ("siglip", "siglip_vision_model"):
             out.append(_siglip(x, sd, c))
@@ -243,7 +289,7 @@ def state_dict(model_type, config, seed=0, text_tower=True):
     """Random weights of the class ``config["architectures"][0]`` under the keys transformers writes."""
     w = _Writer(seed)
     architecture = config["architectures"][0]
-    c = config.get("vision_config", config) if model_type in ("clip", "siglip", "siglip2") else config
+    c = config.get("vision_config", config) if model_type in TOWERS else config
     d, p, layers = c["hidden_size"], c["patch_size"], c["num_hidden_layers"]
     grid = (c["num_patches"] if "num_patches" in c else (c["image_size"] // p) ** 2)
     classify = architecture.endswith("ForImageClassification")
@@ -276,13 +322,17 @@ def state_dict(model_type, config, seed=0, text_tower=True):
         w.norm(pre + "layernorm", d)
         if classify:
             w.lin("classifier", len(config["id2label"]), 2 * d)
-    elif model_type in ("deit", "vit_mae"):
-        pre = "deit." if model_type == "deit" else "vit."
+    elif model_type.startswith("tipsv2"):
+        _tipsv2_weights(w, c, "vision_encoder." if model_type == "tipsv2" else "", d, p, layers, grid)
+    elif model_type in ("deit", "vit_mae", "vit_msn", "ijepa"):
+        pre = {"deit": "deit.", "vit_mae": "vit.", "vit_msn": "vit." if classify else "",
+               "ijepa": "ijepa." if classify else ""}[model_type]
         e = pre + "embeddings."
-        w.sd[e + "cls_token"] = w.r(1, 1, d)
+        if model_type != "ijepa":
+            w.sd[e + "cls_token"] = w.r(1, 1, d)
         if model_type == "deit":
             w.sd[e + "distillation_token"] = w.r(1, 1, d)
-        w.sd[e + "position_embeddings"] = w.r(1, grid + (2 if model_type == "deit" else 1), d)
+        w.sd[e + "position_embeddings"] = w.r(1, grid + {"deit": 2, "ijepa": 0}.get(model_type, 1), d)
         w.lin(e + "patch_embeddings.projection", d, 3 * p * p)
         w.sd[e + "patch_embeddings.projection.weight"] = w.sd[e + "patch_embeddings.projection.weight"].reshape(d, 3, p, p)
         m = c["intermediate_size"]
@@ -299,7 +349,9 @@ def state_dict(model_type, config, seed=0, text_tower=True):
         if model_type == "deit":
             w.lin("cls_classifier", len(config["id2label"]), d)
             w.lin("distillation_classifier", len(config["id2label"]), d)
-        else:  # ViTMAEForPreTraining's decoder (a few of its keys)
+        elif classify:
+            w.lin("classifier", len(config["id2label"]), d)
+        elif model_type == "vit_mae":  # ViTMAEForPreTraining's decoder (a few of its keys)
             w.sd["decoder.mask_token"] = w.r(1, 1, 16)
             w.lin("decoder.decoder_embed", 16, d)
             w.sd["decoder.decoder_pos_embed"] = w.r(1, grid + 1, 16)
@@ -307,7 +359,7 @@ def state_dict(model_type, config, seed=0, text_tower=True):
             w.lin("decoder.decoder_pred", p * p * 3, 16)
     else:  # clip, siglip, siglip2
         e = "vision_model.embeddings."
-        clip = model_type.startswith("clip")
+        clip = model_type.startswith(CLIP_LIKE)
         if clip:
             w.sd[e + "class_embedding"] = w.r(d)
             w.sd[e + "patch_embedding.weight"] = w.r(d, 3, p, p, scale=0.1)
@@ -328,8 +380,8 @@ def state_dict(model_type, config, seed=0, text_tower=True):
             w.lin(b + "mlp.fc2", d, m)
             w.norm(b + "layer_norm2", d)
         w.norm("vision_model.post_layernorm", d)
-        if clip and architecture in ("CLIPModel", "CLIPVisionModelWithProjection"):
-            dim = config["projection_dim"] if architecture == "CLIPModel" else c["projection_dim"]
+        if clip and (architecture.endswith("VisionModelWithProjection") or model_type in CLIP_LIKE) and not classify:
+            dim = c["projection_dim"] if architecture.endswith("VisionModelWithProjection") else config["projection_dim"]
             w.lin("visual_projection", dim, d, bias=False)
         if architecture.endswith("ForImageClassification"):
             w.lin("classifier", len(config["id2label"]), d)
@@ -342,7 +394,7 @@ def state_dict(model_type, config, seed=0, text_tower=True):
             w.norm(h + "layernorm", d)
             w.lin(h + "mlp.fc1", m, d)
             w.lin(h + "mlp.fc2", d, m)
-        if text_tower and model_type in ("clip", "siglip", "siglip2") and not classify:
+        if text_tower and model_type in TOWERS and not classify:
             w.sd["text_model.embeddings.token_embedding.weight"] = w.r(50, 16)
             w.sd["text_model.embeddings.position_embedding.weight"] = w.r(8, 16)
             w.lin("text_model.encoder.layers.0.self_attn.q_proj", 16, 16)
@@ -353,3 +405,32 @@ def state_dict(model_type, config, seed=0, text_tower=True):
             else:
                 w.sd["logit_bias"] = np.array([-10.0], np.float32)
     return w.sd
+
+
+def _tipsv2_weights(w, c, pre, d, p, layers, grid):
+    """Tipsv2VisionModel's weights under TIPSv2's original names (what transformers 5's save_pretrained writes)."""
+    w.sd[pre + "cls_token"], w.sd[pre + "mask_token"] = w.r(1, 1, d), w.r(1, d)
+    w.sd[pre + "register_tokens"] = w.r(1, c["num_register_tokens"], d)
+    w.sd[pre + "pos_embed"] = w.r(1, grid + 1, d)
+    w.lin(pre + "patch_embed.proj", d, 3 * p * p)
+    w.sd[pre + "patch_embed.proj.weight"] = w.sd[pre + "patch_embed.proj.weight"].reshape(d, 3, p, p)
+    hidden = int(d * c["mlp_ratio"])
+    for i in range(layers):
+        b = f"{pre}blocks.{i}."
+        w.norm(b + "norm1", d)
+        w.lin(b + "attn.qkv", 3 * d, d)
+        w.lin(b + "attn.proj", d, d)
+        w.sd[b + "ls1.gamma"], w.sd[b + "ls2.gamma"] = (1.0 + w.r(2, d, scale=0.2)).astype(np.float32)
+        w.norm(b + "norm2", d)
+        if c.get("use_swiglu_ffn"):
+            h = (int(hidden * 2 / 3) + 7) // 8 * 8
+            w.lin(b + "mlp.w12", 2 * h, d)
+            w.lin(b + "mlp.w3", d, h)
+        else:
+            w.lin(b + "mlp.c_fc", hidden, d)
+            w.lin(b + "mlp.c_proj", d, hidden)
+    w.norm(pre + "norm", d)
+    if pre:  # Tipsv2Model's text tower (a few of its keys)
+        w.sd["text_encoder.token_embedding.weight"] = w.r(50, d)
+        w.norm("text_encoder.ln_final", d)
+        w.sd["temperature"] = np.array([0.005], np.float32)

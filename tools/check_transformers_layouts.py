@@ -11,17 +11,22 @@ torch on a random batch normalised as the processor does (``(x / 255 - image_mea
 folder with ``keras_vit.from_pretrained`` in keras_vit's own environment (a subprocess from the repository
 root), fed the same ``[0, 255]`` pixels: keras_vit builds the processor's mean and std into the model. The
 outputs must agree within 1e-4 relative (of each value, or of the largest near zero). transformers 5 writes
-``CLIPVisionModel`` / ``SiglipVisionModel`` / ``Siglip2VisionModel`` without the ``vision_model.`` prefix that
-4.x wrote; the "4.x" rows are the same folders with that prefix put back (what 4.x's ``save_pretrained``
-wrote; its ``CLIPVisionTransformer`` sat under ``vision_model``), the other classes write one layout in both.
-A refusal must be a ``CheckpointError`` naming the class. The table says which; the exit status is 1 when a
-row is neither matched nor refused as expected.
+the ``*VisionModel`` of CLIP, SigLIP (2), MetaCLIP 2, Chinese-CLIP and AltCLIP without the ``vision_model.`` prefix
+that 4.x wrote; the "4.x" rows are the same folders with that prefix put back (what 4.x's ``save_pretrained``
+wrote; its ``*VisionTransformer`` sat under ``vision_model``). transformers 5's ``AltCLIPModel`` writes its vision
+layers as ``encoder.layer.N`` and its ``ViTMSNForImageClassification`` its layers without ``vit.`` (the names of
+the Hub checkpoints, which its ``conversion_mapping.py`` renames on load and back on save): their "4.x" rows rename
+them as 4.x wrote them. TIPSv2 is new in transformers 5 (one layout). The other classes write one layout in both.
+The classes whose blocks need a switch keras_vit lacks (DINOv3: RoPE; AIMv2: RMSNorm, SwiGLU) must be refused by a
+``CheckpointError`` naming the switch. The table says which; the exit status is 1 when a row is neither matched
+nor refused as expected.
 """
 
 import argparse
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -35,6 +40,7 @@ from safetensors.torch import load_file, save_file
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, image_size=32, patch_size=8)
 TEXT = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, vocab_size=50)
+BERT = dict(TEXT, max_position_embeddings=40)
 NO_MLP = {k: v for k, v in SMALL.items() if k != "intermediate_size"}
 SIGLIP2 = dict({k: v for k, v in SMALL.items() if k != "image_size"}, num_patches=16)
 CLIP_NORM = ([0.48145466, 0.4578275, 0.40821073], [0.26862954, 0.26130258, 0.27577711])
@@ -80,9 +86,50 @@ CASES = {
                      lambda m, x: _image_features_siglip2(m, x), "matched"),
     "Siglip2ForImageClassification": (lambda: T.Siglip2Config(vision_config=SIGLIP2, text_config=TEXT, **LABELS), HALF,
                                       lambda m, x: m(**x).logits, "matched"),
+    "ViTMSNModel": (lambda: T.ViTMSNConfig(**SMALL), IMAGENET, lambda m, x: m(x).last_hidden_state[:, 0], "matched"),
+    "ViTMSNForImageClassification": (lambda: T.ViTMSNConfig(**SMALL, **LABELS), IMAGENET, lambda m, x: m(x).logits,
+                                     "matched"),
+    "IJepaModel": (lambda: T.IJepaConfig(**SMALL), IMAGENET, lambda m, x: m(x).last_hidden_state.mean(1), "matched"),
+    "IJepaForImageClassification": (lambda: T.IJepaConfig(**SMALL, **LABELS), IMAGENET, lambda m, x: m(x).logits,
+                                    "matched"),
+    "MetaClip2VisionModel": (lambda: T.MetaClip2VisionConfig(**SMALL), CLIP_NORM, lambda m, x: m(x).pooler_output,
+                             "matched"),
+    "MetaClip2VisionModelWithProjection": (lambda: T.MetaClip2VisionConfig(**SMALL, projection_dim=24), CLIP_NORM,
+                                           lambda m, x: m(x).image_embeds, "matched"),
+    "MetaClip2Model": (lambda: T.MetaClip2Config(vision_config=SMALL, text_config=TEXT, projection_dim=24), CLIP_NORM,
+                       _image_features, "matched"),
+    "MetaClip2ForImageClassification": (lambda: T.MetaClip2Config(vision_config=SMALL, text_config=TEXT, **LABELS),
+                                        CLIP_NORM, lambda m, x: m(x).logits, "matched"),
+    "ChineseCLIPVisionModel": (lambda: T.ChineseCLIPVisionConfig(**SMALL), CLIP_NORM, lambda m, x: m(x).pooler_output,
+                               "matched"),
+    "ChineseCLIPModel": (lambda: T.ChineseCLIPConfig(vision_config=SMALL, text_config=BERT, projection_dim=24),
+                         CLIP_NORM, _image_features, "matched"),
+    "AltCLIPVisionModel": (lambda: T.AltCLIPVisionConfig(**SMALL), CLIP_NORM, lambda m, x: m(x).pooler_output,
+                           "matched"),
+    "AltCLIPModel": (lambda: T.AltCLIPConfig(vision_config=SMALL, text_config=dict(BERT, project_dim=24),
+                                             projection_dim=24), CLIP_NORM, _image_features, "matched"),
+    "Tipsv2VisionModel": (lambda: T.Tipsv2VisionConfig(**NO_MLP, mlp_ratio=2, num_register_tokens=2), HALF,
+                          lambda m, x: m(x).pooler_output, "matched"),
+    "Tipsv2VisionModel+swiglu": (lambda: T.Tipsv2VisionConfig(**NO_MLP, use_swiglu_ffn=True, layerscale_value=0.5),
+                                 HALF, lambda m, x: m(x).pooler_output, "matched"),
+    "Tipsv2Model": (lambda: T.Tipsv2Config(vision_config=dict(NO_MLP, num_register_tokens=1),
+                                           text_config=dict(TEXT, hidden_size=32)), HALF, _image_features, "matched"),
+    # a switch keras_vit lacks: refused by name with it
+    "DINOv3ViTModel": (lambda: T.DINOv3ViTConfig(**SMALL), IMAGENET, lambda m, x: m(x).pooler_output,
+                       "rotary position embeddings"),
+    "Aimv2VisionModel": (lambda: T.Aimv2VisionConfig(**SMALL), CLIP_NORM, lambda m, x: m(x).pooler_output, "RMSNorm"),
 }
 # the classes whose transformers 5 keys lost 4.x's vision_model. prefix: their "4.x" row puts it back
-BARE_IN_5 = ("CLIPVisionModel", "SiglipVisionModel", "Siglip2VisionModel")
+BARE_IN_5 = ("CLIPVisionModel", "SiglipVisionModel", "Siglip2VisionModel", "MetaClip2VisionModel", "ChineseCLIPVisionModel",
+             "AltCLIPVisionModel")
+# transformers 5's AltCLIPModel writes its vision layers as encoder.layer.N (its text tower's renaming undone on
+# save); 4.x wrote encoder.layers.N: its "4.x" row renames them back
+# (and its ViTMSNForImageClassification its layers without the vit. prefix: the Hub checkpoints' names)
+RENAMED_IN_5 = {
+    "AltCLIPModel": lambda key: re.sub(r"^vision_model\.encoder\.layer\.", "vision_model.encoder.layers.", key),
+    "ViTMSNForImageClassification": lambda key: re.sub(r"^encoder\.", "vit.encoder.", key),
+}
+NEW_IN_5 = ("Tipsv2VisionModel", "Tipsv2VisionModel+swiglu", "Tipsv2Model")  # no 4.x release has the class
 
 
 def _image_features_siglip2(model, inputs):
@@ -109,7 +156,7 @@ def _redraw(model, seed):
 def _inputs(name, images, mean, std, patch):
     """What the torch model is given: the processor's normalisation; SigLIP2's patches flattened as (P, P, C)."""
     x = ((images / 255.0 - np.asarray(mean)) / np.asarray(std)).astype(np.float32)  # (B, H, W, C)
-    if not name.startswith("Siglip2"):
+    if not name.startswith("Siglip2"):  # the other classes: (B, C, H, W)
         return torch.from_numpy(x.transpose(0, 3, 1, 2).copy())
     b, h, w, c = x.shape
     patches = x.reshape(b, h // patch, patch, w // patch, patch, c).transpose(0, 1, 3, 2, 4, 5)
@@ -123,7 +170,7 @@ def _write(name, folder, seed, images):
     """``save_pretrained`` of a tiny ``name`` with random weights; ``(expected output, folder)``."""
     make_config, (mean, std), output, _ = CASES[name]
     torch.manual_seed(seed)
-    model = getattr(T, name)(make_config()).eval()
+    model = getattr(T, name.split("+")[0])(make_config()).eval()
     _redraw(model, seed)
     model.save_pretrained(folder)
     T.CLIPImageProcessor(image_mean=mean, image_std=std, do_resize=False, do_center_crop=False).save_pretrained(folder)
@@ -132,15 +179,15 @@ def _write(name, folder, seed, images):
     return expected
 
 
-def _reprefix(folder, out):
-    """The 4.x layout of a transformers 5 *VisionModel folder: every key under ``vision_model.``."""
+def _reprefix(folder, out, rename=lambda key: f"vision_model.{key}"):
+    """The 4.x layout of a transformers 5 folder: every key of a *VisionModel under ``vision_model.`` (or ``rename``d)."""
     os.makedirs(out, exist_ok=True)
     for file in os.listdir(folder):
         if file != "model.safetensors":
             with open(os.path.join(folder, file), "rb") as f, open(os.path.join(out, file), "wb") as g:
                 g.write(f.read())
     tensors = load_file(os.path.join(folder, "model.safetensors"))
-    save_file({f"vision_model.{k}": v.contiguous() for k, v in tensors.items()}, os.path.join(out, "model.safetensors"),
+    save_file({rename(k): v.contiguous() for k, v in tensors.items()}, os.path.join(out, "model.safetensors"),
               metadata={"format": "pt"})
     return out
 
@@ -175,10 +222,12 @@ def main(argv=None):
     for seed, name in enumerate(CASES):
         folder = os.path.join(work, name)
         expected[name] = _write(name, folder, seed, images)
-        layout = "5.x" if name in BARE_IN_5 else "4.x = 5.x"
+        layout = "5.x" if name in BARE_IN_5 + tuple(RENAMED_IN_5) + NEW_IN_5 else "4.x = 5.x"
         folders[f"{name}|{layout}"] = folder
         if name in BARE_IN_5:
             folders[f"{name}|4.x"] = _reprefix(folder, folder + "_4x")
+        if name in RENAMED_IN_5:
+            folders[f"{name}|4.x"] = _reprefix(folder, folder + "_4x", RENAMED_IN_5[name])
     jobs = {"images": os.path.join(work, "images.npy"), "folders": folders, "results": os.path.join(work, "results.json")}
     with open(os.path.join(work, "jobs.json"), "w") as f:
         json.dump(jobs, f)

@@ -352,6 +352,14 @@ class TimmSource(StateDictSource):
     def matches(self, keys):
         return matches(keys)
 
+    def claims(self, opened):
+        """timm's keys, unless a transformers ``config.json`` (a ``model_type``, no timm ``architecture``) says the
+        folder is a transformers model that writes timm's names (TIPSv2): that one is the transformers source's."""
+        if not self.matches(opened.keys()):
+            return False
+        config = opened.state_dict()[1]
+        return not (isinstance(config, dict) and "model_type" in config and "architecture" not in config)
+
     def reading(self, opened, architecture=None):
         tensors, config, config_path = opened.state_dict()
         config = config if (config or {}).get("architecture") else None

@@ -220,8 +220,8 @@ def test_deit_single_classifier_and_unknown_model_type_are_refused_by_name(tmp_p
     with pytest.raises(CheckpointError, match=r"DeiTForImageClassification reads the class token only"):
         keras_vit.from_pretrained(folder)
     with open(os.path.join(folder, "config.json"), "w") as f:
-        json.dump(dict(config, model_type="beit"), f)
-    with pytest.raises(CheckpointError, match=r"model of type 'beit'; keras_vit reads model_type 'vit', 'dinov2'"):
+        json.dump(dict(config, model_type="swin"), f)
+    with pytest.raises(CheckpointError, match=r"model of type 'swin'; keras_vit reads model_type 'vit', 'dinov2'"):
         keras_vit.from_pretrained(folder)
 
 

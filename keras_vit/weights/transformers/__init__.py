@@ -2,10 +2,13 @@
 
 * :mod:`~keras_vit.weights.transformers.vit`: ``model_type`` ``vit`` (``ViTModel``, ``ViTForImageClassification``);
 * :mod:`~keras_vit.weights.transformers.layouts` (the key tables) and
-  :mod:`~keras_vit.weights.transformers.family` (what each ``config.json`` declares): ``dinov2``,
-  ``dinov2_with_registers``, ``deit``, ``vit_mae``, ``clip_vision_model`` and ``clip``, ``siglip_vision_model``
-  and ``siglip``, ``siglip2_vision_model`` and ``siglip2`` (the image tower of a CLIP or SigLIP repository;
-  its text tower is skipped and reported).
+  :mod:`~keras_vit.weights.transformers.family` (what each ``config.json`` declares, a row per family): ``dinov2``,
+  ``dinov2_with_registers``, ``deit``, ``vit_mae``, ``vit_msn``, ``ijepa``, ``tipsv2``, and the CLIP and SigLIP
+  kind, each with its ``*_vision_model``: ``clip``, ``metaclip_2``, ``chinese_clip``, ``altclip``, ``siglip``,
+  ``siglip2`` (the image tower of a two-tower repository; its text tower is skipped and reported).
+
+The family's ``model_type``\ s whose blocks need a switch keras_vit lacks (``dinov3_vit``: RoPE; ``aimv2``:
+RMSNorm and SwiGLU; :data:`~keras_vit.weights.transformers.family.REFUSED`) are refused by name with it.
 
 The ``model_type`` of ``config.json`` picks the layout; a key no table names is refused by name, and the
 keys of other parts of a repository (text tower, MAE decoder, mask token) are listed in the load report.
@@ -45,6 +48,11 @@ def settings(config, path="<config>"):
     model_type = config.get("model_type")
     if model_type == "vit":
         return vit.settings(config, path)
+    if model_type in family.REFUSED:
+        raise CheckpointError(
+            f"{path!r} describes a transformers {model_type!r} model, whose blocks have {family.REFUSED[model_type]}: "
+            "a switch keras_vit's ViT does not have, so it is not built (its weights would compute something else)."
+        )
     if model_type not in family.MODEL_TYPES:
         raise CheckpointError(
             f"{path!r} describes a transformers model of type {model_type!r}; keras_vit reads model_type "
@@ -81,6 +89,14 @@ class TransformersSource(StateDictSource):
 
     def matches(self, keys):
         return matches(keys)
+
+    def claims(self, opened):
+        """Its keys (:func:`matches`), or a ``config.json`` naming a ``model_type`` of the family: one keras_vit
+        reads under keys another layout shares (TIPSv2's original names), or one it refuses by name."""
+        if self.matches(opened.keys()):
+            return True
+        config = opened.state_dict()[1] if opened.keys() else None
+        return isinstance(config, dict) and config.get("model_type") in MODEL_TYPES + tuple(family.REFUSED)
 
     def reading(self, opened, architecture=None):
         _, config, config_path = opened.state_dict()

@@ -1,22 +1,29 @@
-"""What a transformers ``config.json`` of the ViT family declares: DINOv2 (with registers), DeiT, SigLIP (2), CLIP, ViT-MAE.
+"""What a transformers ``config.json`` of the ViT family declares, each family a row of data (:class:`Family`).
 
-Each ``model_type`` is the paper's ViT with a few of :class:`~keras_vit.architecture.config.ViTConfig`'s
-family switches, fixed by its ``modeling_*.py`` or read from its config (``use_swiglu_ffn``,
-``layerscale_value``, ``num_register_tokens``, ``hidden_act``, ``qkv_bias``, ``projection_dim``); the
-record returned (:mod:`keras_vit.weights.declared`) names each switch with the field that sets it, so a
-model built with another switch is refused by field name, and :func:`keras_vit.from_pretrained` builds
-exactly this architecture. A whole CLIP or SigLIP repository (``model_type`` ``clip``, ``siglip``,
-``siglip2``: a text tower inside) is read from its ``vision_config``.
+A row is a ``model_type``'s key layout (:data:`keras_vit.weights.transformers.layouts.LAYOUTS`), its
+configuration defaults (``configuration_*.py``, for a field a ``config.json`` leaves out), the normalisation of its
+published checkpoints, its position resampling rule, and only the switches its ``modeling_*.py`` fixes where they
+differ from the paper's ViT (:data:`keras_vit.architecture.family.PAPER`; every other switch is declared with the
+paper's value). What a config states is read from it (``use_swiglu_ffn``, ``layerscale_value``,
+``num_register_tokens``, ``hidden_act``, ``qkv_bias``, ``projection_dim``, ``vision_use_head``): a row reads a
+field when its defaults name it. The record returned (:mod:`keras_vit.weights.declared`) names each switch with
+the field that sets it, so a model built with another switch is refused by field name, and
+:func:`keras_vit.from_pretrained` builds exactly this architecture. A two-tower repository (``clip``, ``siglip``,
+``chinese_clip``...: a text tower inside) is read from its ``vision_config``.
+
+The ``model_type``\\ s of the family that need a switch keras_vit lacks (:data:`REFUSED`: RoPE, RMSNorm, relative
+position bias) are refused by name, with the switch, before anything is built.
 
 The input normalisation (the reading's ``mean`` / ``std``) is ``image_mean`` / ``image_std`` of the
 ``preprocessor_config.json`` beside the weights, else the values of the published checkpoints of that
-``model_type`` (:data:`DEFAULT_NORMALIZATION`); the load report says which. As for every source,
+``model_type`` (:attr:`Family.normalization`); the load report says which. As for every source,
 :func:`keras_vit.from_pretrained` builds it as the model's ``input_mean`` / ``input_std``, and a model built
 with other ones gets the difference folded into its patch embedding (exact). The position resampling rule of
 ``interpolate_pos_encoding`` is the reading's ``position_resampling``, which ``from_pretrained`` builds too.
 """
 
 import os
+from typing import NamedTuple
 
 from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
@@ -25,49 +32,116 @@ from keras_vit.weights.conventions import CLIP_MEAN_STD, HALF, IMAGENET
 from keras_vit.weights.input_normalization import processor_normalization
 from keras_vit.weights.source import Reading
 
-# model_type -> the layout of its vision weights (layouts.LAYOUTS)
-LAYOUT_OF = {
-    "dinov2": "dinov2", "dinov2_with_registers": "dinov2_with_registers", "deit": "deit", "vit_mae": "vit_mae",
-    "clip": "clip", "clip_vision_model": "clip", "siglip": "siglip", "siglip_vision_model": "siglip",
-    "siglip2": "siglip2", "siglip2_vision_model": "siglip2",
+
+class Family(NamedTuple):
+    """One ``model_type``. ``encoder``: whose code path its ``modeling_*.py`` follows (``"vit"``, ``"dinov2"``,
+    ``"clip"``, ``"siglip"``: how the MLP size, the pooling and the projection are read); ``layout``: its key table;
+    ``defaults``: its config's defaults (a field named here is read from the config); ``normalization``: ``(label,
+    (mean, std))`` of its published checkpoints; ``resampling``: its ``interpolate_pos_encoding`` rule, or None where
+    keras_vit has not that rule (the model runs at its own size only, said by ``fixed_size``); ``switches``:
+    ``{ViTConfig field: (value, said)}`` fixed by its code where they differ from the paper's; ``tower``: the
+    vision settings are in ``vision_config``; ``classifiers``: ``{architecture: layout}`` of a classifier on the mean
+    of the tokens; ``projection``: ``{architecture: "vision" or "top"}``, the classes with a projection and the
+    config (vision or whole) whose ``projection_dim`` sizes it; ``top_defaults``: the whole config's defaults;
+    ``refused``: ``{architecture: why}`` of the classes keras_vit has no switch for."""
+
+    encoder: str
+    layout: str
+    defaults: dict
+    normalization: tuple
+    resampling: str | None = "bicubic_torch"  # interpolate_pos_encoding: torch bicubic, size=, align_corners=False
+    switches: dict = {}
+    tower: bool = False
+    classifiers: dict = {}
+    projection: dict = {}
+    top_defaults: dict = {}
+    refused: dict = {}
+    fixed_size: str = ""
+
+
+_IMAGENET, _CLIP, _HALF = ("ImageNet", IMAGENET), ("OpenAI CLIP", CLIP_MEAN_STD), ("0.5", HALF)
+_VIT = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072, hidden_act="gelu",
+            layer_norm_eps=1e-12, image_size=224, patch_size=16, num_channels=3, qkv_bias=True)
+_DINOV2 = dict(_VIT, mlp_ratio=4, layer_norm_eps=1e-6, patch_size=14, layerscale_value=1.0, use_swiglu_ffn=False)
+_CLIP_VISION = dict({k: v for k, v in _VIT.items() if k != "qkv_bias"}, hidden_act="quick_gelu", layer_norm_eps=1e-5,
+                    patch_size=32, projection_dim=512)
+_SIGLIP = dict({k: v for k, v in _VIT.items() if k != "qkv_bias"}, hidden_act="gelu_pytorch_tanh", layer_norm_eps=1e-6,
+               vision_use_head=True)
+_CLIP_NORMS = {"pre_norm": (True, "pre_layrnorm before the blocks"),
+               "final_norm": (False, "post_layernorm on the pooled class token only"),
+               "fc_norm": (True, "post_layernorm on the pooled class token")}
+_CLIP_BIAS = {"embedding/bias": "CLIP's patch embedding has no bias: keras_vit's (embedding/bias) is zeros"}
+_NO_CLASS = {"class_token": (False, "no class token")}
+
+
+def _clip(name, model_prefix, top_projection=512, classifier=None):
+    """A CLIP-like two-tower ``model_type`` (``model_prefix`` of its class names) and its ``*_vision_model``."""
+    classifiers = {f"{classifier}ForImageClassification": "clip_classifier"} if classifier else {}
+    projection = {f"{model_prefix}Model": "top", f"{model_prefix}VisionModelWithProjection": "vision"}
+    row = Family("clip", name, _CLIP_VISION, _CLIP, switches=_CLIP_NORMS, tower=True, classifiers=classifiers,
+                 projection=projection, top_defaults={"projection_dim": top_projection})
+    return row, row._replace(tower=False)
+
+
+_REGISTERS = dict(_DINOV2, num_register_tokens=4)
+_TIPSV2 = dict(_DINOV2, image_size=448, num_register_tokens=1)
+FAMILIES = {
+    "dinov2": Family("dinov2", "dinov2", _DINOV2, _IMAGENET),
+    "dinov2_with_registers": Family("dinov2", "dinov2_with_registers", _REGISTERS, _IMAGENET,
+                                    resampling="bicubic_torch_antialias"),
+    "deit": Family("vit", "deit", _VIT, _IMAGENET, switches={"distillation_token": (True, "a distillation token")},
+                   refused={"DeiTForImageClassification": (
+                       "DeiTForImageClassification reads the class token only, past a distillation token that no head "
+                       "reads; keras_vit's ViTConfig has no switch for that: distillation_token=True averages the class "
+                       "and distillation heads (DeiTForImageClassificationWithTeacher; without a head, the two tokens), "
+                       "and a model without it has no distillation token in its sequence. Load a "
+                       "DeiTForImageClassificationWithTeacher or DeiTModel repository.")}),
+    "vit_mae": Family("vit", "vit_mae", _VIT, _IMAGENET),
+    "vit_msn": Family("vit", "vit_msn", dict(_VIT, layer_norm_eps=1e-6), _IMAGENET),
+    "ijepa": Family("vit", "ijepa", _VIT, _IMAGENET, switches={
+        **_NO_CLASS, "prefix_positions": (True, "positions for the patches only (no class token)"), "pooling": ("gap", "the mean of the tokens (IJepaForImageClassification's input; IJepaModel has "
+                                        "no pooler: the mean of its last_hidden_state)")}),
+    "siglip": Family("siglip", "siglip", _SIGLIP, _HALF, switches=_NO_CLASS, tower=True,
+                     classifiers={"SiglipForImageClassification": "siglip_classifier"}),
+    "siglip2": Family("siglip", "siglip2", dict(_SIGLIP, num_patches=256), _HALF, resampling=None,
+                      switches=_NO_CLASS, tower=True, classifiers={"Siglip2ForImageClassification": "siglip2_classifier"},
+                      fixed_size="SigLIP2's position embeddings, resized bilinearly with antialiasing"),
+    "tipsv2": Family("dinov2", "tipsv2", _TIPSV2, ("[0, 1] (no normalisation)", ((0.0,) * 3, (1.0,) * 3)),
+                     resampling=None, tower=True,
+                     fixed_size="TIPSv2 resamples its position embeddings bilinearly with antialiasing"),
 }
-MODEL_TYPES = tuple(LAYOUT_OF)
-# (layout, architectures[0]) -> the layout of a classifier's keys: a classifier on the mean of the tokens
-# (modeling_*.py's *ForImageClassification.forward); what its vision model computes besides is not read
-CLASSIFIERS = {("siglip", "SiglipForImageClassification"): "siglip_classifier",
-               ("siglip2", "Siglip2ForImageClassification"): "siglip2_classifier",
-               ("clip", "CLIPForImageClassification"): "clip_classifier"}
-TOWERS = ("clip", "siglip", "siglip2")  # image and text towers: the image tower's settings are in vision_config
-# what the published checkpoints' preprocessor_config.json says, for a folder without one
-DEFAULT_NORMALIZATION = {
-    "dinov2": ("ImageNet", IMAGENET), "dinov2_with_registers": ("ImageNet", IMAGENET), "deit": ("ImageNet", IMAGENET),
-    "vit_mae": ("ImageNet", IMAGENET), "clip": ("OpenAI CLIP", CLIP_MEAN_STD), "siglip": ("0.5", HALF),
-    "siglip2": ("0.5", HALF),
+FAMILIES["clip"], FAMILIES["clip_vision_model"] = _clip("clip", "CLIP", classifier="CLIP")
+FAMILIES["metaclip_2"], FAMILIES["metaclip_2_vision_model"] = _clip("clip", "MetaClip2", classifier="MetaClip2")
+FAMILIES["chinese_clip"], FAMILIES["chinese_clip_vision_model"] = _clip("clip", "ChineseCLIP")
+FAMILIES["altclip"], FAMILIES["altclip_vision_model"] = _clip("altclip", "AltCLIP", top_projection=768)
+FAMILIES["siglip_vision_model"] = FAMILIES["siglip"]._replace(tower=False)
+FAMILIES["siglip2_vision_model"] = FAMILIES["siglip2"]._replace(tower=False)
+FAMILIES["tipsv2_vision_model"] = FAMILIES["tipsv2"]._replace(tower=False)
+MODEL_TYPES = tuple(FAMILIES)
+# the family's model_types whose blocks need a switch keras_vit lacks (their modeling_*.py): refused by name
+REFUSED = {
+    "dinov3_vit": "rotary position embeddings (RoPE) in every attention layer, and no absolute position table",
+    "aimv2": "RMSNorm instead of LayerNorm, and a SwiGLU MLP without biases",
+    "aimv2_vision_model": "RMSNorm instead of LayerNorm, and a SwiGLU MLP without biases",
+    "pixtral": "2-D rotary position embeddings (RoPE), RMSNorm and a SwiGLU MLP",
+    "mlcd_vision_model": "rotary position embeddings (RoPE) on the patch tokens",
+    "beit": "a relative position bias in every attention layer",
+    "data2vec-vision": "a relative position bias in every attention layer",
 }
 # transformers' hidden_act (ACT2FN keys) that keras_vit has: -> mlp_activation through declared.activation
 ACTIVATIONS = ("gelu", "gelu_pytorch_tanh", "gelu_new", "quick_gelu", "silu", "swish")
-# each layout's config defaults (transformers' configuration_*.py), for a field a config.json leaves out
-_VIT = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072, hidden_act="gelu",
-            layer_norm_eps=1e-12, image_size=224, patch_size=16, num_channels=3, qkv_bias=True)
-DEFAULTS = {
-    "dinov2": dict(_VIT, mlp_ratio=4, layer_norm_eps=1e-6, patch_size=14, layerscale_value=1.0, use_swiglu_ffn=False),
-    "deit": _VIT,
-    "vit_mae": _VIT,
-    "clip": dict(_VIT, hidden_act="quick_gelu", layer_norm_eps=1e-5, patch_size=32, projection_dim=512),
-    "siglip": dict(_VIT, hidden_act="gelu_pytorch_tanh", layer_norm_eps=1e-6, vision_use_head=True),
-}
-DEFAULTS["dinov2_with_registers"] = dict(DEFAULTS["dinov2"], num_register_tokens=4)
-DEFAULTS["siglip2"] = dict(DEFAULTS["siglip"], num_patches=256)
-# position embeddings for another grid, as each model's interpolate_pos_encoding resamples them (size=, not scale_factor)
-RESAMPLING = {"dinov2": "bicubic_torch", "dinov2_with_registers": "bicubic_torch_antialias", "deit": "bicubic_torch",
-              "vit_mae": "bicubic_torch", "clip": "bicubic_torch", "siglip": "bicubic_torch"}
+# the paper's switches a row does not state, as a read-from text says them
+_PAPER = {"class_token": (True, "a class token"), "distillation_token": (False, "no distillation token"),
+          "num_register_tokens": (0, "no register tokens"), "prefix_positions": (True, "the class token has a position embedding"),
+          "layer_scale_init": (None, "no LayerScale"), "pre_norm": (False, "no LayerNorm before the blocks"),
+          "final_norm": (True, "a final LayerNorm"), "fc_norm": (False, "no norm after pooling")}
 
 
 class _Reader:
     """Reads the fields of one (vision) config with their types checked, quoting each as the file writes it."""
 
-    def __init__(self, config, layout, path, where=""):
-        self.config, self.defaults, self.path, self.where = config, DEFAULTS[layout], path, where
+    def __init__(self, config, defaults, path, where=""):
+        self.config, self.defaults, self.path, self.where = config, defaults, path, where
 
     def said(self, field, value):
         if field in self.config:
@@ -93,13 +167,18 @@ def settings(config, path, model_type):
     ...               "architectures": ["Dinov2Model"]}, "config.json", "dinov2")
     >>> [(f, s.declared[f].value) for f in ("mlp_type", "mlp_dim", "mlp_activation", "layer_scale_init", "pooling")]
     [('mlp_type', 'glu'), ('mlp_dim', 88), ('mlp_activation', 'silu'), ('layer_scale_init', 1.0), ('pooling', 'token')]
+    >>> s = settings({"model_type": "ijepa", "architectures": ["IJepaModel"]}, "config.json", "ijepa")
+    >>> s.declared["class_token"].value, s.declared["pooling"].value
+    (False, 'gap')
     """
-    layout = LAYOUT_OF[model_type]
+    row = FAMILIES[model_type]
     architecture = (config.get("architectures") or [None])[0]
+    if architecture in row.refused:
+        raise CheckpointError(f"{path!r}: {row.refused[architecture]}")
     vision, where = config, ""
-    if model_type in TOWERS:
+    if row.tower:
         vision, where = config_lib.json_object(config.get("vision_config") or {}, path, "vision_config"), "vision_config."
-    read = _Reader(vision, layout, path, where)
+    read = _Reader(vision, row.defaults, path, where)
     record, notes, expected = {}, [], []
 
     def put(field, value, said):
@@ -111,19 +190,56 @@ def settings(config, path, model_type):
     put("num_heads", heads, read.said("num_attention_heads", heads))
     epsilon = read.number("layer_norm_eps", integer=False)
     put("layer_norm_epsilon", epsilon, read.said("layer_norm_eps", epsilon))
-    act = vision.get("hidden_act", read.defaults["hidden_act"])
-    glu = layout.startswith("dinov2") and read.flag("use_swiglu_ffn")
-    if glu:  # Dinov2SwiGLUFFN: weights_in (2 h, D), silu(x1) * x2, h = (int(int(D * mlp_ratio) * 2 / 3) + 7) // 8 * 8
+    _mlp(put, read, row, vision, width, path, where, expected)
+    qkv = read.flag("qkv_bias") if "qkv_bias" in row.defaults else True
+    put("qkv_bias", qkv, read.said("qkv_bias", qkv) if "qkv_bias" in row.defaults else f"{model_type} attention (q/k/v biases)")
+    classifier = row.classifiers.get(architecture)
+    _switches(put, read, row, model_type, classifier)
+    _top(put, read, row, architecture, config, classifier)
+    patch = vision.get("patch_size", row.defaults["patch_size"])
+    patch_side = config_lib.size_pair(patch, path, where + "patch_size")[0]
+    expected += [("hidden_size", read.said("hidden_size", width), width), ("num_layers", read.said("num_hidden_layers", depth), depth),
+                 ("patch_size", read.said("patch_size", patch), patch_side),
+                 ("num_channels", read.said("num_channels", read.number("num_channels")), read.number("num_channels"))]
+    if "num_patches" in row.defaults:  # SigLIP2 (NaFlex): positions for num_patches, resized by transformers per image
+        side = int(round(read.number("num_patches") ** 0.5))
+        size, said = (side * patch_side,) * 2, read.said("num_patches", side * side)
+    else:
+        image = vision.get("image_size", row.defaults["image_size"])
+        size, said = config_lib.size_pair(image, path, where + "image_size"), read.said("image_size", image)
+        expected.append(("image_size", said, size))
+    if row.resampling is None:  # a rule keras_vit does not have: the model runs at the file's size only
+        put("image_size", tuple(size), f"{said} ({row.fixed_size}, a rule keras_vit does not have: the model runs at "
+            "that size only)")
+    if row.layout in ("clip", "altclip"):
+        notes.append(_CLIP_BIAS["embedding/bias"])
+    if model_type == "vit_mae":
+        ratio = vision.get("mask_ratio", 0.75)
+        notes.append(f"config.json mask_ratio={ratio!r}: the encoder runs on every patch (no masking), as ViTMAEModel with "
+                     "mask_ratio=0; its class token output does not depend on the order MAE shuffles the patches into")
+    names = config_lib.indexed_names(config.get("id2label"), "id2label", path) or []
+    return Reading(declared=record, expected=expected, architecture=architecture, notes=notes,
+                   class_names=None if not names or all(n.startswith("LABEL_") for n in names) else names,
+                   position_resampling=row.resampling, layout=classifier or row.layout)
+
+
+def _mlp(put, read, row, vision, width, path, where, expected):
+    """The MLP: a ratio of the width (DINOv2, TIPSv2) or ``intermediate_size``; a SiLU-gated one with ``use_swiglu_ffn``."""
+    act = vision.get("hidden_act", row.defaults["hidden_act"])
+    ratio_said = None
+    if "mlp_ratio" in row.defaults:
         ratio = read.number("mlp_ratio", integer=False)
+        ratio_said = read.said("mlp_ratio", vision.get("mlp_ratio", ratio))
+    if "use_swiglu_ffn" in row.defaults and read.flag("use_swiglu_ffn"):
+        # Dinov2SwiGLUFFN: weights_in (2 h, D), silu(x1) * x2, h = (int(int(D * mlp_ratio) * 2 / 3) + 7) // 8 * 8
         mlp = (int(int(width * ratio) * 2 / 3) + 7) // 8 * 8
-        said = f"{read.said('mlp_ratio', vision.get('mlp_ratio', ratio))} with use_swiglu_ffn=True ((int({int(width * ratio)} * 2 / 3) + 7) // 8 * 8)"
+        said = f"{ratio_said} with use_swiglu_ffn=True ((int({int(width * ratio)} * 2 / 3) + 7) // 8 * 8)"
         put("mlp_type", "glu", "use_swiglu_ffn=True")
         put("mlp_activation", "silu", "use_swiglu_ffn=True (SiLU-gated MLP)")
-        expected.append(("mlp_dim", said, 2 * mlp))  # the weights' weights_in has both halves
+        expected.append(("mlp_dim", said, 2 * mlp))  # the weights' first layer has both halves
     else:
-        if layout.startswith("dinov2"):  # Dinov2MLP: int(hidden_size * mlp_ratio)
-            ratio = read.number("mlp_ratio", integer=False)
-            mlp, said = int(width * ratio), f"{read.said('mlp_ratio', vision.get('mlp_ratio', ratio))} (x hidden_size {width})"
+        if ratio_said is not None:  # Dinov2MLP: int(hidden_size * mlp_ratio)
+            mlp, said = int(width * ratio), f"{ratio_said} (x hidden_size {width})"
         else:
             mlp = read.number("intermediate_size")
             said = read.said("intermediate_size", mlp)
@@ -132,88 +248,58 @@ def settings(config, path, model_type):
                 f"{path!r}: {where}hidden_act={act!r} is no activation keras_vit's MLP has "
                 f"(transformers' {', '.join(map(repr, ACTIVATIONS))})."
             )
-        put("mlp_type", "mlp", "no gated MLP" + (" (use_swiglu_ffn=False)" if layout.startswith("dinov2") else ""))
+        put("mlp_type", "mlp", "no gated MLP" + (" (use_swiglu_ffn=False)" if "use_swiglu_ffn" in row.defaults else ""))
         put("mlp_activation", activation(act), read.said("hidden_act", act))
         expected.append(("mlp_dim", said, mlp))
     put("mlp_dim", mlp, said)
-    qkv = read.flag("qkv_bias") if "qkv_bias" in read.defaults and layout not in ("clip", "siglip", "siglip2") else True
-    put("qkv_bias", qkv, read.said("qkv_bias", qkv) if layout not in ("clip", "siglip", "siglip2") else f"{layout} attention (q/k/v biases)")
-    classifier = (layout, architecture) in CLASSIFIERS
-    _tokens(put, read, layout, model_type, classifier)
-    _top(put, read, layout, architecture, config, classifier)
-    patch = vision.get("patch_size", read.defaults["patch_size"])
-    expected += [("hidden_size", read.said("hidden_size", width), width), ("num_layers", read.said("num_hidden_layers", depth), depth),
-                 ("patch_size", read.said("patch_size", patch), config_lib.size_pair(patch, path, where + "patch_size")[0]),
-                 ("num_channels", read.said("num_channels", read.number("num_channels")), read.number("num_channels"))]
-    resampling = None  # SigLIP2 runs at its native grid only
-    if layout == "siglip2":  # NaFlex: positions for num_patches, resized by transformers (bilinear, antialiased) per image
-        side = int(round(read.number("num_patches") ** 0.5))
-        size = side * config_lib.size_pair(patch, path, where + "patch_size")[0]
-        put("image_size", (size, size), f"{read.said('num_patches', side * side)} (SigLIP2's position embeddings, resized "
-            "bilinearly with antialiasing, a rule keras_vit does not have: the model runs at that grid only)")
-    else:
-        image = vision.get("image_size", read.defaults["image_size"])
-        expected.append(("image_size", read.said("image_size", image), config_lib.size_pair(image, path, where + "image_size")))
-        resampling = RESAMPLING[layout]  # interpolate_pos_encoding: torch bicubic (with antialias for registers)
-    if layout == "clip":
-        notes.append("CLIP's patch embedding has no bias: keras_vit's (embedding/bias) is zeros")
-    if layout == "vit_mae":
-        ratio = vision.get("mask_ratio", 0.75)
-        notes.append(f"config.json mask_ratio={ratio!r}: the encoder runs on every patch (no masking), as ViTMAEModel with "
-                     "mask_ratio=0; its class token output does not depend on the order MAE shuffles the patches into")
-    names = config_lib.indexed_names(config.get("id2label"), "id2label", path) or []
-    return Reading(declared=record, expected=expected, architecture=architecture, notes=notes,
-                   class_names=None if not names or all(n.startswith("LABEL_") for n in names) else names,
-                   position_resampling=resampling, layout=CLASSIFIERS.get((layout, architecture), layout))
 
 
-def _tokens(put, read, layout, model_type, classifier):
-    put("class_token", layout != "siglip" and layout != "siglip2",
-        f"{model_type}: " + ("no class token" if layout.startswith("siglip") else "a class token"))
-    put("distillation_token", layout == "deit", f"{model_type}: " + ("a distillation token" if layout == "deit" else "no distillation token"))
-    registers = read.number("num_register_tokens") if layout == "dinov2_with_registers" else 0
-    put("num_register_tokens", registers, read.said("num_register_tokens", registers) if registers else f"{model_type}: no register tokens")
-    put("prefix_positions", True, f"{model_type}: the class token has a position embedding")
-    scale = read.number("layerscale_value", integer=False) if layout.startswith("dinov2") else None
-    put("layer_scale_init", scale, read.said("layerscale_value", scale) if scale else f"{model_type}: no LayerScale")
-    put("pre_norm", layout == "clip", f"{model_type}: " + ("pre_layrnorm" if layout == "clip" else "no LayerNorm before the blocks"))
-    if layout == "clip" and classifier:  # the mean of last_hidden_state, which post_layernorm never touches
-        said = "CLIPForImageClassification: no LayerNorm after the blocks (post_layernorm is not read)"
-        put("final_norm", False, said)
-        put("fc_norm", False, said)
-        return
-    put("final_norm", layout != "clip", f"{model_type}: " + ("post_layernorm on the pooled class token" if layout == "clip" else "a final LayerNorm"))
-    put("fc_norm", layout == "clip", f"{model_type}: " + ("post_layernorm on the pooled class token" if layout == "clip" else "no norm after pooling"))
+def _switches(put, read, row, model_type, classifier):
+    """The paper's switches, each replaced by the row's (or by its config's: registers, LayerScale)."""
+    switches = {field: (value, f"{model_type}: {said}") for field, (value, said) in dict(_PAPER, **row.switches).items()}
+    if "num_register_tokens" in row.defaults:
+        registers = read.number("num_register_tokens")
+        if registers:
+            switches["num_register_tokens"] = (registers, read.said("num_register_tokens", registers))
+    if "layerscale_value" in row.defaults:
+        scale = read.number("layerscale_value", integer=False)
+        switches["layer_scale_init"] = (scale, read.said("layerscale_value", scale))
+    if classifier == "clip_classifier":  # the mean of last_hidden_state, which post_layernorm never touches
+        said = f"{classifier_name(row, classifier)}: no LayerNorm after the blocks (post_layernorm is not read)"
+        switches["final_norm"] = switches["fc_norm"] = (False, said)
+    for field, (value, said) in switches.items():
+        if field != "pooling":
+            put(field, value, said)
 
 
-def _top(put, read, layout, architecture, config, classifier):
+def classifier_name(row, layout):
+    """The class of a row's classifier of that ``layout``."""
+    return next(name for name, found in row.classifiers.items() if found == layout)
+
+
+def _top(put, read, row, architecture, config, classifier):
     """Pooling and projection, as the repository's class (``architectures``) computes its output."""
     if classifier:  # SigLIP: every token (no class token), after post_layernorm; CLIP: past the class token, no norm
         put("pooling", "gap", f"architectures=[{architecture!r}]: classifier on the mean of the " + (
-            "tokens after post_layernorm" if layout.startswith("siglip") else "patch tokens of last_hidden_state"))
-    elif layout.startswith("dinov2"):
+            "tokens after post_layernorm" if row.encoder == "siglip" else "patch tokens of last_hidden_state"))
+    elif "pooling" in row.switches:
+        put("pooling", row.switches["pooling"][0], f"{architecture}: {row.switches['pooling'][1]}")
+    elif row.encoder == "dinov2":
         concat = architecture is not None and architecture.endswith("ForImageClassification")
         put("pooling", "token_gap_concat" if concat else "token",
             f"architectures=[{architecture!r}]: " + ("classifier on [class token; mean of the patch tokens]" if concat
                                                      else "the class token"))
-    elif layout.startswith("siglip"):
+    elif row.encoder == "siglip":
         head = read.flag("vision_use_head")
         put("pooling", "map" if head else None, read.said("vision_use_head", head))
     else:
-        if architecture == "DeiTForImageClassification":
-            raise CheckpointError(
-                f"{read.path!r}: DeiTForImageClassification reads the class token only, past a distillation token "
-                "that no head reads; keras_vit's ViTConfig has no switch for that: distillation_token=True averages "
-                "the class and distillation heads (DeiTForImageClassificationWithTeacher; without a head, the two "
-                "tokens), and a model without it has no distillation token in its sequence. Load a "
-                "DeiTForImageClassificationWithTeacher or DeiTModel repository."
-            )
         put("pooling", "token", "the class token")
-    projection = None
-    if layout == "clip" and architecture in ("CLIPVisionModelWithProjection", "CLIPModel"):
-        source = config if architecture == "CLIPModel" else read.config
-        projection = config_lib.number(source, "projection_dim", 512, read.path, integer=True)
-        said = f"{'' if architecture == 'CLIPModel' else read.where}projection_dim={projection!r} ({architecture})"
+    projection, which = None, row.projection.get(architecture)
+    if which is not None:
+        source = config if which == "top" else read.config
+        defaults = row.top_defaults if which == "top" else row.defaults
+        projection = config_lib.number(source, "projection_dim", defaults["projection_dim"], read.path, integer=True)
+        said = f"{'' if which == 'top' else read.where}projection_dim={projection!r} ({architecture})"
     else:
         said = f"architectures=[{architecture!r}]: no projection"
     put("projection_dim", projection, said)
@@ -222,7 +308,7 @@ def _top(put, read, layout, architecture, config, classifier):
 def normalization(reading, folder, model_type):
     """``reading`` with the input ``mean`` / ``std``: from ``preprocessor_config.json``, else the default."""
     file = os.path.join(folder, "preprocessor_config.json")
-    label, (mean, std) = DEFAULT_NORMALIZATION[LAYOUT_OF[model_type]]
+    label, (mean, std) = FAMILIES[model_type].normalization
     said = None
     if os.path.isfile(file):
         mean, std, said = processor_normalization(config_lib.read_json(file), file, list(mean), list(std))

@@ -110,7 +110,9 @@ class Layout(NamedTuple):
     prefix -> original key); ``whole`` the keys outside the vision model (a classifier, CLIP's
     ``visual_projection.weight``); ``skipped`` (regex on the whole key -> reason; a named group ``group`` is the
     prefix its keys are reported under, ``text_model.*``); ``zeros`` (original keys the layout has none of, zeros
-    of the width: CLIP's patch embedding has no bias)."""
+    of the width: CLIP's patch embedding has no bias); ``bare_layers``: the encoder layers' keys may also come without
+    the prefix (transformers 5's ViTMSNForImageClassification writes them so: the Hub checkpoints' names, which its
+    ``conversion_mapping.py`` renames ``encoder.`` -> ``vit.encoder.`` on load and back on save)."""
 
     prefixes: dict
     layer: str
@@ -119,6 +121,7 @@ class Layout(NamedTuple):
     skipped: dict
     whole: dict
     zeros: tuple = ()
+    bare_layers: bool = False
 
 
 _CLASSIFIER = _linear("classifier", "head")
@@ -154,6 +157,39 @@ LAYOUTS = {
          r"^(vision_model\.)?embeddings\.position_ids$": _POSITION_IDS}, {}),
 }
 LAYOUTS["siglip2"] = LAYOUTS["siglip"]  # the NaFlex patch embedding is an nn.Linear: see _patch_linear
+# ViT-MSN: ViTMSNModel's keys bare, ViTMSNForImageClassification's under vit. (its classifier reads the class token)
+LAYOUTS["vit_msn"] = LAYOUTS["vit_mae"]._replace(skipped={r"^(vit\.)?embeddings\.mask_token$": _MASK}, whole=_CLASSIFIER,
+                                                bare_layers=True)
+# I-JEPA: no class token; IJepaModel's keys bare, IJepaForImageClassification's under ijepa.
+LAYOUTS["ijepa"] = LAYOUTS["vit_mae"]._replace(
+    prefixes={"ijepa.": None, "": None}, top={k: v for k, v in _VIT_TOP.items() if v != "cls"},
+    skipped={r"^(ijepa\.)?embeddings\.mask_token$": _MASK}, whole=_CLASSIFIER)
+# AltCLIP: CLIP's vision tower; transformers 5's AltCLIPModel writes encoder.layer.N (its text tower's renaming
+# "layer." -> "layers." undone on save, conversion_mapping.py), 4.x and AltCLIPVisionModel encoder.layers.N
+LAYOUTS["altclip"] = LAYOUTS["clip"]._replace(layer=r"^encoder\.layers?\.(\d+)\.(.+)$")
+# TIPSv2: the original (timm-like) names, which transformers 5's save_pretrained writes back (conversion_mapping.py's
+# Tipsv2VisionModel renamings undone): bare in Tipsv2VisionModel, under vision_encoder. in Tipsv2Model
+TIPSV2_LAYER = {
+    **_norm("norm1", "LayerNorm_0"),
+    **_linear("attn.qkv", f"{ATT}/qkv"),  # [query; key; value] (3D, D): split in three
+    **_linear("attn.proj", f"{ATT}/out"),
+    "ls1.gamma": "LayerScale_1/gamma",
+    **_norm("norm2", "LayerNorm_2"),
+    **_linear("mlp.c_fc", "MlpBlock_3/Dense_0"),
+    **_linear("mlp.c_proj", "MlpBlock_3/Dense_1"),
+    **_linear("mlp.w12", "MlpBlock_3/Dense_0"),  # SwiGLU: (2 * hidden, D), silu(first half) * second half
+    **_linear("mlp.w3", "MlpBlock_3/Dense_1"),
+    "ls2.gamma": "LayerScale_3/gamma",
+}
+LAYOUTS["tipsv2"] = Layout(
+    {"vision_encoder.": "the vision tower of Tipsv2Model under 'vision_encoder.'",
+     "": "Tipsv2VisionModel's keys (TIPSv2's original names, without a prefix)"},
+    r"^blocks\.(\d+)\.(.+)$", TIPSV2_LAYER,
+    {"cls_token": "cls", "register_tokens": "reg", "pos_embed": POSEMB, "patch_embed.proj.weight": "embedding/kernel",
+     "patch_embed.proj.bias": "embedding/bias", **_norm("norm", "Transformer/encoder_norm")},
+    {r"^(vision_encoder\.)?mask_token$": _MASK,
+     r"^(?P<group>text_encoder\.)|^temperature$": "the text tower (keras_vit loads the image tower of a TIPSv2 model)"},
+    {})
 # the *ForImageClassification classes: a classifier on the mean of the tokens; what their vision model computes
 # besides (SigLIP's attention-pooling head, CLIP's post_layernorm of the class token) is not read
 _UNREAD_MAP = ("the attention-pooling head of the vision model, which {cls} computes but does not read (its "
@@ -168,12 +204,13 @@ LAYOUTS["siglip2_classifier"] = LAYOUTS["siglip_classifier"]._replace(
 LAYOUTS["clip_classifier"] = LAYOUTS["clip"]._replace(
     skipped={**LAYOUTS["clip"].skipped,
              r"^(?P<group>(vision_model\.)?post_layernorm\.)": "the vision model's post_layernorm, which normalises "
-             "the class token of its pooler_output: CLIPForImageClassification averages the patch tokens of "
+             "the class token of its pooler_output: CLIPForImageClassification (MetaClip2ForImageClassification) averages the patch tokens of "
              "last_hidden_state, which it does not normalise"},
     whole=_CLASSIFIER)
 # what marks a state dict as one of the family's: its patch embedding, under one of its layout's prefixes
+# (not timm's own name, which a bare TIPSv2 file shares: that one is claimed by its config.json's model_type)
 MARKERS = tuple(sorted({prefix + key for layout in LAYOUTS.values() for prefix in layout.prefixes
-                        for key, name in layout.top.items() if name == "embedding/kernel"}))
+                        for key, name in layout.top.items() if name == "embedding/kernel"} - {"patch_embed.proj.weight"}))
 
 
 def matches(keys):
@@ -267,6 +304,8 @@ def to_original(tensors, path, layout_name, notes=None):
             continue
         short = key[len(prefix):] if key.startswith(prefix) else None
         match = layer.match(short) if short is not None else None
+        if match is None and layout.bare_layers:
+            match = layer.match(key)
         if key in layout.whole:
             name = layout.whole[key]
         elif short in layout.top:
