@@ -219,16 +219,23 @@ def load_model(model, compile=False):
 
     Raises:
         FileNotFoundError: no file at ``model``.
+        IsADirectoryError: ``model`` is a folder (the message says what reads a SavedModel or a checkpoint folder).
         ValueError: the file is not a readable ``.keras`` archive, e.g. corrupt
-            or truncated (the message names it).
+            or truncated, or a file of another kind (the message names it, and for a known kind what reads it).
     """
     if isinstance(model, keras.Model):
         return legacy.upgrade(model)
     path = os.fspath(model)
+    if os.path.isdir(path):
+        raise IsADirectoryError(
+            f"{path!r} is a folder, not a .keras model file. A SavedModel folder is read by keras_vit.predict "
+            "(keras-vit predict); a checkpoint folder (transformers, timm, keras-hub) by keras_vit.from_pretrained "
+            "(keras-vit convert FOLDER --output model.keras)"
+        )
     if not os.path.isfile(path):
         raise FileNotFoundError(f"Model file not found: {path!r}")
     if not zipfile.is_zipfile(path):  # keras would say "File not found" of a file that is there
-        raise ValueError(f"Corrupt model file {path!r}: not a .keras zip archive (truncated or overwritten?)")
+        raise ValueError(_not_a_keras_archive(path))
     try:
         loaded = keras.saving.load_model(path, compile=compile, safe_mode=True)
     except Exception as error:  # keras raises many types for a corrupt file
@@ -241,3 +248,30 @@ def load_model(model, compile=False):
     if names:
         loaded.class_names = [str(name) for name in names]
     return loaded
+
+
+# files that are no .keras archive but that keras_vit reads elsewhere: what reads them
+_OTHER_FILES = {
+    ".safetensors": "a safetensors checkpoint: keras_vit.from_pretrained or load_checkpoint read it "
+                    "(keras-vit convert FILE --output model.keras)",
+    ".npz": "an original ViT checkpoint: keras_vit.from_pretrained or load_checkpoint read it "
+            "(keras-vit convert FILE --output model.keras)",
+    ".h5": "an HDF5 file: Keras weights (.weights.h5) go into a built model with model.load_weights",
+    ".tflite": "a TFLite model: keras_vit.predict runs it (keras-vit predict)",
+    ".onnx": "an ONNX model: keras_vit.predict runs it (keras-vit predict)",
+}
+
+
+def _not_a_keras_archive(path):
+    """The message for a file that is no zip archive: of another kind (by its suffix) or a damaged ``.keras``.
+
+    Example:
+    >>> _not_a_keras_archive("vit.safetensors")  # doctest: +ELLIPSIS
+    "Not a .keras model file: 'vit.safetensors' is a safetensors checkpoint: keras_vit.from_pretrained ..."
+    """
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix in _OTHER_FILES:
+        return f"Not a .keras model file: {path!r} is {_OTHER_FILES[suffix]}"
+    if suffix != ".keras":
+        return f"Not a .keras model file: {path!r} is no zip archive, which every .keras file is"
+    return f"Corrupt model file {path!r}: not a .keras zip archive (truncated or overwritten?)"

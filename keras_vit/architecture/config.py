@@ -22,6 +22,7 @@ from keras_vit.architecture import arguments, family, variants
 from keras_vit.layers.checks import LAYER_NORM_EPSILON, check_rate
 from keras_vit.layers.resnet import GROUP_NORM_GROUPS, RESNET_NORMS, ROOT_WIDTH, backbone_stride
 
+OUTPUTS = ("probabilities", "logits", "embedding", "tokens", "feature_map")  # ViTConfig.output: what a model returns
 STEMS = (None, "resnet", "conv")  # what cuts the image before the patches: nothing, a ResNet-v2, small convs
 STEM_FIELDS = {"resnet": ("block_units", "width", "resnet_norms"), "conv": ("stem_channels",)}  # the fields each stem reads
 _STEM_DEFAULTS = {"block_units": (), "width": 1, "resnet_norms": "original", "stem_channels": ()}
@@ -251,6 +252,26 @@ class ViTConfig:
     def pooled(self):
         """The model computes a pooled vector (every ``pooling`` but None and ``"feature_map"``)."""
         return self.pooling not in arguments.NO_TOP_OUTPUTS
+
+    @property
+    def output(self):
+        """What the model returns, one of :data:`OUTPUTS`: what predict and the exports call its output.
+
+        ``"probabilities"`` (a head ending in softmax), ``"logits"`` (a head with another activation or none),
+        ``"embedding"`` (no head: the pooled vector, projected where ``projection_dim`` is set, as CLIP's
+        image embedding), ``"tokens"`` (``pooling=None``) or ``"feature_map"``.
+
+        Example:
+        >>> clip = ViTConfig(image_size=32, patch_size=16, hidden_size=32, num_layers=1, num_heads=2, mlp_dim=64,
+        ...                  include_top=False, projection_dim=8)
+        >>> clip.output, clip.replace(include_top=True, num_classes=3).output
+        ('embedding', 'probabilities')
+        """
+        if self.include_top:
+            return "probabilities" if self.classifier_activation == "softmax" else "logits"
+        if self.pooled:
+            return "embedding"
+        return "tokens" if self.pooling is None else "feature_map"
 
     @property
     def num_patches(self):

@@ -1,7 +1,8 @@
 """Classify image files (or folders of them) with a .keras, SavedModel, .tflite or .onnx model.
 
 Prints the top-k classes of each image with their probabilities, or JSON with
---json. A file that cannot be read is reported on stderr and the others are
+--json. A model that returns an embedding (no classification head, e.g. CLIP-like) has no classes:
+its embedding's size and L2 norm are printed (the values with --json). A file that cannot be read is reported on stderr and the others are
 still classified; the exit status is 1 if any file failed.
 """
 
@@ -59,6 +60,11 @@ def run(args):
             if "error" in result:
                 continue
             print(result["path"])
+            if "embedding" in result:  # no classes to rank: what the model gives, said as such
+                values = result["embedding"]
+                norm = sum(v * v for v in values) ** 0.5
+                print(f"  embedding of {len(values)} values, L2 norm {norm:.4f} (no classification head: no classes)")
+                continue
             for p in result["predictions"]:
                 print(f"  {p['probability']:.4f}  {p['label']}")
     return 1 if failed else 0

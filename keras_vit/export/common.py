@@ -4,6 +4,7 @@ import os
 
 import keras
 
+from keras_vit.architecture.model import config_of
 from keras_vit.export.options import FORMATS, QUANTIZE_MODES, check_format, check_quantize  # noqa: F401 (the shared names)
 from keras_vit.inference import labels as labels_lib
 
@@ -19,10 +20,32 @@ def image_shape(model):
 
 
 def num_outputs(model):
+    """Width of the model's ``(batch, n)`` output: classes, or the size of an embedding."""
     shape = tuple(model.output_shape)
     if len(shape) != 2 or shape[1] is None:
-        raise ValueError(f"Export needs a classifier output (batch, classes). Received: output_shape={model.output_shape}")
+        kind = output_kind(model)
+        gives = f" (the model gives {kind}: include_top=False with pooling=None or 'feature_map')" if kind in ("tokens", "feature_map") else ""
+        raise ValueError(
+            f"Export needs a (batch, classes) or (batch, embedding) output{gives}. Received: output_shape={model.output_shape}"
+        )
     return shape[1]
+
+
+def output_kind(model):
+    """What ``model`` returns, the name its export gives the output: ``"probabilities"``, ``"logits"``, ``"embedding"``...
+
+    A keras_vit model says it in its config (:attr:`keras_vit.ViTConfig.output`: no head is an embedding); another
+    Keras model is a classifier, of probabilities if it ends in a softmax, else of logits.
+    """
+    try:
+        return config_of(model).output
+    except ValueError:  # a Keras model that is no keras_vit model
+        return "probabilities" if outputs_are_probabilities(model) else "logits"
+
+
+def is_embedding(model):
+    """The model returns an embedding, not class scores: no labels, no softmax, no top-k in its exports."""
+    return output_kind(model) == "embedding"
 
 
 def outputs_are_probabilities(model):
@@ -35,7 +58,17 @@ def outputs_are_probabilities(model):
 
 
 def resolve_labels(model, labels=None, model_path=None):
-    """Class names as predict finds them (:func:`keras_vit.inference.labels.class_names`)."""
+    """Class names as predict finds them (:func:`keras_vit.inference.labels.class_names`); None for an embedding.
+
+    Labels given for a model that returns an embedding are refused: it has no classes to name.
+    """
+    if is_embedding(model):
+        if labels is not None:
+            raise ValueError(
+                f"Model {model.name!r} returns a {num_outputs(model)}-value embedding (no classification head), not "
+                "class scores: it has no classes to label. Drop labels= (--labels)."
+            )
+        return None
     return labels_lib.class_names(num_outputs(model), labels=labels, model_path=model_path, loaded=model)
 
 

@@ -35,6 +35,7 @@ refuses ``UNPACK``, which ``model_builder.cc`` parses); tests/export/test_gpu_de
 
 import dataclasses
 import os
+import struct
 
 # delegates/gpu/common/model_builder.cc, NewOperationParser
 PARSED_OPS = frozenset(
@@ -156,7 +157,8 @@ def gpu_delegate_report(path_or_content):
         A :class:`GpuDelegateReport`; ``report.line()`` is the line the export prints.
 
     Raises:
-        ValueError: the file is not a TFLite flatbuffer (the message names it).
+        ValueError: the file is not a TFLite flatbuffer, or a damaged one (truncated, a header alone, bytes
+            that are no flatbuffer): the message names it, never a parser's ``struct.error`` or ``TypeError``.
     """
     if isinstance(path_or_content, (bytes, bytearray)):
         content, path = bytes(path_or_content), "<bytes>"
@@ -167,18 +169,39 @@ def gpu_delegate_report(path_or_content):
     if len(content) < 8 or content[4:8] != b"TFL3":
         raise ValueError(f"Not a TFLite flatbuffer (no TFL3 identifier): {path}")
     schema = _schema()
-    model = schema.Model.GetRootAs(content, 0)
-    graph = _Graph(schema, model)
-    findings = []
-    for index in range(graph.subgraph.OperatorsLength()):
-        findings.extend(graph.check(index))
-    return GpuDelegateReport(path=path, ops=[graph.op_name(i) for i in range(graph.subgraph.OperatorsLength())],
-                             findings=findings)
+    try:
+        model = schema.Model.GetRootAs(content, 0)
+        graph = _Graph(schema, model, len(content))
+        count = graph.subgraph.OperatorsLength()
+        findings = []
+        for index in range(count):
+            findings.extend(graph.check(index))
+        ops = [graph.op_name(i) for i in range(count)]
+    except _DAMAGED as error:  # the flatbuffer reader indexes the bytes as they say, unchecked
+        raise ValueError(
+            f"Damaged TFLite flatbuffer {path} ({len(content):,} bytes; truncated or overwritten?): "
+            f"{type(error).__name__}: {error}"
+        ) from None
+    return GpuDelegateReport(path=path, ops=ops, findings=findings)
+
+
+# what the flatbuffer reader raises on bytes that are no well-formed model: offsets past the end (struct.error,
+# IndexError), a table that is absent (AttributeError on None), a vector that numpy cannot view (ValueError,
+# TypeError), a name that is no UTF-8
+_DAMAGED = (struct.error, IndexError, AttributeError, TypeError, ValueError, KeyError, OverflowError, UnicodeDecodeError)
 
 
 class _Graph:
-    def __init__(self, schema, model):
+    def __init__(self, schema, model, size):
+        if model.SubgraphsLength() < 1:
+            raise ValueError("no subgraph")
         self.schema, self.model, self.subgraph = schema, model, model.Subgraphs(0)
+        # a vector's length is read from the file: one longer than the file is a damaged length, not a model to
+        # walk for billions of steps
+        for what, length in (("operators", self.subgraph.OperatorsLength()), ("tensors", self.subgraph.TensorsLength()),
+                             ("operator codes", model.OperatorCodesLength()), ("buffers", model.BuffersLength())):
+            if length * 4 > size:
+                raise ValueError(f"{length:,} {what} in a file of {size:,} bytes")
         self.builtin_names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
         self.type_names = {v: k for k, v in vars(schema.TensorType).items() if not k.startswith("_")}
         # delegates/utils.cc FP16GraphPartitionHelper: a DEQUANTIZE of a float16 constant (float16 weights) is

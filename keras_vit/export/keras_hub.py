@@ -11,14 +11,15 @@ model without ``image_size``) is refused with the reasons before anything is wri
 
 The preset is written in a temporary folder beside ``DIR``, read back by keras_vit's own reader
 (:mod:`keras_vit.weights.keras_hub`) and compared with the model on ``[0, 255]`` images; only then is it moved
-to ``DIR``, which must not exist.
+to ``DIR``, which must not exist. The temporary folder is ``.DIR.tmp-<pid>-<random>``
+(:func:`keras_vit.saving.temporary_path`): one that an export killed before it could clean up (SIGKILL, power
+loss) left is removed by the next export to ``DIR``, which says so (the report's ``removed_stale``).
 """
 
 import datetime
 import json
 import os
 import shutil
-import uuid
 
 import numpy as np
 
@@ -26,6 +27,7 @@ from keras_vit.architecture.model import config_of
 from keras_vit.architecture.state import require_float
 from keras_vit.export import verify
 from keras_vit.export.errors import ExportError, ExportVerificationError
+from keras_vit.saving import remove_stale_temporaries, temporary_path
 from keras_vit.weights import keras_hub_layout as layout
 from keras_vit.weights.mapping import POSEMB_KEY, targets_of
 
@@ -252,9 +254,11 @@ def export(model, output, *, labels=None, images, source=None, max_abs_diff=None
     config = config_of(model)
     output = os.fspath(output)
     check_output(output)
-    parent, base = os.path.split(os.path.abspath(output))
-    os.makedirs(parent, exist_ok=True)
-    tmp = os.path.join(parent, f".{base}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    # what an export to the same folder that was killed left (its writer's process is gone): removed, and said
+    stale = remove_stale_temporaries(output)
+    for path in stale:
+        print(f"keras_vit.export: removed {path!r}, the temporary folder of an export to {output!r} that did not finish")
+    tmp = temporary_path(output)
     try:
         write_preset(model, tmp, labels, source)
         kwargs = {"classifier_activation": config.classifier_activation} if config.include_top else {"include_top": False, "pooling": None}
@@ -272,6 +276,8 @@ def export(model, output, *, labels=None, images, source=None, max_abs_diff=None
             details={"files": sorted(os.listdir(tmp)), "input": "images float32 (batch, H, W, 3) RGB [0, 255]"},
         )
         result.eval_images = images_source or f"{len(x)} images"
+        if stale:
+            result.details["removed_stale"] = stale
         if report is not None:
             result.write_json(report)
         if not result.passed:

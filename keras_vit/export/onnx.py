@@ -45,7 +45,7 @@ def convert(model, opset=DEFAULT_OPSET, output_name=None):
         )
     except Exception as error:
         raise ExportError(f"tf2onnx failed: {error}") from error
-    output_name = output_name or ("probabilities" if common.outputs_are_probabilities(model) else "logits")
+    output_name = output_name or common.output_kind(model)  # probabilities, logits or embedding
     _rename_output(proto, proto.graph.output[0].name, output_name)
     return proto
 
@@ -86,9 +86,10 @@ def run(path_or_bytes, images, batch_size=32, *, num_threads=None):
 
 
 def write(proto, path, labels):
-    """Write the model with the labels in its metadata (``labels``: newline-joined)."""
-    entry = proto.metadata_props.add()
-    entry.key = "labels"
-    entry.value = "\n".join(str(v) for v in labels)
+    """Write the model with the labels in its metadata (``labels``: newline-joined; none for an embedding)."""
+    if labels is not None:
+        entry = proto.metadata_props.add()
+        entry.key = "labels"
+        entry.value = "\n".join(str(v) for v in labels)
     with open(path, "wb") as f:
         f.write(proto.SerializeToString())

@@ -136,7 +136,14 @@ def export_model(
     model, shape = _at_size(model, format, image_size)
     if format == "keras-hub":
         return _export_keras_hub(model, output, labels, model_path, eval_data, shape, num_images, max_abs_diff, report)
-    labels = common.resolve_labels(model, labels, model_path)
+    labels = common.resolve_labels(model, labels, model_path)  # None for an embedding: no classes to name
+    bars = verify.tolerance_for(format, quantize, max_abs_diff=max_abs_diff, min_top1_agreement=min_top1_agreement)
+    if common.is_embedding(model) and "max_abs_diff" not in bars:
+        raise ValueError(
+            f"Model {model.name!r} returns an embedding, not class scores: the top-1 agreement that verifies a "
+            f"{format} {quantize} export says nothing of an embedding. Pass max_abs_diff= (--max-abs-diff) on the "
+            "embedding's scale to verify it, before any work."
+        )
     if format == "saved_model":  # fail before any work
         saved_model.version_path(output, name or model.name, version)
     calibration = None
@@ -147,7 +154,6 @@ def export_model(
     images = data.eval_images(eval_data, shape, num_images, dataset=dataset)
     progress(f"running the Keras model on {len(images.pixels)} images")
     expected = model.predict(images.pixels, batch_size=32, verbose=0)
-    bars = verify.tolerance_for(format, quantize, max_abs_diff=max_abs_diff, min_top1_agreement=min_top1_agreement)
 
     if format == "saved_model":
         progress(f"writing and verifying the SavedModel on {len(images.pixels)} images")
@@ -164,7 +170,9 @@ def export_model(
     else:
         progress(f"converting to ONNX (opset {opset}) and verifying on {len(images.pixels)} images")
         result = _export_onnx(model, output, labels=labels, images=images.pixels, expected=expected, bars=bars, opset=opset)
-    result.details.setdefault("labels", list(labels))
+    if labels is not None:
+        result.details.setdefault("labels", list(labels))
+    result.details["output"] = common.output_kind(model)  # what the export calls its output
     result.eval_images = images.describe()
     result.calibration_images = calibration.describe() if calibration is not None else None
     if report is not None:
@@ -208,14 +216,14 @@ def _at_size(model, format, image_size):
 def _export_saved_model(model, base, *, name, version, labels, top_k, images, expected, bars, warmup, image_size):
     import tensorflow as tf  # deferred: TensorFlow, not imported under the JAX and PyTorch backends
 
-    probabilities = common.outputs_are_probabilities(model)
-    if not probabilities:
+    logits = common.output_kind(model) == "logits"  # served as probabilities; an embedding is served as it is
+    if logits:
         expected = softmax(expected)
     holder = {}
 
     def reference(pixels):
         outputs = model.predict(pixels, batch_size=32, verbose=0)
-        return outputs if probabilities else softmax(outputs)
+        return softmax(outputs) if logits else outputs
 
     def check(tmp):
         loaded = tf.saved_model.load(tmp)
@@ -297,7 +305,8 @@ def _export_tflite(model, output, *, quantize, labels, calibration, images, expe
             )
         if result.passed:
             os.replace(tmp, output)
-            atomic_write(tflite.label_file_path(output), lambda path: _write_lines(path, labels))
+            if labels is not None:  # an embedding has no classes
+                atomic_write(tflite.label_file_path(output), lambda path: _write_lines(path, labels))
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)

@@ -15,7 +15,9 @@ Signatures (both with a dynamic batch):
   the patch size divides (another fails the request, naming both). Outputs
   ``probabilities`` (float32 ``(batch, classes)``),
   ``top_k_scores`` (float32), ``top_k_ids`` (int32) and ``top_k_labels``
-  (string), each ``(batch, k)``.
+  (string), each ``(batch, k)``. A model that returns an embedding (no classification head, e.g. a
+  CLIP-like model with a projection: :attr:`keras_vit.ViTConfig.output`) has one output instead,
+  ``embedding`` (float32 ``(batch, size)``, as the model computes it: no softmax, no top-k, no labels).
 * ``serving_bytes``: input ``image_bytes``, string ``(batch,)`` of JPEG/PNG/
   GIF/BMP/WebP file contents (what the REST ``{"b64": ...}`` form arrives as);
   decoded and resized in the graph by the function ``keras-vit predict``
@@ -28,7 +30,8 @@ Signatures (both with a dynamic batch):
   that request with ``InvalidArgumentError`` (an error response in TF
   Serving); the server and later requests are unaffected.
 
-``assets/keras_vit.json`` records the model's ``vit_config`` and the size
+``assets/keras_vit.json`` records the model's ``vit_config``, what its output is (``output``:
+``probabilities``, ``logits`` (served as probabilities) or ``embedding``) and the size
 ``serving_bytes`` resizes to (``image_size``), so that ``keras-vit predict``
 classifies files with the SavedModel of an ``image_size=None`` model at that
 size (:data:`METADATA_FILE`).
@@ -55,7 +58,8 @@ SERVING_SIGNATURE = "serving_default"
 BYTES_SIGNATURE = "serving_bytes"
 PIXELS_INPUT = "images"
 BYTES_INPUT = "image_bytes"
-OUTPUT_NAMES = ("probabilities", "top_k_ids", "top_k_labels", "top_k_scores")
+OUTPUT_NAMES = ("probabilities", "top_k_ids", "top_k_labels", "top_k_scores")  # a classifier's
+EMBEDDING_OUTPUT = "embedding"  # the one output of a model that returns an embedding
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 
 
@@ -118,15 +122,17 @@ def build_archive(model, labels, top_k=5, *, image_size=None):
     k = min(int(top_k), classes)
     if k < 1:
         raise ValueError(f"`top_k` must be positive. Received: top_k={top_k!r}")
-    probabilities_out = common.outputs_are_probabilities(model)
-    label_table = tf.constant([str(v) for v in labels], dtype=tf.string)
+    kind = common.output_kind(model)
+    label_table = None if kind == EMBEDDING_OUTPUT else tf.constant([str(v) for v in labels], dtype=tf.string)
 
     def serve(images):
         # TF Serving does not check a request against the signature's static shape: without this an
         # image of another size is regrouped by the reshapes (8 rows for 2 images of twice the size)
         images = tf.ensure_shape(images, (None, mh, mw, c), name="check_image_shape")
         outputs = tf.cast(model(images, training=False), tf.float32)
-        probabilities = outputs if probabilities_out else tf.nn.softmax(outputs, axis=-1)
+        if kind == EMBEDDING_OUTPUT:  # no classes: the embedding as the model computes it
+            return {EMBEDDING_OUTPUT: outputs}
+        probabilities = outputs if kind == "probabilities" else tf.nn.softmax(outputs, axis=-1)
         scores, ids = tf.math.top_k(probabilities, k=k)
         return {
             "probabilities": probabilities,
@@ -158,7 +164,7 @@ def build_archive(model, labels, top_k=5, *, image_size=None):
 def write_metadata(path, model, image_size=None):
     """Write ``assets/keras_vit.json``: the model's ``vit_config`` (if it has one) and ``serving_bytes``'s size."""
     size = bytes_image_size(model, image_size)
-    metadata = {"image_size": [int(v) for v in size]}
+    metadata = {"image_size": [int(v) for v in size], "output": common.output_kind(model)}
     try:
         metadata["vit_config"] = config_of(model).to_dict()
     except ValueError:  # a Keras model that is no keras_vit model: the size only
@@ -215,22 +221,27 @@ def graph_ops(path):
     return sorted(ops)
 
 
+def _main_output(outputs):
+    """``probabilities`` of a classifier's signature, ``embedding`` of an embedding model's."""
+    return outputs["probabilities" if "probabilities" in outputs else EMBEDDING_OUTPUT].numpy()
+
+
 def run_signature(loaded, images, batch_size=32):
-    """``probabilities`` of ``serving_default`` on ``images``, in batches."""
+    """``probabilities`` (or ``embedding``) of ``serving_default`` on ``images``, in batches."""
     import tensorflow as tf  # deferred: TensorFlow, not imported under the JAX and PyTorch backends
 
     fn = loaded.signatures[SERVING_SIGNATURE]
-    out = [fn(**{PIXELS_INPUT: tf.constant(images[i : i + batch_size])})["probabilities"].numpy()
+    out = [_main_output(fn(**{PIXELS_INPUT: tf.constant(images[i : i + batch_size])}))
            for i in range(0, len(images), batch_size)]
     return np.concatenate(out)
 
 
 def run_bytes_signature(loaded, files):
-    """``probabilities`` of ``serving_bytes`` on a list of encoded image files (bytes)."""
+    """``probabilities`` (or ``embedding``) of ``serving_bytes`` on a list of encoded image files (bytes)."""
     import tensorflow as tf  # deferred: TensorFlow, not imported under the JAX and PyTorch backends
 
     fn = loaded.signatures[BYTES_SIGNATURE]
-    return fn(**{BYTES_INPUT: tf.constant(list(files), dtype=tf.string)})["probabilities"].numpy()
+    return _main_output(fn(**{BYTES_INPUT: tf.constant(list(files), dtype=tf.string)}))
 
 
 def export_saved_model(
@@ -245,7 +256,7 @@ def export_saved_model(
         name: model name (default: the Keras model's name).
         version: positive int; default one above the highest existing one.
             An existing version raises ``FileExistsError``.
-        labels: class names (``len == classes``).
+        labels: class names (``len == classes``); None for a model that returns an embedding.
         top_k: how many classes the ``top_k_*`` outputs hold.
         warmup_images: images for ``assets.extra/tf_serving_warmup_requests``
             (written when tensorflow-serving-api is installed); None skips.
@@ -268,8 +279,9 @@ def export_saved_model(
     try:
         build_archive(model, labels, top_k, image_size=image_size).write_out(tmp, verbose=False)
         os.makedirs(os.path.join(tmp, "assets"), exist_ok=True)
-        with open(os.path.join(tmp, "assets", "labels.txt"), "w", encoding="utf-8") as f:
-            f.write("".join(f"{label}\n" for label in labels))
+        if labels is not None:  # an embedding has no classes to name
+            with open(os.path.join(tmp, "assets", "labels.txt"), "w", encoding="utf-8") as f:
+                f.write("".join(f"{label}\n" for label in labels))
         write_metadata(tmp, model, image_size)
         if warmup_images is not None:
             written = write_warmup(tmp, name, warmup_images)

@@ -88,7 +88,10 @@ def conversion_error(quantize, error):
 
 
 def convert(model, quantize="float32", representative_images=None, *, batch_size=1, float_ops=(), on_calibration_image=None):
-    """Convert a Keras model to a TFLite flatbuffer (bytes), builtin ops only.
+    """Convert a Keras model to a TFLite flatbuffer (bytes), builtin ops only, its output named for what it is.
+
+    The output tensor is named ``probabilities``, ``logits`` or ``embedding``
+    (:func:`keras_vit.export.common.output_kind`), as the SavedModel and ONNX outputs are.
 
     Args:
         model: a ``keras.Model`` image classifier.
@@ -102,6 +105,26 @@ def convert(model, quantize="float32", representative_images=None, *, batch_size
     Returns:
         The flatbuffer bytes.
     """
+    return name_output(_convert(model, quantize, representative_images, batch_size, float_ops, on_calibration_image),
+                       common.output_kind(model))
+
+
+def name_output(content, name):
+    """The flatbuffer with its one output tensor named ``name`` (the frozen graph calls it ``Identity``).
+
+    The rest of the file is unchanged (the object API of TensorFlow's ``flatbuffer_utils`` reads it and writes it back).
+    """
+    from tensorflow.lite.tools import flatbuffer_utils  # deferred: TensorFlow, as in convert
+
+    model = flatbuffer_utils.read_model_from_bytearray(bytearray(content))
+    subgraph = model.subgraphs[0]
+    if len(subgraph.outputs) != 1:
+        raise ExportError(f"Expected one output in the TFLite model. Received: {len(subgraph.outputs)}")
+    subgraph.tensors[subgraph.outputs[0]].name = name.encode("utf-8")
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+
+
+def _convert(model, quantize, representative_images, batch_size, float_ops, on_calibration_image):
     import tensorflow as tf  # deferred: TensorFlow, not imported under the JAX and PyTorch backends
 
     common.check_quantize(quantize)
@@ -218,10 +241,11 @@ def run(path_or_content, images, num_threads=None):
 
 
 def write(content, path, labels):
-    """Write the flatbuffer to ``path`` with the labels zipped on."""
+    """Write the flatbuffer to ``path`` with the labels zipped on (none for an embedding: ``labels`` None)."""
     with open(path, "wb") as f:
         f.write(content)
-    attach_labels(path, labels)
+    if labels is not None:
+        attach_labels(path, labels)
 
 
 def label_file_path(path):

@@ -117,7 +117,8 @@ class VerificationReport:
             f"  verified on    {self.eval_images or f'{self.num_images} images'}",
             *([f"  calibrated on  {self.calibration_images}"] if self.calibration_images else []),
             f"  max abs diff   {self.max_abs_diff:.3g}",
-            f"  top-1 agree    {self.top1_agreement:.2%}",
+            f"  top-1 agree    {self.top1_agreement:.2%}" if self.details.get("output") != "embedding" else
+            f"  argmax agree   {self.top1_agreement:.2%} (an embedding has no classes: its bar is the max abs diff)",
             f"  tolerance      {bars}: {'PASSED' if self.passed else 'FAILED'}",
             f"  ops ({len(self.ops)})       {', '.join(self.ops)}",
         ]

@@ -5,8 +5,8 @@
 SavedModel's ``serving_bytes`` runs in its graph), resizes them to the model's
 input size (a model of any size: its native size, or ``image_size=``),
 runs whichever format it was given (:mod:`keras_vit.inference.runtimes`), and
-returns the top-k classes of each image; ``preprocess_input`` and
-``decode_predictions`` follow ``keras.applications``. A file or folder that
+returns the top-k classes of each image (of a model that returns an embedding, no classification head:
+the embedding); ``preprocess_input`` and ``decode_predictions`` follow ``keras.applications``. A file or folder that
 cannot be read (missing, not permitted, corrupt, too large to decode safely)
 gets an error entry and the others are still classified.
 """
@@ -119,8 +119,10 @@ class Predictor:
     """One loaded model of any supported format, callable on RGB batches in [0, 255].
 
     Build with :func:`load_predictor`. Attributes: ``format``, ``path``,
-    ``image_size`` ``(h, w)``, ``num_classes``, ``class_names``, ``model`` (the
-    loaded object), ``runtime`` (its :class:`~keras_vit.inference.runtimes.Runtime`).
+    ``image_size`` ``(h, w)``, ``num_classes`` (the output's width: classes, or the embedding's size),
+    ``class_names`` (None for an embedding), ``embedding`` (whether the model returns an embedding, not
+    class scores: :attr:`keras_vit.ViTConfig.output`), ``model`` (the loaded object), ``runtime`` (its
+    :class:`~keras_vit.inference.runtimes.Runtime`).
     """
 
     def __init__(self, runtime, model_format, path=None, *, labels=None):
@@ -130,15 +132,26 @@ class Predictor:
         self.image_size = tuple(int(v) for v in runtime.image_size)
         self.num_classes = int(runtime.num_classes)
         self.model = runtime.loaded
-        self.class_names = labels_lib.class_names(self.num_classes, labels=labels, model_path=path, loaded=self.model)
+        self.embedding = runtime.output == runtimes.EMBEDDING
+        if self.embedding and labels is not None:
+            raise ValueError(
+                f"The model {path or getattr(self.model, 'name', '')!r} returns a {self.num_classes}-value embedding "
+                "(no classification head), not class scores: it has no classes to label. Drop labels= (--labels)."
+            )
+        self.class_names = None if self.embedding else labels_lib.class_names(
+            self.num_classes, labels=labels, model_path=path, loaded=self.model
+        )
 
     def __call__(self, images):
-        """``(batch, h, w, 3)`` RGB in [0, 255] -> ``(batch, num_classes)`` probabilities."""
+        """``(batch, h, w, 3)`` RGB in [0, 255] -> ``(batch, num_classes)`` probabilities (an embedding as it is)."""
         images = np.asarray(images, dtype="float32")
         if images.shape[1:3] != self.image_size:
             raise ValueError(f"Expected images of size {self.image_size}. Received: shape={images.shape}")
         x = preprocess_input(images, include_preprocessing=self.runtime.takes_pixels)
-        return to_probabilities(self.runtime.run(x), self.runtime.atol)
+        outputs = self.runtime.run(x)
+        if self.embedding:  # never a softmax over embedding dimensions
+            return np.asarray(outputs, dtype="float32")
+        return to_probabilities(outputs, self.runtime.atol)
 
 
 _ADVISED = []
@@ -211,7 +224,10 @@ def predict(model, images, top_k=5, *, labels=None, batch_size=16, include_prepr
     Returns:
         One dict per image file, in order: ``{"path", "predictions": [{"index",
         "label", "probability"}, ...]}``, or ``{"path", "error"}`` for a file
-        that could not be read.
+        that could not be read. A model that returns an embedding (no classification head, e.g. a
+        CLIP-like model with a projection, :attr:`keras_vit.ViTConfig.output`) has no classes:
+        ``{"path", "embedding": [float, ...]}`` instead of ``"predictions"`` (``top_k`` does not apply;
+        ``labels`` is refused).
 
     Example:
     >>> import tempfile
@@ -236,6 +252,9 @@ def predict(model, images, top_k=5, *, labels=None, batch_size=16, include_prepr
             return
         probs = predictor(np.stack([image for _, image in pending]))
         for (result, _), row in zip(pending, probs):
+            if predictor.embedding:
+                result["embedding"] = [float(v) for v in row]
+                continue
             order = np.argsort(-row, kind="stable")[:top_k]
             result["predictions"] = [
                 {"index": int(i), "label": predictor.class_names[i], "probability": float(row[i])} for i in order

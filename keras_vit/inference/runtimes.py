@@ -26,7 +26,7 @@ FORMATS = ("keras", "saved_model", "tflite", "onnx")  # what model_format tells 
 SAVED_MODEL_METADATA = os.path.join("assets", "keras_vit.json")
 
 Runtime = collections.namedtuple(
-    "Runtime", "run image_size num_classes takes_pixels loaded atol", defaults=(None, 1e-3)
+    "Runtime", "run image_size num_classes takes_pixels loaded atol output", defaults=(None, 1e-3, None)
 )
 Runtime.__doc__ = """A loaded model as a function of its input.
 
@@ -39,7 +39,11 @@ Attributes:
         itself) or [-1, 1].
     loaded: the loaded object (a ``keras.Model``, a loaded SavedModel), or None.
     atol: how far from 1 a row of probabilities may sum (quantised outputs).
+    output: what the model returns (:attr:`keras_vit.ViTConfig.output`): ``"embedding"`` for a model
+        without a classification head, ``"probabilities"`` or ``"logits"``; None where the file does not
+        say (class scores: a file keras_vit exported before it named its outputs, another tool's model).
 """
+EMBEDDING = "embedding"  # the output name of a model that returns an embedding, in every format keras_vit exports
 
 
 def model_format(path):
@@ -132,6 +136,11 @@ def keras_runtime(model, include_preprocessing=None, image_size=None):
         except ValueError:  # a Keras model of any size that is no keras_vit model: image_size must be named
             pass
     size = input_size(shape[1:3], image_size, default=config and config.native_image_size, config=config)
+    if config is None:
+        try:
+            config = config_of(model)
+        except ValueError:  # another Keras model: class scores
+            pass
     shape = (None,) + size + tuple(shape[3:])
 
     def run(images):
@@ -140,7 +149,8 @@ def keras_runtime(model, include_preprocessing=None, image_size=None):
         chunks = [model.predict_on_batch(images[i : i + _CHUNK]) for i in range(0, len(images), _CHUNK)]
         return np.concatenate(chunks, axis=0) if chunks else np.zeros((0, model.output_shape[-1]), "float32")
 
-    return Runtime(run, shape[1:3], model.output_shape[-1], include_preprocessing, model)
+    return Runtime(run, shape[1:3], model.output_shape[-1], include_preprocessing, model,
+                   output=config.output if config is not None else None)
 
 
 def saved_model_runtime(path, include_preprocessing=None, image_size=None):
@@ -152,8 +162,8 @@ def saved_model_runtime(path, include_preprocessing=None, image_size=None):
 
     It is taken to scale [0, 255] pixels itself (as keras_vit exports do)
     unless ``include_preprocessing=False``.
-    The class scores are the output named ``probabilities``, else the widest
-    float ``(batch, classes)`` output that is not a top-k.
+    The class scores are the output named ``probabilities`` (an embedding model's: ``embedding``), else
+    the widest float ``(batch, classes)`` output that is not a top-k.
     """
     import tensorflow as tf  # deferred: TensorFlow, not imported under the JAX and PyTorch backends
 
@@ -181,7 +191,7 @@ def saved_model_runtime(path, include_preprocessing=None, image_size=None):
     }
     if not outputs:
         raise ValueError(f"SavedModel signature has no (batch, classes) output: {sorted(signature.structured_outputs)}")
-    output_name = min(outputs, key=lambda n: (n != "probabilities", "top_k" in n, -(outputs[n].shape[-1] or 0), n))
+    output_name = min(outputs, key=lambda n: (n not in ("probabilities", EMBEDDING), "top_k" in n, -(outputs[n].shape[-1] or 0), n))
     fixed_batch = spec.shape[0]
 
     def run(images):
@@ -190,7 +200,8 @@ def saved_model_runtime(path, include_preprocessing=None, image_size=None):
         result = [signature(**{input_name: tf.constant(c, dtype=spec.dtype)})[output_name].numpy() for c in chunks]
         return np.concatenate(result)
 
-    return Runtime(run, size, outputs[output_name].shape[-1], include_preprocessing is not False, loaded)
+    output = EMBEDDING if output_name == EMBEDDING else metadata.get("output")
+    return Runtime(run, size, outputs[output_name].shape[-1], include_preprocessing is not False, loaded, output=output)
 
 
 def _saved_model_metadata(path):
@@ -333,7 +344,8 @@ def tflite_runtime(path, include_preprocessing=None, image_size=None):
     num_classes = int(output_detail["shape"][-1])
     out_scale = output_detail["quantization"][0] if _is_quantized(output_detail) else 0.0
     atol = max(1e-3, num_classes * out_scale)  # each dequantised score is off by up to one step
-    return Runtime(run, (h, w), num_classes, include_preprocessing is not False, None, atol)
+    output = EMBEDDING if output_detail["name"] == EMBEDDING else None  # keras_vit names the output (export.tflite)
+    return Runtime(run, (h, w), num_classes, include_preprocessing is not False, None, atol, output)
 
 
 def onnx_session(path_or_bytes, num_threads=None):
@@ -352,7 +364,7 @@ def onnx_runtime(path, include_preprocessing=None, image_size=None):
 
     It is taken to scale [0, 255] pixels itself (as keras_vit exports do) unless
     ``include_preprocessing=False``. The class scores are the output named ``probabilities`` (else
-    ``logits``, else the first ``(batch, classes)`` output).
+    ``logits``, else an embedding model's ``embedding``, else the first ``(batch, classes)`` output).
     """
     path = os.fspath(path)
     try:
@@ -371,7 +383,7 @@ def onnx_runtime(path, include_preprocessing=None, image_size=None):
     outputs = [o for o in session.get_outputs() if len(o.shape) == 2]
     if not outputs:
         raise ValueError(f"The ONNX model {path!r} has no (batch, classes) output: {[o.name for o in session.get_outputs()]}")
-    output = min(outputs, key=lambda o: (o.name != "probabilities", o.name != "logits"))
+    output = min(outputs, key=lambda o: (o.name != "probabilities", o.name != "logits", o.name != EMBEDDING))
 
     def run(images):
         chunks = [
@@ -380,4 +392,5 @@ def onnx_runtime(path, include_preprocessing=None, image_size=None):
         ]
         return np.concatenate(chunks) if chunks else np.zeros((0, output.shape[-1]), "float32")
 
-    return Runtime(run, size, int(output.shape[-1]), include_preprocessing is not False, session)
+    kind = output.name if output.name in ("probabilities", "logits", EMBEDDING) else None
+    return Runtime(run, size, int(output.shape[-1]), include_preprocessing is not False, session, output=kind)

@@ -1,0 +1,67 @@
+"""What the command prints for a model it cannot take: the reason and the way out on one line, exit status 2, no traceback."""
+
+import pytest
+
+from helpers import tiny_vit
+from keras_vit import cli, saving
+
+
+def _error(capsys, argv):
+    assert cli.main(argv) == 2
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err and "Traceback" not in captured.out
+    (line,) = [line for line in captured.err.splitlines() if line.startswith("keras-vit ")]
+    return line
+
+
+def test_info_of_a_folder_says_it_is_a_folder(tmp_path, capsys):
+    line = _error(capsys, ["info", str(tmp_path)])
+    assert f"{str(tmp_path)!r} is a folder, not a .keras model file" in line
+    assert "not found" not in line  # it is there
+    assert "keras-vit convert FOLDER" in line
+
+
+@pytest.mark.parametrize(
+    "name, says",
+    [("vit.safetensors", "is a safetensors checkpoint: keras_vit.from_pretrained"),
+     ("vit.npz", "is an original ViT checkpoint"),
+     ("vit.tflite", "is a TFLite model: keras_vit.predict runs it"),
+     ("notes.txt", "is no zip archive, which every .keras file is")],
+)
+def test_info_of_another_kind_of_file_names_its_kind(tmp_path, capsys, name, says):
+    path = tmp_path / name
+    path.write_bytes(b"\x00" * 64)
+    line = _error(capsys, ["info", str(path)])
+    assert f"Not a .keras model file: {str(path)!r} {says}" in line
+    assert "Corrupt" not in line  # nothing is damaged: it is another kind of file
+
+
+def test_a_damaged_keras_file_is_still_called_corrupt(tmp_path, capsys):
+    path = tmp_path / "vit.keras"
+    path.write_bytes(b"\x00" * 64)
+    assert "Corrupt model file" in _error(capsys, ["info", str(path)])
+
+
+@pytest.fixture(scope="module")
+def quantized_file(tmp_path_factory):
+    model = tiny_vit(num_classes=3)
+    model.quantize("int8")
+    path = str(tmp_path_factory.mktemp("state") / "int8.keras")
+    saving.save_model(model, path)
+    return path
+
+
+@pytest.mark.parametrize(
+    "argv, action, way_out",
+    [(["resize", "MODEL", "--image-size", "48", "--output", "OUT/r.keras"], "resize", "resize the float model"),
+     (["export", "MODEL", "--format", "keras-hub", "--output", "OUT/preset"], "export as a keras-hub preset",
+      "export the float model"),
+     (["export", "MODEL", "--format", "tflite", "--image-size", "48", "--output", "OUT/m.tflite"], "resize",
+      "resize the float model")],
+)
+def test_a_quantized_model_is_refused_in_one_line(quantized_file, tmp_path, capsys, argv, action, way_out):
+    argv = [a.replace("MODEL", quantized_file).replace("OUT", str(tmp_path)) for a in argv]
+    line = _error(capsys, argv)
+    assert f"Cannot {action} model 'vit': it is quantized (int8," in line
+    assert f"Instead, {way_out}, then call model.quantize('int8')" in line and "Nothing was assigned or written" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing written
