@@ -164,8 +164,8 @@ _HUB_TABLE = (
     ("dinov2_vits14_reg4", "timm/vit_small_patch14_reg4_dinov2.lvd142m", "DINOv2 + registers", 518, 0, "embedding", None),
     ("dinov2_vitb14_reg4", "timm/vit_base_patch14_reg4_dinov2.lvd142m", "DINOv2 + registers", 518, 0, "embedding", None),
     ("siglip_base_patch16_224", "timm/vit_base_patch16_siglip_224.webli", "SigLIP", 224, 0, "embedding", None),
-    # timm's input_size 384; its stride-14 patch convolution covers 27 x 14 = 378 pixels of it
-    ("siglip_so400m_patch14_384", "timm/vit_so400m_patch14_siglip_384.webli", "SigLIP", 378, 0, "embedding", None),
+    # timm's input_size 384; its stride-14 patch convolution covers 27 x 14 = 378 pixels of it (crop_remainder)
+    ("siglip_so400m_patch14_384", "timm/vit_so400m_patch14_siglip_384.webli", "SigLIP", 384, 0, "embedding", None),
     ("clip_vitb16_openai", "timm/vit_base_patch16_clip_224.openai", "CLIP", 224, 512, "embedding", "vit_base_patch16" + _QUICK),
     ("clip_vitb32_openai", "timm/vit_base_patch32_clip_224.openai", "CLIP", 224, 512, "embedding", "vit_base_patch32" + _QUICK),
     ("clip_vitl14_openai", "timm/vit_large_patch14_clip_224.openai", "CLIP", 224, 768, "embedding", "vit_large_patch14" + _QUICK),
