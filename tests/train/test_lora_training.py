@@ -9,6 +9,7 @@ from keras_vit.models.lora import lora_layers
 from keras_vit.train import backup as backup_lib
 from keras_vit.train import config as config_lib
 from keras_vit.train import job
+from keras_vit.train import resumable
 from test_resume_settings import _folder, _killed_run, _run
 
 RUN = dict(model="micro", epochs=2, steps_per_epoch=3, batch_size=4, save_freq=1, lora=2, tensorboard=False, verbose=0)
@@ -18,6 +19,7 @@ def _adapted_micro():
     model = keras_vit.ViT(image_size=28, patch_size=7, hidden_size=16, num_layers=1, num_heads=2, mlp_dim=32, num_classes=2)
     keras_vit.enable_lora(model, 2)
     model.compile(optimizer=keras.optimizers.Adam(0.01), loss="categorical_crossentropy")
+    resumable.build_optimizer_slots(model)  # as fit_resumable does: one trace of the step, not two
     return model
 
 
