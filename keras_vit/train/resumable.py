@@ -101,6 +101,20 @@ class ResumableHistory(keras.callbacks.History):
         return self[key] if key in self else default
 
 
+def build_optimizer_slots(model):
+    """Build ``model.optimizer``'s slots for the trainable variables now, if ``model.fit`` would build them later.
+
+    Without a distribution strategy Keras builds the optimizer inside the first trace of the train step;
+    the variables created there make ``tf.function`` trace the whole step a second time, about twice the
+    start-up of a run of a small model. Built here, under the model's strategy as ``Backup.restore`` builds
+    it, the step is traced once.
+    """
+    optimizer = getattr(model, "optimizer", None)
+    if optimizer is not None and not optimizer.built:
+        with model.distribute_strategy.scope():
+            optimizer.build(model.trainable_variables)
+
+
 def fit_resumable(
     model,
     train,
@@ -153,6 +167,7 @@ def fit_resumable(
         (True when a callback stopped the run early).
     """
     verbose = progress_verbosity(verbose)
+    keras_fit = fit is None
     fit = fit or functools.partial(model.fit, shuffle=False)  # the pipeline shuffles (seeded)
     backup = next((c for c in callbacks if callable(getattr(c, "restore", None)) and callable(getattr(c, "remove", None))), None)
     if backup is not None:
@@ -161,6 +176,8 @@ def fit_resumable(
     if getattr(getattr(model.optimizer, "inner_optimizer", model.optimizer), "use_ema", False):
         callbacks = [*callbacks, KeepRawWeights()]
     start = backup.restore() if backup is not None else 0  # batches
+    if keras_fit:  # a custom loop builds its optimizer itself (DistributedTrainer)
+        build_optimizer_slots(model)
     total = epochs * steps_per_epoch
     history = ResumableHistory(model, resumed_from_step=start // per_update)
     if start > total * per_update:

@@ -1,9 +1,10 @@
 """The layers and builders on Keras' JAX backend compute what they compute on TensorFlow.
 
-Each backend runs in its own process (Keras picks its backend once, at import). The JAX process
-builds the same tiny models, loads the weights the TensorFlow process saved, and returns its
-outputs; they must agree within float32 rounding of two different GEMM libraries (XLA's CPU
-dots and oneDNN/Eigen). Skipped where jax is not installed (it is in the dev extra).
+Keras picks its backend once, at import: the TensorFlow side runs in this (TensorFlow) test process, the
+JAX side in one child process, which builds the same tiny models, loads the weights the TensorFlow side
+saved, and returns its outputs; they must agree within float32 rounding of two different GEMM libraries
+(XLA's CPU dots and oneDNN/Eigen). The same child also says whether importing keras_vit and building a
+model on JAX imported TensorFlow. Skipped where jax is not installed (it is in the dev extra).
 """
 
 import json
@@ -37,50 +38,66 @@ models = {
                                           num_layers=2, num_heads=4, mlp_dim=64, num_classes=5,
                                           classifier_activation=None),
 }
-folder, save = sys.argv[1], sys.argv[2] == "save"
-x = np.load(folder + "/x.npy")
-out = {}
-for name, build in models.items():
-    keras.utils.set_random_seed(0)
-    model = build()
-    path = f"{folder}/{name}.weights.h5"
-    if save:
-        rng = np.random.default_rng(1)
-        for w in model.weights:  # a non-zero head, so the outputs say something
-            w.assign(np.asarray(w) + 0.02 * rng.normal(size=w.shape).astype("float32"))
-        model.save_weights(path)
-    else:
-        model.load_weights(path)
-    # predict compiles the whole model once (jax.jit / tf.function); op-by-op eager JAX compiles every op
-    out[name] = np.asarray(model.predict(x, verbose=0)).tolist()
-out["backend"] = keras.backend.backend()
-print(json.dumps(out))
+
+
+def run(folder, save):
+    x = np.load(folder + "/x.npy")
+    # before anything else: what `import keras_vit` and a build import on this backend
+    probe = keras_vit.ViTTi16(num_classes=3, image_size=32)
+    out = {"probe": [probe.count_params(), "tensorflow" in sys.modules]}
+    for name, build in models.items():
+        keras.utils.set_random_seed(0)
+        model = build()
+        path = f"{folder}/{name}.weights.h5"
+        if save:
+            rng = np.random.default_rng(1)
+            for w in model.weights:  # a non-zero head, so the outputs say something
+                w.assign(np.asarray(w) + 0.02 * rng.normal(size=w.shape).astype("float32"))
+            model.save_weights(path)
+        else:
+            model.load_weights(path)
+        # predict compiles the whole model once (jax.jit / tf.function); op-by-op eager JAX compiles every op
+        out[name] = np.asarray(model.predict(x, verbose=0)).tolist()
+    out["backend"] = keras.backend.backend()
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(sys.argv[1], sys.argv[2] == "save")))
 """
 
 
-def _run(backend, folder, mode):
-    env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    done = subprocess.run([sys.executable, "-c", _BUILD, str(folder), mode], env=env, capture_output=True, text=True,
+def _jax(folder):
+    env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, "-c", _BUILD, str(folder), "load"], env=env, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_tiny_models_on_jax_match_tensorflow(tmp_path):
-    np.save(tmp_path / "x.npy", np.random.default_rng(0).uniform(0, 255, (2, 32, 32, 3)).astype("float32"))
-    tf_out = _run("tensorflow", tmp_path, "save")
-    jax_out = _run("jax", tmp_path, "load")
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory):
+    """``(tensorflow outputs, jax outputs)`` of the same models and weights: TensorFlow here, JAX in a child process."""
+    import keras
+
+    assert keras.backend.backend() == "tensorflow"  # this test process (conftest.py)
+    folder = tmp_path_factory.mktemp("backends")
+    np.save(folder / "x.npy", np.random.default_rng(0).uniform(0, 255, (2, 32, 32, 3)).astype("float32"))
+    namespace = {"__name__": "tensorflow_side"}
+    exec(_BUILD, namespace)  # the child's code, run here, where Keras runs on TensorFlow
+    return namespace["run"](str(folder), save=True), _jax(folder)
+
+
+def test_tiny_models_on_jax_match_tensorflow(outputs):
+    tf_out, jax_out = (dict(out) for out in outputs)
     assert tf_out.pop("backend") == "tensorflow" and jax_out.pop("backend") == "jax"
+    assert tf_out.pop("probe")[0] == jax_out.pop("probe")[0]  # the same parameter count
     for name, expected in tf_out.items():
         # same weights, same math; two GEMM libraries' float32 summation orders (measured: below 1e-6)
         np.testing.assert_allclose(np.asarray(jax_out[name]), np.asarray(expected), rtol=1e-5, atol=1e-5, err_msg=name)
 
 
-def test_import_and_build_on_jax_without_tensorflow():
-    code = ("import sys, keras_vit; m = keras_vit.ViTTi16(num_classes=3, image_size=32); "
-            "print(m.count_params(), 'tensorflow' in sys.modules)")
-    env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT)
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    count, tf_imported = done.stdout.split()[-2:]
-    assert int(count) > 0 and tf_imported == "False"
+def test_import_and_build_on_jax_without_tensorflow(outputs):
+    """The child imported keras_vit and built ViT-Ti/16 on JAX without importing TensorFlow."""
+    count, tf_imported = outputs[1]["probe"]
+    assert int(count) > 0 and tf_imported is False

@@ -37,10 +37,15 @@ def _small():
     ])
 
 
-def _model(optimizer, seed=0, build=tiny_vit):
+def _model(optimizer, seed=0, build=tiny_vit, slots=True):
+    """Compiled; ``slots``: the optimizer built now, as fit_resumable builds it (model.fit then traces its step once,
+    not twice); ``slots=False`` leaves it to Keras, which builds it inside the first trace, as a bare model.fit does."""
     keras.utils.set_random_seed(seed)
     model = build()  # no dropout: the same batches give the same gradients
-    return model_setup.compile_model(model, optimizer, label_smoothing=0.0)
+    model_setup.compile_model(model, optimizer, label_smoothing=0.0)
+    if slots:
+        resumable.build_optimizer_slots(model)
+    return model
 
 
 def _weights(model):
@@ -129,7 +134,7 @@ def test_ema_moves_once_per_update_by_its_definition():
 
 def test_validation_sees_the_average_and_training_goes_on_from_the_raw_weights():
     x, y = _data(16)
-    model = _model(optimizers.build_optimizer(0.05, 10, 0, name="sgd", ema=0.5))
+    model = _model(optimizers.build_optimizer(0.05, 10, 0, name="sgd", ema=0.5), slots=False)  # Keras' own build
     train = tf.data.Dataset.from_tensor_slices((x, y)).batch(4)
     validation = tf.data.Dataset.from_tensor_slices((x[:8], y[:8])).batch(8)
     record = _Record()

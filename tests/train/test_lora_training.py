@@ -9,7 +9,8 @@ from keras_vit.models.lora import lora_layers
 from keras_vit.train import backup as backup_lib
 from keras_vit.train import config as config_lib
 from keras_vit.train import job
-from test_resume_settings import _folder, _killed_run, _run
+from keras_vit.train import resumable
+from test_resume_settings import _run, copy_run, shared_killed_run
 
 RUN = dict(model="micro", epochs=2, steps_per_epoch=3, batch_size=4, save_freq=1, lora=2, tensorboard=False, verbose=0)
 
@@ -18,6 +19,7 @@ def _adapted_micro():
     model = keras_vit.ViT(image_size=28, patch_size=7, hidden_size=16, num_layers=1, num_heads=2, mlp_dim=32, num_classes=2)
     keras_vit.enable_lora(model, 2)
     model.compile(optimizer=keras.optimizers.Adam(0.01), loss="categorical_crossentropy")
+    resumable.build_optimizer_slots(model)  # as fit_resumable does: one trace of the step, not two
     return model
 
 
@@ -46,18 +48,23 @@ def test_a_lora_backup_restores_the_factors_that_keep_training(tmp_path):
         backup.restore()
 
 
-def test_train_lora_stores_the_rank_and_writes_a_merged_model(tmp_path, monkeypatch):
-    out, dataset = tmp_path / "run", _folder(tmp_path / "pets")
-    _killed_run(out, dataset, monkeypatch, at_step=2, **{k: v for k, v in RUN.items() if k not in ("verbose", "tensorboard")})
+@pytest.fixture(scope="module")
+def killed(tmp_path_factory):
+    """A --lora 2 run killed after step 2, once for the module (each test takes a copy)."""
+    settings = {k: v for k, v in RUN.items() if k not in ("verbose", "tensorboard")}
+    return shared_killed_run(tmp_path_factory, "killed_lora", at_step=2, **settings)
+
+
+def test_train_lora_stores_the_rank_and_writes_a_merged_model(tmp_path, killed):
+    out, dataset = copy_run(killed, tmp_path)
     assert backup_lib.stored_settings(out / "backup")["lora"] == 2
     metrics, printed = _run(job.TrainConfig(dataset=dataset, output=str(out), verbose=0, tensorboard=False))
     assert "lora=2" in printed and "LoRA of rank 2" in printed and metrics["resumed_from_step"] == 2
     assert not any("lora" in v.path for v in keras_vit.load_model(str(out / "model.keras")).weights)
 
 
-def test_resume_with_another_lora_rank_is_refused(tmp_path, monkeypatch):
-    out, dataset = tmp_path / "run", _folder(tmp_path / "pets")
-    _killed_run(out, dataset, monkeypatch, at_step=2, **{k: v for k, v in RUN.items() if k not in ("verbose", "tensorboard")})
+def test_resume_with_another_lora_rank_is_refused(tmp_path, killed):
+    out, dataset = copy_run(killed, tmp_path)
     with pytest.raises(ValueError, match=r"--lora: stored 2, given 4"):
         job.run(job.TrainConfig(dataset=dataset, output=str(out), lora=4))
 

@@ -4,6 +4,7 @@ import contextlib
 import csv
 import io
 import json
+import shutil
 
 import keras
 import pytest
@@ -43,13 +44,34 @@ def _killed_run(out, dataset, monkeypatch, *, at_step, **settings):
             _run(job.TrainConfig(dataset=dataset, output=str(out), verbose=0, tensorboard=False, **settings))
 
 
+def shared_killed_run(factory, name, *, at_step, **settings):
+    """One :func:`_killed_run` (and its image folder) for the tests of a module: ``(output, dataset)``, to be copied
+    with :func:`copy_run` by each test that writes into it (the runs' settings name the dataset, not the output)."""
+    root = factory.mktemp(name)
+    dataset = _folder(root / "pets")
+    _killed_run(root / "run", dataset, pytest.MonkeyPatch(), at_step=at_step, **settings)
+    return root / "run", dataset
+
+
+def copy_run(shared, tmp_path):
+    """A copy of a :func:`shared_killed_run` output in ``tmp_path``: ``(output, dataset)``."""
+    out = tmp_path / "run"
+    shutil.copytree(shared[0], out)
+    return out, shared[1]
+
+
 RUN = dict(model="micro", epochs=2, steps_per_epoch=3, batch_size=4, accumulate=3, ema=0.9, save_freq=1)
 
 
-def test_resume_without_the_flags_continues_the_stored_run(tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def killed(tmp_path_factory):
+    """A RUN killed after step 4, once for the module (each test takes a copy)."""
+    return shared_killed_run(tmp_path_factory, "killed", at_step=4, **RUN)
+
+
+def test_resume_without_the_flags_continues_the_stored_run(tmp_path, killed):
     """Issue 23 item 6: resumed without --accumulate 3 --ema 0.9, the run restarted at step 0 and lost log.csv's epoch."""
-    out, dataset = tmp_path / "run", _folder(tmp_path / "pets")
-    _killed_run(out, dataset, monkeypatch, at_step=4, **RUN)
+    out, dataset = copy_run(killed, tmp_path)
     stored = backup_lib.stored_settings(out / "backup")
     assert stored["accumulate"] == 3 and stored["ema"] == 0.9 and stored["model"] == "micro"
     assert [r["epoch"] for r in csv.DictReader(open(out / "log.csv"))] == ["0"]
@@ -62,12 +84,11 @@ def test_resume_without_the_flags_continues_the_stored_run(tmp_path, monkeypatch
     assert [r["epoch"] for r in csv.DictReader(open(out / "log.csv"))] == ["0", "1"]  # the first run's epoch kept
 
 
-def test_resume_with_other_settings_is_refused_naming_each(tmp_path, monkeypatch, capsys):
+def test_resume_with_other_settings_is_refused_naming_each(tmp_path, killed, capsys):
     """Issue 23 items 6 and 11: other flags, or another --model, are refused before Keras reads the backup."""
     from keras_vit import cli
 
-    out, dataset = tmp_path / "run", _folder(tmp_path / "pets")
-    _killed_run(out, dataset, monkeypatch, at_step=4, **RUN)
+    out, dataset = copy_run(killed, tmp_path)
     before = {p.name: p.read_bytes() for p in (out / "backup").iterdir()}
     log = (out / "log.csv").read_text()
 
