@@ -177,3 +177,12 @@ def run_offline_hf(tmp_path, code):
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout.strip().splitlines()
+
+
+def clip_like_vit():
+    """CLIP-like: pre-norm, a projection to 8 values, no head; random weights so that the embedding is not flat."""
+    model = tiny_vit(include_top=False, projection_dim=8, pre_norm=True, name="clip_like")
+    rng = np.random.default_rng(0)
+    for variable in model.weights:
+        variable.assign(variable + rng.normal(size=variable.shape).astype("float32") * 0.2)
+    return model

@@ -11,7 +11,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from helpers import images, tiny_vit
+from helpers import clip_like_vit, images, tiny_vit
 from keras_vit import predict
 from keras_vit.export import export_model, saved_model
 from keras_vit.inference import runtimes
@@ -19,11 +19,7 @@ from keras_vit.inference import runtimes
 
 @pytest.fixture(scope="module")
 def clip_like():
-    model = tiny_vit(include_top=False, projection_dim=8, pre_norm=True, name="clip_like")
-    rng = np.random.default_rng(0)
-    for variable in model.weights:
-        variable.assign(variable + rng.normal(size=variable.shape).astype("float32") * 0.2)
-    return model
+    return clip_like_vit()
 
 
 def _output_names(path):

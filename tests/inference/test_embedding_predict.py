@@ -7,19 +7,14 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from helpers import tiny_vit
+from helpers import clip_like_vit, tiny_vit
 from keras_vit import ViTConfig, cli, predict, saving
 from keras_vit.inference import images as images_lib
 
 
 @pytest.fixture(scope="module")
 def clip_like():
-    """CLIP-like: pre-norm, a projection to 8 values, no head; random weights so that the embedding is not flat."""
-    model = tiny_vit(include_top=False, projection_dim=8, pre_norm=True, name="clip_like")
-    rng = np.random.default_rng(0)
-    for variable in model.weights:
-        variable.assign(variable + rng.normal(size=variable.shape).astype("float32") * 0.2)
-    return model
+    return clip_like_vit()
 
 
 @pytest.fixture(scope="module")
