@@ -135,7 +135,10 @@ def main(argv=None):
     parser.add_argument("--only", help="a regular expression: only the architectures it finds")
     parser.add_argument("--full-max-width", type=int, default=768)
     parser.add_argument("--chunk", type=int, default=8)
+    parser.add_argument("--table-only", action="store_true", help="rewrite the Markdown table from the results file")
     args = parser.parse_args(argv)
+    if args.table_only:
+        return write_table(os.path.join(args.output, "timm_sweep.jsonl"), os.path.join(args.output, "timm_sweep.md"))
     work = tempfile.mkdtemp(prefix="timm-sweep-")
     cache = os.path.join(work, "hub")
     os.environ.update(HF_HUB_CACHE=cache, HF_HUB_OFFLINE="1")
@@ -201,7 +204,7 @@ def write_table(results_path, table_path):
                      f"{count['EXCEPTION']} | {count['not written']} |")
     lines += ["", "| architecture | tag | depth | verdict | detail |", "|---|---|---|---|---|"]
     for r in results:
-        detail = r["detail"].replace("|", "\\|").replace("\n", " ")
+        detail = re.sub(r"'?/[^' ]*/snapshots/0{40}/?", "'", r["detail"]).replace("|", "\\|").replace("\n", " ")
         depth = f"{r['depth']} (model_args)" if r.get("depth") else "full"
         lines.append(f"| {r['name']} | {r['tag']} | {depth} | {r['verdict']} | {detail} |")
     with open(table_path, "w") as f:

@@ -161,6 +161,8 @@ def _read(architecture):
                 lacking.append(what.get(value, f"{name}={value!r}") if isinstance(what, dict) else what)
         else:
             lacking.append(f"timm argument {name}={value!r}, which keras_vit does not know")
+    if out.get("reg_tokens") and not out.get("no_embed_class", DEFAULTS["no_embed_class"]):
+        lacking.append("position embeddings for the register tokens (reg_tokens with no_embed_class=False)")
     out["mlp_layer"] = out.get("mlp_layer")
     if out.get("norm_eps") is None:
         out.pop("norm_eps", None)
