@@ -242,9 +242,9 @@ def settings(config, path="<config>", weights=None, tensors=None, architecture=N
     resolved = timm_config.resolve(config, path, architecture)
     architecture = resolved["architecture"][0]
     expected = timm_hybrid.on_feature_map(_expected(config, args, pretrained, resolved, path), resolved, tensors, path)
-    declared, conversion, notes = _declared(resolved, pretrained, expected, path, weights, tensors)
-    timm_hybrid.declare_backbone(declared, tensors, weights)
     names = config_lib.indexed_names(config.get("label_names"), "label_names", path)
+    declared, conversion, notes = _declared(resolved, pretrained, expected, path, weights, tensors, bool(names))
+    timm_hybrid.declare_backbone(declared, tensors, weights)
     descriptions = config.get("label_descriptions") or {}
     if names and isinstance(descriptions, dict):
         names = [str(descriptions.get(name, name)) for name in names]
@@ -253,7 +253,7 @@ def settings(config, path="<config>", weights=None, tensors=None, architecture=N
                    position_resampling=POSITION_RESAMPLING, layout=conversion)
 
 
-def _declared(resolved, pretrained, expected, path, weights, tensors):
+def _declared(resolved, pretrained, expected, path, weights, tensors, labelled=False):
     """``(declared record, Conversion, notes)`` of a timm file."""
     if "act_layer" in resolved and resolved["act_layer"][1] is not None:
         act = resolved["act_layer"][0]
@@ -288,7 +288,8 @@ def _declared(resolved, pretrained, expected, path, weights, tensors):
         "prefix_positions": timm_config.prefix_positions(resolved, seen, shapes, sizes[0] if sizes else None, weights),
         "pooling": timm_config.pooling_of(resolved, seen, path),
     }
-    projection = timm_config.head_is_projection(seen, tensors)
+    # a head whose classes config.json names is a classifier, even with an all-zero bias (a fine-tuned CLIP tower)
+    projection = timm_config.head_is_projection(seen, tensors) and not labelled
     notes = []  # "key: what the conversion did", for the load report
     if resolved["architecture"][0] is None:
         notes.append("architecture inferred from the state dict's keys: no config.json names a timm architecture, so "

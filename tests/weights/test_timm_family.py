@@ -345,3 +345,20 @@ def test_an_activation_keras_vit_lacks_is_refused_naming_the_file_and_field(tmp_
     with pytest.raises(CheckpointError, match=r"config\.json.*model_args\.act_layer='relu': keras_vit's MLP has no such "
                                               r"activation \(it has gelu, gelu_tanh, quick_gelu, silu\)"):
         keras_vit.from_pretrained(str(folder))
+
+
+def test_a_clip_classifier_with_a_zero_head_bias_and_named_classes_stays_a_classifier(tmp_path):
+    """A fine-tuned CLIP tower whose head bias is all zeros, with label_names in its config.json: it used to be read as
+    CLIP's projection (projection_dim, no head, no softmax, the names dropped)."""
+    import json
+
+    state = write_timm(tmp_path / "clip", "clip_quickgelu")
+    path = tmp_path / "clip" / "config.json"
+    config = json.loads(path.read_text())
+    config["label_names"] = [f"kind {i}" for i in range(16)]
+    path.write_text(json.dumps(config))
+    model = keras_vit.from_pretrained(str(tmp_path / "clip"), classifier_activation=None)
+    assert (model.vit_config.projection_dim, model.vit_config.include_top, model.vit_config.num_classes) == (None, True, 16)
+    assert model.class_names[:2] == ["kind 0", "kind 1"]
+    x = images()
+    assert_close(np.asarray(model(x)), expected("clip_quickgelu", state, x))  # a zero bias: the same numbers
