@@ -19,6 +19,8 @@ TRANSFORMERS_RESCALE = 1 / 255  # BaseImageProcessor's rescale_factor when a pre
 
 
 def _channels(value, file, field, positive):
+    if isinstance(value, (int, float)) and not isinstance(value, bool):  # one number for every channel, as
+        value = [value] * 3  # transformers' image processors broadcast a float image_mean / image_std
     if (
         not isinstance(value, list)
         or len(value) != 3
@@ -40,6 +42,8 @@ def processor_normalization(processor, file, mean, std):
     Example:
     >>> processor_normalization({"rescale_factor": 1 / 127.5, "image_mean": [1, 1, 1], "image_std": [1, 1, 1]},
     ...                         "p.json", [0.5] * 3, [0.5] * 3)[:2]
+    ([0.5, 0.5, 0.5], [0.5, 0.5, 0.5])
+    >>> processor_normalization({"image_mean": 0.5, "image_std": 0.5}, "p.json", [0, 0, 0], [1, 1, 1])[:2]
     ([0.5, 0.5, 0.5], [0.5, 0.5, 0.5])
     >>> processor_normalization({"do_normalize": False}, "p.json", [0.5] * 3, [0.5] * 3)[:2]
     ([0.0, 0.0, 0.0], [1.0, 1.0, 1.0])

@@ -21,6 +21,8 @@ from foreign_files import transformers_folder  # noqa: E402
      lambda x: x / 127.5 - 1.0),
     ({"image_mean": [0.485, 0.456, 0.406], "image_std": [0.229, 0.224, 0.225]},
      lambda x: (x / 255.0 - np.array([0.485, 0.456, 0.406])) / np.array([0.229, 0.224, 0.225])),
+    # a float for every channel, which transformers' processors broadcast (it used to be refused)
+    ({"image_mean": 0.45, "image_std": 0.25}, lambda x: (x / 255.0 - 0.45) / 0.25),
 ])
 def test_the_vit_processor_is_what_the_model_computes(tmp_path, processor, feeds):
     params = vit_checkpoint(num_classes=5)
