@@ -150,6 +150,12 @@ def load_checkpoint(model, checkpoint, strict=True, source=None, *, info=None):
         elif _merged_heads(key, array.shape, target.shape):
             array = np.reshape(array, target.shape)  # timm / transformers store (D, heads * head_dim)
         if not target.accepts(array.shape):
+            if key == "reg" and array.ndim == 3 and array.shape[2] == target.shape[2]:  # the field, not the key
+                raise CheckpointError(
+                    f"Checkpoint {report.path!r} has {array.shape[1]} register tokens ('reg' {array.shape}) but model "
+                    f"{model.name!r} has num_register_tokens={target.shape[1]}: build it with "
+                    f"num_register_tokens={array.shape[1]}."
+                )
             raise CheckpointError(
                 f"Shape mismatch for checkpoint key {key!r}: checkpoint has {array.shape}, "
                 f"model {model.name!r} expects {target.shape}."

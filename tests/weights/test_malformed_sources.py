@@ -316,3 +316,18 @@ def test_a_size_the_file_lacks_is_refused_not_ignored(tmp_path, override):
     (name, value), = override.items()
     with pytest.raises(ValueError, match=rf"has {name}=None, fixed by its weights\. Received: {re.escape(f'{name}={value!r}')}"):
         keras_vit.from_pretrained(path, **override)
+
+
+def test_a_register_count_mismatch_names_the_field_and_the_file(tmp_path):
+    """It used to name only keras_vit's internal key 'reg'."""
+    from keras_vit.weights.mapping import targets_of
+
+    model = keras_vit.ViT(image_size=32, patch_size=8, hidden_size=32, num_layers=1, num_heads=4, mlp_dim=64,
+                          num_classes=5, num_register_tokens=1)
+    arrays = {key: np.full(target.shape, 0.1, np.float32) for key, target in targets_of(model).items()}
+    arrays["reg"] = np.zeros((1, 4, 32), np.float32)
+    path = tmp_path / "four_registers.npz"
+    np.savez(path, **arrays)
+    with pytest.raises(CheckpointError, match=r"four_registers\.npz' has 4 register tokens \('reg' \(1, 4, 32\)\) but "
+                                              r"model 'vit' has num_register_tokens=1: build it with num_register_tokens=4"):
+        keras_vit.load_checkpoint(model, str(path))
