@@ -76,6 +76,13 @@ def fetch(source):
         message = offline_message(source, repo, revision, constants.HF_HUB_CACHE, constants.HF_HUB_OFFLINE)
         raise CheckpointError(message) from error
     if not any(name.endswith((".safetensors", ".weights.h5")) for name in os.listdir(folder)):
+        if constants.HF_HUB_OFFLINE:  # the cache's snapshot, not the repository, is what lacks them
+            files = ", ".join(sorted(os.listdir(folder))) or "nothing"
+            raise CheckpointError(
+                f"The Hugging Face cache's snapshot of {source} ({folder}) holds no .safetensors weights (it has: "
+                f"{files}): the cache is incomplete, and HF_HUB_OFFLINE=1 forbids fetching the rest: "
+                + offline_message(source, repo, revision, constants.HF_HUB_CACHE, True).partition("forbids downloading it: ")[2]
+            )
         raise CheckpointError(
             f"{source} publishes no .safetensors weights in this revision: keras_vit never reads pickle files "
             "(pytorch_model.bin, .pth). Use a repository or revision that has model.safetensors."

@@ -331,3 +331,18 @@ def test_a_register_count_mismatch_names_the_field_and_the_file(tmp_path):
     with pytest.raises(CheckpointError, match=r"four_registers\.npz' has 4 register tokens \('reg' \(1, 4, 32\)\) but "
                                               r"model 'vit' has num_register_tokens=1: build it with num_register_tokens=4"):
         keras_vit.load_checkpoint(model, str(path))
+
+
+def test_an_offline_snapshot_without_weights_says_the_cache_is_incomplete(monkeypatch, tmp_path):
+    """It used to say the repository 'publishes no .safetensors weights in this revision'."""
+    import huggingface_hub
+    from huggingface_hub import constants
+
+    snapshot = tmp_path / "snapshot"
+    snapshot.mkdir()
+    (snapshot / "config.json").write_text("{}")
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda *a, **k: str(snapshot))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(CheckpointError, match=r"cache's snapshot of hf://timm/vit_tiny_patch16_224\.augreg_in21k .* holds "
+                                              r"no \.safetensors weights \(it has: config\.json\): the cache is incomplete"):
+        keras_vit.from_pretrained("hf://timm/vit_tiny_patch16_224.augreg_in21k")
