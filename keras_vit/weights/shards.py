@@ -28,6 +28,14 @@ def folder_files(folder):
         pickles = sorted(n for n in os.listdir(folder) if n.endswith(PICKLE_SUFFIXES))
         if pickles:
             refuse_pickle(os.path.join(folder, pickles[0]), f"a folder whose only weights are pickle files ({', '.join(pickles)})")
+        presets = sorted(n for n in os.listdir(folder) if n.endswith(".weights.h5"))
+        if presets:  # a keras-hub preset whose config.json does not say so
+            raise CheckpointError(
+                f"Folder {folder!r} holds {', '.join(presets)} and no .safetensors file, as a keras-hub preset does, "
+                "but its config.json has no 'registered_name' starting with 'keras_hub>' (keras-hub's save_to_preset "
+                "writes one, e.g. 'keras_hub>ViTBackbone'), so it is read as no preset. Fix config.json, or save the "
+                "preset again with save_to_preset."
+            )
         raise CheckpointError(f"Folder {folder!r} holds no model.safetensors (nor any .safetensors file).")
     return files, (config if os.path.isfile(config) else None)
 

@@ -346,3 +346,16 @@ def test_an_offline_snapshot_without_weights_says_the_cache_is_incomplete(monkey
     with pytest.raises(CheckpointError, match=r"cache's snapshot of hf://timm/vit_tiny_patch16_224\.augreg_in21k .* holds "
                                               r"no \.safetensors weights \(it has: config\.json\): the cache is incomplete"):
         keras_vit.from_pretrained("hf://timm/vit_tiny_patch16_224.augreg_in21k")
+
+
+def test_a_keras_hub_folder_whose_config_lacks_registered_name_says_so(tmp_path):
+    """It used to say the folder 'holds no model.safetensors'."""
+    import json
+
+    folder = tmp_path / "preset"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"class_name": "ViTBackbone", "config": {}}))
+    (folder / "model.weights.h5").write_bytes(b"\\x89HDF\\r\\n\\x1a\\n")
+    with pytest.raises(CheckpointError, match=r"holds model\.weights\.h5 and no \.safetensors file, as a keras-hub "
+                                              r"preset does, but its config\.json has no 'registered_name'"):
+        keras_vit.from_pretrained(str(folder))
