@@ -55,8 +55,7 @@ def _target_config(config, image_size, patch_size):
             f"The image size must be divisible by the patch size{stem}. "
             f"Received: image_size={tuple(image_size)}, patch_size={patch_size}"
         )
-    crop = config.crop_remainder and bool(rows % nh or cols % nw)
-    return config.replace(image_size=image_size, patch_size=patch_size, crop_remainder=crop)
+    return config.replace(image_size=image_size, patch_size=patch_size)  # ViTConfig keeps crop_remainder where it crops
 
 
 def resize_model(model, image_size=SAME, patch_size=None):

@@ -84,11 +84,11 @@ def infer(info, source=None, known_heads=None):
         arch["block_units"] = block_units_of(shapes)
         arch["width"] = _root_width(shapes["conv_root/kernel"], source)
         stride = backbone_stride(arch["block_units"])
-    arch["image_size"] = grid[0] * patch * stride if grid[0] == grid[1] else (grid[0] * patch * stride, grid[1] * patch * stride)
-    stated = info.image_size
-    if stated is not None and stride == 1 and tuple(stated) != (grid[0] * patch, grid[1] * patch):
-        if (stated[0] // patch, stated[1] // patch) == tuple(grid):  # timm's So400m/14 at 384: 6 pixels past the patches
-            arch["image_size"], arch["crop_remainder"] = (stated[0] if stated[0] == stated[1] else tuple(stated)), True
+    size = (grid[0] * patch * stride, grid[1] * patch * stride)
+    stated = tuple(info.image_size or ())
+    if stated and stride == 1 and stated != size and (stated[0] // patch, stated[1] // patch) == grid:
+        size, arch["crop_remainder"] = stated, True  # timm's So400m/14 at 384: 6 pixels past the patches
+    arch["image_size"] = size[0] if size[0] == size[1] else size
     arch["pooling"] = _pooling(info, class_token)
     head = shapes.get("head/kernel")
     arch["num_classes"] = int(head[-1]) if head is not None else None
