@@ -230,13 +230,14 @@ def _siglip(x, sd, c, linear_patch=False):
     return y[0]
 
 
-CLIP_LIKE = ("clip", "metaclip_2", "chinese_clip", "altclip")  # CLIP's vision tower, each with its *_vision_model
-TOWERS = CLIP_LIKE + ("siglip", "siglip2", "tipsv2")  # the vision settings in vision_config
+# CLIP's vision tower (a model_type starting with one of these: "clipseg", each *_vision_model); a two-tower
+# model_type's config.json has its vision settings in vision_config
+CLIP_LIKE = ("clip", "metaclip_2", "chinese_clip", "altclip")
 
 
 def forward(model_type, images, sd, config, mean, std):
     """The output of the repository's class for RGB ``images`` in [0, 255] (logits, or the pooled embedding)."""
-    c = config.get("vision_config", config) if model_type in TOWERS else config
+    c = config.get("vision_config", config)
     classify = any(name.endswith("ForImageClassification") for name in config.get("architectures", []))
     out = []
     for image in np.asarray(images, np.float64):
@@ -289,7 +290,7 @@ def state_dict(model_type, config, seed=0, text_tower=True):
     """Random weights of the class ``config["architectures"][0]`` under the keys transformers writes."""
     w = _Writer(seed)
     architecture = config["architectures"][0]
-    c = config.get("vision_config", config) if model_type in TOWERS else config
+    c = config.get("vision_config", config)
     d, p, layers = c["hidden_size"], c["patch_size"], c["num_hidden_layers"]
     grid = (c["num_patches"] if "num_patches" in c else (c["image_size"] // p) ** 2)
     classify = architecture.endswith("ForImageClassification")
@@ -380,7 +381,7 @@ def state_dict(model_type, config, seed=0, text_tower=True):
             w.lin(b + "mlp.fc2", d, m)
             w.norm(b + "layer_norm2", d)
         w.norm("vision_model.post_layernorm", d)
-        if clip and (architecture.endswith("VisionModelWithProjection") or model_type in CLIP_LIKE) and not classify:
+        if clip and (architecture.endswith("VisionModelWithProjection") or "vision_config" in config) and not classify:
             dim = c["projection_dim"] if architecture.endswith("VisionModelWithProjection") else config["projection_dim"]
             w.lin("visual_projection", dim, d, bias=False)
         if architecture.endswith("ForImageClassification"):
@@ -394,7 +395,7 @@ def state_dict(model_type, config, seed=0, text_tower=True):
             w.norm(h + "layernorm", d)
             w.lin(h + "mlp.fc1", m, d)
             w.lin(h + "mlp.fc2", d, m)
-        if text_tower and model_type in TOWERS and not classify:
+        if text_tower and "vision_config" in config and not classify:
             w.sd["text_model.embeddings.token_embedding.weight"] = w.r(50, 16)
             w.sd["text_model.embeddings.position_embedding.weight"] = w.r(8, 16)
             w.lin("text_model.encoder.layers.0.self_attn.q_proj", 16, 16)
