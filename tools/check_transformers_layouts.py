@@ -108,6 +108,14 @@ CASES = {
                            "matched"),
     "AltCLIPModel": (lambda: T.AltCLIPConfig(vision_config=SMALL, text_config=dict(BERT, project_dim=24),
                                              projection_dim=24), CLIP_NORM, _image_features, "matched"),
+    "CLIPSegVisionModel": (lambda: T.CLIPSegVisionConfig(**SMALL), CLIP_NORM, lambda m, x: m(x).pooler_output,
+                           "matched"),
+    "CLIPSegModel": (lambda: T.CLIPSegConfig(vision_config=SMALL, text_config=TEXT, projection_dim=24), CLIP_NORM,
+                     _image_features, "matched"),
+    "CLIPSegForImageSegmentation": (lambda: T.CLIPSegConfig(vision_config=SMALL, text_config=TEXT, projection_dim=24,
+                                                             extract_layers=[1], reduce_dim=16), CLIP_NORM,
+                                    lambda m, x: m(pixel_values=x, conditional_pixel_values=x).logits,
+                                    "a segmentation decoder"),
     "Tipsv2VisionModel": (lambda: T.Tipsv2VisionConfig(**NO_MLP, mlp_ratio=2, num_register_tokens=2), HALF,
                           lambda m, x: m(x).pooler_output, "matched"),
     "Tipsv2VisionModel+swiglu": (lambda: T.Tipsv2VisionConfig(**NO_MLP, use_swiglu_ffn=True, layerscale_value=0.5),
@@ -121,7 +129,7 @@ CASES = {
 }
 # the classes whose transformers 5 keys lost 4.x's vision_model. prefix: their "4.x" row puts it back
 BARE_IN_5 = ("CLIPVisionModel", "SiglipVisionModel", "Siglip2VisionModel", "MetaClip2VisionModel", "ChineseCLIPVisionModel",
-             "AltCLIPVisionModel")
+             "AltCLIPVisionModel", "CLIPSegVisionModel")
 # transformers 5's AltCLIPModel writes its vision layers as encoder.layer.N (its text tower's renaming undone on
 # save); 4.x wrote encoder.layers.N: its "4.x" row renames them back
 # (and its ViTMSNForImageClassification its layers without the vit. prefix: the Hub checkpoints' names)

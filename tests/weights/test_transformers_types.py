@@ -1,5 +1,5 @@
 """The other model types of transformers whose vision encoder is the paper's ViT (ViT-MSN, I-JEPA, TIPSv2, MetaCLIP 2,
-Chinese-CLIP, AltCLIP), each in the key layout transformers 4.x and 5.x write, against the independent NumPy
+Chinese-CLIP, AltCLIP, CLIPSeg), each in the key layout transformers 4.x and 5.x write, against the independent NumPy
 forward pass (tests/reference_hf_family.py) on random weights (offline, torch-free); and the model types whose
 blocks need a switch keras_vit lacks, refused by name with it."""
 
@@ -68,6 +68,9 @@ CASES = {
     "chinese_clip_vision_model_5x": ("chinese_clip_vision_model", _vision("chinese_clip_vision_model",
                                                                           "ChineseCLIPVisionModel"), ref.CLIP,
                                      _bare("vision_model.")),
+    "clipseg": ("clipseg", _tower("clipseg", "CLIPSegModel"), ref.CLIP, None),
+    "clipseg_vision_model_5x": ("clipseg_vision_model", _vision("clipseg_vision_model", "CLIPSegVisionModel"), ref.CLIP,
+                                _bare("vision_model.")),
     "altclip_4x": ("altclip", _tower("altclip", "AltCLIPModel"), ref.CLIP, None),
     # transformers 5's AltCLIPModel: encoder.layer.N (its text tower's renaming undone on save)
     "altclip_5x": ("altclip", _tower("altclip", "AltCLIPModel"), ref.CLIP,
@@ -156,3 +159,24 @@ def test_a_model_type_needing_a_switch_keras_vit_lacks_is_refused_by_name(tmp_pa
         json.dump(dict(_SMALL, model_type=model_type, architectures=["X"]), f)
     with pytest.raises(CheckpointError, match=rf"transformers '{model_type}' model, whose blocks have .*{switch}"):
         keras_vit.from_pretrained(str(tmp_path / model_type))
+
+
+# a class of a model_type keras_vit reads, whose output needs what keras_vit does not build: refused by name
+REFUSED_CLASSES = {
+    "CLIPSegForImageSegmentation": (_tower("clipseg", "CLIPSegForImageSegmentation"), "a segmentation decoder"),
+}
+
+
+@pytest.mark.parametrize("architecture", sorted(REFUSED_CLASSES))
+def test_a_class_needing_what_keras_vit_lacks_is_refused_by_name(tmp_path, architecture):
+    import keras_vit
+    from keras_vit.weights import CheckpointError
+
+    config, said = REFUSED_CLASSES[architecture]
+    os.makedirs(tmp_path / architecture)
+    safetensors_numpy.save_file({"embeddings.patch_embeddings.weight": np.zeros((32, 3, 8, 8), np.float32)},
+                                str(tmp_path / architecture / "model.safetensors"))
+    with open(tmp_path / architecture / "config.json", "w") as f:
+        json.dump(config, f)
+    with pytest.raises(CheckpointError, match=rf"{architecture} is .*{said}"):
+        keras_vit.from_pretrained(str(tmp_path / architecture))

@@ -114,6 +114,10 @@ FAMILIES["clip"], FAMILIES["clip_vision_model"] = _clip("clip", "CLIP", classifi
 FAMILIES["metaclip_2"], FAMILIES["metaclip_2_vision_model"] = _clip("clip", "MetaClip2", classifier="MetaClip2")
 FAMILIES["chinese_clip"], FAMILIES["chinese_clip_vision_model"] = _clip("clip", "ChineseCLIP")
 FAMILIES["altclip"], FAMILIES["altclip_vision_model"] = _clip("altclip", "AltCLIP", top_projection=768)
+FAMILIES["clipseg"], FAMILIES["clipseg_vision_model"] = (row._replace(refused={"CLIPSegForImageSegmentation": (
+    "CLIPSegForImageSegmentation is CLIP with a segmentation decoder on its hidden states, which keras_vit does not "
+    "build; a CLIPSegModel or CLIPSegVisionModel repository loads (CLIP's image tower)")})
+    for row in _clip("clip", "CLIPSeg"))
 FAMILIES["siglip_vision_model"] = FAMILIES["siglip"]._replace(tower=False)
 FAMILIES["siglip2_vision_model"] = FAMILIES["siglip2"]._replace(tower=False)
 FAMILIES["tipsv2_vision_model"] = FAMILIES["tipsv2"]._replace(tower=False)
