@@ -133,6 +133,8 @@ def export_model(
     model = load_model(model)
     if format == "keras-hub":  # a quantized or LoRA model is refused before it is resized
         keras_hub.check_state(model)
+    elif format == "tflite":  # a model quantized by Keras: the converter quantizes the float model itself
+        tflite.check_state(model)
     model, shape = _at_size(model, format, image_size)
     if format == "keras-hub":
         return _export_keras_hub(model, output, labels, model_path, eval_data, shape, num_images, max_abs_diff, report)

@@ -31,6 +31,7 @@ import re
 import warnings
 import zipfile
 
+from keras_vit.architecture.state import model_state
 from keras_vit.export import common
 from keras_vit.export.errors import ExportError
 from keras_vit.hardware.terminal import native_stderr_filtered
@@ -107,6 +108,19 @@ def convert(model, quantize="float32", representative_images=None, *, batch_size
     """
     return name_output(_convert(model, quantize, representative_images, batch_size, float_ops, on_calibration_image),
                        common.output_kind(model))
+
+
+def check_state(model):
+    """Refuse a model quantized by ``model.quantize`` before any work: the converter cannot read Keras' integer kernels
+    (it stopped on ``tfl.fully_connected`` taking an int8 tensor); it quantizes the float model itself. A LoRA model
+    converts as it computes (W + (alpha / rank) A B)."""
+    state = model_state(model)
+    if state.quantized_layers:
+        raise ValueError(
+            f"Cannot export model {model.name!r} to TFLite: it is {state.describe()}; TFLite's converter cannot read "
+            "Keras' integer kernels. Instead, export the float model with quantize='dynamic' (int8 weights) or "
+            "quantize='int8' (int8 weights and activations). Nothing was written."
+        )
 
 
 def name_output(content, name):

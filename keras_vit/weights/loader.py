@@ -12,6 +12,7 @@ the model as it was.
 
 import dataclasses
 import logging
+import math
 import os
 import re
 
@@ -135,6 +136,8 @@ def load_checkpoint(model, checkpoint, strict=True, source=None, *, info=None):
             continue
         array = arrays[key]
         _check_values(report.path, key, array)
+        if key == POSEMB_KEY and grid is None:  # a file that states no grid: its positions make a square
+            grid = _square_grid(model, array, target)
         if key == POSEMB_KEY and (array.shape != target.shape or (grid is not None and tuple(grid) != model_grid(model))):
             array = _fit_position_embedding(model, key, array, target, report, grid)
         elif key == PATCH_KERNEL_KEY and array.shape != target.shape and _same_channels_and_width(array, target):
@@ -227,6 +230,16 @@ def _check_values(path, key, array):
             f"Checkpoint {path!r}: key {key!r} holds {bad} NaN or infinite value(s) of {array.size}; "
             "the file is corrupt or comes from a diverged run."
         )
+
+
+def _square_grid(model, array, target):
+    """The grid of position embeddings whose file states none: the square they make (the original layout's, as
+    :func:`~keras_vit.weights.architecture.infer` reads it), so that a model of another grid of the same count
+    (2 x 8 for 4 x 4) gets them resampled, not read row by row as its own; None for a count that is no square
+    (only a model of that count can take it, as it is)."""
+    positions = array.shape[1] - (target.shape[1] - int(np.prod(model_grid(model)))) if array.ndim == 3 else 0
+    side = math.isqrt(max(positions, 0))
+    return (side, side) if side and side * side == positions else None
 
 
 def _fit_position_embedding(model, key, array, target, report, grid=None):
