@@ -10,8 +10,9 @@ class ExportVerificationError(ExportError):
 
     Attributes:
         report: the :class:`~keras_vit.export.verify.VerificationReport`.
+        hint: what the model's state owes the failure, and the way out (a quantized model), or None.
     """
 
-    def __init__(self, report):
+    def __init__(self, report, hint=None):
         self.report = report
-        super().__init__(f"Export failed verification:\n{report.summary()}")
+        super().__init__(f"Export failed verification:\n{report.summary()}" + (f"\n{hint}" if hint else ""))

@@ -18,6 +18,7 @@ from keras_vit.export.errors import ExportError, ExportVerificationError
 from keras_vit.inference.predictors import softmax
 from keras_vit.architecture.arguments import positive_pair
 from keras_vit.architecture.model import config_of
+from keras_vit.architecture.state import model_state
 from keras_vit.models.resize import resize_model
 from keras_vit.saving import atomic_write, check_output, load_model, temporary_path
 from keras_vit.domains import check_arguments
@@ -180,8 +181,19 @@ def export_model(
     if report is not None:
         result.write_json(report)
     if not result.passed:
-        raise ExportVerificationError(result)
+        raise ExportVerificationError(result, _state_hint(model, format))
     return result
+
+
+def _state_hint(model, format):
+    """What a failed verification owes to a model Keras quantized (its runtime computes the int8 kernels otherwise:
+    another rounding, not the bar's float agreement), or None for a float or LoRA model."""
+    state = model_state(model)
+    if not state.quantized_layers:
+        return None
+    return (f"The model is {state.describe()}: its {format} export computes Keras' integer kernels with other rounding "
+            "than Keras, beyond the float export's tolerance. Export the float model instead (for TFLite with "
+            "quantize='dynamic' or 'int8'), or pass a larger max_abs_diff if this difference is acceptable.")
 
 
 def _export_keras_hub(model, output, labels, model_path, eval_data, shape, num_images, max_abs_diff, report):

@@ -4,6 +4,7 @@ with a refusal that names the state and the way out (issue 35). Stated sizes thr
 tests/weights/test_size_properties.py."""
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -97,6 +98,7 @@ def _export_or_refusal(model, state, format, quantize, folder, eval_images, cali
             report = export_model(model, format, str(output), **kwargs)
         except ExportVerificationError as error:  # refused with its numbers: nothing kept
             assert error.report.max_abs_diff > TOLERANCES[(format, quantize)]["max_abs_diff"], str(error)
+            assert re.search(QUANTIZED.replace("it is", "The model is") + ".*Export the float model", str(error)), str(error)
             assert os.listdir(folder) == [], f"a failed {state} {format} export left {os.listdir(folder)}"
             return None
         assert report.passed and os.path.exists(report.path), report.summary()
@@ -135,6 +137,20 @@ def models_in_state():
 def test_every_state_is_exported_or_refused_by_name(tmp_path_factory, models_in_state, state, export):
     x = images(4, EXPORTED["image_size"])
     _export_or_refusal(models_in_state(state), state, export, "float32", tmp_path_factory.mktemp(state), x)
+
+
+def test_a_failed_verification_of_a_quantized_model_names_its_state(tmp_path, models_in_state):
+    """A bar no export meets (1e-12): the int8 model's message says what its state owes the failure and the way out;
+    the float model's does not blame a state."""
+    x = images(2, EXPORTED["image_size"])
+    messages = {}
+    for state in ("int8", "float"):
+        with pytest.raises(ExportVerificationError) as failed:
+            export_model(models_in_state(state), "onnx", str(tmp_path / state / "m.onnx"), eval_data=x, num_images=2,
+                         max_abs_diff=1e-12)
+        messages[state] = str(failed.value)
+    assert re.search(r"The model is quantized \(int8, \d+ layers\).*Export the float model instead", messages["int8"])
+    assert "The model is" not in messages["float"]
 
 
 EXPORTS = (("saved_model", "float32"), ("tflite", "float32"), ("tflite", "float16"), ("tflite", "dynamic"),
