@@ -36,63 +36,34 @@ import numpy as np
 from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
 from keras_vit.weights import timm_config, timm_hybrid
-from keras_vit.weights.conventions import finish, patch_kernel
+from keras_vit.weights.conventions import finish, linear, norm, torch_tensors
 from keras_vit.weights.declared import activation, declare
+from keras_vit.weights.mapping import POSEMB_KEY
 from keras_vit.weights.source import Reading
 from keras_vit.weights.state_dict import StateDictSource
 
 FORMAT = "timm"
-LAYER_NORM_EPSILON = 1e-6  # timm's VisionTransformer: partial(nn.LayerNorm, eps=1e-6) unless registered otherwise
 POSITION_RESAMPLING = "bicubic_torch_antialias"  # timm's resample_abs_pos_embed (bicubic, antialias=True)
 
 _BLOCK = re.compile(r"^blocks\.(\d+)\.(.+)$")
-# inside blocks.{i}: timm name -> (original key under encoderblock_{i}, transpose a Linear weight)
+_ATT = "MultiHeadDotProductAttention_1"
+# inside blocks.{i}: timm name -> original key under encoderblock_{i} (a fused qkv split by conventions.torch_tensors)
 _BLOCK_KEYS = {
-    "norm1.weight": ("LayerNorm_0/scale", False),
-    "norm1.bias": ("LayerNorm_0/bias", False),
-    "attn.proj.weight": ("MultiHeadDotProductAttention_1/out/kernel", True),
-    "attn.proj.bias": ("MultiHeadDotProductAttention_1/out/bias", False),
-    "norm2.weight": ("LayerNorm_2/scale", False),
-    "norm2.bias": ("LayerNorm_2/bias", False),
-    "mlp.fc1.weight": ("MlpBlock_3/Dense_0/kernel", True),
-    "mlp.fc1.bias": ("MlpBlock_3/Dense_0/bias", False),
-    "mlp.fc2.weight": ("MlpBlock_3/Dense_1/kernel", True),
-    "mlp.fc2.bias": ("MlpBlock_3/Dense_1/bias", False),
-    "ls1.gamma": ("LayerScale_1/gamma", False),
-    "ls2.gamma": ("LayerScale_3/gamma", False),
-    "gamma_1": ("LayerScale_1/gamma", False),  # DeiT-III's own names (timm's checkpoint_filter_fn adapt_layer_scale)
-    "gamma_2": ("LayerScale_3/gamma", False),
+    **norm("norm1", "LayerNorm_0"), **linear("attn.qkv", f"{_ATT}/qkv"), **linear("attn.proj", f"{_ATT}/out"),
+    **norm("norm2", "LayerNorm_2"), **linear("mlp.fc1", "MlpBlock_3/Dense_0"), **linear("mlp.fc2", "MlpBlock_3/Dense_1"),
+    "ls1.gamma": "LayerScale_1/gamma", "ls2.gamma": "LayerScale_3/gamma",
+    "gamma_1": "LayerScale_1/gamma", "gamma_2": "LayerScale_3/gamma",  # DeiT-III's own names (timm's adapt_layer_scale)
 }
 _MAP = "MAPHead_0/"
 _TOP_KEYS = {
-    "cls_token": ("cls", False),
-    "dist_token": ("dist", False),
-    "reg_token": ("reg", False),
-    "pos_embed": ("Transformer/posembed_input/pos_embedding", False),
-    "patch_embed.proj.bias": ("embedding/bias", False),
-    "norm_pre.weight": ("Transformer/pre_norm/scale", False),
-    "norm_pre.bias": ("Transformer/pre_norm/bias", False),
-    "norm.weight": ("Transformer/encoder_norm/scale", False),
-    "norm.bias": ("Transformer/encoder_norm/bias", False),
-    "fc_norm.weight": ("fc_norm/scale", False),
-    "fc_norm.bias": ("fc_norm/bias", False),
-    "head.weight": ("head/kernel", True),
-    "head.bias": ("head/bias", False),
-    "head_dist.weight": ("head_dist/kernel", True),
-    "head_dist.bias": ("head_dist/bias", False),
-    "pre_logits.fc.weight": ("pre_logits/kernel", True),
-    "pre_logits.fc.bias": ("pre_logits/bias", False),
-    "attn_pool.latent": (_MAP + "probe", False),
-    "attn_pool.q.weight": (_MAP + "MultiHeadDotProductAttention_0/query/kernel", True),
-    "attn_pool.q.bias": (_MAP + "MultiHeadDotProductAttention_0/query/bias", False),
-    "attn_pool.proj.weight": (_MAP + "MultiHeadDotProductAttention_0/out/kernel", True),
-    "attn_pool.proj.bias": (_MAP + "MultiHeadDotProductAttention_0/out/bias", False),
-    "attn_pool.norm.weight": (_MAP + "LayerNorm_0/scale", False),
-    "attn_pool.norm.bias": (_MAP + "LayerNorm_0/bias", False),
-    "attn_pool.mlp.fc1.weight": (_MAP + "MlpBlock_0/Dense_0/kernel", True),
-    "attn_pool.mlp.fc1.bias": (_MAP + "MlpBlock_0/Dense_0/bias", False),
-    "attn_pool.mlp.fc2.weight": (_MAP + "MlpBlock_0/Dense_1/kernel", True),
-    "attn_pool.mlp.fc2.bias": (_MAP + "MlpBlock_0/Dense_1/bias", False),
+    "cls_token": "cls", "dist_token": "dist", "reg_token": "reg", "pos_embed": POSEMB_KEY,
+    **linear("patch_embed.proj", "embedding"), **norm("norm_pre", "Transformer/pre_norm"),
+    **norm("norm", "Transformer/encoder_norm"), **norm("fc_norm", "fc_norm"), **linear("head", "head"),
+    **linear("head_dist", "head_dist"), **linear("pre_logits.fc", "pre_logits"), "attn_pool.latent": _MAP + "probe",
+    **linear("attn_pool.q", _MAP + "MultiHeadDotProductAttention_0/query"),
+    **linear("attn_pool.kv", _MAP + "MultiHeadDotProductAttention_0/kv"),  # [key; value], as AttentionPoolLatent
+    **linear("attn_pool.proj", _MAP + "MultiHeadDotProductAttention_0/out"), **norm("attn_pool.norm", _MAP + "LayerNorm_0"),
+    **linear("attn_pool.mlp.fc1", _MAP + "MlpBlock_0/Dense_0"), **linear("attn_pool.mlp.fc2", _MAP + "MlpBlock_0/Dense_1"),
 }
 # parts of timm ViTs that keras_vit has no layer for: key pattern -> what it is
 _UNSUPPORTED = {
@@ -127,10 +98,6 @@ def refuse_unsupported(keys, path):
                 f"{', ...' if len(found) > 6 else ''}): keras_vit's ViT has no such part, "
                 "so these weights cannot be loaded without changing what the model computes."
             )
-
-
-def _linear(array, transpose):
-    return array.T if transpose and array.ndim == 2 else array
 
 
 class Conversion(NamedTuple):
@@ -172,47 +139,20 @@ def to_original(tensors, path="<arrays>", conversion=None):
         block = _BLOCK.match(key)
         if key.startswith(timm_hybrid.PREFIX):
             continue
-        elif key == "patch_embed.proj.weight":
-            out["embedding/kernel"] = patch_kernel(key, array, path)
-        elif conversion.head_is_projection and key in ("head.weight", "head.bias"):
-            if key == "head.weight":  # CLIP's proj, bias-free (timm's zero head.bias is dropped)
-                out["projection/kernel"] = array.T
-        elif key in ("attn_pool.kv.weight", "attn_pool.kv.bias"):
-            out.update(_split(key, array, ("key", "value"), _MAP + "MultiHeadDotProductAttention_0", path))
+        if conversion.head_is_projection and key in ("head.weight", "head.bias"):
+            name = "projection/kernel" if key == "head.weight" else None  # CLIP's bias-free proj: the zero bias dropped
         elif key in _TOP_KEYS:
-            name, transpose = _TOP_KEYS[key]
-            out[name] = _linear(array, transpose)
-        elif block and block[2] in ("attn.qkv.weight", "attn.qkv.bias"):
-            prefix = f"Transformer/encoderblock_{block[1]}/MultiHeadDotProductAttention_1"
-            out.update(_split(key, array, ("query", "key", "value"), prefix, path))
+            name = _TOP_KEYS[key]
         elif block and block[2] in _BLOCK_KEYS:
-            name, transpose = _BLOCK_KEYS[block[2]]
-            out[f"Transformer/encoderblock_{block[1]}/{name}"] = _linear(array, transpose)
+            name = f"Transformer/encoderblock_{block[1]}/{_BLOCK_KEYS[block[2]]}"
         else:
             unknown.append(key)
+            continue
+        if name is not None:
+            out.update(torch_tensors(key, name, array, path))
     if conversion.pre_norm and "embedding/bias" not in out and "embedding/kernel" in out:
-        out["embedding/bias"] = _zeros(out["embedding/kernel"].shape[-1])  # timm: PatchEmbed(bias=not pre_norm)
+        out["embedding/bias"] = np.zeros(out["embedding/kernel"].shape[-1:], np.float32)  # PatchEmbed(bias=not pre_norm)
     return finish(out, unknown, path, "timm")
-
-
-def _zeros(width):
-    return np.zeros((width,), np.float32)
-
-
-def _split(key, array, parts, prefix, path):
-    """A fused ``(n * D, D)`` weight or ``(n * D,)`` bias -> ``n`` (D, D) kernels (transposed) or biases."""
-    weight = key.endswith("weight")
-    n = len(parts)
-    width = array.shape[-1] if weight else array.shape[0] // n
-    if array.shape[0] != n * width or (weight and array.ndim != 2):
-        raise CheckpointError(
-            f"Checkpoint {path!r}: {key!r} has shape {array.shape}, expected a fused "
-            f"{'/'.join(parts)} tensor of {n} x the width."
-        )
-    return {
-        f"{prefix}/{part}/{'kernel' if weight else 'bias'}": _linear(array[i * width:(i + 1) * width], weight)
-        for i, part in enumerate(parts)
-    }
 
 
 def settings(config, path="<config>", weights=None, tensors=None, architecture=None):

@@ -22,7 +22,6 @@ from keras_vit.weights.state_dict import StateDictSource
 from keras_vit.weights.transformers import family, layouts, vit
 
 FORMAT = "transformers"
-LAYER_NORM_EPSILON = vit.LAYER_NORM_EPSILON
 MODEL_TYPES = ("vit",) + family.MODEL_TYPES
 
 
@@ -33,7 +32,7 @@ def matches(keys):
     >>> matches(["vit.embeddings.patch_embeddings.projection.weight"]), matches(["patch_embed.proj.weight"])
     (True, False)
     """
-    return vit.matches(keys) or layouts.matches(keys)
+    return layouts.matches(keys)
 
 
 def settings(config, path="<config>"):
@@ -74,9 +73,9 @@ def to_original(tensors, path="<arrays>", reading=None):
     >>> out["embedding/kernel"].shape
     (4, 4, 3, 8)
     """
-    if reading is None or reading.layout == "vit":
-        return vit.to_original(tensors, path)
-    out, reading.skipped = layouts.to_original(tensors, path, reading.layout, reading.notes)
+    out, skipped = layouts.to_original(tensors, path, reading.layout if reading else "vit", reading and reading.notes)
+    if reading is not None:
+        reading.skipped = skipped
     return out
 
 
