@@ -65,6 +65,38 @@ def number(config, field, default, path, integer=False):
     return int(value) if integer else float(value)
 
 
+class Fields:
+    """The fields of one config object, read with their types checked and quoted as the file writes them: ``where``
+    before each name (``"vision_config."``), ``defaults`` for an absent field, named as ``whose`` default.
+
+    Example:
+    >>> read = Fields({"hidden_size": 32}, "config.json", defaults={"num_layers": 12}, whose="transformers'")
+    >>> read.number("hidden_size"), read.said("num_layers", read.number("num_layers"))
+    (32, "num_layers absent (transformers' default 12)")
+    """
+
+    def __init__(self, config, path, where="", defaults=None, whose="the library's", required=None):
+        self.config, self.path, self.where, self.defaults, self.whose = config, path, where, defaults or {}, whose
+        self.required = required  # who names every field without a default: a missing one is refused, naming it
+
+    def said(self, field, value):
+        if field in self.config:
+            return f"{self.where}{field}={value!r}"
+        return f"{self.where}{field} absent ({self.whose} default {value!r})"
+
+    def number(self, field, default=None, integer=True):
+        value = number(self.config, field, self.defaults.get(field, default), self.path, integer=integer)
+        if value is None and self.required:
+            raise CheckpointError(f"{self.path!r}: {self.where}{field} is missing; {self.required} names it.")
+        return value
+
+    def flag(self, field, default=None):
+        value = self.config.get(field, self.defaults.get(field, default))
+        if not isinstance(value, bool):
+            raise CheckpointError(f"{self.path!r}: {self.where}{field}={value!r}, expected true or false.")
+        return value
+
+
 def size_pair(value, path, field):
     """An int or ``[height, width]`` size as ``(height, width)``, or a ``CheckpointError`` naming the field.
 

@@ -118,27 +118,13 @@ def block(prefix, i):
     return prefix + (f"_{i}" if i else "")
 
 
-class Reader:
-    """The fields of one keras-hub object's ``config``, typed, each quoted as the file writes it."""
+class Reader(config_lib.Fields):
+    """The fields of one keras-hub object's ``config`` (:class:`~keras_vit.weights.config.Fields`; ``top``: the
+    backbone's own config, around a two-tower model's vision one)."""
 
     def __init__(self, config, path, where, top=None):
-        self.config, self.path, self.where = config, path, where
-        self.top = config if top is None else top  # the backbone's own config (a two-tower model's, around the vision one)
-
-    def said(self, field, value):
-        return f"{self.where}{field}={value!r}" if field in self.config else f"{self.where}{field} absent (keras-hub's default {value!r})"
-
-    def number(self, field, default=None, integer=True):
-        value = config_lib.number(self.config, field, default, self.path, integer=integer)
-        if value is None:
-            raise CheckpointError(f"{self.path!r}: {self.where}{field} is missing; a keras-hub backbone's config names it.")
-        return value
-
-    def flag(self, field, default):
-        value = self.config.get(field, default)
-        if not isinstance(value, bool):
-            raise CheckpointError(f"{self.path!r}: {self.where}{field}={value!r}, expected true or false.")
-        return value
+        super().__init__(config, path, where, whose="keras-hub's", required="a keras-hub backbone's config")
+        self.top = config if top is None else top
 
     def shape(self, field, default=None):
         shape = self.config.get(field, default)
@@ -162,7 +148,7 @@ class Reader:
         return value, self.said(source, raw)
 
 
-def _channels_last(config, path, where):
+def channels_last(config, path, where):
     if config.get("data_format", "channels_last") not in (None, "channels_last"):
         raise CheckpointError(f"{path!r}: {where}data_format={config.get('data_format')!r}; keras_vit models take channels_last images.")
 
@@ -180,7 +166,7 @@ def reading(family, preset, config, path):
     >>> found.declared["num_register_tokens"].said, found.position_resampling
     ('config.num_register_tokens=4', 'bicubic_tf')
     """
-    _channels_last(config, path, "config.")
+    channels_last(config, path, "config.")
     read = Reader(config, path, "config.")
     if family.vision is not None:
         where = "config.vision_encoder.config."
@@ -188,7 +174,7 @@ def reading(family, preset, config, path):
         read = Reader(config_lib.json_object(encoder.get("config"), path, "config.vision_encoder.config"), path, where, config)
         if encoder.get("class_name") != family.vision:
             raise CheckpointError(f"{path!r}: config.vision_encoder is a {encoder.get('class_name')!r}; a {family.backbone} has a {family.vision}.")
-        _channels_last(read.config, path, where)
+        channels_last(read.config, path, where)
     found = Reading(architecture=family.backbone, position_resampling=family.position_resampling)
     width, depth, heads = read.number("hidden_dim"), read.number("num_layers"), read.number("num_heads")
     vision = Vision(width, depth, heads, config_lib.size_pair(read.config.get("patch_size"), path, read.where + "patch_size"),

@@ -18,6 +18,7 @@ from keras_vit.weights import config as config_lib
 from keras_vit.weights import keras_hub_layout as layout
 from keras_vit.weights.declared import declare
 from keras_vit.weights.keras_hub import preset as preset_files
+from keras_vit.weights.keras_hub.family import Reader, channels_last
 from keras_vit.weights.mapping import POSEMB_KEY
 from keras_vit.weights.source import Reading
 
@@ -46,34 +47,20 @@ class Weights(NamedTuple):
     task: Task | None
 
 
-def _flag(config, field, default, path):
-    value = config.get(field, default)
-    if not isinstance(value, bool):
-        raise CheckpointError(f"{path!r}: config.{field}={value!r}, expected true or false.")
-    return value
-
-
 def reading(preset, config, path):
     """The :class:`~keras_vit.weights.source.Reading` of a ``ViTBackbone`` preset (``config``: its ``config.json``'s)."""
-    data_format = config.get("data_format", "channels_last")
-    if data_format not in (None, "channels_last"):
-        raise CheckpointError(f"{path!r}: config.data_format={data_format!r}; keras_vit models take channels_last images.")
-    shape = config.get("image_shape")
-    if not isinstance(shape, list) or len(shape) != 3 or not all(isinstance(v, int) and v > 0 for v in shape):
-        raise CheckpointError(f"{path!r}: config.image_shape={shape!r}, expected [height, width, channels].")
+    channels_last(config, path, "config.")
+    read = Reader(config, path, "config.")
+    shape = list(read.shape("image_shape"))
     record, expected = {}, []
-    for field, name, default, integer in (
-        ("num_heads", "num_heads", None, True), ("num_layers", "num_layers", None, True),
-        ("hidden_size", "hidden_dim", None, True), ("mlp_dim", "mlp_dim", None, True),
-        ("layer_norm_epsilon", "layer_norm_epsilon", LAYER_NORM_EPSILON, False),
-    ):
-        value = config_lib.number(config, name, default, path, integer=integer)
-        if value is None:
-            raise CheckpointError(f"{path!r}: config.{name} is missing; a ViTBackbone config names it.")
+    for field, name in (("num_heads", "num_heads"), ("num_layers", "num_layers"), ("hidden_size", "hidden_dim"),
+                        ("mlp_dim", "mlp_dim"), ("layer_norm_epsilon", "layer_norm_epsilon")):
+        integer = field != "layer_norm_epsilon"
+        value = read.number(name, None if integer else LAYER_NORM_EPSILON, integer=integer)
         declare(record, field, value, f"config.{name}={value!r}", path)
         if field in ("num_layers", "hidden_size", "mlp_dim"):
             expected.append((field, f"config.{name}={value!r}", value))
-    flags = {name: _flag(config, name, True, path) for name in _FLAGS}
+    flags = {name: read.flag(name, True) for name in _FLAGS}
     declare(record, "class_token", flags["use_class_token"], f"config.use_class_token={flags['use_class_token']!r}", path)
     declare(record, "qkv_bias", flags["use_mha_bias"], f"config.use_mha_bias={flags['use_mha_bias']!r}", path)
     declare(record, "mlp_activation", "gelu", "ViTBackbone's MLP (keras.activations.gelu, exact)", path)
@@ -81,7 +68,7 @@ def reading(preset, config, path):
     expected += [
         ("patch_size", f"config.patch_size={config.get('patch_size')!r}", patch),
         ("image_size", f"config.image_shape={shape!r}", (shape[0], shape[1])),
-        ("num_channels", f"config.image_shape={shape!r}", shape[2]),
+        ("num_channels", f"config.image_shape={shape!r}", shape[2] if len(shape) == 3 else 3),
         ("class_token", f"config.use_class_token={flags['use_class_token']!r}", flags["use_class_token"]),
     ]
     found = Reading(declared=record, expected=expected, architecture=BACKBONE)

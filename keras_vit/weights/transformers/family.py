@@ -137,27 +137,6 @@ _PAPER = {"class_token": (True, "a class token"), "distillation_token": (False, 
           "final_norm": (True, "a final LayerNorm"), "fc_norm": (False, "no norm after pooling")}
 
 
-class _Reader:
-    """Reads the fields of one (vision) config with their types checked, quoting each as the file writes it."""
-
-    def __init__(self, config, defaults, path, where=""):
-        self.config, self.defaults, self.path, self.where = config, defaults, path, where
-
-    def said(self, field, value):
-        if field in self.config:
-            return f"{self.where}{field}={value!r}"
-        return f"{self.where}{field} absent (transformers' default {value!r})"
-
-    def number(self, field, integer=True):
-        return config_lib.number(self.config, field, self.defaults.get(field), self.path, integer=integer)
-
-    def flag(self, field):
-        value = self.config.get(field, self.defaults.get(field))
-        if not isinstance(value, bool):
-            raise CheckpointError(f"{self.path!r}: {self.where}{field}={value!r}, expected true or false.")
-        return value
-
-
 def settings(config, path, model_type):
     """The :class:`~keras_vit.weights.source.Reading` of a family ``config.json`` (``model_type`` one of
     :data:`MODEL_TYPES`); its ``layout`` names the key table (:data:`keras_vit.weights.transformers.layouts.LAYOUTS`).
@@ -178,7 +157,7 @@ def settings(config, path, model_type):
     vision, where = config, ""
     if row.tower:
         vision, where = config_lib.json_object(config.get("vision_config") or {}, path, "vision_config"), "vision_config."
-    read = _Reader(vision, row.defaults, path, where)
+    read = config_lib.Fields(vision, path, where, row.defaults, "transformers'")
     record, notes, expected = {}, [], []
 
     def put(field, value, said):
