@@ -1,31 +1,12 @@
 """timm's ViT state dict (``.safetensors``) -> the original checkpoint layout, for the whole ViT family.
 
-timm's ``VisionTransformer`` (``timm/models/vision_transformer.py``) stores a
-ViT as PyTorch tensors: ``patch_embed.proj.weight`` ``(D, C, P, P)``, one fused
-``blocks.{i}.attn.qkv.weight`` ``(3D, D)`` (query, key, value stacked, heads
-inside each), ``nn.Linear`` weights as ``(out, in)``, ``norm`` the final
-LayerNorm, ``head`` the classifier. timm's own ``_load_weights``
-(the reader of the original ``.npz``) defines the correspondence this module
-inverts: ``qkv.weight = concat(kernel.reshape(D, D).T for query, key, value)``,
-``proj.weight = out_kernel.reshape(D, D).T``, conv kernels ``(P, P, C, D)``
-transposed to ``(D, C, P, P)``.
-
-The family's parts go to keras_vit's canonical keys (:mod:`keras_vit.weights.mapping`): ``dist_token`` ->
-``dist``, ``reg_token`` -> ``reg``, ``blocks.{i}.ls1.gamma`` / ``ls2.gamma`` (DeiT-III's original
-``gamma_1`` / ``gamma_2``) -> ``LayerScale_1`` / ``LayerScale_3``, ``norm_pre`` -> ``Transformer/pre_norm``,
-``fc_norm`` -> ``fc_norm``, ``head_dist`` -> ``head_dist``, ``attn_pool.{latent,q,kv,proj,norm,mlp}`` ->
-``MAPHead_0/...`` (``kv`` split into its key and value halves, keys first, as timm's ``AttentionPoolLatent``
-reshapes it), a gated MLP's ``fc1`` (timm's ``SwiGLUPacked``: ``2 * hidden`` outputs, ``act(x1) * x2``) as
-``Dense_0`` of ``(D, 2 * hidden)``. A CLIP tower's ``head`` with an all-zero bias is CLIP's projection
-(:func:`keras_vit.weights.timm_config.head_is_projection`) -> ``projection/kernel``; its patch embedding has
-no bias (timm: ``bias=not pre_norm``): a zero bias stands in, exactly, and the load report says so.
-
-The attention kernels are returned with their head axes merged
-(``query/kernel`` ``(D, heads * head_dim)``): a state dict does not store the
-number of heads, and the loader splits the merged axes with the model's.
-A model without query/key/value biases (``qkv_bias=False``) has none in the converted layout either.
-Parts keras_vit does not implement are refused by name (q/k norms, a normalised patch embedding,
-RoPE, scaled attention/MLP norms, timm's unpacked SwiGLU).
+timm's own ``_load_weights`` (its reader of the original ``.npz``) defines the correspondence inverted here: the
+tables below, PyTorch's layouts undone by :func:`keras_vit.weights.conventions.torch_tensors` (``qkv`` split into
+query, key and value; ``attn_pool.kv`` into key and value). Attention kernels come back with their head axes merged
+(a state dict does not store the number of heads; the loader splits them with the model's). A CLIP tower's
+``head`` with an all-zero bias is CLIP's projection (:func:`keras_vit.weights.timm_config.head_is_projection`);
+its patch embedding has no bias (timm: ``bias=not pre_norm``): zeros stand in, exactly, and the load report says
+so. Parts keras_vit does not implement are refused by name (:data:`_UNSUPPORTED`).
 """
 
 import re

@@ -1,25 +1,10 @@
-"""What a transformers ``config.json`` of the ViT family declares, each family a row of data (:class:`Family`).
+"""What a transformers ``config.json`` of the ViT family declares, each ``model_type`` a row of data (:class:`Family`).
 
-A row is a ``model_type``'s key layout (:data:`keras_vit.weights.transformers.layouts.LAYOUTS`), its
-configuration defaults (``configuration_*.py``, for a field a ``config.json`` leaves out), the normalisation of its
-published checkpoints, its position resampling rule, and only the switches its ``modeling_*.py`` fixes where they
-differ from the paper's ViT (:data:`keras_vit.architecture.family.PAPER`; every other switch is declared with the
-paper's value). What a config states is read from it (``use_swiglu_ffn``, ``layerscale_value``,
-``num_register_tokens``, ``hidden_act``, ``qkv_bias``, ``projection_dim``, ``vision_use_head``): a row reads a
-field when its defaults name it. The record returned (:mod:`keras_vit.weights.declared`) names each switch with
-the field that sets it, so a model built with another switch is refused by field name, and
-:func:`keras_vit.from_pretrained` builds exactly this architecture. A two-tower repository (``clip``, ``siglip``,
-``chinese_clip``...: a text tower inside) is read from its ``vision_config``.
-
-The ``model_type``\\ s of the family that need a switch keras_vit lacks (:data:`REFUSED`: RoPE, RMSNorm, relative
-position bias) are refused by name, with the switch, before anything is built.
-
-The input normalisation (the reading's ``mean`` / ``std``) is ``image_mean`` / ``image_std`` of the
-``preprocessor_config.json`` beside the weights, else the values of the published checkpoints of that
-``model_type`` (:attr:`Family.normalization`); the load report says which. As for every source,
-:func:`keras_vit.from_pretrained` builds it as the model's ``input_mean`` / ``input_std``, and a model built
-with other ones gets the difference folded into its patch embedding (exact). The position resampling rule of
-``interpolate_pos_encoding`` is the reading's ``position_resampling``, which ``from_pretrained`` builds too.
+Every switch is declared, named with the field that sets it (a row states only those its ``modeling_*.py`` fixes
+where they differ from the paper's, :data:`keras_vit.architecture.family.PAPER`), so a model built with another is
+refused by field name and :func:`keras_vit.from_pretrained` builds exactly this architecture. A two-tower
+repository is read from its ``vision_config``. The input normalisation is ``preprocessor_config.json``'s, else
+the row's (:func:`normalization`); the load report says which.
 """
 
 import os

@@ -1,22 +1,12 @@
-"""The key tables of transformers' ViT family (DINOv2, DeiT, SigLIP, CLIP, ViT-MAE): their names -> the original layout.
+"""The key tables of transformers' ViT family: their names -> the original layout, one :class:`Layout` per ``model_type``.
 
-Each ``model_type`` is one :class:`Layout`, written from its ``modeling_*.py``: the prefixes its
-``save_pretrained`` puts before the vision model's keys (``dinov2.`` in ``Dinov2ForImageClassification``,
-none in ``Dinov2Model``; ``vision_model.`` in CLIP and SigLIP, except transformers 5's ``CLIPVisionModel``,
-``SiglipVisionModel`` and ``Siglip2VisionModel``, whose keys have none: transformers 5 dropped the
-``CLIPVisionTransformer`` wrapper inside them, and its own loader reads the 4.x keys with the prefix removed,
-``conversion_mapping.py``'s ``PrefixChange(prefix_to_remove="vision_model")``), the names inside encoder layer
-``i``, the names outside (inside the vision model, and whole keys outside it: a classifier), how a
-tensor is reshaped on the way (``nn.Linear`` weights ``(out, in)`` transposed, ``Conv2d`` kernels
-``(D, C, P, P)`` to ``(P, P, C, D)``, ``nn.Embedding`` positions ``(N, D)`` to ``(1, N, D)``, CLIP's
-``class_embedding`` ``(D,)`` to ``(1, 1, D)``, ``nn.MultiheadAttention``'s ``in_proj_weight`` ``[q; k; v]``
-split in three) and the keys that belong to another part of the repository (a text tower, MAE's pixel
-decoder, a mask token) or that the class does not read (the attention-pooling head of
-``SiglipForImageClassification``, the ``post_layernorm`` of ``CLIPForImageClassification``), which are skipped,
-grouped, with the reason the load report gives. One file's vision keys all carry one of its layout's prefixes
-(the one its patch embedding is found under); a key in no table, or under another prefix, is refused by name
-(:func:`keras_vit.weights.conventions.finish`). The other models' keys are the same in transformers 4.x and 5 (5.24
-writes the 4.x names: its ``ViTModel`` / ``Dinov2Model`` renames are undone by ``save_pretrained``).
+Each is written from its ``modeling_*.py``: the prefixes ``save_pretrained`` puts before the vision model's keys
+(``vision_model.`` in CLIP and SigLIP, except transformers 5's ``CLIPVisionModel``, ``SiglipVisionModel`` and
+``Siglip2VisionModel``: its loader reads the 4.x keys with the prefix removed, ``conversion_mapping.py``'s
+``PrefixChange(prefix_to_remove="vision_model")``), the names inside and outside the encoder layers, and the keys
+of other parts of the repository (a text tower, MAE's decoder, a mask token) or that the class does not read,
+skipped with the reason the load report gives. A key in no table, or under another prefix, is refused by name
+(:func:`keras_vit.weights.conventions.finish`). transformers 5.24 writes the 4.x names.
 """
 
 import re
