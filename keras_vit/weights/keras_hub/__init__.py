@@ -54,7 +54,7 @@ class KerasHubSource(Source):
     def describe(self, opened, architecture=None):
         folder = preset_folder(opened.path)
         files, found, reader = reading(folder)
-        shapes = reader.shapes(files, found)
+        shapes = {key: tuple(array.shape) for key, array in reader.arrays(files, found, stand_ins=True).items()}
         expected = vit.expected(found) if reader is vit else found.expected
         config_path = os.path.join(folder, layout.CONFIG_FILE)
         config_lib.check_against_weights(expected, shapes, found.declared["qkv_bias"].value, config_path)

@@ -285,27 +285,9 @@ def _position_ids(preset, found, ids, rows):
     return ids
 
 
-def _shape(found, key, shape):
-    """:func:`_array`'s shape, from the stored one (DINOv2's table checked against ``position_embedding_shape`` first)."""
-    position = found.layout.position
-    if key == "cls" and len(shape) == 1:
-        return (1, 1) + shape
-    if key != POSEMB_KEY:
-        return shape
-    shape = (1,) + shape if len(shape) == 2 else shape
-    if position is not None:
-        (rows, cols), said = position[0], position[3]
-        if len(shape) != 3 or shape[1] != 1 + rows * cols:
-            raise CheckpointError(f"{found.declared['num_layers'].origin!r}: config.json says {said} ({rows} x {cols} "
-                                  f"patches) but the weights' position_embeddings have shape {shape}.")
-        rows, cols = position[1]
-        shape = (1, 1 + rows * cols, shape[-1])
-    return shape
-
-
 def _array(found, key, array):
     """A family weight in the original layout: CLIP's ``(D,)`` class token, an ``Embedding``'s ``(N, D)`` table,
-    DINOv2's table resampled to ``image_shape`` as keras-hub does."""
+    DINOv2's table checked against ``position_embedding_shape`` and resampled to ``image_shape`` as keras-hub does."""
     position = found.layout.position
     if key == "cls" and array.ndim == 1:
         return array[None, None]
@@ -313,24 +295,24 @@ def _array(found, key, array):
         return array
     array = array[None] if array.ndim == 2 else array
     if position is not None:
-        old, new, method, _ = position
-        array = resize_position_embedding(array.astype(np.float64), new, old, num_prefix_tokens=1, method=method).astype(array.dtype)
+        (rows, cols), new, method, said = position
+        if array.ndim != 3 or array.shape[1] != 1 + rows * cols:
+            raise CheckpointError(f"{found.declared['num_layers'].origin!r}: config.json says {said} ({rows} x {cols} "
+                                  f"patches) but the weights' position_embeddings have shape {array.shape}.")
+        array = resize_position_embedding(array.astype(np.float64), new, (rows, cols), num_prefix_tokens=1,
+                                          method=method).astype(array.dtype)
     return array
 
 
-def shapes(preset, found):
-    """``{original key: shape}`` of a family preset, its data not read (the ``position_ids``, a few integers, are)."""
+def arrays(preset, found, stand_ins=False):
+    """``{original key: np.ndarray}`` of a family preset, every array read now; ``stand_ins``: zeros of the stored
+    shapes instead (only the ``position_ids``, a few integers, are read)."""
     where = plan(preset, found)
-    out = {key: _shape(found, key, shape) for key, shape in preset_files.shapes(where).items()}
-    if out.pop(POSITION_IDS, None) is not None:
-        ids = preset_files.arrays({POSITION_IDS: where[POSITION_IDS]})[POSITION_IDS]
-        _position_ids(preset, found, ids, out[POSEMB_KEY][1])
-    return {**out, **found.layout.keys.zeros}
-
-
-def arrays(preset, found):
-    """``{original key: np.ndarray}`` of a family preset; every array read now."""
-    out = preset_files.arrays(plan(preset, found))
+    if stand_ins:
+        out = {key: np.broadcast_to(np.float32(0), shape) for key, shape in preset_files.shapes(where).items()}
+        out.update(preset_files.arrays({k: v for k, v in where.items() if k == POSITION_IDS}))
+    else:
+        out = preset_files.arrays(where)
     ids = out.pop(POSITION_IDS, None)
     if ids is not None:  # an Embedding read at its stored indices (keras-hub's CLIP and SigLIP)
         out[POSEMB_KEY] = out[POSEMB_KEY][_position_ids(preset, found, ids, out[POSEMB_KEY].shape[0])]

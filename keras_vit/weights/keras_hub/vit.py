@@ -171,32 +171,27 @@ def plan(preset, found):
     return out
 
 
-def _zeros(weights, make):
+def _zeros(weights):
     """The biases keras-hub's switches leave out (use_mha_bias' output bias, use_mlp_bias, use_patch_bias), as zeros."""
-    flags, out = weights.flags, {}
+    flags, width, out = weights.flags, (weights.width,), {}
     if not flags["use_patch_bias"]:
-        out["embedding/bias"] = make((weights.width,))
+        out["embedding/bias"] = width
     for i in range(weights.num_layers):
         key = f"Transformer/encoderblock_{i}"
         if not flags["use_mha_bias"]:
-            out[f"{key}/MultiHeadDotProductAttention_1/out/bias"] = make((weights.width,))
+            out[f"{key}/MultiHeadDotProductAttention_1/out/bias"] = width
         if not flags["use_mlp_bias"]:
-            out[f"{key}/MlpBlock_3/Dense_0/bias"] = make((weights.mlp_dim,))
-            out[f"{key}/MlpBlock_3/Dense_1/bias"] = make((weights.width,))
-    return out
+            out.update({f"{key}/MlpBlock_3/Dense_0/bias": (weights.mlp_dim,), f"{key}/MlpBlock_3/Dense_1/bias": width})
+    return {key: np.zeros(shape, np.float32) for key, shape in out.items()}
 
 
-def shapes(preset, found):
-    """``{original key: shape}`` of a preset, its data not read."""
-    out = preset_files.shapes(plan(preset, found))
-    if POSEMB_KEY in out:
-        out[POSEMB_KEY] = (1,) + out[POSEMB_KEY]
-    return {**out, **_zeros(found.layout, tuple)}
-
-
-def arrays(preset, found):
-    """``{original key: np.ndarray}`` of a preset; every array read now."""
-    out = preset_files.arrays(plan(preset, found))
+def arrays(preset, found, stand_ins=False):
+    """``{original key: np.ndarray}`` of a preset, every array read now; ``stand_ins``: zeros of the stored shapes."""
+    where = plan(preset, found)
+    if stand_ins:
+        out = {key: np.broadcast_to(np.float32(0), shape) for key, shape in preset_files.shapes(where).items()}
+    else:
+        out = preset_files.arrays(where)
     if POSEMB_KEY in out:
         out[POSEMB_KEY] = out[POSEMB_KEY][None]
-    return {**out, **_zeros(found.layout, lambda shape: np.zeros(shape, np.float32))}
+    return {**out, **_zeros(found.layout)}
