@@ -176,10 +176,9 @@ def settings(config, path="<config>", weights=None, tensors=None, architecture=N
 
 def _declared(resolved, pretrained, expected, path, weights, tensors, labelled=False):
     """``(declared record, Conversion, notes)`` of a timm file."""
-    if "act_layer" in resolved and resolved["act_layer"][1] is not None:
-        act = resolved["act_layer"][0]
-        if act is not None and not isinstance(act, str):
-            raise CheckpointError(f"{path!r}: model_args.act_layer={act!r}, expected the name of an activation.")
+    act, act_said = resolved["act_layer"]
+    if act_said is not None and act is not None and not isinstance(act, str):
+        raise CheckpointError(f"{path!r}: model_args.act_layer={act!r}, expected the name of an activation.")
     mlp_layer = resolved["mlp_layer"]
     if mlp_layer[0] not in timm_config.MLP_LAYERS + timm_config.GLU_LAYERS:
         raise CheckpointError(
@@ -188,16 +187,11 @@ def _declared(resolved, pretrained, expected, path, weights, tensors, labelled=F
         )
     if tensors is None:  # the config alone (no state dict): what it states, as before any weights are seen
         record = {}
-        if resolved["num_heads"][1] is not None:
-            declare(record, "num_heads", resolved["num_heads"][0], resolved["num_heads"][1], path)
-        width = resolved["embed_dim"]
-        if width[1] is not None:
-            declare(record, "hidden_size", width[0], width[1], path)
-        if resolved["act_layer"][1] is not None:
-            act = resolved["act_layer"][0]
-            declare(record, "mlp_activation", activation(act), resolved["act_layer"][1], path)
-        if resolved["norm_eps"][1] is not None:
-            declare(record, "layer_norm_epsilon", resolved["norm_eps"][0], resolved["norm_eps"][1], path)
+        for name, field in (("num_heads", "num_heads"), ("embed_dim", "hidden_size"), ("act_layer", "mlp_activation"),
+                            ("norm_eps", "layer_norm_epsilon")):
+            value, said = resolved[name]
+            if said is not None:
+                declare(record, field, activation(value) if name == "act_layer" else value, said, path)
         return record, Conversion(), []
     shapes = tensors.shapes
     seen = timm_config.observe(shapes, weights)

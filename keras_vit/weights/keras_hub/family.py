@@ -1,17 +1,11 @@
 """keras-hub's ViT-family backbones as rows of data (:class:`Family`), and the one reader of them all.
 
-A family (:mod:`~keras_vit.weights.keras_hub.dinov2`, ``siglip``, ``clip``, ``deit``) is a :class:`Family`:
-its classes, a field table ``{ViTConfig field: (config field, default)}`` read from its ``config.json`` (the
-"read from" text of each field generated from it: ``config.num_register_tokens=4``, or ``... absent
-(keras-hub's default 0)``), the switches its code fixes where they differ from the paper's ViT
-(:data:`keras_vit.architecture.family.PAPER`; every other switch is declared with the paper's value), and its
-key layout: ``{h5 dataset: canonical key}`` for a depth. The variable paths are those Keras 3's ``save_weights``
-gives the layers (the rules in :mod:`keras_vit.weights.keras_hub_layout`; checked against keras-hub 0.32's own
-``save_to_preset`` by ``benchmarks/keras_hub_presets.py``).
-
-SigLIP's and CLIP's position embeddings are a Keras ``Embedding`` read at the indices their ``position_ids``
-variable holds (``0..N-1`` in a converted preset; zeros in a CLIP keras-hub built and saved without converting
-one): the table is gathered by the stored indices, so keras_vit computes what keras-hub does with either.
+A family module (``dinov2``, ``siglip``, ``clip``, ``deit``) holds one row: the "read from" text of each field is
+generated from its field table, every switch it does not state is the paper's
+(:data:`keras_vit.architecture.family.PAPER`), and its key layout maps the variable paths Keras 3's
+``save_weights`` gives the layers (the rules in :mod:`keras_vit.weights.keras_hub_layout`; checked against
+keras-hub 0.32's ``save_to_preset`` by ``benchmarks/keras_hub_presets.py``). SigLIP's and CLIP's position
+embeddings are gathered at the indices their ``position_ids`` variable holds, as keras-hub computes them.
 """
 
 import os
