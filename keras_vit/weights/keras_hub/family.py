@@ -228,37 +228,43 @@ def resolve(keys, names):
     return table, skip
 
 
+def locate(preset, parts, architecture, what="config.json"):
+    """``({canonical key: (file, dataset path)}, {label: (count, reason)})`` of ``parts``, ``[(files, {dataset:
+    canonical key}, {regex: reason to skip})]``: each table found whole in its files, with nothing left over but
+    what is skipped on purpose (counted per pattern, for the load report)."""
+    out, skipped = {}, {}
+    for files, table, skip in parts:
+        datasets, extra = preset_files.datasets(files), []
+        for name, (file, _) in datasets.items():
+            pattern = next((p for p in skip if re.search(p, name)), None)
+            if pattern is not None:
+                label = pattern.strip("^$") + ("" if pattern.endswith("$") else "*")
+                skipped[label] = (skipped.get(label, (0,))[0] + 1, skip[pattern])
+            elif name in table:
+                out[table[name]] = (file, name)
+            else:
+                extra.append(name)
+        missing = [name for name in table if name not in datasets]
+        if missing:
+            raise CheckpointError(
+                f"keras-hub preset {preset.folder!r}: {preset.where(files)} has no {missing[0]!r} ({table[missing[0]]} in the "
+                f"original layout){f' and {len(missing) - 1} more' if len(missing) > 1 else ''}; the file does not match "
+                f"its {what}.")
+        if extra:
+            raise CheckpointError(f"keras-hub preset {preset.folder!r} has {len(extra)} weight(s) a {architecture} of its "
+                                  f"{what} does not have: {', '.join(sorted(extra)[:8])}")
+    return out, skipped
+
+
 def plan(preset, found):
     """``{canonical key: (file, dataset path)}`` of a family backbone's weights; ``found.skipped`` gets ``{what:
     reason}`` of the weights left out on purpose (a text tower, a buffer, a task's head)."""
     weights = found.layout
     files = preset.weight_files()
-    datasets = preset_files.datasets(files)
     names = {}
     for file in files:
         names.update(preset_files.group_names(file))
-    table, skip = resolve(weights.keys, names)
-    out, extra, skipped = {}, [], {}
-    for name, (file, _) in datasets.items():
-        pattern = next((p for p in skip if re.search(p, name)), None)
-        if pattern is not None:
-            label = pattern.strip("^$") + ("" if pattern.endswith("$") else "*")
-            skipped[label] = (skipped.get(label, (0,))[0] + 1, skip[pattern])
-        elif name in table:
-            out[table[name]] = (file, name)
-        else:
-            extra.append(name)
-    missing = [name for name in table if name not in datasets]
-    if missing:
-        raise CheckpointError(
-            f"keras-hub preset {preset.folder!r}: {preset.where(files)} has no {missing[0]!r} ({table[missing[0]]} in the original layout)"
-            f"{f' and {len(missing) - 1} more' if len(missing) > 1 else ''}; the file does not match its config.json."
-        )
-    if extra:
-        raise CheckpointError(
-            f"keras-hub preset {preset.folder!r} has {len(extra)} weight(s) a {found.architecture} of its config.json does not "
-            f"have: {', '.join(sorted(extra)[:8])}"
-        )
+    out, skipped = locate(preset, [(files, *resolve(weights.keys, names))], found.architecture)
     found.skipped = {f"{label} ({n} tensor{'s' if n > 1 else ''})": why for label, (n, why) in skipped.items()}
     if weights.task_skipped:  # a task's head keras_vit cannot compute: named in the report, not loaded
         task_file = preset.file("task.weights.h5")

@@ -18,7 +18,7 @@ from keras_vit.weights import config as config_lib
 from keras_vit.weights import keras_hub_layout as layout
 from keras_vit.weights.declared import declare
 from keras_vit.weights.keras_hub import preset as preset_files
-from keras_vit.weights.keras_hub.family import Reader, channels_last
+from keras_vit.weights.keras_hub.family import Reader, channels_last, locate
 from keras_vit.weights.mapping import POSEMB_KEY
 from keras_vit.weights.source import Reading
 
@@ -123,52 +123,27 @@ def expected(found):
     return list(found.expected) + extra
 
 
-def _task_groups(file, pre_logits):
-    """The task's groups, the head found by the name Keras stored (``predictions``, ``pre_logits``) where it did."""
-    groups = layout.task_groups(pre_logits)
-    names = {name: group for group, name in preset_files.group_names(file).items() if name in ("predictions", "pre_logits")}
-    return [(names.get(name, group), name, keys) for group, name, keys in groups]
+def _table(groups):
+    """``{dataset path: canonical key}`` of ``[(group, layer name, [canonical key, ...]), ...]``."""
+    return {f"{group}/{i}": key for group, _, keys in groups for i, key in enumerate(keys)}
 
 
 def plan(preset, found):
-    """``{canonical key: (file, dataset path)}`` of every tensor, checked complete and with nothing left over."""
-    weights = found.layout
-    flags = weights.flags
-    groups = [(files, g) for files in [preset.weight_files()] for g in layout.backbone_groups(
+    """``{canonical key: (file, dataset path)}`` of every tensor, checked complete and with nothing left over; the
+    task's head found by the name Keras stored (``predictions``, ``pre_logits``) where it did."""
+    weights, flags = found.layout, found.layout.flags
+    parts = [(preset.weight_files(), _table(layout.backbone_groups(
         weights.num_layers, class_token=flags["use_class_token"], mha_bias=flags["use_mha_bias"],
-        mlp_bias=flags["use_mlp_bias"], patch_bias=flags["use_patch_bias"])]
-    task_file = preset.file(layout.TASK_WEIGHTS_FILE)
+        mlp_bias=flags["use_mlp_bias"], patch_bias=flags["use_patch_bias"])), {})]
     if weights.task is not None:
+        task_file = preset.file(layout.TASK_WEIGHTS_FILE)
         if not os.path.isfile(task_file):
             raise CheckpointError(f"keras-hub preset {preset.folder!r} has {layout.TASK_FILE} but no {layout.TASK_WEIGHTS_FILE}.")
-        groups += [([task_file], g) for g in _task_groups(task_file, weights.task.intermediate_dim is not None)]
-    out, available = {}, {}
-    for files, _ in groups:
-        for file in files:
-            if file not in available:
-                available[file] = preset_files.datasets([file])
-    pool = {}
-    for file, datasets in available.items():
-        for name in datasets:
-            pool.setdefault((file == task_file, name), file)
-    for files, (group, _, keys) in groups:
-        is_task = files == [task_file]
-        for i, key in enumerate(keys):
-            name = f"{group}/{i}"
-            file = pool.pop((is_task, name), None)
-            if file is None:
-                raise CheckpointError(
-                    f"keras-hub preset {preset.folder!r}: {preset.where(files)} has no {name!r} ({key} in the original layout); "
-                    "the file does not match its config.json / task.json."
-                )
-            out[key] = (file, name)
-    extra = sorted(name for _, name in pool)
-    if extra:
-        raise CheckpointError(
-            f"keras-hub preset {preset.folder!r} has {len(extra)} weight(s) a ViT of its config.json does not have: "
-            f"{', '.join(extra[:8])}"
-        )
-    return out
+        stored = {name: group for group, name in preset_files.group_names(task_file).items()}
+        groups = [(stored.get(name, group) if name in ("predictions", "pre_logits") else group, name, keys)
+                  for group, name, keys in layout.task_groups(weights.task.intermediate_dim is not None)]
+        parts.append(([task_file], _table(groups), {}))
+    return locate(preset, parts, "ViT", "config.json / task.json")[0]
 
 
 def _zeros(weights):
