@@ -1,13 +1,7 @@
-"""Loading an original checkpoint into a built keras_vit model, all or nothing, with a report.
+"""Loading a checkpoint into a built keras_vit model, all or nothing, with a report (:func:`load_checkpoint`).
 
-Position embeddings are resampled in 2-D when the grid changes, the
-patch-embedding kernel by FlexiViT's pseudo-inverse resize when the patch size
-does (:mod:`keras_vit.weights.patchemb`); a head of another size is skipped and
-left at zero (the paper's fine-tuning rule).
-What the file declares about its architecture (heads, epsilon, activation...:
-:mod:`keras_vit.weights.declared`) is compared with the model's first.
-Everything is checked before any weight is written, so a failed load leaves
-the model as it was.
+Position embeddings are resampled to the model's grid, the patch kernel to its patch size (FlexiViT); a head of
+another size is left at zero (the paper's fine-tuning).
 """
 
 import dataclasses

@@ -106,17 +106,12 @@ class CheckpointInfo:
 
 
 class Source:
-    """One kind of checkpoint keras_vit reads; :mod:`keras_vit.weights.formats` asks each registered source in turn.
+    """One kind of checkpoint keras_vit reads (how to write one: docs/architecture.md, "Adding a weight source").
 
     Attributes:
         name: the :attr:`CheckpointInfo.format` of what it reads (``"timm"``).
         reads: what kind of path it reads: ``"file"``, ``"folder"`` or ``"file or folder"``.
         label: how an error names the layout (``"timm ViT"``), or None for a source of its own file kind.
-
-    Each method takes an :class:`~keras_vit.weights.opened.Opened`, the path looked at once: ``opened.path``,
-    ``opened.kind`` (``"folder"``, or the file's kind by its first bytes: ``"npz"``, ``"keras"``,
-    ``"safetensors"``, None for none of those) and, for ``.safetensors`` files and folders,
-    ``opened.state_dict()`` (their tensors and ``config.json``).
     """
 
     name = None
