@@ -128,31 +128,24 @@ def indexed_names(mapping, field, path):
     """
     if mapping is None or isinstance(mapping, list):
         return [str(name) for name in mapping] if mapping else None
-    problem = None
-    if not isinstance(mapping, dict):
-        problem = f"is {mapping!r}, expected a JSON object {{index: name}}"
-    else:
-        names = {}
-        for key, name in mapping.items():
-            try:
-                index = int(key)
-            except (TypeError, ValueError):
-                problem = f"key {key!r} is not an index"
-                break
-            if index in names:
-                problem = f"names index {index} twice (keys {sorted(k for k in mapping if int(k) == index)})"
-                break
-            names[index] = str(name)
-        if problem is None:
-            count = len(names)
-            missing = sorted(set(range(count)) - set(names))
-            if not missing:
-                return [names[i] for i in range(count)]
-            extra = sorted(set(names) - set(range(count)))
-            problem = (
-                f"lacks index {', '.join(map(str, missing))} and has {', '.join(map(str, extra))} "
-                f"outside 0..{count - 1}"
-            )
+    problem = None if isinstance(mapping, dict) else f"is {mapping!r}, expected a JSON object {{index: name}}"
+    names = {}
+    for key, name in mapping.items() if problem is None else ():
+        try:
+            index = int(key)
+        except (TypeError, ValueError):
+            problem = f"key {key!r} is not an index"
+            break
+        if index in names:
+            problem = f"names index {index} twice (keys {sorted(k for k in mapping if int(k) == index)})"
+            break
+        names[index] = str(name)
+    count = len(names)
+    missing, extra = sorted(set(range(count)) - set(names)), sorted(set(names) - set(range(count)))
+    if problem is None and not missing:
+        return [names[i] for i in range(count)]
+    problem = problem or (f"lacks index {', '.join(map(str, missing))} and has {', '.join(map(str, extra))} "
+                          f"outside 0..{count - 1}")
     warnings.warn(
         f"{path!r}: {field} {problem}; the model gets no class names from it "
         "(predict prints class_0, class_1, ...; pass labels= to name them).",

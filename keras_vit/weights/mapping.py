@@ -177,11 +177,6 @@ def _is_qkv_bias(key):
 _UNIT_NAME = re.compile(r"^block(\d+)_unit(\d+)$")
 
 
-def has_resnet_stem(model):
-    """Whether ``model`` is a hybrid (its configuration's stem is a ResNet-v2)."""
-    return config_of(model).stem == "resnet"
-
-
 def _resnet_layer_targets(checkpoint_prefix, layer):
     """``{conv}/kernel`` and ``{gn}/scale|bias`` keys of the root or of one unit, from the layer's weight paths."""
     targets = {}
@@ -226,7 +221,7 @@ def targets_of(model):
     ((1, 1, 32, 128), True)
     """
     targets = vit_targets(model)
-    if has_resnet_stem(model):
+    if config_of(model).stem == "resnet":  # a hybrid
         targets.update(hybrid_targets(model))
     return targets
 

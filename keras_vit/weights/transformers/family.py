@@ -229,16 +229,12 @@ def _switches(put, read, row, model_type, classifier):
         scale = read.number("layerscale_value", integer=False)
         switches["layer_scale_init"] = (scale, read.said("layerscale_value", scale))
     if classifier == "clip_classifier":  # the mean of last_hidden_state, which post_layernorm never touches
-        said = f"{classifier_name(row, classifier)}: no LayerNorm after the blocks (post_layernorm is not read)"
+        name = next(name for name, found in row.classifiers.items() if found == classifier)
+        said = f"{name}: no LayerNorm after the blocks (post_layernorm is not read)"
         switches["final_norm"] = switches["fc_norm"] = (False, said)
     for field, (value, said) in switches.items():
         if field != "pooling":
             put(field, value, said)
-
-
-def classifier_name(row, layout):
-    """The class of a row's classifier of that ``layout``."""
-    return next(name for name, found in row.classifiers.items() if found == layout)
 
 
 def _top(put, read, row, architecture, config, classifier):

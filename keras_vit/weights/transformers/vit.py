@@ -21,15 +21,9 @@ def _said(config, field, value):
 
 
 def settings(config, path="<config>"):
-    """What a transformers ``config.json`` says: heads, epsilon, activation, sizes to check, labels.
-
-    Every field read is type-checked (:mod:`keras_vit.weights.config`); absent fields take
-    ``ViTConfig``'s defaults.
-
-    Raises:
-        CheckpointError: a ``model_type`` other than ``"vit"``, or a field of the wrong type (the
-            message names it and its value). A ``hidden_act`` other than the exact GELU is declared
-            (``"declared"``) and refused when compared with the model's.
+    """What a transformers ``config.json`` of ``model_type`` ``vit`` says: heads, epsilon, activation, sizes to
+    check, labels; every field type-checked, an absent one ``ViTConfig``'s default. A ``hidden_act`` other than the
+    exact GELU is declared, and refused when compared with the model's.
 
     Example:
     >>> s = settings({"model_type": "vit", "layer_norm_eps": 1e-12, "num_attention_heads": 3,
@@ -37,13 +31,7 @@ def settings(config, path="<config>"):
     >>> s.layer_norm_epsilon, s.num_heads, s.class_names
     (1e-12, 3, ['cat', 'dog'])
     """
-    config = config_lib.json_object(config, path)
-    model_type = config.get("model_type")
-    if model_type != "vit":
-        raise CheckpointError(
-            f"{path!r} describes a transformers model of type {model_type!r}; keras_vit reads model_type 'vit' "
-            "(ViTModel, ViTForImageClassification)."
-        )
+    read = config_lib.Fields(config, path, whose="transformers'")
     act = config.get("hidden_act", "gelu")
     if not isinstance(act, str):
         raise CheckpointError(f"{path!r}: hidden_act={act!r}, expected the name of an activation.")
@@ -51,33 +39,22 @@ def settings(config, path="<config>"):
     if all(re.fullmatch(r"LABEL_\d+", name) for name in names):  # transformers' placeholder labels
         names = []
     expected = []  # (quantity, the field as the config says it, value): checked against the weights
-    for quantity, field, default in (
-        ("hidden_size", "hidden_size", 768),
-        ("num_layers", "num_hidden_layers", 12),
-        ("mlp_dim", "intermediate_size", 3072),
-        ("num_channels", "num_channels", 3),
-    ):
-        value = config_lib.number(config, field, default, path, integer=True)
+    for quantity, field, default in (("hidden_size", "hidden_size", 768), ("num_layers", "num_hidden_layers", 12),
+                                     ("mlp_dim", "intermediate_size", 3072), ("num_channels", "num_channels", 3)):
+        value = read.number(field, default)
         expected.append((quantity, _said(config, field, value), value))
     for field, default in (("patch_size", 16), ("image_size", 224)):
         value = config.get(field, default)
         expected.append((field, _said(config, field, value), config_lib.size_pair(value, path, field)))
-    qkv_bias = config.get("qkv_bias", True)
-    if not isinstance(qkv_bias, bool):
-        raise CheckpointError(f"{path!r}: qkv_bias={qkv_bias!r}, expected true or false.")
+    qkv_bias = read.flag("qkv_bias", True)
     expected.append(("qkv_bias", f"qkv_bias={qkv_bias!r}", qkv_bias))
     record = {}  # what the model must have: compared with its ViTConfig by keras_vit.weights.declared.check
-    for field, name, default in (
-        ("num_heads", "num_attention_heads", 12),
-        ("layer_norm_epsilon", "layer_norm_eps", LAYER_NORM_EPSILON),
-        ("hidden_size", "hidden_size", None),
-        ("num_layers", "num_hidden_layers", None),
-        ("mlp_dim", "intermediate_size", None),
-    ):
-        value = config_lib.number(config, name, default, path, integer=field != "layer_norm_epsilon")
+    for field, name, default in (("num_heads", "num_attention_heads", 12), ("layer_norm_epsilon", "layer_norm_eps", LAYER_NORM_EPSILON),
+                                 ("hidden_size", "hidden_size", None), ("num_layers", "num_hidden_layers", None),
+                                 ("mlp_dim", "intermediate_size", None)):
+        value = read.number(name, default, integer=field != "layer_norm_epsilon")
         if value is not None:
-            said = f"{name}={value!r}" if name in config else f"{name} absent (transformers' default {value!r})"
-            declare(record, field, value, said, path)
+            declare(record, field, value, read.said(name, value), path)
     declare(record, "mlp_activation", activation(act), f"hidden_act={act!r}", path)
     declare(record, "qkv_bias", qkv_bias, f"qkv_bias={qkv_bias!r}", path)
     return Reading(declared=record, expected=expected, architecture=(config.get("architectures") or ["ViTModel"])[0],
