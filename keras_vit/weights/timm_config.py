@@ -293,20 +293,10 @@ def record(resolved, seen, extra, config_path, weights):
     for field, (value, said) in extra.items():
         if said is not None:
             declare(out, field, value, said, config_path if said.startswith(("model_args", "architecture", "global_pool")) else weights)
-    observed = {
-        "class_token": seen["class_token"][0],
-        "distillation_token": seen["distilled"][0],
-        "num_register_tokens": seen["reg_tokens"][0],
-        "mlp_type": "glu" if seen["glu"][0] else "mlp",
-        "pre_norm": seen["pre_norm"][0],
-        "final_norm": seen["norm"][0],
-        "fc_norm": seen["fc_norm"][0],
-    }
-    parts = {"class_token": "class_token", "distillation_token": "distilled", "num_register_tokens": "reg_tokens",
-             "mlp_type": "glu", "pre_norm": "pre_norm", "final_norm": "norm", "fc_norm": "fc_norm"}
-    for field, value in observed.items():
-        have, said = seen[parts[field]]
-        declare(out, field, value, said if have else f"no {said}", weights)
+    for field, part in (("class_token", "class_token"), ("distillation_token", "distilled"), ("num_register_tokens", "reg_tokens"),
+                        ("mlp_type", "glu"), ("pre_norm", "pre_norm"), ("final_norm", "norm"), ("fc_norm", "fc_norm")):
+        have, said = seen[part]
+        declare(out, field, ("glu" if have else "mlp") if field == "mlp_type" else have, said if have else f"no {said}", weights)
     init, said = resolved["init_values"]
     scale = (init if init is not None else 1e-5) if seen["layer_scale"][0] else None
     declare(out, "layer_scale_init", scale, seen["layer_scale"][1] if scale else f"no {seen['layer_scale'][1]}", weights)
