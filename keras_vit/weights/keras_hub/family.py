@@ -308,11 +308,8 @@ def arrays(preset, found, stand_ins=False):
     """``{original key: np.ndarray}`` of a family preset, every array read now; ``stand_ins``: zeros of the stored
     shapes instead (only the ``position_ids``, a few integers, are read)."""
     where = plan(preset, found)
-    if stand_ins:
-        out = {key: np.broadcast_to(np.float32(0), shape) for key, shape in preset_files.shapes(where).items()}
-        out.update(preset_files.arrays({k: v for k, v in where.items() if k == POSITION_IDS}))
-    else:
-        out = preset_files.arrays(where)
+    out = preset_files.arrays(where, stand_ins)
+    out.update(preset_files.arrays({k: v for k, v in where.items() if k == POSITION_IDS}))  # a few integers
     ids = out.pop(POSITION_IDS, None)
     if ids is not None:  # an Embedding read at its stored indices (keras-hub's CLIP and SigLIP)
         out[POSEMB_KEY] = out[POSEMB_KEY][_position_ids(preset, found, ids, out[POSEMB_KEY].shape[0])]

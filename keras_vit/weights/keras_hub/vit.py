@@ -162,11 +162,7 @@ def _zeros(weights):
 
 def arrays(preset, found, stand_ins=False):
     """``{original key: np.ndarray}`` of a preset, every array read now; ``stand_ins``: zeros of the stored shapes."""
-    where = plan(preset, found)
-    if stand_ins:
-        out = {key: np.broadcast_to(np.float32(0), shape) for key, shape in preset_files.shapes(where).items()}
-    else:
-        out = preset_files.arrays(where)
+    out = preset_files.arrays(plan(preset, found), stand_ins)
     if POSEMB_KEY in out:
         out[POSEMB_KEY] = out[POSEMB_KEY][None]
     return {**out, **_zeros(found.layout)}
