@@ -148,12 +148,11 @@ def settings(config, path, model_type):
     def put(field, value, said):
         declare(record, field, value, said, path)
 
-    width, depth, heads = read.number("hidden_size"), read.number("num_hidden_layers"), read.number("num_attention_heads")
-    put("hidden_size", width, read.said("hidden_size", width))
-    put("num_layers", depth, read.said("num_hidden_layers", depth))
-    put("num_heads", heads, read.said("num_attention_heads", heads))
-    epsilon = read.number("layer_norm_eps", integer=False)
-    put("layer_norm_epsilon", epsilon, read.said("layer_norm_eps", epsilon))
+    for field, name in (("hidden_size", "hidden_size"), ("num_layers", "num_hidden_layers"),
+                        ("num_heads", "num_attention_heads"), ("layer_norm_epsilon", "layer_norm_eps")):
+        value = read.number(name, integer=field != "layer_norm_epsilon")
+        put(field, value, read.said(name, value))
+    (width, sizes), (depth, layers) = record["hidden_size"][:2], record["num_layers"][:2]
     _mlp(put, read, row, vision, width, path, where, expected)
     qkv = read.flag("qkv_bias") if "qkv_bias" in row.defaults else True
     put("qkv_bias", qkv, read.said("qkv_bias", qkv) if "qkv_bias" in row.defaults else f"{model_type} attention (q/k/v biases)")
@@ -162,7 +161,7 @@ def settings(config, path, model_type):
     _top(put, read, row, architecture, config, classifier)
     patch = vision.get("patch_size", row.defaults["patch_size"])
     patch_side = config_lib.size_pair(patch, path, where + "patch_size")[0]
-    expected += [("hidden_size", read.said("hidden_size", width), width), ("num_layers", read.said("num_hidden_layers", depth), depth),
+    expected += [("hidden_size", sizes, width), ("num_layers", layers, depth),
                  ("patch_size", read.said("patch_size", patch), patch_side),
                  ("num_channels", read.said("num_channels", read.number("num_channels")), read.number("num_channels"))]
     if "num_patches" in row.defaults:  # SigLIP2 (NaFlex): positions for num_patches, resized by transformers per image
