@@ -131,8 +131,8 @@ def load_checkpoint(model, checkpoint, strict=True, source=None, *, info=None):
         _check_values(report.path, key, array)
         if key == POSEMB_KEY and (array.shape != target.shape or (grid is not None and tuple(grid) != model_grid(model))):
             array = _fit_position_embedding(model, key, array, target, report, grid)
-        elif key == PATCH_KERNEL_KEY and array.shape != target.shape and _same_channels_and_width(array, target):
-            report.resized[key] = (array.shape, target.shape)  # another patch size (FlexiViT)
+        elif key == PATCH_KERNEL_KEY and array.shape != target.shape and array.ndim == 4 and array.shape[2:] == target.shape[2:]:
+            report.resized[key] = (array.shape, target.shape)  # only another patch size (FlexiViT)
             array = resample_patch_embedding(array, target.shape[:2])
         elif key in HEAD_KEYS and array.shape != target.shape:
             report.skipped[key] = (
@@ -192,11 +192,6 @@ def load_into(model, path, source=None, *, info=None):
     """
     model.load_report = load_checkpoint(model, path, source=source, info=info)
     return model.load_report
-
-
-def _same_channels_and_width(array, target):
-    """A ``(ph, pw, C, D)`` kernel that differs from the model's only in its patch size."""
-    return array.ndim == 4 and tuple(array.shape[2:]) == tuple(target.shape[2:])
 
 
 def _merged_heads(key, shape, expected):

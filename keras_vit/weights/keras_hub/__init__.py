@@ -55,9 +55,8 @@ class KerasHubSource(Source):
         folder = preset_folder(opened.path)
         files, found, reader = reading(folder)
         shapes = {key: tuple(array.shape) for key, array in reader.arrays(files, found, stand_ins=True).items()}
-        expected = vit.expected(found) if reader is vit else found.expected
         config_path = os.path.join(folder, layout.CONFIG_FILE)
-        config_lib.check_against_weights(expected, shapes, found.declared["qkv_bias"].value, config_path)
+        config_lib.check_against_weights(found.expected, shapes, found.declared["qkv_bias"].value, config_path)
         return found.info(folder, self.name, shapes, config_path)
 
     def arrays(self, opened, architecture=None, input_mean=None, input_std=None):

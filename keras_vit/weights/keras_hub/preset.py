@@ -1,10 +1,6 @@
-"""The files of a keras-hub preset folder, read with ``json`` and ``h5py`` (keras-hub not imported).
-
-A :class:`Preset` reads the serialised keras-hub objects (``config.json``, ``task.json``,
-``image_converter.json``: each checked to be of a class keras_vit reads), the input scaling of the image
-converter as the model's input mean and std, the class names of ``metadata.json``, and the datasets of the
-``.weights.h5`` files (``model.weights.h5``, or the shards ``model.weights.json`` names). File names and the
-ViT's variable paths are in :mod:`keras_vit.weights.keras_hub_layout`.
+"""The files of a keras-hub preset folder, read with ``json`` and ``h5py`` (keras-hub not imported): its serialised
+objects checked by class, the image converter's scaling, ``metadata.json``'s class names, the ``.weights.h5``
+datasets. The files and variable paths: :mod:`keras_vit.weights.keras_hub_layout`.
 """
 
 import json

@@ -79,6 +79,7 @@ def reading(preset, config, path):
     task = None
     if os.path.isfile(preset.file(layout.TASK_FILE)):
         task = _task(preset, flags["use_class_token"], record)
+        found.expected.append(("num_classes", f"task.json config.num_classes={task.num_classes!r}", task.num_classes))
         found.architecture = TASK
         activation = None if task.activation in (None, "linear") else task.activation
         found.classifier_activation = (activation, f"task.json config.activation={task.activation!r}")
@@ -114,13 +115,6 @@ def _task(preset, class_token, record):
     if activation is not None and not isinstance(activation, str):
         raise CheckpointError(f"{path!r}: config.activation={activation!r}, expected null or an activation's name.")
     return Task(pooling, intermediate, classes, activation)
-
-
-def expected(found):
-    """The sizes to check against the weights: the backbone's, and the task's classes."""
-    task = found.layout.task
-    extra = [] if task is None else [("num_classes", f"task.json config.num_classes={task.num_classes!r}", task.num_classes)]
-    return list(found.expected) + extra
 
 
 def _table(groups):
