@@ -70,24 +70,11 @@ def describe(path, architecture=None):
     return source.describe(opened, architecture)
 
 
-def read(path, input_mean=None, input_std=None, architecture=None):
-    """``{original key: np.ndarray}`` of any supported checkpoint (see the module docstring).
-
-    A foreign model's input normalisation is folded into the patch embedding for a model that scales
-    its inputs with ``input_mean`` / ``input_std`` (default: keras_vit's [-1, 1]); ``architecture``
-    as in :func:`describe`.
-
-    Example:
-    >>> read("model.safetensors")["embedding/kernel"].shape  # doctest: +SKIP
-    (16, 16, 3, 192)
-    """
-    source, opened = source_of(path)
-    return source.arrays(opened, architecture, input_mean, input_std)
-
-
 def read_checkpoint(path, input_mean=None, input_std=None, architecture=None):
-    """:func:`read` of a checkpoint file or folder, or a dict of arrays (keys of any supported naming) under the
-    canonical keys. Every array is read now: a damaged file fails here with its name, never half-way through a load.
+    """``{canonical key: np.ndarray}`` of a checkpoint file or folder, or of a dict of arrays (keys of any supported
+    naming). A foreign input normalisation is folded into the patch embedding for a model that scales its inputs
+    with ``input_mean`` / ``input_std`` (default: keras_vit's [-1, 1]); ``architecture`` as in :func:`describe`.
+    Every array is read now: a damaged file fails here with its name, never half-way through a load.
 
     Example:
     >>> import numpy as np
@@ -96,7 +83,11 @@ def read_checkpoint(path, input_mean=None, input_std=None, architecture=None):
     """
     if isinstance(path, dict):
         return npz.canonical_arrays(path)
-    return read(path, input_mean, input_std, architecture)
+    source, opened = source_of(path)
+    return source.arrays(opened, architecture, input_mean, input_std)
+
+
+read = read_checkpoint  # the arrays of a file or folder, as describe() is its description
 
 
 def checkpoint_shapes(path):
