@@ -1,33 +1,8 @@
 """Pretrained weights: reading checkpoint files, mapping their keys onto a model, resampling position embeddings, the load report.
 
-One job per module:
-
-* :mod:`~keras_vit.weights.formats`: the dispatcher: which format a path holds, :func:`describe`, :func:`read_checkpoint`;
-* :mod:`~keras_vit.weights.npz`: reading ``.npz`` files (arrays, or shapes only) under canonical keys;
-* :mod:`~keras_vit.weights.timm`, :mod:`~keras_vit.weights.transformers`: a foreign state dict -> the original keys;
-* :mod:`~keras_vit.weights.keras_file`: a keras_vit ``.keras`` model as a checkpoint;
-* :mod:`~keras_vit.weights.config`: the fields of a ``config.json``, type-checked and checked against the weights;
-* :mod:`~keras_vit.weights.declared`: what a checkpoint declares (heads, epsilon, activation...), compared with a model's config;
-* :mod:`~keras_vit.weights.sniff`, :mod:`~keras_vit.weights.pickles`: which kind of file a path is; pickles refused;
-* :mod:`~keras_vit.weights.safetensors_files`, :mod:`~keras_vit.weights.shards`: ``.safetensors`` files, a folder's shards;
-* :mod:`~keras_vit.weights.input_normalization`: a foreign model's input mean/std folded into the patch embedding;
-* :mod:`~keras_vit.weights.architecture`: the architecture a checkpoint's shapes describe;
-* :mod:`~keras_vit.weights.mapping`: checkpoint key -> model variable, for the ViT and the hybrid's ResNet;
-* :mod:`~keras_vit.weights.posemb`: position-embedding resampling;
-* :mod:`~keras_vit.weights.patchemb`: patch-kernel resampling to another patch size (FlexiViT);
-* :mod:`~keras_vit.weights.loader`: the all-or-nothing load and its report;
-* :mod:`~keras_vit.weights.presets`: the named original checkpoints, as one table;
-* :mod:`~keras_vit.weights.download`: fetching a preset into the Keras cache, verified;
-* :mod:`~keras_vit.weights.sources`: ``weights=`` (path, preset tag, ``hf://``) -> a local path;
-* :mod:`~keras_vit.weights.hub`: ``hf://`` repositories through ``huggingface_hub``;
-* :mod:`~keras_vit.weights.imagenet`: the ImageNet-1k / -21k class lists of the pretrained heads.
-
-The exception classes live in :mod:`keras_vit.errors`.
-
-Reads a model's architecture from its ``vit_config``. What it may import is the floors' contract (``[importlinter]`` in setup.cfg, docs/architecture.md), checked by ``make test``.
-Importing the package only defines names (PEP 562, as :mod:`keras_vit`): each public name is
-imported from its module on first use, so :mod:`keras_vit.weights.imagenet` (which inference
-reads) loads no Keras.
+One job per module, each module's docstring says which; the sources and how to add one: docs/architecture.md.
+Importing the package only defines names (PEP 562, as :mod:`keras_vit`): each public name is imported from its
+module on first use, so :mod:`keras_vit.weights.imagenet` (which inference reads) loads no Keras.
 """
 
 import importlib

@@ -1,16 +1,6 @@
-"""The architecture a checkpoint describes, read from its shapes and settings (no tensor data).
-
-What :func:`keras_vit.from_pretrained` builds: the arguments of ``keras_vit.ViT``
-(or ``keras_vit.HybridViT`` when the file has a ResNet root) that the weights of
-a :class:`~keras_vit.weights.formats.CheckpointInfo` fit exactly. Sizes come
-from the tensors (patch size and width from ``embedding/kernel``, depth from the
-``encoderblock_{i}`` keys, MLP width from ``Dense_0``, the resolution from the
-position embeddings, classes from the head, pooling from the class token); the
-number of heads from the file where it says (an ``.npz`` stores ``(D, heads,
-head_dim)`` kernels, timm and transformers configs name it), else from the
-registered variant of the same width, depth and MLP (timm's ``vit_tiny`` ...
-``vit_huge`` and DeiT use the paper's heads), else it must be given.
-:func:`representation_size_of` is the pre-logits width a builder reads before it builds.
+"""The architecture a checkpoint describes, read from its shapes and settings (no tensor data): what
+:func:`keras_vit.from_pretrained` builds (:func:`infer`); :func:`representation_size_of` is the pre-logits width a
+builder reads before it builds.
 """
 
 import math

@@ -65,6 +65,38 @@ def number(config, field, default, path, integer=False):
     return int(value) if integer else float(value)
 
 
+class Fields:
+    """The fields of one config object, read with their types checked and quoted as the file writes them: ``where``
+    before each name (``"vision_config."``), ``defaults`` for an absent field, named as ``whose`` default.
+
+    Example:
+    >>> read = Fields({"hidden_size": 32}, "config.json", defaults={"num_layers": 12}, whose="transformers'")
+    >>> read.number("hidden_size"), read.said("num_layers", read.number("num_layers"))
+    (32, "num_layers absent (transformers' default 12)")
+    """
+
+    def __init__(self, config, path, where="", defaults=None, whose="the library's", required=None):
+        self.config, self.path, self.where, self.defaults, self.whose = config, path, where, defaults or {}, whose
+        self.required = required  # who names every field without a default: a missing one is refused, naming it
+
+    def said(self, field, value):
+        if field in self.config:
+            return f"{self.where}{field}={value!r}"
+        return f"{self.where}{field} absent ({self.whose} default {value!r})"
+
+    def number(self, field, default=None, integer=True):
+        value = number(self.config, field, self.defaults.get(field, default), self.path, integer=integer)
+        if value is None and self.required:
+            raise CheckpointError(f"{self.path!r}: {self.where}{field} is missing; {self.required} names it.")
+        return value
+
+    def flag(self, field, default=None):
+        value = self.config.get(field, self.defaults.get(field, default))
+        if not isinstance(value, bool):
+            raise CheckpointError(f"{self.path!r}: {self.where}{field}={value!r}, expected true or false.")
+        return value
+
+
 def size_pair(value, path, field):
     """An int or ``[height, width]`` size as ``(height, width)``, or a ``CheckpointError`` naming the field.
 
@@ -96,31 +128,24 @@ def indexed_names(mapping, field, path):
     """
     if mapping is None or isinstance(mapping, list):
         return [str(name) for name in mapping] if mapping else None
-    problem = None
-    if not isinstance(mapping, dict):
-        problem = f"is {mapping!r}, expected a JSON object {{index: name}}"
-    else:
-        names = {}
-        for key, name in mapping.items():
-            try:
-                index = int(key)
-            except (TypeError, ValueError):
-                problem = f"key {key!r} is not an index"
-                break
-            if index in names:
-                problem = f"names index {index} twice (keys {sorted(k for k in mapping if int(k) == index)})"
-                break
-            names[index] = str(name)
-        if problem is None:
-            count = len(names)
-            missing = sorted(set(range(count)) - set(names))
-            if not missing:
-                return [names[i] for i in range(count)]
-            extra = sorted(set(names) - set(range(count)))
-            problem = (
-                f"lacks index {', '.join(map(str, missing))} and has {', '.join(map(str, extra))} "
-                f"outside 0..{count - 1}"
-            )
+    problem = None if isinstance(mapping, dict) else f"is {mapping!r}, expected a JSON object {{index: name}}"
+    names = {}
+    for key, name in mapping.items() if problem is None else ():
+        try:
+            index = int(key)
+        except (TypeError, ValueError):
+            problem = f"key {key!r} is not an index"
+            break
+        if index in names:
+            problem = f"names index {index} twice (keys {sorted(k for k in mapping if int(k) == index)})"
+            break
+        names[index] = str(name)
+    count = len(names)
+    missing, extra = sorted(set(range(count)) - set(names)), sorted(set(names) - set(range(count)))
+    if problem is None and not missing:
+        return [names[i] for i in range(count)]
+    problem = problem or (f"lacks index {', '.join(map(str, missing))} and has {', '.join(map(str, extra))} "
+                          f"outside 0..{count - 1}")
     warnings.warn(
         f"{path!r}: {field} {problem}; the model gets no class names from it "
         "(predict prints class_0, class_1, ...; pass labels= to name them).",

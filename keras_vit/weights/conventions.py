@@ -14,6 +14,16 @@ CLIP_MEAN_STD = ((0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0
 HALF = ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))
 
 
+def linear(name, canonical):
+    """A PyTorch ``nn.Linear`` (or ``Conv2d``) ``name`` -> ``{name.weight: canonical/kernel, name.bias: canonical/bias}``."""
+    return {f"{name}.weight": f"{canonical}/kernel", f"{name}.bias": f"{canonical}/bias"}
+
+
+def norm(name, canonical):
+    """A PyTorch ``nn.LayerNorm`` ``name`` -> ``{name.weight: canonical/scale, name.bias: canonical/bias}``."""
+    return {f"{name}.weight": f"{canonical}/scale", f"{name}.bias": f"{canonical}/bias"}
+
+
 def patch_kernel(key, array, path):
     """A PyTorch patch-embedding convolution ``(D, C, P, P)`` as the original ``embedding/kernel`` ``(P, P, C, D)``.
 
@@ -24,6 +34,36 @@ def patch_kernel(key, array, path):
     if array.ndim != 4:
         raise CheckpointError(f"Checkpoint {path!r}: {key!r} has shape {array.shape}, expected (D, C, P, P).")
     return array.transpose(2, 3, 1, 0)
+
+
+def torch_tensors(key, name, array, path):
+    """``{original key: array}`` of the PyTorch tensor ``key`` going to ``name``: ``nn.Linear`` weights ``(out, in)``
+    transposed, the patch ``Conv2d`` as :func:`patch_kernel`, ``nn.Embedding`` positions ``(N, D)`` as ``(1, N, D)``, a
+    ``(D,)`` class token as ``(1, 1, D)``; a fused ``.../qkv/...`` (``[query; key; value]``) or ``.../kv/...`` tensor
+    split into its parts, keys first, as timm's ``Attention`` and ``nn.MultiheadAttention`` reshape it.
+
+    Example:
+    >>> out = torch_tensors("attn.qkv.weight", "MHA/qkv/kernel", np.zeros((24, 8)), "m")
+    >>> {k: v.shape for k, v in out.items()}
+    {'MHA/query/kernel': (8, 8), 'MHA/key/kernel': (8, 8), 'MHA/value/kernel': (8, 8)}
+    """
+    fused = next((f for f in ("qkv", "kv") if f"/{f}/" in name), None)
+    if fused is None:
+        if name == "embedding/kernel":
+            return {name: patch_kernel(key, array, path)}
+        if name == "Transformer/posembed_input/pos_embedding" and array.ndim == 2:
+            return {name: array[None]}
+        if name == "cls" and array.ndim == 1:
+            return {name: array[None, None]}
+        return {name: array.T if array.ndim == 2 and name.endswith("/kernel") else array}
+    parts = ("query", "key", "value")[3 - len(fused):]
+    kernel = name.endswith("/kernel")
+    width = array.shape[-1] if kernel else array.shape[0] // len(parts)
+    if array.shape[0] != len(parts) * width or array.ndim != 1 + kernel:
+        raise CheckpointError(f"Checkpoint {path!r}: {key!r} has shape {tuple(array.shape)}, expected a fused "
+                              f"[{'; '.join(parts)}] tensor of {len(parts)} x the width.")
+    return {name.replace(f"/{fused}/", f"/{part}/"): array[i * width:(i + 1) * width].T if kernel else array[i * width:(i + 1) * width]
+            for i, part in enumerate(parts)}
 
 
 def finish(out, unknown, path, layout):

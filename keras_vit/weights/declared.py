@@ -1,35 +1,17 @@
 """What a checkpoint declares about its architecture, and the one comparison of that with a model's ``ViTConfig``.
 
-Attention kernels stored with their heads merged (timm, transformers) have the
-same shapes for 2 heads or 4, and nothing in a tensor says its LayerNorm
-epsilon, its MLP activation or its query/key/value bias: loading such weights
-into a model built with other values gives other logits without an error. So
-every source reader returns, besides the shapes, a *declared record*:
-``{field: Declaration(value, said, origin)}``, where ``field`` names the
-:class:`~keras_vit.architecture.config.ViTConfig` field (or a property:
-``class_token``; or a field the config does not have yet: ``mlp_activation``,
-``qkv_bias``, compared with keras_vit's fixed choice), ``value`` is in the
-config's terms, ``said`` is how the file says it (``num_attention_heads=4``)
-and ``origin`` the file that says it (``config.json``).
+Attention kernels stored with their heads merged have the same shapes for 2 heads or 4, and no tensor says its
+LayerNorm epsilon, MLP activation or query/key/value bias: such weights loaded into a model built with other values
+give other logits without an error. So every source returns, besides the shapes, a *declared record*
+``{field: Declaration(value, said, origin)}``: the ``ViTConfig`` field (or one it lacks, compared with keras_vit's
+fixed choice: :data:`FIXED`), its value in the config's terms, how the file says it (``num_attention_heads=4``) and
+the file that says it. :func:`check` compares a record with a model's config and names every difference at once;
+the loader calls it before anything is written, the builders before anything is built, after taking from the file
+the fields in :data:`ADOPTED` that the caller did not set.
 
-The readers: :mod:`~keras_vit.weights.transformers` (``config.json``),
-:mod:`~keras_vit.weights.timm` (``config.json``: ``model_args``, the
-``architecture`` name, ``global_pool``; timm's own LayerNorm epsilon),
-:mod:`~keras_vit.weights.npz` (the heads axis of the attention kernels, the
-original epsilon), :mod:`~keras_vit.weights.keras_file` (the saved
-``ViTConfig``), and :mod:`~keras_vit.weights.formats` (a state dict with no
-query/key/value bias at all); ``hf://`` folders and presets are read by the
-same readers. :func:`check` compares a record with a model's config and names
-every difference at once; the loader calls it before anything is written, and
-the builders before anything is built, after taking from the file the fields in
-:data:`ADOPTED` that the caller did not set.
-
-The image size and patch size a file declares are compared with its own
-weights (:func:`keras_vit.weights.config.check_against_weights`), not with the
-model: a model of another resolution or patch size gets the weights resampled
-(position embeddings in 2-D from the file's grid, the patch kernel by
-FlexiViT's resize) and the load report says so; a head of another size is a new
-head. Those are what fine-tuning does, by design.
+The image and patch sizes a file states are checked against its own weights
+(:func:`keras_vit.weights.config.check_against_weights`), not the model's: another resolution or patch size is
+resampled, a head of another size is a new head, as fine-tuning does.
 """
 
 import os

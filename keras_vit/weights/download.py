@@ -80,8 +80,8 @@ def fetch(preset):
         except CheckpointError as error:
             damaged = str(error)
             logger.warning("The cached %s (from %s) is damaged: %s. Removed; downloading it again.", path, url, error)
-            _remove(path)
-    _remove(path + VERIFIED_SUFFIX)
+            transfer.remove(path)
+    transfer.remove(path + VERIFIED_SUFFIX)
     return _download(preset, url, path, damaged)
 
 
@@ -166,10 +166,3 @@ def _sha256(path):
         for block in iter(lambda: stream.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def _remove(path):
-    try:
-        os.remove(path)
-    except FileNotFoundError:
-        pass

@@ -1,23 +1,8 @@
-"""The checkpoint dispatcher: a loop over a registry of sources, the first that claims a path reads it.
+"""The checkpoint dispatcher: a loop over :data:`SOURCES`, the first source that claims a path reads it.
 
-Each source (:class:`keras_vit.weights.source.Source`) says which paths it reads, by content rather than only
-by name, what they describe and their arrays in the original layout; this module knows none of their keys.
-:data:`SOURCES`, asked in this order:
-
-* ``keras-hub``: a keras-hub preset folder or its ``model.weights.h5`` (:mod:`keras_vit.weights.keras_hub`);
-* ``npz``: an original Google ``.npz`` (:mod:`keras_vit.weights.npz`);
-* ``keras``: a ``.keras`` model saved by keras_vit (:mod:`keras_vit.weights.keras_file`);
-* ``timm``: a timm ViT state dict in a ``.safetensors`` file, or a timm Hugging Face Hub repository folder
-  (:mod:`keras_vit.weights.timm`);
-* ``transformers``: a folder written by ``save_pretrained`` of the ViT family, or its ``.safetensors`` with the
-  ``config.json`` beside it (:mod:`keras_vit.weights.transformers`).
-
-:func:`describe` returns a :class:`CheckpointInfo` (shapes and what the files declare, no tensor data),
-:func:`read` the arrays under the original keys (a foreign input normalisation folded into the patch
-embedding), and :func:`read_checkpoint` / :func:`checkpoint_shapes` do the same for a path or a dict of
-arrays. :func:`register` adds a source. The path is looked at once for all of them
-(:class:`keras_vit.weights.opened.Opened`: which kind of file, by its first bytes; a ``.safetensors`` file's or
-folder's tensors and ``config.json``, read when a source first asks); pickle files are refused, never unpickled.
+How a source is written and registered, and the order they are asked in: docs/architecture.md ("Adding a
+weight source"). :func:`describe` gives a :class:`CheckpointInfo`, :func:`read` the arrays under the original
+keys; pickle files are refused, never unpickled.
 """
 
 from keras_vit.errors import CheckpointError
@@ -85,32 +70,11 @@ def describe(path, architecture=None):
     return source.describe(opened, architecture)
 
 
-def read(path, input_mean=None, input_std=None, architecture=None):
-    """``{original key: np.ndarray}`` of any supported checkpoint (see the module docstring).
-
-    A foreign model's input normalisation is folded into the patch embedding for a model that scales
-    its inputs with ``input_mean`` / ``input_std`` (default: keras_vit's [-1, 1]); ``architecture``
-    as in :func:`describe`.
-
-    Example:
-    >>> read("model.safetensors")["embedding/kernel"].shape  # doctest: +SKIP
-    (16, 16, 3, 192)
-    """
-    source, opened = source_of(path)
-    return source.arrays(opened, architecture, input_mean, input_std)
-
-
 def read_checkpoint(path, input_mean=None, input_std=None, architecture=None):
-    """Read a checkpoint into ``{canonical key: np.ndarray}``.
-
-    An ``.npz`` is opened with ``allow_pickle=False``; a timm or transformers
-    ``.safetensors`` file or folder is converted to the original layout
-    (:func:`read`, which also takes ``input_mean``, ``input_std``, ``architecture``); pickle files are refused. Every array is
-    read now, so a truncated or corrupt file fails here with its name, never
-    half-way through a load.
-
-    Args:
-        path: a checkpoint file or folder, or a dict of arrays (keys of any supported naming).
+    """``{canonical key: np.ndarray}`` of a checkpoint file or folder, or of a dict of arrays (keys of any supported
+    naming). A foreign input normalisation is folded into the patch embedding for a model that scales its inputs
+    with ``input_mean`` / ``input_std`` (default: keras_vit's [-1, 1]); ``architecture`` as in :func:`describe`.
+    Every array is read now: a damaged file fails here with its name, never half-way through a load.
 
     Example:
     >>> import numpy as np
@@ -119,16 +83,15 @@ def read_checkpoint(path, input_mean=None, input_std=None, architecture=None):
     """
     if isinstance(path, dict):
         return npz.canonical_arrays(path)
-    return read(path, input_mean, input_std, architecture)
+    source, opened = source_of(path)
+    return source.arrays(opened, architecture, input_mean, input_std)
+
+
+read = read_checkpoint  # the arrays of a file or folder, as describe() is its description
 
 
 def checkpoint_shapes(path):
-    """``{canonical key: shape}`` of a checkpoint (any format :func:`read_checkpoint` reads): the data is not read.
-
-    What a builder peeks at before it builds (the pre-logits width, the hybrid's
-    stages); :func:`read_checkpoint` reads the arrays when they are loaded.
-    :func:`describe` returns these shapes with the
-    file's settings (LayerNorm epsilon, heads, class names).
+    """``{canonical key: shape}`` of a checkpoint (:func:`describe`'s shapes): what a builder peeks at before it builds.
 
     Example:
     >>> import os, tempfile

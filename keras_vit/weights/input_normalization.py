@@ -18,7 +18,8 @@ from keras_vit.weights import config as config_lib
 TRANSFORMERS_RESCALE = 1 / 255  # BaseImageProcessor's rescale_factor when a preprocessor_config.json has none
 
 
-def _channels(value, file, field, positive):
+def channels(value, file, field, positive=False):
+    """3 floats of ``value`` (a number for every channel, or 3), or an error naming ``file`` and ``field``."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):  # one number for every channel, as
         value = [value] * 3  # transformers' image processors broadcast a float image_mean / image_std
     if (
@@ -62,13 +63,13 @@ def processor_normalization(processor, file, mean, std):
         mean, std = [0.0] * 3, [1.0] * 3
         said.append("do_normalize=false")
     elif processor.get("image_mean") is not None and processor.get("image_std") is not None:
-        mean = _channels(processor["image_mean"], file, "image_mean", False)
-        std = _channels(processor["image_std"], file, "image_std", True)
+        mean = channels(processor["image_mean"], file, "image_mean", False)
+        std = channels(processor["image_std"], file, "image_std", True)
         said.append(f"image_mean={processor['image_mean']!r}, image_std={processor['image_std']!r}")
     else:
         for field in ("image_mean", "image_std"):  # one without the other is still checked
             if processor.get(field) is not None:
-                _channels(processor[field], file, field, field == "image_std")
+                channels(processor[field], file, field, field == "image_std")
     scale = 255.0 * factor  # x * factor = (x / 255) * scale
     return [float(m) / scale for m in mean], [float(s) / scale for s in std], ", ".join(said) or None
 
@@ -86,7 +87,7 @@ def read_normalization(path, reading, config_path):
             where = (file, "image_mean", "image_std")
     for value, field in ((reading.mean, where[1]), (reading.std, where[2])):
         if value is not None:
-            _channels(value, where[0], field, field == where[2])
+            channels(value, where[0], field, field == where[2])
     return reading
 
 

@@ -1,15 +1,8 @@
 """A keras_vit ``.keras`` model as a checkpoint: its weights in the original layout, for the one loader.
 
-A model trained, fine-tuned or resized with keras_vit and saved as ``.keras``
-is a source of weights like an ``.npz``: ``weights="runs/x/model.keras"`` on a
-builder, ``keras-vit train --weights runs/x/model.keras``. Its variables are
-named by the original keys (:func:`keras_vit.weights.mapping.targets_of`, the
-map a load writes through, read backwards) and, for the weights the original
-layout has no key for (a conv stem), by ``keras/<layer>/<weight>``
-(:func:`keras_vit.weights.mapping.keras_targets`). The loader then treats it
-as any checkpoint: position embeddings resampled to the new model's grid, the
-patch kernel to its patch size, a head of another size skipped, all or
-nothing.
+Its variables are named by the original keys (:func:`keras_vit.weights.mapping.targets_of`, read backwards) and,
+for weights the original layout has no key for (a conv stem), ``keras/<layer>/<weight>``
+(:func:`keras_vit.weights.mapping.keras_targets`); the loader treats it as any checkpoint.
 """
 
 import functools

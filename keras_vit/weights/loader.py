@@ -1,13 +1,7 @@
-"""Loading an original checkpoint into a built keras_vit model, all or nothing, with a report.
+"""Loading a checkpoint into a built keras_vit model, all or nothing, with a report (:func:`load_checkpoint`).
 
-Position embeddings are resampled in 2-D when the grid changes, the
-patch-embedding kernel by FlexiViT's pseudo-inverse resize when the patch size
-does (:mod:`keras_vit.weights.patchemb`); a head of another size is skipped and
-left at zero (the paper's fine-tuning rule).
-What the file declares about its architecture (heads, epsilon, activation...:
-:mod:`keras_vit.weights.declared`) is compared with the model's first.
-Everything is checked before any weight is written, so a failed load leaves
-the model as it was.
+Position embeddings are resampled to the model's grid, the patch kernel to its patch size (FlexiViT); a head of
+another size is left at zero (the paper's fine-tuning).
 """
 
 import dataclasses
@@ -140,8 +134,8 @@ def load_checkpoint(model, checkpoint, strict=True, source=None, *, info=None):
             grid = _square_grid(model, array, target)
         if key == POSEMB_KEY and (array.shape != target.shape or (grid is not None and tuple(grid) != model_grid(model))):
             array = _fit_position_embedding(model, key, array, target, report, grid)
-        elif key == PATCH_KERNEL_KEY and array.shape != target.shape and _same_channels_and_width(array, target):
-            report.resized[key] = (array.shape, target.shape)  # another patch size (FlexiViT)
+        elif key == PATCH_KERNEL_KEY and array.shape != target.shape and array.ndim == 4 and array.shape[2:] == target.shape[2:]:
+            report.resized[key] = (array.shape, target.shape)  # only another patch size (FlexiViT)
             array = resample_patch_embedding(array, target.shape[:2])
         elif key in HEAD_KEYS and array.shape != target.shape:
             report.skipped[key] = (
@@ -201,11 +195,6 @@ def load_into(model, path, source=None, *, info=None):
     """
     model.load_report = load_checkpoint(model, path, source=source, info=info)
     return model.load_report
-
-
-def _same_channels_and_width(array, target):
-    """A ``(ph, pw, C, D)`` kernel that differs from the model's only in its patch size."""
-    return array.ndim == 4 and tuple(array.shape[2:]) == tuple(target.shape[2:])
 
 
 def _merged_heads(key, shape, expected):

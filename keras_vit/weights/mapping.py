@@ -21,24 +21,17 @@ PATCH_KERNEL_KEY = "embedding/kernel"
 KERAS_PREFIX = "keras/"  # keys of the weights that only .keras sources carry (a conv stem's)
 HEAD_KEYS = ("head/kernel", "head/bias")
 
+# Flax parameter names -> Keras weight names
+_NORM_WEIGHTS = {"scale": "gamma", "bias": "beta"}
+_KEYS_OF_NORM_WEIGHTS = {name: key for key, name in _NORM_WEIGHTS.items()}
+_ATTENTION = (("query", "query"), ("key", "key"), ("value", "value"), ("out", "attention_output"))
 # inside encoder block i: checkpoint key under Transformer/encoderblock_{i}/ -> weight path under the block
 BLOCK_KEYS = {
-    "LayerNorm_0/scale": "layer_norm_1/gamma",
-    "LayerNorm_0/bias": "layer_norm_1/beta",
-    "MultiHeadDotProductAttention_1/query/kernel": "attention/query/kernel",
-    "MultiHeadDotProductAttention_1/query/bias": "attention/query/bias",
-    "MultiHeadDotProductAttention_1/key/kernel": "attention/key/kernel",
-    "MultiHeadDotProductAttention_1/key/bias": "attention/key/bias",
-    "MultiHeadDotProductAttention_1/value/kernel": "attention/value/kernel",
-    "MultiHeadDotProductAttention_1/value/bias": "attention/value/bias",
-    "MultiHeadDotProductAttention_1/out/kernel": "attention/attention_output/kernel",
-    "MultiHeadDotProductAttention_1/out/bias": "attention/attention_output/bias",
-    "LayerNorm_2/scale": "layer_norm_2/gamma",
-    "LayerNorm_2/bias": "layer_norm_2/beta",
-    "MlpBlock_3/Dense_0/kernel": "mlp_dense_1/kernel",
-    "MlpBlock_3/Dense_0/bias": "mlp_dense_1/bias",
-    "MlpBlock_3/Dense_1/kernel": "mlp_dense_2/kernel",
-    "MlpBlock_3/Dense_1/bias": "mlp_dense_2/bias",
+    **{f"LayerNorm_0/{key}": f"layer_norm_1/{name}" for key, name in _NORM_WEIGHTS.items()},
+    **{f"MultiHeadDotProductAttention_1/{part}/{kind}": f"attention/{layer}/{kind}"
+       for part, layer in _ATTENTION for kind in ("kernel", "bias")},
+    **{f"LayerNorm_2/{key}": f"layer_norm_2/{name}" for key, name in _NORM_WEIGHTS.items()},
+    **{f"MlpBlock_3/Dense_{i}/{kind}": f"mlp_dense_{i + 1}/{kind}" for i in (0, 1) for kind in ("kernel", "bias")},
 }
 # the ViT family's parts (keras_vit's canonical keys; big_vision's names where big_vision has the part):
 # inside encoder block i, LayerScale of the attention and MLP branches
@@ -64,14 +57,8 @@ FAMILY_KEYS = {
 }
 # the MAP head's attention: big_vision's (D, heads, head_dim) kernels, or merged (D, D) as timm and transformers
 # store them -> keras_vit's (D, D) Dense kernels
-MAP_ATTENTION_KEYS = {
-    f"MAPHead_0/MultiHeadDotProductAttention_0/{name}/{kind}": f"map_head/{layer}/{kind}"
-    for name, layer in (("query", "query"), ("key", "key"), ("value", "value"), ("out", "attention_output"))
-    for kind in ("kernel", "bias")
-}
-# Flax parameter names -> Keras weight names
-_NORM_WEIGHTS = {"scale": "gamma", "bias": "beta"}
-_KEYS_OF_NORM_WEIGHTS = {name: key for key, name in _NORM_WEIGHTS.items()}
+MAP_ATTENTION_KEYS = {f"MAPHead_0/MultiHeadDotProductAttention_0/{name}/{kind}": f"map_head/{layer}/{kind}"
+                      for name, layer in _ATTENTION for kind in ("kernel", "bias")}
 
 
 @dataclasses.dataclass
@@ -190,11 +177,6 @@ def _is_qkv_bias(key):
 _UNIT_NAME = re.compile(r"^block(\d+)_unit(\d+)$")
 
 
-def has_resnet_stem(model):
-    """Whether ``model`` is a hybrid (its configuration's stem is a ResNet-v2)."""
-    return config_of(model).stem == "resnet"
-
-
 def _resnet_layer_targets(checkpoint_prefix, layer):
     """``{conv}/kernel`` and ``{gn}/scale|bias`` keys of the root or of one unit, from the layer's weight paths."""
     targets = {}
@@ -239,7 +221,7 @@ def targets_of(model):
     ((1, 1, 32, 128), True)
     """
     targets = vit_targets(model)
-    if has_resnet_stem(model):
+    if config_of(model).stem == "resnet":  # a hybrid
         targets.update(hybrid_targets(model))
     return targets
 

@@ -81,18 +81,20 @@ def canonical_arrays(arrays):
     return {canonical_key(k): np.asarray(v) for k, v in arrays.items() if not _optimizer_state(k)}
 
 
-def npz_arrays(path):
-    """``{canonical key: np.ndarray}`` of an ``.npz`` file (what :func:`keras_vit.weights.formats.read` uses for one)."""
+def npz_arrays(path, shapes_only=False):
+    """``{canonical key: np.ndarray}`` of an ``.npz`` file, or ``{canonical key: shape}`` from the array headers
+    (``shapes_only``); each entry's header checked before anything is allocated."""
     path = os.fspath(path)
-    arrays = {}
+    out = {}
     with _reading(path), zipfile.ZipFile(path) as archive:
         for member, key in _members(archive):
-            _entry_header(path, archive, member)  # its size checked before anything is allocated
-            with archive.open(member) as stream:
-                arrays[canonical_key(key)] = np.lib.format.read_array(stream, allow_pickle=False)
-    if not arrays:
+            out[canonical_key(key)] = _entry_header(path, archive, member)
+            if not shapes_only:
+                with archive.open(member) as stream:
+                    out[canonical_key(key)] = np.lib.format.read_array(stream, allow_pickle=False)
+    if not out:
         raise CheckpointError(f"Checkpoint {path!r} holds no arrays.")
-    return arrays
+    return out
 
 
 def verify_npz(path):
@@ -115,18 +117,6 @@ def verify_npz(path):
 
 
 _HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
-
-
-def npz_shapes(path):
-    """``{canonical key: shape}`` of an ``.npz`` file, from the array headers."""
-    path = os.fspath(path)
-    shapes = {}
-    with _reading(path), zipfile.ZipFile(path) as archive:
-        for member, key in _members(archive):
-            shapes[canonical_key(key)] = _entry_header(path, archive, member)
-    if not shapes:
-        raise CheckpointError(f"Checkpoint {path!r} holds no arrays.")
-    return shapes
 
 
 def declared(shapes, path, layout=True):
@@ -192,7 +182,7 @@ class NpzSource(Source):
         return opened.kind == self.name
 
     def describe(self, opened, architecture=None):
-        shapes = npz_shapes(opened.path)
+        shapes = npz_arrays(opened.path, shapes_only=True)
         return CheckpointInfo(path=opened.path, format=self.name, shapes=shapes, declared=declared(shapes, opened.path))
 
     def arrays(self, opened, architecture=None, input_mean=None, input_std=None):

@@ -1,10 +1,4 @@
 """A checkpoint path looked at once for every source that is asked about it (:class:`Opened`).
-
-:mod:`keras_vit.weights.formats` makes one per call and hands it to each registered source
-(:class:`keras_vit.weights.source.Source`) in turn: what the path is (a folder, or a file's kind by its
-first bytes, :mod:`~keras_vit.weights.sniff`) and, read when a source first asks, the tensors and
-``config.json`` of a ``.safetensors`` file or folder (:mod:`~keras_vit.weights.safetensors_files`,
-:mod:`~keras_vit.weights.shards`).
 """
 
 import os

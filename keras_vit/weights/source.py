@@ -9,6 +9,7 @@ of any layout. Not :mod:`keras_vit.weights.sources`, which turns a builder's ``w
 This module imports no source and no reader: the sources import it, never each other.
 """
 
+import copy
 import dataclasses
 
 from keras_vit.errors import CheckpointError
@@ -53,76 +54,36 @@ class Reading:
     classifier_activation: tuple = ()
     layout: object = None
 
-    @property
-    def num_heads(self):
-        return self.declared["num_heads"].value if "num_heads" in self.declared else None
-
-    @property
-    def layer_norm_epsilon(self):
-        return self.declared["layer_norm_epsilon"].value if "layer_norm_epsilon" in self.declared else None
+    num_heads = property(lambda self: self.declared["num_heads"].value if "num_heads" in self.declared else None)
+    layer_norm_epsilon = property(
+        lambda self: self.declared["layer_norm_epsilon"].value if "layer_norm_epsilon" in self.declared else None)
 
     def info(self, path, format, shapes, origin, declared=None):
         """The :class:`CheckpointInfo` of this reading with the weights' ``shapes`` (heads checked against their
         width; the position grid from the image size the files state); ``origin`` is named in errors."""
-        width = shapes.get("embedding/kernel", (None,) * 4)[3]
-        if self.num_heads is not None and width is not None and width % self.num_heads:
-            raise CheckpointError(f"{origin!r}: {self.num_heads} heads do not divide the width {width} of the weights.")
-        return CheckpointInfo(
-            path=path, format=format, shapes=shapes, declared=self.declared if declared is None else declared,
-            grid=_declared_grid(self.expected, shapes), image_size=_declared_size(self.expected),
-            class_names=self.class_names, architecture=self.architecture,
-            tag=self.tag, mean=self.mean, std=self.std, skipped=dict(self.skipped or {}),
-            position_resampling=self.position_resampling, notes=list(self.notes or []),
-            classifier_activation=self.classifier_activation,
-        )
-
-
-def _declared_size(expected):
-    """The ``(height, width)`` a config states for its images (checked against the weights), or None."""
-    sizes = [value for quantity, _, value in expected if quantity == "image_size"]
-    return tuple(sizes[0]) if sizes else None
-
-
-def _declared_grid(expected, shapes):
-    """``(rows, cols)`` of the position embeddings from the image size a config states (checked against them), or None."""
-    kernel = shapes.get("embedding/kernel")
-    sizes = [value for quantity, _, value in expected if quantity == "image_size"]
-    if not sizes or kernel is None or len(kernel) != 4:
-        return None
-    return sizes[0][0] // kernel[0], sizes[0][1] // kernel[1]
+        kernel = shapes.get("embedding/kernel", (None,) * 4)
+        if self.num_heads is not None and kernel[3] is not None and kernel[3] % self.num_heads:
+            raise CheckpointError(f"{origin!r}: {self.num_heads} heads do not divide the width {kernel[3]} of the weights.")
+        size = next((tuple(value) for quantity, _, value in self.expected if quantity == "image_size"), None)
+        grid = (size[0] // kernel[0], size[1] // kernel[1]) if size and len(kernel) == 4 and kernel[0] else None
+        shared = {field: copy.copy(getattr(self, field)) for field in CheckpointInfo.__dataclass_fields__ if hasattr(self, field)}
+        return CheckpointInfo(**{**shared, "declared": self.declared if declared is None else declared}, path=path,
+                              format=format, shapes=shapes, grid=grid, image_size=size)
 
 
 @dataclasses.dataclass
 class CheckpointInfo:
-    """What a checkpoint holds, read without its tensor data.
+    """What a checkpoint holds, read without its tensor data; the fields it shares with :class:`Reading` mean the same.
 
     Attributes:
         path: the file or folder.
-        format: the :attr:`Source.name` that read it: ``"npz"``, ``"timm"``, ``"transformers"``, ``"keras"`` or
-            ``"keras-hub"``.
-        shapes: ``{original key: shape}`` (attention kernels of foreign layouts
-            with merged head axes).
-        declared: what the file declares about its architecture, ``{field: Declaration}``
-            (:mod:`keras_vit.weights.declared`), compared with the model's before a load.
-        layer_norm_epsilon: the LayerNorm epsilon the weights were trained with (declared), or None.
-        num_heads: heads, when the file says (an ``.npz``'s kernels, a config), else None.
-        class_names: names of the head's outputs carried by the file, or None.
-        architecture: timm model name or transformers class, if known.
-        tag: the pretrained tag of a timm file (``pretrained_cfg.tag``: ``"augreg2_in21k_ft_in1k"``), if known.
-        mean, std: input normalisation of a foreign model (None: [-1, 1]).
-        grid: ``(rows, cols)`` of the position embeddings when the file says
-            (a ``.keras`` model, a config's image size), else None (a square is assumed).
+        format: the :attr:`Source.name` that read it (``"npz"``, ``"timm"``, ``"transformers"``, ``"keras"``,
+            ``"keras-hub"``).
+        shapes: ``{original key: shape}`` (attention kernels of foreign layouts with merged head axes).
+        grid: ``(rows, cols)`` of the position embeddings when the file says (a ``.keras`` model, a config's image
+            size), else None (a square is assumed).
         image_size: ``(height, width)`` of the images a config states, or None; with a remainder the patches
             do not cover (timm's So400m/14 at 384), the model crops it (``ViTConfig.crop_remainder``).
-        skipped: ``{keys: reason}`` of the tensors a reader left out on purpose (a CLIP repository's text
-            tower, MAE's decoder), for the load report.
-        position_resampling: the layout's rule for resampling its position embeddings (timm's
-            ``"bicubic_torch_antialias"``, transformers' ``"bicubic_torch"``), or None (the model's).
-        classifier_activation: ``(activation, where it is said)`` when the source declares its head's
-            activation (keras-hub's ``task.json``; None: logits), else ``()``: :func:`keras_vit.from_pretrained`
-            builds the source's own head with it unless ``classifier_activation`` is given.
-        notes: what the load report should say about the reading: sentences (where the input normalisation
-            comes from) and ``"key: what the conversion did"`` (a zero bias standing in, a head read as a projection).
     """
 
     path: str
@@ -140,28 +101,17 @@ class CheckpointInfo:
     position_resampling: str | None = None
     notes: list = dataclasses.field(default_factory=list)
     classifier_activation: tuple = ()
-
-    @property
-    def layer_norm_epsilon(self):
-        return self.declared["layer_norm_epsilon"].value if "layer_norm_epsilon" in self.declared else None
-
-    @property
-    def num_heads(self):
-        return self.declared["num_heads"].value if "num_heads" in self.declared else None
+    num_heads = Reading.num_heads
+    layer_norm_epsilon = Reading.layer_norm_epsilon
 
 
 class Source:
-    """One kind of checkpoint keras_vit reads; :mod:`keras_vit.weights.formats` asks each registered source in turn.
+    """One kind of checkpoint keras_vit reads (how to write one: docs/architecture.md, "Adding a weight source").
 
     Attributes:
         name: the :attr:`CheckpointInfo.format` of what it reads (``"timm"``).
         reads: what kind of path it reads: ``"file"``, ``"folder"`` or ``"file or folder"``.
         label: how an error names the layout (``"timm ViT"``), or None for a source of its own file kind.
-
-    Each method takes an :class:`~keras_vit.weights.opened.Opened`, the path looked at once: ``opened.path``,
-    ``opened.kind`` (``"folder"``, or the file's kind by its first bytes: ``"npz"``, ``"keras"``,
-    ``"safetensors"``, None for none of those) and, for ``.safetensors`` files and folders,
-    ``opened.state_dict()`` (their tensors and ``config.json``).
     """
 
     name = None

@@ -1,12 +1,5 @@
-"""What the ``.safetensors`` sources (timm, transformers) share: a state dict converted to the original keys.
-
-A :class:`StateDictSource` reads a ``.safetensors`` file or folder whose keys its layout recognises
-(:meth:`~StateDictSource.matches`), what its ``config.json`` says (:meth:`~StateDictSource.reading`, a
-:class:`~keras_vit.weights.source.Reading`) and converts the tensors to the original keys
-(:meth:`~StateDictSource.convert`); this class does the rest the same way for every layout: the input
-normalisation (``preprocessor_config.json``, checked, and folded into the patch embedding on a read), the
-sizes the config states checked against the converted shapes, and ``qkv_bias=False`` declared for weights
-without query/key/value biases.
+"""What the ``.safetensors`` sources (timm, transformers) share: a state dict converted to the original keys
+(:class:`StateDictSource`).
 """
 
 import numpy as np

@@ -1,31 +1,12 @@
 """timm's ViT state dict (``.safetensors``) -> the original checkpoint layout, for the whole ViT family.
 
-timm's ``VisionTransformer`` (``timm/models/vision_transformer.py``) stores a
-ViT as PyTorch tensors: ``patch_embed.proj.weight`` ``(D, C, P, P)``, one fused
-``blocks.{i}.attn.qkv.weight`` ``(3D, D)`` (query, key, value stacked, heads
-inside each), ``nn.Linear`` weights as ``(out, in)``, ``norm`` the final
-LayerNorm, ``head`` the classifier. timm's own ``_load_weights``
-(the reader of the original ``.npz``) defines the correspondence this module
-inverts: ``qkv.weight = concat(kernel.reshape(D, D).T for query, key, value)``,
-``proj.weight = out_kernel.reshape(D, D).T``, conv kernels ``(P, P, C, D)``
-transposed to ``(D, C, P, P)``.
-
-The family's parts go to keras_vit's canonical keys (:mod:`keras_vit.weights.mapping`): ``dist_token`` ->
-``dist``, ``reg_token`` -> ``reg``, ``blocks.{i}.ls1.gamma`` / ``ls2.gamma`` (DeiT-III's original
-``gamma_1`` / ``gamma_2``) -> ``LayerScale_1`` / ``LayerScale_3``, ``norm_pre`` -> ``Transformer/pre_norm``,
-``fc_norm`` -> ``fc_norm``, ``head_dist`` -> ``head_dist``, ``attn_pool.{latent,q,kv,proj,norm,mlp}`` ->
-``MAPHead_0/...`` (``kv`` split into its key and value halves, keys first, as timm's ``AttentionPoolLatent``
-reshapes it), a gated MLP's ``fc1`` (timm's ``SwiGLUPacked``: ``2 * hidden`` outputs, ``act(x1) * x2``) as
-``Dense_0`` of ``(D, 2 * hidden)``. A CLIP tower's ``head`` with an all-zero bias is CLIP's projection
-(:func:`keras_vit.weights.timm_config.head_is_projection`) -> ``projection/kernel``; its patch embedding has
-no bias (timm: ``bias=not pre_norm``): a zero bias stands in, exactly, and the load report says so.
-
-The attention kernels are returned with their head axes merged
-(``query/kernel`` ``(D, heads * head_dim)``): a state dict does not store the
-number of heads, and the loader splits the merged axes with the model's.
-A model without query/key/value biases (``qkv_bias=False``) has none in the converted layout either.
-Parts keras_vit does not implement are refused by name (q/k norms, a normalised patch embedding,
-RoPE, scaled attention/MLP norms, timm's unpacked SwiGLU).
+timm's own ``_load_weights`` (its reader of the original ``.npz``) defines the correspondence inverted here: the
+tables below, PyTorch's layouts undone by :func:`keras_vit.weights.conventions.torch_tensors` (``qkv`` split into
+query, key and value; ``attn_pool.kv`` into key and value). Attention kernels come back with their head axes merged
+(a state dict does not store the number of heads; the loader splits them with the model's). A CLIP tower's
+``head`` with an all-zero bias is CLIP's projection (:func:`keras_vit.weights.timm_config.head_is_projection`);
+its patch embedding has no bias (timm: ``bias=not pre_norm``): zeros stand in, exactly, and the load report says
+so. Parts keras_vit does not implement are refused by name (:data:`_UNSUPPORTED`).
 """
 
 import re
@@ -36,63 +17,34 @@ import numpy as np
 from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
 from keras_vit.weights import timm_config, timm_hybrid
-from keras_vit.weights.conventions import finish, patch_kernel
+from keras_vit.weights.conventions import finish, linear, norm, torch_tensors
 from keras_vit.weights.declared import activation, declare
+from keras_vit.weights.mapping import POSEMB_KEY
 from keras_vit.weights.source import Reading
 from keras_vit.weights.state_dict import StateDictSource
 
 FORMAT = "timm"
-LAYER_NORM_EPSILON = 1e-6  # timm's VisionTransformer: partial(nn.LayerNorm, eps=1e-6) unless registered otherwise
 POSITION_RESAMPLING = "bicubic_torch_antialias"  # timm's resample_abs_pos_embed (bicubic, antialias=True)
 
 _BLOCK = re.compile(r"^blocks\.(\d+)\.(.+)$")
-# inside blocks.{i}: timm name -> (original key under encoderblock_{i}, transpose a Linear weight)
+_ATT = "MultiHeadDotProductAttention_1"
+# inside blocks.{i}: timm name -> original key under encoderblock_{i} (a fused qkv split by conventions.torch_tensors)
 _BLOCK_KEYS = {
-    "norm1.weight": ("LayerNorm_0/scale", False),
-    "norm1.bias": ("LayerNorm_0/bias", False),
-    "attn.proj.weight": ("MultiHeadDotProductAttention_1/out/kernel", True),
-    "attn.proj.bias": ("MultiHeadDotProductAttention_1/out/bias", False),
-    "norm2.weight": ("LayerNorm_2/scale", False),
-    "norm2.bias": ("LayerNorm_2/bias", False),
-    "mlp.fc1.weight": ("MlpBlock_3/Dense_0/kernel", True),
-    "mlp.fc1.bias": ("MlpBlock_3/Dense_0/bias", False),
-    "mlp.fc2.weight": ("MlpBlock_3/Dense_1/kernel", True),
-    "mlp.fc2.bias": ("MlpBlock_3/Dense_1/bias", False),
-    "ls1.gamma": ("LayerScale_1/gamma", False),
-    "ls2.gamma": ("LayerScale_3/gamma", False),
-    "gamma_1": ("LayerScale_1/gamma", False),  # DeiT-III's own names (timm's checkpoint_filter_fn adapt_layer_scale)
-    "gamma_2": ("LayerScale_3/gamma", False),
+    **norm("norm1", "LayerNorm_0"), **linear("attn.qkv", f"{_ATT}/qkv"), **linear("attn.proj", f"{_ATT}/out"),
+    **norm("norm2", "LayerNorm_2"), **linear("mlp.fc1", "MlpBlock_3/Dense_0"), **linear("mlp.fc2", "MlpBlock_3/Dense_1"),
+    "ls1.gamma": "LayerScale_1/gamma", "ls2.gamma": "LayerScale_3/gamma",
+    "gamma_1": "LayerScale_1/gamma", "gamma_2": "LayerScale_3/gamma",  # DeiT-III's own names (timm's adapt_layer_scale)
 }
 _MAP = "MAPHead_0/"
 _TOP_KEYS = {
-    "cls_token": ("cls", False),
-    "dist_token": ("dist", False),
-    "reg_token": ("reg", False),
-    "pos_embed": ("Transformer/posembed_input/pos_embedding", False),
-    "patch_embed.proj.bias": ("embedding/bias", False),
-    "norm_pre.weight": ("Transformer/pre_norm/scale", False),
-    "norm_pre.bias": ("Transformer/pre_norm/bias", False),
-    "norm.weight": ("Transformer/encoder_norm/scale", False),
-    "norm.bias": ("Transformer/encoder_norm/bias", False),
-    "fc_norm.weight": ("fc_norm/scale", False),
-    "fc_norm.bias": ("fc_norm/bias", False),
-    "head.weight": ("head/kernel", True),
-    "head.bias": ("head/bias", False),
-    "head_dist.weight": ("head_dist/kernel", True),
-    "head_dist.bias": ("head_dist/bias", False),
-    "pre_logits.fc.weight": ("pre_logits/kernel", True),
-    "pre_logits.fc.bias": ("pre_logits/bias", False),
-    "attn_pool.latent": (_MAP + "probe", False),
-    "attn_pool.q.weight": (_MAP + "MultiHeadDotProductAttention_0/query/kernel", True),
-    "attn_pool.q.bias": (_MAP + "MultiHeadDotProductAttention_0/query/bias", False),
-    "attn_pool.proj.weight": (_MAP + "MultiHeadDotProductAttention_0/out/kernel", True),
-    "attn_pool.proj.bias": (_MAP + "MultiHeadDotProductAttention_0/out/bias", False),
-    "attn_pool.norm.weight": (_MAP + "LayerNorm_0/scale", False),
-    "attn_pool.norm.bias": (_MAP + "LayerNorm_0/bias", False),
-    "attn_pool.mlp.fc1.weight": (_MAP + "MlpBlock_0/Dense_0/kernel", True),
-    "attn_pool.mlp.fc1.bias": (_MAP + "MlpBlock_0/Dense_0/bias", False),
-    "attn_pool.mlp.fc2.weight": (_MAP + "MlpBlock_0/Dense_1/kernel", True),
-    "attn_pool.mlp.fc2.bias": (_MAP + "MlpBlock_0/Dense_1/bias", False),
+    "cls_token": "cls", "dist_token": "dist", "reg_token": "reg", "pos_embed": POSEMB_KEY,
+    **linear("patch_embed.proj", "embedding"), **norm("norm_pre", "Transformer/pre_norm"),
+    **norm("norm", "Transformer/encoder_norm"), **norm("fc_norm", "fc_norm"), **linear("head", "head"),
+    **linear("head_dist", "head_dist"), **linear("pre_logits.fc", "pre_logits"), "attn_pool.latent": _MAP + "probe",
+    **linear("attn_pool.q", _MAP + "MultiHeadDotProductAttention_0/query"),
+    **linear("attn_pool.kv", _MAP + "MultiHeadDotProductAttention_0/kv"),  # [key; value], as AttentionPoolLatent
+    **linear("attn_pool.proj", _MAP + "MultiHeadDotProductAttention_0/out"), **norm("attn_pool.norm", _MAP + "LayerNorm_0"),
+    **linear("attn_pool.mlp.fc1", _MAP + "MlpBlock_0/Dense_0"), **linear("attn_pool.mlp.fc2", _MAP + "MlpBlock_0/Dense_1"),
 }
 # parts of timm ViTs that keras_vit has no layer for: key pattern -> what it is
 _UNSUPPORTED = {
@@ -127,10 +79,6 @@ def refuse_unsupported(keys, path):
                 f"{', ...' if len(found) > 6 else ''}): keras_vit's ViT has no such part, "
                 "so these weights cannot be loaded without changing what the model computes."
             )
-
-
-def _linear(array, transpose):
-    return array.T if transpose and array.ndim == 2 else array
 
 
 class Conversion(NamedTuple):
@@ -172,47 +120,20 @@ def to_original(tensors, path="<arrays>", conversion=None):
         block = _BLOCK.match(key)
         if key.startswith(timm_hybrid.PREFIX):
             continue
-        elif key == "patch_embed.proj.weight":
-            out["embedding/kernel"] = patch_kernel(key, array, path)
-        elif conversion.head_is_projection and key in ("head.weight", "head.bias"):
-            if key == "head.weight":  # CLIP's proj, bias-free (timm's zero head.bias is dropped)
-                out["projection/kernel"] = array.T
-        elif key in ("attn_pool.kv.weight", "attn_pool.kv.bias"):
-            out.update(_split(key, array, ("key", "value"), _MAP + "MultiHeadDotProductAttention_0", path))
+        if conversion.head_is_projection and key in ("head.weight", "head.bias"):
+            name = "projection/kernel" if key == "head.weight" else None  # CLIP's bias-free proj: the zero bias dropped
         elif key in _TOP_KEYS:
-            name, transpose = _TOP_KEYS[key]
-            out[name] = _linear(array, transpose)
-        elif block and block[2] in ("attn.qkv.weight", "attn.qkv.bias"):
-            prefix = f"Transformer/encoderblock_{block[1]}/MultiHeadDotProductAttention_1"
-            out.update(_split(key, array, ("query", "key", "value"), prefix, path))
+            name = _TOP_KEYS[key]
         elif block and block[2] in _BLOCK_KEYS:
-            name, transpose = _BLOCK_KEYS[block[2]]
-            out[f"Transformer/encoderblock_{block[1]}/{name}"] = _linear(array, transpose)
+            name = f"Transformer/encoderblock_{block[1]}/{_BLOCK_KEYS[block[2]]}"
         else:
             unknown.append(key)
+            continue
+        if name is not None:
+            out.update(torch_tensors(key, name, array, path))
     if conversion.pre_norm and "embedding/bias" not in out and "embedding/kernel" in out:
-        out["embedding/bias"] = _zeros(out["embedding/kernel"].shape[-1])  # timm: PatchEmbed(bias=not pre_norm)
+        out["embedding/bias"] = np.zeros(out["embedding/kernel"].shape[-1:], np.float32)  # PatchEmbed(bias=not pre_norm)
     return finish(out, unknown, path, "timm")
-
-
-def _zeros(width):
-    return np.zeros((width,), np.float32)
-
-
-def _split(key, array, parts, prefix, path):
-    """A fused ``(n * D, D)`` weight or ``(n * D,)`` bias -> ``n`` (D, D) kernels (transposed) or biases."""
-    weight = key.endswith("weight")
-    n = len(parts)
-    width = array.shape[-1] if weight else array.shape[0] // n
-    if array.shape[0] != n * width or (weight and array.ndim != 2):
-        raise CheckpointError(
-            f"Checkpoint {path!r}: {key!r} has shape {array.shape}, expected a fused "
-            f"{'/'.join(parts)} tensor of {n} x the width."
-        )
-    return {
-        f"{prefix}/{part}/{'kernel' if weight else 'bias'}": _linear(array[i * width:(i + 1) * width], weight)
-        for i, part in enumerate(parts)
-    }
 
 
 def settings(config, path="<config>", weights=None, tensors=None, architecture=None):
@@ -255,10 +176,9 @@ def settings(config, path="<config>", weights=None, tensors=None, architecture=N
 
 def _declared(resolved, pretrained, expected, path, weights, tensors, labelled=False):
     """``(declared record, Conversion, notes)`` of a timm file."""
-    if "act_layer" in resolved and resolved["act_layer"][1] is not None:
-        act = resolved["act_layer"][0]
-        if act is not None and not isinstance(act, str):
-            raise CheckpointError(f"{path!r}: model_args.act_layer={act!r}, expected the name of an activation.")
+    act, act_said = resolved["act_layer"]
+    if act_said is not None and act is not None and not isinstance(act, str):
+        raise CheckpointError(f"{path!r}: model_args.act_layer={act!r}, expected the name of an activation.")
     mlp_layer = resolved["mlp_layer"]
     if mlp_layer[0] not in timm_config.MLP_LAYERS + timm_config.GLU_LAYERS:
         raise CheckpointError(
@@ -267,16 +187,11 @@ def _declared(resolved, pretrained, expected, path, weights, tensors, labelled=F
         )
     if tensors is None:  # the config alone (no state dict): what it states, as before any weights are seen
         record = {}
-        if resolved["num_heads"][1] is not None:
-            declare(record, "num_heads", resolved["num_heads"][0], resolved["num_heads"][1], path)
-        width = resolved["embed_dim"]
-        if width[1] is not None:
-            declare(record, "hidden_size", width[0], width[1], path)
-        if resolved["act_layer"][1] is not None:
-            act = resolved["act_layer"][0]
-            declare(record, "mlp_activation", activation(act), resolved["act_layer"][1], path)
-        if resolved["norm_eps"][1] is not None:
-            declare(record, "layer_norm_epsilon", resolved["norm_eps"][0], resolved["norm_eps"][1], path)
+        for name, field in (("num_heads", "num_heads"), ("embed_dim", "hidden_size"), ("act_layer", "mlp_activation"),
+                            ("norm_eps", "layer_norm_epsilon")):
+            value, said = resolved[name]
+            if said is not None:
+                declare(record, field, activation(value) if name == "act_layer" else value, said, path)
         return record, Conversion(), []
     shapes = tensors.shapes
     seen = timm_config.observe(shapes, weights)

@@ -1,20 +1,11 @@
 """The architecture of a timm ViT: its ``config.json``, timm's registration of its ``architecture``, its state dict.
 
-timm builds a Hub model from the function registered under ``config.json``'s ``architecture``
-(:mod:`keras_vit.weights.timm_models`), with ``model_args`` over it. :func:`resolve` reads the two, in
-that order of precedence over ``VisionTransformer``'s defaults, as ``{timm argument: (value, said)}``
-(``said`` None for a default nobody stated); :func:`observe` reads what the state dict shows (tokens,
-LayerScale, a gated MLP, the norms, attention pooling, q/k/v biases, position embeddings of the prefix
-tokens); :func:`consistent` refuses a config that states what the weights contradict, and
-:func:`record` turns both into the declared record (``{ViTConfig field: Declaration}``) that
-:func:`keras_vit.weights.declared.check` compares with a model.
-
-What no tensor shows (the activation, the LayerNorm epsilon) is timm's default (exact GELU, 1e-6) for
-a file without a config or with an architecture timm's table lacks, except where timm's registrations
-differ from model to model for the part the weights have: a pre-norm (CLIP: eps 1e-5, some quick_gelu),
-attention pooling (SigLIP: gelu or gelu_tanh) and a gated MLP (DINOv2-g: SiLU). Such a file is refused,
-naming its architecture, unless ``model_args.act_layer`` says the activation (and, for a pre-norm, the
-architecture is in the table).
+:func:`resolve` reads ``model_args`` over the registration (:mod:`keras_vit.weights.timm_models`) over
+``VisionTransformer``'s defaults as ``{timm argument: (value, said)}`` (``said`` None for a default nobody
+stated); :func:`observe` reads what the state dict shows; :func:`consistent` refuses a config the weights
+contradict; :func:`record` turns both into the declared record. What no tensor shows (the activation, the
+epsilon) is timm's default, except where timm's registrations differ per model for a part the weights have
+(a pre-norm, attention pooling, a gated MLP): such a file is refused unless its config says it.
 """
 
 import math
@@ -27,16 +18,13 @@ from keras_vit.layers.kernels import ACTIVATIONS as MLP_ACTIVATIONS
 from keras_vit.weights import config as config_lib
 from keras_vit.weights import declared as declared_lib
 from keras_vit.weights.declared import declare
-from keras_vit.weights.timm_models import DEFAULTS, lacking, registered, registration, timm_version
+from keras_vit.weights.timm_models import DEFAULTS, NEUTRAL, lacking, registered, registration, timm_version
 
 GLU_LAYERS = ("SwiGLUPacked", "swiglu_packed")  # timm.layers.SwiGLUPacked: GluMlp(gate_last=False), act(x1) * x2
 MLP_LAYERS = (None, "Mlp", "mlp")
 POOLING = {"token": "token", "avg": "gap", "map": "map"}  # timm global_pool -> keras_vit pooling ('' : see settings)
 
 
-# timm VisionTransformer arguments that do not change what a trained model computes at its own size
-NEUTRAL_ARGS = ("drop_rate", "pos_drop_rate", "patch_drop_rate", "proj_drop_rate", "attn_drop_rate", "drop_path_rate",
-                "weight_init", "fix_init", "num_classes")
 # timm arguments keras_vit has no switch for: accepted only with timm's default value (vision_transformer.py)
 DEFAULT_ONLY_ARGS = {"qk_norm": False, "proj_bias": True, "dynamic_img_pad": False, "pos_embed": "learn",
                      "pool_include_prefix": False, "in_chans": 3, "scale_attn_norm": False, "scale_mlp_norm": False,
@@ -47,7 +35,7 @@ DEFAULT_ONLY_ARGS = {"qk_norm": False, "proj_bias": True, "dynamic_img_pad": Fal
 def _check_model_args(model_args, path):
     """A ``model_args`` entry keras_vit would otherwise ignore while it changes timm's computation is refused by name."""
     for name, value in model_args.items():
-        if name in DEFAULTS or name in NEUTRAL_ARGS:
+        if name in DEFAULTS or name in NEUTRAL:
             continue
         if name in DEFAULT_ONLY_ARGS:
             if value == DEFAULT_ONLY_ARGS[name] or (name == "attn_layer" and value in ("attn", "Attention")):
@@ -182,10 +170,8 @@ def activation_of(resolved, seen, path):
                                            ("pre_norm", "a CLIP-style pre-norm (OpenAI's towers use quick_gelu)"))
                    if seen[part][0]]
         if varying:
-            architecture = resolved["architecture"][0]
-            named = f"architecture {architecture!r}" if architecture else "a timm state dict without a config.json"
             raise CheckpointError(
-                f"{path!r}: {named} has {varying[0]}, whose MLP activation timm sets per registration, and keras_vit's "
+                f"{path!r}: {_named(resolved)} has {varying[0]}, whose MLP activation timm sets per registration, and keras_vit's "
                 "table of timm architectures (keras_vit/weights/timm_models.py) does not have it: the file does not say "
                 "which activation its weights were trained with. Add model_args.act_layer to its config.json "
                 "(gelu, gelu_tanh, quick_gelu, silu), or use a registered architecture name."
@@ -307,20 +293,10 @@ def record(resolved, seen, extra, config_path, weights):
     for field, (value, said) in extra.items():
         if said is not None:
             declare(out, field, value, said, config_path if said.startswith(("model_args", "architecture", "global_pool")) else weights)
-    observed = {
-        "class_token": seen["class_token"][0],
-        "distillation_token": seen["distilled"][0],
-        "num_register_tokens": seen["reg_tokens"][0],
-        "mlp_type": "glu" if seen["glu"][0] else "mlp",
-        "pre_norm": seen["pre_norm"][0],
-        "final_norm": seen["norm"][0],
-        "fc_norm": seen["fc_norm"][0],
-    }
-    parts = {"class_token": "class_token", "distillation_token": "distilled", "num_register_tokens": "reg_tokens",
-             "mlp_type": "glu", "pre_norm": "pre_norm", "final_norm": "norm", "fc_norm": "fc_norm"}
-    for field, value in observed.items():
-        have, said = seen[parts[field]]
-        declare(out, field, value, said if have else f"no {said}", weights)
+    for field, part in (("class_token", "class_token"), ("distillation_token", "distilled"), ("num_register_tokens", "reg_tokens"),
+                        ("mlp_type", "glu"), ("pre_norm", "pre_norm"), ("final_norm", "norm"), ("fc_norm", "fc_norm")):
+        have, said = seen[part]
+        declare(out, field, ("glu" if have else "mlp") if field == "mlp_type" else have, said if have else f"no {said}", weights)
     init, said = resolved["init_values"]
     scale = (init if init is not None else 1e-5) if seen["layer_scale"][0] else None
     declare(out, "layer_scale_init", scale, seen["layer_scale"][1] if scale else f"no {seen['layer_scale'][1]}", weights)

@@ -1,32 +1,16 @@
 """timm's hybrid ViT (``patch_embed.backbone.*``) -> the original hybrid ``.npz`` keys, and what its backbone computes.
 
-timm builds the paper's hybrids (``timm/models/vision_transformer_hybrid.py``: ``vit_base_r50_s16_224``,
-``vit_small_r26_s32_384``, ``vit_tiny_r_s16_p8_224``...) as a ``VisionTransformer`` whose ``patch_embed`` is a
-``HybridEmbed``: ``backbone`` is ``_resnetv2(layers)``, a ``ResNetV2(preact=False, stem_type='same',
-conv_layer=partial(StdConv2dSame, eps=1e-8))`` of ``Bottleneck`` blocks with ``GroupNormAct(32, eps=1e-5)``, or for
-``layers=()`` its stem alone (``create_resnetv2_stem``, then the stem's modules sit right under ``backbone``);
-``proj`` is a ``Conv2d`` of ``patch_size`` on the feature map. timm's own reader of the original ``.npz``
-(``vision_transformer._load_weights``, its hybrid branch) defines the correspondence inverted here
-(:data:`ROOT_KEYS`, :data:`UNIT_KEYS`): ``stem.conv`` / ``stem.norm`` are ``conv_root`` / ``gn_root``,
-``stages.{i}.blocks.{j}.conv{r}`` / ``norm{r}`` are ``block{i+1}/unit{j+1}/conv{r}`` / ``gn{r}``, ``downsample.conv`` /
-``downsample.norm`` are ``conv_proj`` / ``gn_proj``; conv weights ``(O, I, kh, kw)`` -> ``(kh, kw, I, O)``.
+timm builds the paper's hybrids (``vision_transformer_hybrid.py``: ``vit_base_r50_s16_224``...) as a
+``VisionTransformer`` whose ``patch_embed`` is a ``HybridEmbed`` over ``_resnetv2(layers)`` (for ``layers=()`` its
+stem alone, whose modules then sit right under ``backbone``). timm's own reader of the original ``.npz`` (its
+hybrid branch of ``_load_weights``) defines the correspondence inverted here (:data:`ROOT_KEYS`, :data:`UNIT_KEYS`).
 
-What timm's backbone computes, against keras_vit's hybrid (:mod:`keras_vit.layers.resnet`), checked numerically by
-``tools/check_timm_hybrids.py``:
-
-* the same graph: 7x7/2 root, GroupNorm + ReLU, 3x3/2 max-pool, bottleneck units with the stride on the 3x3
-  conv, a projection shortcut in each stage's first unit, ``relu(shortcut + residual)``, stages of widths
-  ``64 * 2**i`` (x4 out), strides 1, 2, 2...;
-* the same padding: ``stem_type='same'`` and ``StdConv2dSame`` pad as TensorFlow's ``SAME`` (``pad_same``;
-  ``MaxPool2dSame`` pads with -inf), which is Keras' ``"same"``. timm's ``padding_same=False`` (PyTorch's
-  symmetric padding) is refused by name (:func:`refuse_switches`);
-* other normalisation constants: ``StdConv2dSame(eps=1e-8)`` standardises by ``sqrt(var + 1e-8)`` where the
-  original divides by ``std + 1e-5``, and ``GroupNormAct`` uses epsilon 1e-5 where Flax uses 1e-6. A timm
-  hybrid file declares ``resnet_norms="timm"`` (:func:`declare`), and keras_vit's hybrid computes with
-  those constants (:data:`keras_vit.layers.resnet.RESNET_NORMS`).
-
-Other timm backbones (timm's ResNet-D of ``vit_*_resnet26d_224`` / ``vit_*_resnet50d_224``, MobileCLIP's
-``ConvStem``) are refused by name.
+The graph and the padding are keras_vit's (``stem_type='same'`` and ``StdConv2dSame`` pad as TensorFlow's ``SAME``;
+``padding_same=False`` is refused, :func:`refuse_switches`); the normalisation constants differ
+(``StdConv2dSame(eps=1e-8)`` on the variance, ``GroupNormAct`` epsilon 1e-5), so a timm hybrid declares
+``resnet_norms="timm"`` (:func:`declare_backbone`) and keras_vit's hybrid computes with them
+(:data:`keras_vit.layers.resnet.RESNET_NORMS`); ``tools/check_timm_hybrids.py`` checks it numerically. Other timm
+backbones (ResNet-D, MobileCLIP's ``ConvStem``) are refused by name.
 """
 
 import re

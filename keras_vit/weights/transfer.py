@@ -142,14 +142,12 @@ def download(url, destination, shown_as=None):
                 f"The download from {url} stopped after {received:,} of {total:,} bytes: the server closed "
                 "the connection."
             )
-    except DownloadError:
-        _remove(destination)
-        raise
-    except urllib.error.HTTPError as error:
-        _remove(destination)
-        raise DownloadError(f"{url} answered HTTP {error.code} ({error.reason}).") from error
-    except OSError as error:  # URLError, a refused connection, a timeout (TimeoutError is socket.timeout)
-        _remove(destination)
+    except (DownloadError, OSError) as error:  # OSError: URLError, HTTPError, a refused connection, a timeout
+        remove(destination)
+        if isinstance(error, DownloadError):
+            raise
+        if isinstance(error, urllib.error.HTTPError):
+            raise DownloadError(f"{url} answered HTTP {error.code} ({error.reason}).") from error
         reason = getattr(error, "reason", error)
         if isinstance(reason, TimeoutError):
             raise DownloadError(
@@ -172,7 +170,8 @@ def _progress(url, shown_as, total):
     return lambda received: None
 
 
-def _remove(path):
+def remove(path):
+    """Remove ``path`` if it is there."""
     try:
         os.remove(path)
     except FileNotFoundError:

@@ -1,16 +1,10 @@
 """keras-hub presets of ViT and of its family -> the original checkpoint layout, keras-hub not imported.
 
-One module per job: :mod:`~keras_vit.weights.keras_hub.preset` reads a preset folder's files (JSON objects,
-the image converter's scaling, ``.weights.h5`` datasets); :mod:`~keras_vit.weights.keras_hub.vit` reads
-``ViTBackbone`` / ``ViTImageClassifier`` presets; each family backbone is a row of data
-(:class:`~keras_vit.weights.keras_hub.family.Family`) in its own module (``dinov2``, ``siglip``, ``clip``,
-``deit``), all read by :mod:`~keras_vit.weights.keras_hub.family`. The image converter's ``scale`` and ``offset``
-become the model's ``input_mean`` / ``input_std`` (``std = 1 / (255 scale)``, ``mean = -offset / (255 scale)``, so
-[0, 255] pixels give keras-hub's outputs). Everything declared is compared with the model
-(:mod:`keras_vit.weights.declared`) or with the weights' shapes.
-
-Adding a keras-hub family is a module with its :class:`~keras_vit.weights.keras_hub.family.Family` row, listed
-in :data:`FAMILIES`.
+:mod:`~keras_vit.weights.keras_hub.preset` reads a preset folder's files, :mod:`~keras_vit.weights.keras_hub.vit`
+the ``ViTBackbone`` / ``ViTImageClassifier`` presets, :mod:`~keras_vit.weights.keras_hub.family` every family row
+(``dinov2``, ``siglip``, ``clip``, ``deit``; a new family is a module with its row, listed in :data:`FAMILIES`).
+The image converter's ``scale`` and ``offset`` become the model's ``input_mean`` / ``input_std``
+(:func:`keras_vit.weights.keras_hub_layout.mean_std`).
 """
 
 import os
@@ -60,10 +54,9 @@ class KerasHubSource(Source):
     def describe(self, opened, architecture=None):
         folder = preset_folder(opened.path)
         files, found, reader = reading(folder)
-        shapes = reader.shapes(files, found)
-        expected = vit.expected(found) if reader is vit else found.expected
+        shapes = {key: tuple(array.shape) for key, array in reader.arrays(files, found, stand_ins=True).items()}
         config_path = os.path.join(folder, layout.CONFIG_FILE)
-        config_lib.check_against_weights(expected, shapes, found.declared["qkv_bias"].value, config_path)
+        config_lib.check_against_weights(found.expected, shapes, found.declared["qkv_bias"].value, config_path)
         return found.info(folder, self.name, shapes, config_path)
 
     def arrays(self, opened, architecture=None, input_mean=None, input_std=None):

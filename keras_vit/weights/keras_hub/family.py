@@ -1,17 +1,11 @@
 """keras-hub's ViT-family backbones as rows of data (:class:`Family`), and the one reader of them all.
 
-A family (:mod:`~keras_vit.weights.keras_hub.dinov2`, ``siglip``, ``clip``, ``deit``) is a :class:`Family`:
-its classes, a field table ``{ViTConfig field: (config field, default)}`` read from its ``config.json`` (the
-"read from" text of each field generated from it: ``config.num_register_tokens=4``, or ``... absent
-(keras-hub's default 0)``), the switches its code fixes where they differ from the paper's ViT
-(:data:`keras_vit.architecture.family.PAPER`; every other switch is declared with the paper's value), and its
-key layout: ``{h5 dataset: canonical key}`` for a depth. The variable paths are those Keras 3's ``save_weights``
-gives the layers (the rules in :mod:`keras_vit.weights.keras_hub_layout`; checked against keras-hub 0.32's own
-``save_to_preset`` by ``benchmarks/keras_hub_presets.py``).
-
-SigLIP's and CLIP's position embeddings are a Keras ``Embedding`` read at the indices their ``position_ids``
-variable holds (``0..N-1`` in a converted preset; zeros in a CLIP keras-hub built and saved without converting
-one): the table is gathered by the stored indices, so keras_vit computes what keras-hub does with either.
+A family module (``dinov2``, ``siglip``, ``clip``, ``deit``) holds one row: the "read from" text of each field is
+generated from its field table, every switch it does not state is the paper's
+(:data:`keras_vit.architecture.family.PAPER`), and its key layout maps the variable paths Keras 3's
+``save_weights`` gives the layers (the rules in :mod:`keras_vit.weights.keras_hub_layout`; checked against
+keras-hub 0.32's ``save_to_preset`` by ``benchmarks/keras_hub_presets.py``). SigLIP's and CLIP's position
+embeddings are gathered at the indices their ``position_ids`` variable holds, as keras-hub computes them.
 """
 
 import os
@@ -118,27 +112,13 @@ def block(prefix, i):
     return prefix + (f"_{i}" if i else "")
 
 
-class Reader:
-    """The fields of one keras-hub object's ``config``, typed, each quoted as the file writes it."""
+class Reader(config_lib.Fields):
+    """The fields of one keras-hub object's ``config`` (:class:`~keras_vit.weights.config.Fields`; ``top``: the
+    backbone's own config, around a two-tower model's vision one)."""
 
     def __init__(self, config, path, where, top=None):
-        self.config, self.path, self.where = config, path, where
-        self.top = config if top is None else top  # the backbone's own config (a two-tower model's, around the vision one)
-
-    def said(self, field, value):
-        return f"{self.where}{field}={value!r}" if field in self.config else f"{self.where}{field} absent (keras-hub's default {value!r})"
-
-    def number(self, field, default=None, integer=True):
-        value = config_lib.number(self.config, field, default, self.path, integer=integer)
-        if value is None:
-            raise CheckpointError(f"{self.path!r}: {self.where}{field} is missing; a keras-hub backbone's config names it.")
-        return value
-
-    def flag(self, field, default):
-        value = self.config.get(field, default)
-        if not isinstance(value, bool):
-            raise CheckpointError(f"{self.path!r}: {self.where}{field}={value!r}, expected true or false.")
-        return value
+        super().__init__(config, path, where, whose="keras-hub's", required="a keras-hub backbone's config")
+        self.top = config if top is None else top
 
     def shape(self, field, default=None):
         shape = self.config.get(field, default)
@@ -162,7 +142,7 @@ class Reader:
         return value, self.said(source, raw)
 
 
-def _channels_last(config, path, where):
+def channels_last(config, path, where):
     if config.get("data_format", "channels_last") not in (None, "channels_last"):
         raise CheckpointError(f"{path!r}: {where}data_format={config.get('data_format')!r}; keras_vit models take channels_last images.")
 
@@ -180,7 +160,7 @@ def reading(family, preset, config, path):
     >>> found.declared["num_register_tokens"].said, found.position_resampling
     ('config.num_register_tokens=4', 'bicubic_tf')
     """
-    _channels_last(config, path, "config.")
+    channels_last(config, path, "config.")
     read = Reader(config, path, "config.")
     if family.vision is not None:
         where = "config.vision_encoder.config."
@@ -188,7 +168,7 @@ def reading(family, preset, config, path):
         read = Reader(config_lib.json_object(encoder.get("config"), path, "config.vision_encoder.config"), path, where, config)
         if encoder.get("class_name") != family.vision:
             raise CheckpointError(f"{path!r}: config.vision_encoder is a {encoder.get('class_name')!r}; a {family.backbone} has a {family.vision}.")
-        _channels_last(read.config, path, where)
+        channels_last(read.config, path, where)
     found = Reading(architecture=family.backbone, position_resampling=family.position_resampling)
     width, depth, heads = read.number("hidden_dim"), read.number("num_layers"), read.number("num_heads")
     vision = Vision(width, depth, heads, config_lib.size_pair(read.config.get("patch_size"), path, read.where + "patch_size"),
@@ -248,37 +228,43 @@ def resolve(keys, names):
     return table, skip
 
 
+def locate(preset, parts, architecture, what="config.json"):
+    """``({canonical key: (file, dataset path)}, {label: (count, reason)})`` of ``parts``, ``[(files, {dataset:
+    canonical key}, {regex: reason to skip})]``: each table found whole in its files, with nothing left over but
+    what is skipped on purpose (counted per pattern, for the load report)."""
+    out, skipped = {}, {}
+    for files, table, skip in parts:
+        datasets, extra = preset_files.datasets(files), []
+        for name, (file, _) in datasets.items():
+            pattern = next((p for p in skip if re.search(p, name)), None)
+            if pattern is not None:
+                label = pattern.strip("^$") + ("" if pattern.endswith("$") else "*")
+                skipped[label] = (skipped.get(label, (0,))[0] + 1, skip[pattern])
+            elif name in table:
+                out[table[name]] = (file, name)
+            else:
+                extra.append(name)
+        missing = [name for name in table if name not in datasets]
+        if missing:
+            raise CheckpointError(
+                f"keras-hub preset {preset.folder!r}: {preset.where(files)} has no {missing[0]!r} ({table[missing[0]]} in the "
+                f"original layout){f' and {len(missing) - 1} more' if len(missing) > 1 else ''}; the file does not match "
+                f"its {what}.")
+        if extra:
+            raise CheckpointError(f"keras-hub preset {preset.folder!r} has {len(extra)} weight(s) a {architecture} of its "
+                                  f"{what} does not have: {', '.join(sorted(extra)[:8])}")
+    return out, skipped
+
+
 def plan(preset, found):
     """``{canonical key: (file, dataset path)}`` of a family backbone's weights; ``found.skipped`` gets ``{what:
     reason}`` of the weights left out on purpose (a text tower, a buffer, a task's head)."""
     weights = found.layout
     files = preset.weight_files()
-    datasets = preset_files.datasets(files)
     names = {}
     for file in files:
         names.update(preset_files.group_names(file))
-    table, skip = resolve(weights.keys, names)
-    out, extra, skipped = {}, [], {}
-    for name, (file, _) in datasets.items():
-        pattern = next((p for p in skip if re.search(p, name)), None)
-        if pattern is not None:
-            label = pattern.strip("^$") + ("" if pattern.endswith("$") else "*")
-            skipped[label] = (skipped.get(label, (0,))[0] + 1, skip[pattern])
-        elif name in table:
-            out[table[name]] = (file, name)
-        else:
-            extra.append(name)
-    missing = [name for name in table if name not in datasets]
-    if missing:
-        raise CheckpointError(
-            f"keras-hub preset {preset.folder!r}: {preset.where(files)} has no {missing[0]!r} ({table[missing[0]]} in the original layout)"
-            f"{f' and {len(missing) - 1} more' if len(missing) > 1 else ''}; the file does not match its config.json."
-        )
-    if extra:
-        raise CheckpointError(
-            f"keras-hub preset {preset.folder!r} has {len(extra)} weight(s) a {found.architecture} of its config.json does not "
-            f"have: {', '.join(sorted(extra)[:8])}"
-        )
+    out, skipped = locate(preset, [(files, *resolve(weights.keys, names))], found.architecture)
     found.skipped = {f"{label} ({n} tensor{'s' if n > 1 else ''})": why for label, (n, why) in skipped.items()}
     if weights.task_skipped:  # a task's head keras_vit cannot compute: named in the report, not loaded
         task_file = preset.file("task.weights.h5")
@@ -299,27 +285,9 @@ def _position_ids(preset, found, ids, rows):
     return ids
 
 
-def _shape(found, key, shape):
-    """:func:`_array`'s shape, from the stored one (DINOv2's table checked against ``position_embedding_shape`` first)."""
-    position = found.layout.position
-    if key == "cls" and len(shape) == 1:
-        return (1, 1) + shape
-    if key != POSEMB_KEY:
-        return shape
-    shape = (1,) + shape if len(shape) == 2 else shape
-    if position is not None:
-        (rows, cols), said = position[0], position[3]
-        if len(shape) != 3 or shape[1] != 1 + rows * cols:
-            raise CheckpointError(f"{found.declared['num_layers'].origin!r}: config.json says {said} ({rows} x {cols} "
-                                  f"patches) but the weights' position_embeddings have shape {shape}.")
-        rows, cols = position[1]
-        shape = (1, 1 + rows * cols, shape[-1])
-    return shape
-
-
 def _array(found, key, array):
     """A family weight in the original layout: CLIP's ``(D,)`` class token, an ``Embedding``'s ``(N, D)`` table,
-    DINOv2's table resampled to ``image_shape`` as keras-hub does."""
+    DINOv2's table checked against ``position_embedding_shape`` and resampled to ``image_shape`` as keras-hub does."""
     position = found.layout.position
     if key == "cls" and array.ndim == 1:
         return array[None, None]
@@ -327,24 +295,21 @@ def _array(found, key, array):
         return array
     array = array[None] if array.ndim == 2 else array
     if position is not None:
-        old, new, method, _ = position
-        array = resize_position_embedding(array.astype(np.float64), new, old, num_prefix_tokens=1, method=method).astype(array.dtype)
+        (rows, cols), new, method, said = position
+        if array.ndim != 3 or array.shape[1] != 1 + rows * cols:
+            raise CheckpointError(f"{found.declared['num_layers'].origin!r}: config.json says {said} ({rows} x {cols} "
+                                  f"patches) but the weights' position_embeddings have shape {array.shape}.")
+        array = resize_position_embedding(array.astype(np.float64), new, (rows, cols), num_prefix_tokens=1,
+                                          method=method).astype(array.dtype)
     return array
 
 
-def shapes(preset, found):
-    """``{original key: shape}`` of a family preset, its data not read (the ``position_ids``, a few integers, are)."""
+def arrays(preset, found, stand_ins=False):
+    """``{original key: np.ndarray}`` of a family preset, every array read now; ``stand_ins``: zeros of the stored
+    shapes instead (only the ``position_ids``, a few integers, are read)."""
     where = plan(preset, found)
-    out = {key: _shape(found, key, shape) for key, shape in preset_files.shapes(where).items()}
-    if out.pop(POSITION_IDS, None) is not None:
-        ids = preset_files.arrays({POSITION_IDS: where[POSITION_IDS]})[POSITION_IDS]
-        _position_ids(preset, found, ids, out[POSEMB_KEY][1])
-    return {**out, **found.layout.keys.zeros}
-
-
-def arrays(preset, found):
-    """``{original key: np.ndarray}`` of a family preset; every array read now."""
-    out = preset_files.arrays(plan(preset, found))
+    out = preset_files.arrays(where, stand_ins)
+    out.update(preset_files.arrays({k: v for k, v in where.items() if k == POSITION_IDS}))  # a few integers
     ids = out.pop(POSITION_IDS, None)
     if ids is not None:  # an Embedding read at its stored indices (keras-hub's CLIP and SigLIP)
         out[POSEMB_KEY] = out[POSEMB_KEY][_position_ids(preset, found, ids, out[POSEMB_KEY].shape[0])]

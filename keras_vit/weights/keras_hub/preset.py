@@ -1,10 +1,6 @@
-"""The files of a keras-hub preset folder, read with ``json`` and ``h5py`` (keras-hub not imported).
-
-A :class:`Preset` reads the serialised keras-hub objects (``config.json``, ``task.json``,
-``image_converter.json``: each checked to be of a class keras_vit reads), the input scaling of the image
-converter as the model's input mean and std, the class names of ``metadata.json``, and the datasets of the
-``.weights.h5`` files (``model.weights.h5``, or the shards ``model.weights.json`` names). File names and the
-ViT's variable paths are in :mod:`keras_vit.weights.keras_hub_layout`.
+"""The files of a keras-hub preset folder, read with ``json`` and ``h5py`` (keras-hub not imported): its serialised
+objects checked by class, the image converter's scaling, ``metadata.json``'s class names, the ``.weights.h5``
+datasets. The files and variable paths: :mod:`keras_vit.weights.keras_hub_layout`.
 """
 
 import json
@@ -15,6 +11,7 @@ import numpy as np
 from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
 from keras_vit.weights import keras_hub_layout as layout
+from keras_vit.weights.input_normalization import channels
 
 
 def is_preset(folder):
@@ -39,16 +36,10 @@ def is_preset(folder):
     return isinstance(config, dict) and str(config.get("registered_name") or "").startswith("keras_hub>")
 
 
-def _per_channel(value, field, path, default):
-    """An ``ImageConverter`` scale or offset (None, a number or one per channel) as 3 floats."""
-    if value is None:
-        return [float(default)] * 3
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        value = [value] * 3
-    if (not isinstance(value, list) or len(value) != 3
-            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) for v in value)):
-        raise CheckpointError(f"{path!r}: config.{field}={value!r}, expected null, a number or 3 numbers (RGB).")
-    return [float(v) for v in value]
+def _per_channel(config, field, path, default, positive=False):
+    """An ``ImageConverter`` scale, offset, mean or variance (absent: ``default``; a number or one per channel) as 3 floats."""
+    value = config.get(field)
+    return [float(default)] * 3 if value is None else channels(value, path, f"config.{field}", positive)
 
 
 def _old_mean_variance(config, scale, path):
@@ -60,10 +51,8 @@ def _old_mean_variance(config, scale, path):
             f"{path!r}: config has {'mean' if 'mean' in config else 'variance'}={config.get('mean', config.get('variance'))!r}; "
             "keras-hub's ImageConverter reads its old arguments mean and variance together, with a single number "
             "as scale, and fails otherwise.")
-    mean = _per_channel(config["mean"], "mean", path, 0.0)
-    variance = _per_channel(config["variance"], "variance", path, 1.0)
-    if min(variance) <= 0:
-        raise CheckpointError(f"{path!r}: config.variance={config['variance']!r}, expected positive numbers.")
+    mean = _per_channel(config, "mean", path, 0.0)
+    variance = _per_channel(config, "variance", path, 1.0, positive=True)
     std = [float(np.sqrt(v)) for v in variance]
     return [s / d for s, d in zip(scale, std)], [-m / d for m, d in zip(mean, std)]
 
@@ -111,10 +100,8 @@ class Preset:
             )
             return
         config, _ = self.object(layout.IMAGE_CONVERTER_FILE, converter)
-        scale = _per_channel(config.get("scale"), "scale", path, 1.0)
-        offset = _per_channel(config.get("offset"), "offset", path, 0.0)
-        if min(scale) <= 0:
-            raise CheckpointError(f"{path!r}: config.scale={config.get('scale')!r}, expected positive numbers.")
+        scale = _per_channel(config, "scale", path, 1.0, positive=True)
+        offset = _per_channel(config, "offset", path, 0.0)
         if "mean" in config or "variance" in config:
             scale, offset = _old_mean_variance(config, scale, path)
         reading.mean, reading.std = layout.mean_std(scale, offset)
@@ -196,26 +183,16 @@ def group_names(file):
     return {k: (v.decode() if isinstance(v, bytes) else v) for k, v in names.items()}
 
 
-def shapes(plan):
-    """``{canonical key: stored shape}`` of a plan ``{canonical key: (file, dataset path)}``, no data read."""
-    import h5py  # deferred: h5py, for keras-hub presets only
-
-    out = {}
-    for key, (file, name) in plan.items():
-        with h5py.File(file, "r") as h5:
-            out[key] = tuple(h5[name].shape)
-    return out
-
-
-def arrays(plan):
-    """``{canonical key: np.ndarray}`` of a plan; every array read now (a damaged file fails here, named)."""
+def arrays(plan, stand_ins=False):
+    """``{canonical key: np.ndarray}`` of a plan ``{canonical key: (file, dataset path)}``, every array read now (a
+    damaged file fails here, named); ``stand_ins``: zeros of the stored shapes instead, no data read."""
     import h5py  # deferred: h5py, for keras-hub presets only
 
     out = {}
     for key, (file, name) in plan.items():
         try:
             with h5py.File(file, "r") as h5:
-                out[key] = np.asarray(h5[name][()])
+                out[key] = np.broadcast_to(np.float32(0), h5[name].shape) if stand_ins else np.asarray(h5[name][()])
         except (OSError, KeyError) as error:
             raise CheckpointError(f"Cannot read {name!r} from {file!r}: {error}") from error
     return out

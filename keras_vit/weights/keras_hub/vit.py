@@ -18,6 +18,7 @@ from keras_vit.weights import config as config_lib
 from keras_vit.weights import keras_hub_layout as layout
 from keras_vit.weights.declared import declare
 from keras_vit.weights.keras_hub import preset as preset_files
+from keras_vit.weights.keras_hub.family import Reader, channels_last, locate
 from keras_vit.weights.mapping import POSEMB_KEY
 from keras_vit.weights.source import Reading
 
@@ -46,34 +47,20 @@ class Weights(NamedTuple):
     task: Task | None
 
 
-def _flag(config, field, default, path):
-    value = config.get(field, default)
-    if not isinstance(value, bool):
-        raise CheckpointError(f"{path!r}: config.{field}={value!r}, expected true or false.")
-    return value
-
-
 def reading(preset, config, path):
     """The :class:`~keras_vit.weights.source.Reading` of a ``ViTBackbone`` preset (``config``: its ``config.json``'s)."""
-    data_format = config.get("data_format", "channels_last")
-    if data_format not in (None, "channels_last"):
-        raise CheckpointError(f"{path!r}: config.data_format={data_format!r}; keras_vit models take channels_last images.")
-    shape = config.get("image_shape")
-    if not isinstance(shape, list) or len(shape) != 3 or not all(isinstance(v, int) and v > 0 for v in shape):
-        raise CheckpointError(f"{path!r}: config.image_shape={shape!r}, expected [height, width, channels].")
+    channels_last(config, path, "config.")
+    read = Reader(config, path, "config.")
+    shape = list(read.shape("image_shape"))
     record, expected = {}, []
-    for field, name, default, integer in (
-        ("num_heads", "num_heads", None, True), ("num_layers", "num_layers", None, True),
-        ("hidden_size", "hidden_dim", None, True), ("mlp_dim", "mlp_dim", None, True),
-        ("layer_norm_epsilon", "layer_norm_epsilon", LAYER_NORM_EPSILON, False),
-    ):
-        value = config_lib.number(config, name, default, path, integer=integer)
-        if value is None:
-            raise CheckpointError(f"{path!r}: config.{name} is missing; a ViTBackbone config names it.")
+    for field, name in (("num_heads", "num_heads"), ("num_layers", "num_layers"), ("hidden_size", "hidden_dim"),
+                        ("mlp_dim", "mlp_dim"), ("layer_norm_epsilon", "layer_norm_epsilon")):
+        integer = field != "layer_norm_epsilon"
+        value = read.number(name, None if integer else LAYER_NORM_EPSILON, integer=integer)
         declare(record, field, value, f"config.{name}={value!r}", path)
         if field in ("num_layers", "hidden_size", "mlp_dim"):
             expected.append((field, f"config.{name}={value!r}", value))
-    flags = {name: _flag(config, name, True, path) for name in _FLAGS}
+    flags = {name: read.flag(name, True) for name in _FLAGS}
     declare(record, "class_token", flags["use_class_token"], f"config.use_class_token={flags['use_class_token']!r}", path)
     declare(record, "qkv_bias", flags["use_mha_bias"], f"config.use_mha_bias={flags['use_mha_bias']!r}", path)
     declare(record, "mlp_activation", "gelu", "ViTBackbone's MLP (keras.activations.gelu, exact)", path)
@@ -81,7 +68,7 @@ def reading(preset, config, path):
     expected += [
         ("patch_size", f"config.patch_size={config.get('patch_size')!r}", patch),
         ("image_size", f"config.image_shape={shape!r}", (shape[0], shape[1])),
-        ("num_channels", f"config.image_shape={shape!r}", shape[2]),
+        ("num_channels", f"config.image_shape={shape!r}", shape[2] if len(shape) == 3 else 3),
         ("class_token", f"config.use_class_token={flags['use_class_token']!r}", flags["use_class_token"]),
     ]
     found = Reading(declared=record, expected=expected, architecture=BACKBONE)
@@ -92,6 +79,7 @@ def reading(preset, config, path):
     task = None
     if os.path.isfile(preset.file(layout.TASK_FILE)):
         task = _task(preset, flags["use_class_token"], record)
+        found.expected.append(("num_classes", f"task.json config.num_classes={task.num_classes!r}", task.num_classes))
         found.architecture = TASK
         activation = None if task.activation in (None, "linear") else task.activation
         found.classifier_activation = (activation, f"task.json config.activation={task.activation!r}")
@@ -129,87 +117,46 @@ def _task(preset, class_token, record):
     return Task(pooling, intermediate, classes, activation)
 
 
-def expected(found):
-    """The sizes to check against the weights: the backbone's, and the task's classes."""
-    task = found.layout.task
-    extra = [] if task is None else [("num_classes", f"task.json config.num_classes={task.num_classes!r}", task.num_classes)]
-    return list(found.expected) + extra
-
-
-def _task_groups(file, pre_logits):
-    """The task's groups, the head found by the name Keras stored (``predictions``, ``pre_logits``) where it did."""
-    groups = layout.task_groups(pre_logits)
-    names = {name: group for group, name in preset_files.group_names(file).items() if name in ("predictions", "pre_logits")}
-    return [(names.get(name, group), name, keys) for group, name, keys in groups]
+def _table(groups):
+    """``{dataset path: canonical key}`` of ``[(group, layer name, [canonical key, ...]), ...]``."""
+    return {f"{group}/{i}": key for group, _, keys in groups for i, key in enumerate(keys)}
 
 
 def plan(preset, found):
-    """``{canonical key: (file, dataset path)}`` of every tensor, checked complete and with nothing left over."""
-    weights = found.layout
-    flags = weights.flags
-    groups = [(files, g) for files in [preset.weight_files()] for g in layout.backbone_groups(
+    """``{canonical key: (file, dataset path)}`` of every tensor, checked complete and with nothing left over; the
+    task's head found by the name Keras stored (``predictions``, ``pre_logits``) where it did."""
+    weights, flags = found.layout, found.layout.flags
+    parts = [(preset.weight_files(), _table(layout.backbone_groups(
         weights.num_layers, class_token=flags["use_class_token"], mha_bias=flags["use_mha_bias"],
-        mlp_bias=flags["use_mlp_bias"], patch_bias=flags["use_patch_bias"])]
-    task_file = preset.file(layout.TASK_WEIGHTS_FILE)
+        mlp_bias=flags["use_mlp_bias"], patch_bias=flags["use_patch_bias"])), {})]
     if weights.task is not None:
+        task_file = preset.file(layout.TASK_WEIGHTS_FILE)
         if not os.path.isfile(task_file):
             raise CheckpointError(f"keras-hub preset {preset.folder!r} has {layout.TASK_FILE} but no {layout.TASK_WEIGHTS_FILE}.")
-        groups += [([task_file], g) for g in _task_groups(task_file, weights.task.intermediate_dim is not None)]
-    out, available = {}, {}
-    for files, _ in groups:
-        for file in files:
-            if file not in available:
-                available[file] = preset_files.datasets([file])
-    pool = {}
-    for file, datasets in available.items():
-        for name in datasets:
-            pool.setdefault((file == task_file, name), file)
-    for files, (group, _, keys) in groups:
-        is_task = files == [task_file]
-        for i, key in enumerate(keys):
-            name = f"{group}/{i}"
-            file = pool.pop((is_task, name), None)
-            if file is None:
-                raise CheckpointError(
-                    f"keras-hub preset {preset.folder!r}: {preset.where(files)} has no {name!r} ({key} in the original layout); "
-                    "the file does not match its config.json / task.json."
-                )
-            out[key] = (file, name)
-    extra = sorted(name for _, name in pool)
-    if extra:
-        raise CheckpointError(
-            f"keras-hub preset {preset.folder!r} has {len(extra)} weight(s) a ViT of its config.json does not have: "
-            f"{', '.join(extra[:8])}"
-        )
-    return out
+        stored = {name: group for group, name in preset_files.group_names(task_file).items()}
+        groups = [(stored.get(name, group) if name in ("predictions", "pre_logits") else group, name, keys)
+                  for group, name, keys in layout.task_groups(weights.task.intermediate_dim is not None)]
+        parts.append(([task_file], _table(groups), {}))
+    return locate(preset, parts, "ViT", "config.json / task.json")[0]
 
 
-def _zeros(weights, make):
+def _zeros(weights):
     """The biases keras-hub's switches leave out (use_mha_bias' output bias, use_mlp_bias, use_patch_bias), as zeros."""
-    flags, out = weights.flags, {}
+    flags, width, out = weights.flags, (weights.width,), {}
     if not flags["use_patch_bias"]:
-        out["embedding/bias"] = make((weights.width,))
+        out["embedding/bias"] = width
     for i in range(weights.num_layers):
         key = f"Transformer/encoderblock_{i}"
         if not flags["use_mha_bias"]:
-            out[f"{key}/MultiHeadDotProductAttention_1/out/bias"] = make((weights.width,))
+            out[f"{key}/MultiHeadDotProductAttention_1/out/bias"] = width
         if not flags["use_mlp_bias"]:
-            out[f"{key}/MlpBlock_3/Dense_0/bias"] = make((weights.mlp_dim,))
-            out[f"{key}/MlpBlock_3/Dense_1/bias"] = make((weights.width,))
-    return out
+            out.update({f"{key}/MlpBlock_3/Dense_0/bias": (weights.mlp_dim,), f"{key}/MlpBlock_3/Dense_1/bias": width})
+    return {key: np.zeros(shape, np.float32) for key, shape in out.items()}
 
 
-def shapes(preset, found):
-    """``{original key: shape}`` of a preset, its data not read."""
-    out = preset_files.shapes(plan(preset, found))
-    if POSEMB_KEY in out:
-        out[POSEMB_KEY] = (1,) + out[POSEMB_KEY]
-    return {**out, **_zeros(found.layout, tuple)}
-
-
-def arrays(preset, found):
-    """``{original key: np.ndarray}`` of a preset; every array read now."""
-    out = preset_files.arrays(plan(preset, found))
+def arrays(preset, found, stand_ins=False):
+    """``{original key: np.ndarray}`` of a preset, every array read now; ``stand_ins``: zeros of the stored shapes."""
+    out = preset_files.arrays(plan(preset, found), stand_ins)
     if POSEMB_KEY in out:
         out[POSEMB_KEY] = out[POSEMB_KEY][None]
-    return {**out, **_zeros(found.layout, lambda shape: np.zeros(shape, np.float32))}
+    return {**out, **_zeros(found.layout)}

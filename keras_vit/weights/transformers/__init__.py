@@ -1,17 +1,9 @@
-"""Hugging Face transformers ``save_pretrained`` folders -> the original checkpoint layout, one module per layout.
+"""Hugging Face transformers ``save_pretrained`` folders -> the original checkpoint layout.
 
-* :mod:`~keras_vit.weights.transformers.vit`: ``model_type`` ``vit`` (``ViTModel``, ``ViTForImageClassification``);
-* :mod:`~keras_vit.weights.transformers.layouts` (the key tables) and
-  :mod:`~keras_vit.weights.transformers.family` (what each ``config.json`` declares, a row per family): ``dinov2``,
-  ``dinov2_with_registers``, ``deit``, ``vit_mae``, ``vit_msn``, ``ijepa``, ``tipsv2``, and the CLIP and SigLIP
-  kind, each with its ``*_vision_model``: ``clip``, ``metaclip_2``, ``chinese_clip``, ``altclip``, ``siglip``,
-  ``siglip2`` (the image tower of a two-tower repository; its text tower is skipped and reported).
-
-The family's ``model_type``\ s whose blocks need a switch keras_vit lacks (``dinov3_vit``: RoPE; ``aimv2``:
-RMSNorm and SwiGLU; :data:`~keras_vit.weights.transformers.family.REFUSED`) are refused by name with it.
-
-The ``model_type`` of ``config.json`` picks the layout; a key no table names is refused by name, and the
-keys of other parts of a repository (text tower, MAE decoder, mask token) are listed in the load report.
+The ``model_type`` of ``config.json`` picks the reader (:mod:`~keras_vit.weights.transformers.vit`, or a row of
+:mod:`~keras_vit.weights.transformers.family`) and the key table
+(:data:`~keras_vit.weights.transformers.layouts.LAYOUTS`); the family's ``model_type``\ s whose blocks need a
+switch keras_vit lacks (:data:`~keras_vit.weights.transformers.family.REFUSED`) are refused by name with it.
 """
 
 import os
@@ -22,7 +14,6 @@ from keras_vit.weights.state_dict import StateDictSource
 from keras_vit.weights.transformers import family, layouts, vit
 
 FORMAT = "transformers"
-LAYER_NORM_EPSILON = vit.LAYER_NORM_EPSILON
 MODEL_TYPES = ("vit",) + family.MODEL_TYPES
 
 
@@ -33,7 +24,7 @@ def matches(keys):
     >>> matches(["vit.embeddings.patch_embeddings.projection.weight"]), matches(["patch_embed.proj.weight"])
     (True, False)
     """
-    return vit.matches(keys) or layouts.matches(keys)
+    return layouts.matches(keys)
 
 
 def settings(config, path="<config>"):
@@ -74,9 +65,9 @@ def to_original(tensors, path="<arrays>", reading=None):
     >>> out["embedding/kernel"].shape
     (4, 4, 3, 8)
     """
-    if reading is None or reading.layout == "vit":
-        return vit.to_original(tensors, path)
-    out, reading.skipped = layouts.to_original(tensors, path, reading.layout, reading.notes)
+    out, skipped = layouts.to_original(tensors, path, reading.layout if reading else "vit", reading and reading.notes)
+    if reading is not None:
+        reading.skipped = skipped
     return out
 
 

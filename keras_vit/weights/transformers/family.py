@@ -1,25 +1,10 @@
-"""What a transformers ``config.json`` of the ViT family declares, each family a row of data (:class:`Family`).
+"""What a transformers ``config.json`` of the ViT family declares, each ``model_type`` a row of data (:class:`Family`).
 
-A row is a ``model_type``'s key layout (:data:`keras_vit.weights.transformers.layouts.LAYOUTS`), its
-configuration defaults (``configuration_*.py``, for a field a ``config.json`` leaves out), the normalisation of its
-published checkpoints, its position resampling rule, and only the switches its ``modeling_*.py`` fixes where they
-differ from the paper's ViT (:data:`keras_vit.architecture.family.PAPER`; every other switch is declared with the
-paper's value). What a config states is read from it (``use_swiglu_ffn``, ``layerscale_value``,
-``num_register_tokens``, ``hidden_act``, ``qkv_bias``, ``projection_dim``, ``vision_use_head``): a row reads a
-field when its defaults name it. The record returned (:mod:`keras_vit.weights.declared`) names each switch with
-the field that sets it, so a model built with another switch is refused by field name, and
-:func:`keras_vit.from_pretrained` builds exactly this architecture. A two-tower repository (``clip``, ``siglip``,
-``chinese_clip``...: a text tower inside) is read from its ``vision_config``.
-
-The ``model_type``\\ s of the family that need a switch keras_vit lacks (:data:`REFUSED`: RoPE, RMSNorm, relative
-position bias) are refused by name, with the switch, before anything is built.
-
-The input normalisation (the reading's ``mean`` / ``std``) is ``image_mean`` / ``image_std`` of the
-``preprocessor_config.json`` beside the weights, else the values of the published checkpoints of that
-``model_type`` (:attr:`Family.normalization`); the load report says which. As for every source,
-:func:`keras_vit.from_pretrained` builds it as the model's ``input_mean`` / ``input_std``, and a model built
-with other ones gets the difference folded into its patch embedding (exact). The position resampling rule of
-``interpolate_pos_encoding`` is the reading's ``position_resampling``, which ``from_pretrained`` builds too.
+Every switch is declared, named with the field that sets it (a row states only those its ``modeling_*.py`` fixes
+where they differ from the paper's, :data:`keras_vit.architecture.family.PAPER`), so a model built with another is
+refused by field name and :func:`keras_vit.from_pretrained` builds exactly this architecture. A two-tower
+repository is read from its ``vision_config``. The input normalisation is ``preprocessor_config.json``'s, else
+the row's (:func:`normalization`); the load report says which.
 """
 
 import os
@@ -141,27 +126,6 @@ _PAPER = {"class_token": (True, "a class token"), "distillation_token": (False, 
           "final_norm": (True, "a final LayerNorm"), "fc_norm": (False, "no norm after pooling")}
 
 
-class _Reader:
-    """Reads the fields of one (vision) config with their types checked, quoting each as the file writes it."""
-
-    def __init__(self, config, defaults, path, where=""):
-        self.config, self.defaults, self.path, self.where = config, defaults, path, where
-
-    def said(self, field, value):
-        if field in self.config:
-            return f"{self.where}{field}={value!r}"
-        return f"{self.where}{field} absent (transformers' default {value!r})"
-
-    def number(self, field, integer=True):
-        return config_lib.number(self.config, field, self.defaults.get(field), self.path, integer=integer)
-
-    def flag(self, field):
-        value = self.config.get(field, self.defaults.get(field))
-        if not isinstance(value, bool):
-            raise CheckpointError(f"{self.path!r}: {self.where}{field}={value!r}, expected true or false.")
-        return value
-
-
 def settings(config, path, model_type):
     """The :class:`~keras_vit.weights.source.Reading` of a family ``config.json`` (``model_type`` one of
     :data:`MODEL_TYPES`); its ``layout`` names the key table (:data:`keras_vit.weights.transformers.layouts.LAYOUTS`).
@@ -182,18 +146,17 @@ def settings(config, path, model_type):
     vision, where = config, ""
     if row.tower:
         vision, where = config_lib.json_object(config.get("vision_config") or {}, path, "vision_config"), "vision_config."
-    read = _Reader(vision, row.defaults, path, where)
+    read = config_lib.Fields(vision, path, where, row.defaults, "transformers'")
     record, notes, expected = {}, [], []
 
     def put(field, value, said):
         declare(record, field, value, said, path)
 
-    width, depth, heads = read.number("hidden_size"), read.number("num_hidden_layers"), read.number("num_attention_heads")
-    put("hidden_size", width, read.said("hidden_size", width))
-    put("num_layers", depth, read.said("num_hidden_layers", depth))
-    put("num_heads", heads, read.said("num_attention_heads", heads))
-    epsilon = read.number("layer_norm_eps", integer=False)
-    put("layer_norm_epsilon", epsilon, read.said("layer_norm_eps", epsilon))
+    for field, name in (("hidden_size", "hidden_size"), ("num_layers", "num_hidden_layers"),
+                        ("num_heads", "num_attention_heads"), ("layer_norm_epsilon", "layer_norm_eps")):
+        value = read.number(name, integer=field != "layer_norm_epsilon")
+        put(field, value, read.said(name, value))
+    (width, sizes), (depth, layers) = record["hidden_size"][:2], record["num_layers"][:2]
     _mlp(put, read, row, vision, width, path, where, expected)
     qkv = read.flag("qkv_bias") if "qkv_bias" in row.defaults else True
     put("qkv_bias", qkv, read.said("qkv_bias", qkv) if "qkv_bias" in row.defaults else f"{model_type} attention (q/k/v biases)")
@@ -202,7 +165,7 @@ def settings(config, path, model_type):
     _top(put, read, row, architecture, config, classifier)
     patch = vision.get("patch_size", row.defaults["patch_size"])
     patch_side = config_lib.size_pair(patch, path, where + "patch_size")[0]
-    expected += [("hidden_size", read.said("hidden_size", width), width), ("num_layers", read.said("num_hidden_layers", depth), depth),
+    expected += [("hidden_size", sizes, width), ("num_layers", layers, depth),
                  ("patch_size", read.said("patch_size", patch), patch_side),
                  ("num_channels", read.said("num_channels", read.number("num_channels")), read.number("num_channels"))]
     if "num_patches" in row.defaults:  # SigLIP2 (NaFlex): positions for num_patches, resized by transformers per image
@@ -269,16 +232,12 @@ def _switches(put, read, row, model_type, classifier):
         scale = read.number("layerscale_value", integer=False)
         switches["layer_scale_init"] = (scale, read.said("layerscale_value", scale))
     if classifier == "clip_classifier":  # the mean of last_hidden_state, which post_layernorm never touches
-        said = f"{classifier_name(row, classifier)}: no LayerNorm after the blocks (post_layernorm is not read)"
+        name = next(name for name, found in row.classifiers.items() if found == classifier)
+        said = f"{name}: no LayerNorm after the blocks (post_layernorm is not read)"
         switches["final_norm"] = switches["fc_norm"] = (False, said)
     for field, (value, said) in switches.items():
         if field != "pooling":
             put(field, value, said)
-
-
-def classifier_name(row, layout):
-    """The class of a row's classifier of that ``layout``."""
-    return next(name for name, found in row.classifiers.items() if found == layout)
 
 
 def _top(put, read, row, architecture, config, classifier):

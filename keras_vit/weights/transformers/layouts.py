@@ -1,22 +1,12 @@
-"""The key tables of transformers' ViT family (DINOv2, DeiT, SigLIP, CLIP, ViT-MAE): their names -> the original layout.
+"""The key tables of transformers' ViT family: their names -> the original layout, one :class:`Layout` per ``model_type``.
 
-Each ``model_type`` is one :class:`Layout`, written from its ``modeling_*.py``: the prefixes its
-``save_pretrained`` puts before the vision model's keys (``dinov2.`` in ``Dinov2ForImageClassification``,
-none in ``Dinov2Model``; ``vision_model.`` in CLIP and SigLIP, except transformers 5's ``CLIPVisionModel``,
-``SiglipVisionModel`` and ``Siglip2VisionModel``, whose keys have none: transformers 5 dropped the
-``CLIPVisionTransformer`` wrapper inside them, and its own loader reads the 4.x keys with the prefix removed,
-``conversion_mapping.py``'s ``PrefixChange(prefix_to_remove="vision_model")``), the names inside encoder layer
-``i``, the names outside (inside the vision model, and whole keys outside it: a classifier), how a
-tensor is reshaped on the way (``nn.Linear`` weights ``(out, in)`` transposed, ``Conv2d`` kernels
-``(D, C, P, P)`` to ``(P, P, C, D)``, ``nn.Embedding`` positions ``(N, D)`` to ``(1, N, D)``, CLIP's
-``class_embedding`` ``(D,)`` to ``(1, 1, D)``, ``nn.MultiheadAttention``'s ``in_proj_weight`` ``[q; k; v]``
-split in three) and the keys that belong to another part of the repository (a text tower, MAE's pixel
-decoder, a mask token) or that the class does not read (the attention-pooling head of
-``SiglipForImageClassification``, the ``post_layernorm`` of ``CLIPForImageClassification``), which are skipped,
-grouped, with the reason the load report gives. One file's vision keys all carry one of its layout's prefixes
-(the one its patch embedding is found under); a key in no table, or under another prefix, is refused by name
-(:func:`keras_vit.weights.conventions.finish`). The other models' keys are the same in transformers 4.x and 5 (5.24
-writes the 4.x names: its ``ViTModel`` / ``Dinov2Model`` renames are undone by ``save_pretrained``).
+Each is written from its ``modeling_*.py``: the prefixes ``save_pretrained`` puts before the vision model's keys
+(``vision_model.`` in CLIP and SigLIP, except transformers 5's ``CLIPVisionModel``, ``SiglipVisionModel`` and
+``Siglip2VisionModel``: its loader reads the 4.x keys with the prefix removed, ``conversion_mapping.py``'s
+``PrefixChange(prefix_to_remove="vision_model")``), the names inside and outside the encoder layers, and the keys
+of other parts of the repository (a text tower, MAE's decoder, a mask token) or that the class does not read,
+skipped with the reason the load report gives. A key in no table, or under another prefix, is refused by name
+(:func:`keras_vit.weights.conventions.finish`). transformers 5.24 writes the 4.x names.
 """
 
 import re
@@ -25,19 +15,11 @@ from typing import NamedTuple
 import numpy as np
 
 from keras_vit.errors import CheckpointError
-from keras_vit.weights.conventions import finish, patch_kernel
+from keras_vit.weights.conventions import finish, linear as _linear, norm as _norm, torch_tensors
 
 ATT = "MultiHeadDotProductAttention_1"
 POSEMB = "Transformer/posembed_input/pos_embedding"
 MAP_ATT = "MAPHead_0/MultiHeadDotProductAttention_0"
-
-
-def _linear(name, canonical):
-    return {f"{name}.weight": f"{canonical}/kernel", f"{name}.bias": f"{canonical}/bias"}
-
-
-def _norm(name, canonical):
-    return {f"{name}.weight": f"{canonical}/scale", f"{name}.bias": f"{canonical}/bias"}
 
 
 # inside encoder layer i (transformers' names -> the original names under Transformer/encoderblock_{i}/)
@@ -110,8 +92,9 @@ class Layout(NamedTuple):
     prefix -> original key); ``whole`` the keys outside the vision model (a classifier, CLIP's
     ``visual_projection.weight``); ``skipped`` (regex on the whole key -> reason; a named group ``group`` is the
     prefix its keys are reported under, ``text_model.*``); ``zeros`` (original keys the layout has none of, zeros
-    of the width: CLIP's patch embedding has no bias); ``bare_layers``: the encoder layers' keys may also come without
-    the prefix (transformers 5's ViTMSNForImageClassification writes them so: the Hub checkpoints' names, which its
+    of the width: CLIP's patch embedding has no bias); ``bare``: the vision model's keys may also come without the
+    prefix (``ViTModel``'s keys beside ``ViTForImageClassification``'s ``vit.``; transformers 5's
+    ViTMSNForImageClassification writes its encoder layers so: the Hub checkpoints' names, which its
     ``conversion_mapping.py`` renames ``encoder.`` -> ``vit.encoder.`` on load and back on save)."""
 
     prefixes: dict
@@ -121,11 +104,14 @@ class Layout(NamedTuple):
     skipped: dict
     whole: dict
     zeros: tuple = ()
-    bare_layers: bool = False
+    bare: bool = False
 
 
 _CLASSIFIER = _linear("classifier", "head")
 LAYOUTS = {
+    "vit": Layout({"vit.": None, "": None}, r"^encoder\.layer\.(\d+)\.(.+)$", VIT_LAYER,
+                  {**_VIT_TOP, **_linear("pooler.dense", "pre_logits")}, {r"^(vit\.)?embeddings\.mask_token$": _MASK},
+                  _CLASSIFIER, bare=True),
     "dinov2": Layout({"dinov2.": None, "": None}, r"^encoder\.layer\.(\d+)\.(.+)$", DINOV2_LAYER, _VIT_TOP,
                      {r"^(dinov2\.)?embeddings\.mask_token$": _MASK}, _CLASSIFIER),
     "dinov2_with_registers": Layout(
@@ -159,7 +145,7 @@ LAYOUTS = {
 LAYOUTS["siglip2"] = LAYOUTS["siglip"]  # the NaFlex patch embedding is an nn.Linear: see _patch_linear
 # ViT-MSN: ViTMSNModel's keys bare, ViTMSNForImageClassification's under vit. (its classifier reads the class token)
 LAYOUTS["vit_msn"] = LAYOUTS["vit_mae"]._replace(skipped={r"^(vit\.)?embeddings\.mask_token$": _MASK}, whole=_CLASSIFIER,
-                                                bare_layers=True)
+                                                bare=True)
 # I-JEPA: no class token; IJepaModel's keys bare, IJepaForImageClassification's under ijepa.
 LAYOUTS["ijepa"] = LAYOUTS["vit_mae"]._replace(
     prefixes={"ijepa.": None, "": None}, top={k: v for k, v in _VIT_TOP.items() if v != "cls"},
@@ -239,16 +225,6 @@ def prefix_of(keys, layout):
     return (found or [p for p in layout.prefixes if any(k.startswith(p) for k in keys)] or [""])[0]
 
 
-def _reshape(key, name, array, path):
-    if name == "embedding/kernel":
-        return _patch_linear(key, array, path) if array.ndim == 2 else patch_kernel(key, array, path)
-    if name == POSEMB and array.ndim == 2:  # nn.Embedding (N, D)
-        return array[None]
-    if name == "cls" and array.ndim == 1:  # CLIP's class_embedding (D,)
-        return array[None, None]
-    return array.T if array.ndim == 2 and name.endswith("/kernel") else array
-
-
 def _patch_linear(key, array, path):
     """SigLIP2's ``nn.Linear(C * P * P, D)`` over patches flattened as ``(P, P, C)`` (``convert_image_to_patches``)."""
     width, inputs = array.shape
@@ -256,17 +232,6 @@ def _patch_linear(key, array, path):
     if 3 * side * side != inputs:
         raise CheckpointError(f"Checkpoint {path!r}: {key!r} has shape {array.shape}, expected (D, 3 * P * P).")
     return array.reshape(width, side, side, 3).transpose(1, 2, 3, 0)
-
-
-def _split_in_proj(key, name, array, path):
-    """``nn.MultiheadAttention``'s ``in_proj_weight`` ``(3D, D)`` / ``in_proj_bias`` ``(3D,)``: query, key, value."""
-    if array.shape[0] % 3 or (array.ndim == 2 and array.shape[0] != 3 * array.shape[1]):
-        raise CheckpointError(f"Checkpoint {path!r}: {key!r} has shape {array.shape}, expected [query; key; value] (3D, ...).")
-    width, kind = array.shape[0] // 3, name.rpartition("/")[2]
-    return {
-        name.replace("/qkv/", f"/{part}/"): (piece.T if kind == "kernel" else piece)
-        for part, piece in zip(("query", "key", "value"), (array[i * width:(i + 1) * width] for i in range(3)))
-    }
 
 
 def _skipped(key, layout):
@@ -302,10 +267,8 @@ def to_original(tensors, path, layout_name, notes=None):
             count, _ = skipped.get(found[0], (0, found[1]))
             skipped[found[0]] = (count + 1, found[1])
             continue
-        short = key[len(prefix):] if key.startswith(prefix) else None
+        short = key[len(prefix):] if key.startswith(prefix) else (key if layout.bare else None)
         match = layer.match(short) if short is not None else None
-        if match is None and layout.bare_layers:
-            match = layer.match(key)
         if key in layout.whole:
             name = layout.whole[key]
         elif short in layout.top:
@@ -315,10 +278,14 @@ def to_original(tensors, path, layout_name, notes=None):
         else:
             unknown.append(key)
             continue
-        parts = _split_in_proj(key, name, array, path) if "/qkv/" in name else {name: _reshape(key, name, array, path)}
+        if name == "embedding/kernel" and array.ndim == 2:
+            parts = {name: _patch_linear(key, array, path)}
+        else:
+            parts = torch_tensors(key, name, array, path)
         for part, value in parts.items():
             if part in origin:
-                raise CheckpointError(f"Checkpoint {path!r}: keys {origin[part]!r} and {key!r} are both {part!r}; keep one.")
+                first, second = sorted((origin[part], key))
+                raise CheckpointError(f"Checkpoint {path!r}: keys {first!r} and {second!r} are both {part!r}; keep one.")
             out[part], origin[part] = value, key
     if "embedding/kernel" in out:
         for name in layout.zeros:
