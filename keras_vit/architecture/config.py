@@ -104,7 +104,7 @@ class ViTConfig:
     ``Dinov2ForImageClassification`` classifier); ``"gap"`` averages the patch
     tokens only (class and register tokens left out, as timm does).
 
-    Positions by rotation (RoPE-ViT, Heo et al. 2024; timm's ``vit_*_patch16_rope_*`` in ``eva.py``):
+    Positions by rotation (RoPE-ViT, Heo et al. 2024, arXiv:2403.13298; timm's ``vit_*_patch16_rope_*`` in ``eva.py``):
 
     Attributes:
         rope: None, ``"axial"`` (fixed frequencies per axis, timm's ``rope_type='cat'``) or ``"mixed"`` (learnable
