@@ -32,3 +32,12 @@ def test_rope_model_exports_whole_to_the_gpu_delegate(kind, table, tmp_path):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.max(np.abs(want)))
     delegate = gpu_delegate_report(path)
     assert delegate.whole, delegate.line()
+
+
+def test_a_keras_hub_preset_cannot_express_rope():
+    from keras_vit.export.keras_hub import unsupported
+
+    config = keras_vit.ViTConfig(image_size=32, patch_size=8, hidden_size=32, num_layers=1, num_heads=2, mlp_dim=64,
+                                 rope="mixed", position_embedding=False)
+    assert unsupported(config) == ["rope='mixed': rotary position embeddings (RoPE) in the attention",
+                                   "position_embedding=False: no learned position embeddings"]
