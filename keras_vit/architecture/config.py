@@ -103,6 +103,19 @@ class ViTConfig:
     token and the mean of the patch tokens side by side, ``2 * hidden_size`` wide: the input of transformers'
     ``Dinov2ForImageClassification`` classifier); ``"gap"`` averages the patch
     tokens only (class and register tokens left out, as timm does).
+
+    Positions by rotation (RoPE-ViT, Heo et al. 2024, arXiv:2403.13298; timm's ``vit_*_patch16_rope_*`` in ``eva.py``):
+
+    Attributes:
+        rope: None, ``"axial"`` (fixed frequencies per axis, timm's ``rope_type='cat'``) or ``"mixed"`` (learnable
+            frequencies per layer and head, ``(2, heads, head_dim / 2)`` in each layer): 2-D rotary position
+            embeddings of every attention's queries and keys (the prefix tokens unrotated,
+            :mod:`keras_vit.layers.rope`). Needs a fixed ``image_size`` and a head width divisible by 4.
+        rope_temperature: the frequencies' base (the mixed ones' at initialisation); None: RoPE-ViT's, 100 axial
+            and 10 mixed.
+        rope_grid_indexing: ``"xy"`` (a patch's first coordinate is its column: RoPE-ViT's) or ``"ij"`` (its row).
+        rope_grid_offset: added to the patch coordinates (axial only; timm's ``rope_grid_offset``).
+        position_embedding: learned absolute position embeddings; False: none (RoPE-ViT's models without ``_ape``).
     """
 
     image_size: tuple | int | None = 224
@@ -143,6 +156,11 @@ class ViTConfig:
     input_std: tuple = (0.5, 0.5, 0.5)
     position_resampling: str = "linear_aligned"
     crop_remainder: bool = False
+    rope: str | None = None
+    rope_temperature: float | None = None
+    rope_grid_indexing: str = "xy"
+    rope_grid_offset: float = 0.0
+    position_embedding: bool = True
 
     def __post_init__(self):
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731  (a frozen dataclass)

@@ -9,6 +9,7 @@ together, so an impossible combination is refused by name before anything is bui
 import math
 import numbers
 
+from keras_vit.layers import rope as rope_lib
 from keras_vit.layers.kernels import ACTIVATIONS
 from keras_vit.layers.resampling import RESAMPLING_METHODS
 from keras_vit.layers.transformer import MLP_TYPES
@@ -29,7 +30,11 @@ PAPER = {
     "input_mean": (0.5, 0.5, 0.5),
     "input_std": (0.5, 0.5, 0.5),
     "position_resampling": "linear_aligned",
+    "rope": None,
+    "position_embedding": True,
 }
+# the RoPE fields' values without RoPE (each is read only with one)
+ROPE_DEFAULTS = {"rope_temperature": None, "rope_grid_indexing": "xy", "rope_grid_offset": 0.0}
 
 
 # "map" and "token_gap_concat" are the family's; keras.applications' "avg", "max" and "feature_map" read no
@@ -86,7 +91,47 @@ def validate(config, set_):
         )
     for name in ("input_mean", "input_std"):
         set_(name, _channels(getattr(config, name), name, positive=name == "input_std"))
+    _check_rope(config, set_)
     _check_combinations(config)
+
+
+def _check_rope(config, set_):
+    """The RoPE fields checked and normalised (``rope_temperature`` None: RoPE-ViT's for the kind)."""
+    if not isinstance(config.position_embedding, (bool, numbers.Integral)):
+        raise ValueError(f"`position_embedding` must be a bool. Received: position_embedding={config.position_embedding!r}")
+    set_("position_embedding", bool(config.position_embedding))
+    if config.rope is None:
+        for name, default in ROPE_DEFAULTS.items():
+            if getattr(config, name) != default:
+                raise ValueError(f"`{name}` is read only with rope='axial' or 'mixed'. Received: rope=None, {name}={getattr(config, name)!r}")
+        return
+    if config.rope not in rope_lib.KINDS:
+        raise ValueError(f"Unknown `rope`: expected None or one of {rope_lib.KINDS}. Received: rope={config.rope!r}")
+    temperature = config.rope_temperature
+    if temperature is None:
+        temperature = rope_lib.DEFAULT_TEMPERATURE[config.rope]
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) or not (math.isfinite(temperature) and temperature > 0):
+        raise ValueError(f"`rope_temperature` must be a positive number or None. Received: rope_temperature={temperature!r}")
+    set_("rope_temperature", float(temperature))
+    if config.rope_grid_indexing not in rope_lib.GRID_INDEXINGS:
+        raise ValueError(f"Unknown `rope_grid_indexing`: expected one of {rope_lib.GRID_INDEXINGS}. "
+                         f"Received: rope_grid_indexing={config.rope_grid_indexing!r}")
+    offset = config.rope_grid_offset
+    if isinstance(offset, bool) or not isinstance(offset, numbers.Real) or not math.isfinite(offset):
+        raise ValueError(f"`rope_grid_offset` must be a finite number. Received: rope_grid_offset={offset!r}")
+    set_("rope_grid_offset", float(offset))
+    refuse = []
+    head_dim = config.hidden_size // config.num_heads
+    if head_dim % 4:
+        refuse.append(f"2-D RoPE rotates pairs of channels on two axes: the head width hidden_size / num_heads = {head_dim} "
+                      "must be a multiple of 4")
+    if config.image_size is None:
+        refuse.append("RoPE's angles are built for the model's patch grid: image_size=None (a grid known only when the "
+                      "model runs) is not supported with rope; build a fixed image_size (resize_model changes it)")
+    if config.rope == "mixed" and config.rope_grid_offset:
+        refuse.append(f"rope='mixed' (timm's RotaryEmbeddingMixed) has no grid offset. Received: rope_grid_offset={offset!r}")
+    if refuse:
+        raise ValueError("Impossible ViTConfig: " + "; ".join(refuse))
 
 
 def _check_combinations(config):

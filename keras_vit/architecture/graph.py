@@ -73,6 +73,7 @@ def embed(x, config):
         num_register_tokens=config.num_register_tokens,
         prefix_positions=config.prefix_positions,
         resampling=config.position_resampling,
+        position_embedding=config.position_embedding,
         name="patch_encoder",
     )(patches)
     if config.pre_norm:
@@ -83,8 +84,14 @@ def embed(x, config):
 def encoder(x, config):
     """``num_layers`` blocks (``transformer_block_{i}``) and the final norm.
 
-    Stochastic depth grows linearly with depth from 0 to ``drop_path_rate``.
+    Stochastic depth grows linearly with depth from 0 to ``drop_path_rate``; RoPE (``config.rope``) rotates the
+    queries and keys of every block on the model's patch grid.
     """
+    rope = None
+    if config.rope is not None:
+        rope = dict(kind=config.rope, grid=config.grid_for(config.image_size), temperature=config.rope_temperature,
+                    grid_indexing=config.rope_grid_indexing, grid_offset=config.rope_grid_offset,
+                    num_prefix_tokens=config.num_prefix_tokens)
     for i in range(config.num_layers):
         x = TransformerBlock(
             num_heads=config.num_heads,
@@ -97,6 +104,7 @@ def encoder(x, config):
             activation=config.mlp_activation,
             mlp_type=config.mlp_type,
             qkv_bias=config.qkv_bias,
+            rope=rope,
             name=f"transformer_block_{i}",
         )(x)
     if not config.final_norm:

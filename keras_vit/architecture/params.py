@@ -106,7 +106,8 @@ def count_config_params(config):
     """Count the parameters of the model a :class:`~keras_vit.architecture.config.ViTConfig` describes, without building it.
 
     Every family switch is counted (tokens, LayerScale, gated MLPs, qkv bias, extra norms, attention
-    pooling, projection, DeiT's second head); the tests compare the count with built models.
+    pooling, projection, DeiT's second head, RoPE-Mixed's frequencies, no position table); the tests compare the
+    count with built models.
 
     Example:
     >>> from keras_vit.architecture.config import ViTConfig
@@ -125,11 +126,12 @@ def count_config_params(config):
     ph, pw = config.patch_size
     embed = ph * pw * channels * d + d
     embed += d * (int(config.class_token) + int(config.distillation_token) + config.num_register_tokens)
-    embed += (config.num_patches + config.num_position_prefix) * d
+    embed += (config.num_patches + config.num_position_prefix) * d if config.position_embedding else 0
     glu = 2 if config.mlp_type == "glu" else 1
     mlp = d * m * glu + m * glu + m * d + d
     block = 4 * d + 3 * d * d + (3 * d if config.qkv_bias else 0) + d * d + d + mlp
     block += 2 * d if config.layer_scale_init is not None else 0
+    block += d if config.rope == "mixed" else 0  # RoPE-Mixed's frequencies: (2, heads, head_dim / 2) per layer
     total = stem + embed + config.num_layers * block
     total += 2 * d * (int(config.pre_norm) + int(config.final_norm) + int(config.fc_norm))
     if config.pooling == "map":  # probe, query, key/value, output, LayerNorm, MLP

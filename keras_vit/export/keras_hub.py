@@ -46,6 +46,8 @@ _SWITCHES = (
     ("final_norm", True, "no LayerNorm after the blocks"),
     ("fc_norm", False, "a LayerNorm after pooling"),
     ("projection_dim", None, "a projection of the pooled vector"),
+    ("rope", None, "rotary position embeddings (RoPE) in the attention"),
+    ("position_embedding", True, "no learned position embeddings"),
 )
 
 

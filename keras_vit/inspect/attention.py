@@ -281,6 +281,9 @@ def position_embedding_similarity(model):
     """
     encoder = _patch_encoder(model)
     gh, gw = config_of(model).grid
+    if not config_of(model).position_embedding:
+        raise ValueError(f"Model {model.name!r} has no learned position embeddings (position_embedding=False: its "
+                         f"positions are rope={config_of(model).rope!r} in the attention), so there is no similarity to show.")
     posemb = np.asarray(encoder.position_embedding, dtype="float64")[0]
     if posemb.shape[0] != gh * gw + encoder.num_position_prefix:
         raise ValueError(

@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_vit.layers import formulation, kernels, sequence_padding
+from keras_vit.layers import rope as rope_lib
 from keras_vit.layers.checks import PACKAGE as _PACKAGE, check_rate, positive_int
 from keras_vit.layers.policies import SublayerPolicies
 
@@ -70,6 +71,10 @@ class SelfAttention(SublayerPolicies, keras.layers.Layer):
             ``"always"`` (pad and mask on any device: the padded path the tests
             check on CPU) or ``"never"``; ``"auto"`` follows
             ``sequence_padding.attention_padding(...)``. Saved only when not ``"auto"``.
+        rope: None, or 2-D rotary position embeddings of the queries and keys (:mod:`keras_vit.layers.rope`):
+            ``{"kind": "axial" | "mixed", "grid": (rows, cols), "temperature", "grid_indexing", "grid_offset",
+            "num_prefix_tokens"}``; the tokens must be the prefix and the ``rows * cols`` patches. ``"mixed"``
+            adds the weight ``rope_frequencies`` ``(2, heads, key_dim / 2)``. Saved only when set.
         **kwargs: base layer arguments (``name``, ``dtype``, ...).
 
     Call arguments:
@@ -107,10 +112,12 @@ class SelfAttention(SublayerPolicies, keras.layers.Layer):
         bias_constraint=None,
         seed=None,
         attention_padding="auto",
+        rope=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.attention_padding = sequence_padding.check_mode(attention_padding)
+        self.rope = rope_lib.check_spec(rope)
         self.num_heads = positive_int(num_heads, "num_heads")
         self.key_dim = positive_int(key_dim, "key_dim")
         self.dropout = check_rate(dropout, "dropout")
@@ -164,6 +171,54 @@ class SelfAttention(SublayerPolicies, keras.layers.Layer):
         for projection in (self.query_dense, self.key_dense, self.value_dense):
             projection.build(input_shape)
         self.output_dense.build(tuple(input_shape[:2]) + heads)
+        if self.rope is not None:
+            self._build_rope(input_shape)
+
+    def _build_rope(self, input_shape):
+        spec = self.rope
+        tokens = spec["num_prefix_tokens"] + spec["grid"][0] * spec["grid"][1]
+        if self.key_dim % 4:
+            raise ValueError(f"2-D RoPE rotates each head in two halves of pairs: key_dim must be a multiple of 4. Received: key_dim={self.key_dim}")
+        if input_shape[1] is not None and input_shape[1] != tokens:
+            raise ValueError(
+                f"RoPE on a {spec['grid'][0]} x {spec['grid'][1]} grid with {spec['num_prefix_tokens']} prefix tokens "
+                f"needs {tokens} tokens. Received: input_shape={tuple(input_shape)}"
+            )
+        if spec["kind"] == "mixed":
+            self.rope_frequencies = self.add_weight(
+                shape=(2, self.num_heads, self.key_dim // 2), initializer=rope_lib.mixed_initializer(spec["temperature"]),
+                name="rope_frequencies", autocast=False,
+            )
+        else:
+            self._axial_tables = rope_lib.axial_tables(spec, self.key_dim)
+
+    def _rope_tables(self, heads_first):
+        """``(cos, sin)`` in the compute dtype, broadcasting against ``(B, heads, N, hd / 2)`` (``heads_first``) or
+        ``(B, N, heads, hd / 2)``."""
+        if self.rope["kind"] == "axial":
+            cos, sin = (ops.convert_to_tensor(t) for t in self._axial_tables)  # (N, hd / 2)
+            if not heads_first:
+                cos, sin = ops.expand_dims(cos, 1), ops.expand_dims(sin, 1)
+        else:
+            cos, sin = rope_lib.mixed_tables(self.rope, self.rope_frequencies)  # (heads, N, hd / 2)
+            if not heads_first:
+                cos, sin = ops.transpose(cos, (1, 0, 2)), ops.transpose(sin, (1, 0, 2))
+        return ops.cast(cos, self.compute_dtype), ops.cast(sin, self.compute_dtype)
+
+    def _rotate(self, query, key, heads_first):
+        """The de-interleaved ``query`` and ``key`` rotated (unchanged without RoPE)."""
+        if self.rope is None:
+            return query, key
+        cos, sin = self._rope_tables(heads_first)
+        return rope_lib.rotate(query, cos, sin), rope_lib.rotate(key, cos, sin)
+
+    def _separate_projections(self, x):
+        """The query, key and value ``(B, N, heads, head_dim)`` each from its own layer (quantized), the query and
+        key de-interleaved for RoPE."""
+        query, key, value = (d(x) for d in self._projections())
+        if self.rope is not None:
+            query, key = rope_lib.deinterleave(query), rope_lib.deinterleave(key)
+        return query, key, value
 
     def _projections(self):
         return self.query_dense, self.key_dense, self.value_dense
@@ -172,10 +227,18 @@ class SelfAttention(SublayerPolicies, keras.layers.Layer):
         """``(B, N, 3 * heads * head_dim)``: the queries, keys and values from one ``(D, 3 * heads * head_dim)`` GEMM."""
         dtype = self.compute_dtype
         width = self.num_heads * self.key_dim
-        kernel = ops.concatenate([ops.reshape(ops.cast(d.kernel, dtype), (-1, width)) for d in self._projections()], axis=1)
+        order = [None, None, None]  # with RoPE, the query and key heads' channels de-interleaved in the kernel itself
+        if self.rope is not None:
+            order[0] = order[1] = ops.convert_to_tensor(rope_lib.deinterleave_permutation(self.key_dim).astype("int32"))
+
+        def part(weight, i):
+            weight = ops.cast(weight, dtype)
+            return weight if order[i] is None else ops.take(weight, order[i], axis=len(weight.shape) - 1)
+
+        kernel = ops.concatenate([ops.reshape(part(d.kernel, i), (-1, width)) for i, d in enumerate(self._projections())], axis=1)
         bias = None
         if self.qkv_bias:
-            bias = ops.concatenate([ops.reshape(ops.cast(d.bias, dtype), (width,)) for d in self._projections()], axis=0)
+            bias = ops.concatenate([ops.reshape(part(d.bias, i), (width,)) for i, d in enumerate(self._projections())], axis=0)
         return kernels.matmul_bias(x, kernel, bias)
 
     def _fused_qkv(self, x):
@@ -206,11 +269,14 @@ class SelfAttention(SublayerPolicies, keras.layers.Layer):
         if plain:
             query, key, value = ops.split(self._fused_qkv_matmul(x), 3, axis=-1)  # (B, N, heads * head_dim) each
         else:
-            query, key, value = (d(x) for d in self._projections())  # (B, N, heads, head_dim) each
+            query, key, value = self._separate_projections(x)  # (B, N, heads, head_dim) each
 
         def heads_first(t, perm):
             return ops.transpose(ops.reshape(t, (batch, tokens, heads, head_dim)), perm)
 
+        if self.rope is not None:  # rotated as (B, N, heads, hd): k goes straight to (B, heads, hd, N) after
+            query, key = self._rotate(ops.reshape(query, (batch, tokens, heads, head_dim)),
+                                      ops.reshape(key, (batch, tokens, heads, head_dim)), heads_first=False)
         query = heads_first(query, (0, 2, 1, 3)) * ops.cast(1.0 / math.sqrt(head_dim), dtype)  # (B, heads, N, hd)
         scores = ops.matmul(query, heads_first(key, (0, 2, 3, 1)))  # (B, heads, N, N)
         weights = kernels.softmax(scores, dtype)
@@ -231,7 +297,7 @@ class SelfAttention(SublayerPolicies, keras.layers.Layer):
             qkv = self._fused_qkv(x)  # (B, N, 3, heads, head_dim)
         else:
             # after model.quantize(): the quantized EinsumDense layers compute the projections themselves
-            qkv = ops.stack([d(x) for d in self._projections()], axis=2)
+            qkv = ops.stack(list(self._separate_projections(x)), axis=2)
         use_dropout = self.dropout > 0.0 and training
         # unstack, not qkv[0]/qkv[1]/qkv[2]: the gradient of each index (StridedSliceGrad) writes a
         # zero tensor of qkv's full size, a large share of a training step (docs/performance.md)
@@ -240,14 +306,17 @@ class SelfAttention(SublayerPolicies, keras.layers.Layer):
         padding = sequence_padding.plan(self.attention_padding, x.shape[1], head_dim, dtype, fused)
         if padding is not None:
             # cuDNN's fused attention at any token count (training included); "always" on any device
-            out = sequence_padding.attend(*ops.unstack(qkv, num=3, axis=2), scale, padding)
+            query, key, value = ops.unstack(qkv, num=3, axis=2)
+            out = sequence_padding.attend(*self._rotate(query, key, heads_first=False), value, scale, padding)
             weights = None
         elif keras.backend.backend() in ("jax", "torch") and fused:
             query, key, value = ops.unstack(qkv, num=3, axis=2)
+            query, key = self._rotate(query, key, heads_first=False)
             out = ops.dot_product_attention(query, key, value, scale=scale)
             weights = None
         else:
             query, key, value = ops.unstack(ops.transpose(qkv, (2, 0, 3, 1, 4)), num=3, axis=0)  # (B, heads, N, hd)
+            query, key = self._rotate(query, key, heads_first=True)
             query = query * ops.cast(scale, dtype)
             scores = kernels.matmul_transposed(query, key)  # (B, heads, N, N)
             weights = kernels.softmax(scores, dtype)
@@ -284,6 +353,8 @@ class SelfAttention(SublayerPolicies, keras.layers.Layer):
         )
         if self.attention_padding != "auto":  # configs (and .keras files) of the default stay as they were
             config["attention_padding"] = self.attention_padding
+        if self.rope is not None:
+            config["rope"] = dict(self.rope, grid=list(self.rope["grid"]))
         return config
 
     @classmethod

@@ -49,6 +49,8 @@ class PatchEncoder(SublayerPolicies, keras.layers.Layer):
         prefix_positions: the class and distillation tokens have position embeddings.
         resampling: the rule of :mod:`keras_vit.layers.resampling` for another grid
             (``"linear_aligned"``, the paper's; timm's and transformers' bicubic ones).
+        position_embedding: learned position embeddings (False: none, as RoPE-ViT's models without
+            ``_ape``, whose positions are the attention's rotary embeddings). Saved only when False.
 
     Call arguments:
         patches: ``(batch, N, P*P*C)``, or ``(batch, rows, cols, P*P*C)``.
@@ -77,9 +79,11 @@ class PatchEncoder(SublayerPolicies, keras.layers.Layer):
         num_register_tokens=0,
         prefix_positions=True,
         resampling="linear_aligned",
+        position_embedding=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.has_position_embedding = bool(position_embedding)
         self.num_patches = positive_int(num_patches, "num_patches")
         self.hidden_size = positive_int(hidden_size, "hidden_size")
         self.class_token = bool(class_token)
@@ -159,6 +163,9 @@ class PatchEncoder(SublayerPolicies, keras.layers.Layer):
                 initializer=keras.initializers.RandomNormal(stddev=1e-6),
                 name="register_tokens",
             )
+        if not self.has_position_embedding:
+            self.position_embedding = None
+            return
         self.position_embedding = self.add_weight(
             shape=(1, self.num_patches + self.num_position_prefix, self.hidden_size),
             initializer=keras.initializers.RandomNormal(stddev=0.02),
@@ -185,7 +192,7 @@ class PatchEncoder(SublayerPolicies, keras.layers.Layer):
         position = self.position_embedding
         if len(patches.shape) == 4:
             shape = ops.shape(patches)
-            position = self.position_embedding_for((shape[1], shape[2]))
+            position = self.position_embedding_for((shape[1], shape[2])) if self.has_position_embedding else None
             patches = ops.reshape(patches, (shape[0], shape[1] * shape[2], patches.shape[-1]))
         x = kernels.dense(patches, self.projection)
         batch = ops.shape(x)[0]
@@ -196,7 +203,9 @@ class PatchEncoder(SublayerPolicies, keras.layers.Layer):
         if self.num_register_tokens:
             shape = (batch, self.num_register_tokens, self.hidden_size)
             registers = [ops.broadcast_to(ops.cast(self.registers, x.dtype), shape)]
-        if self.prefix_positions:
+        if position is None:  # no learned positions (RoPE in the attention)
+            x = ops.concatenate(prefix + registers + [x], axis=1) if prefix or registers else x
+        elif self.prefix_positions:
             x = ops.concatenate(prefix + [x], axis=1) if prefix else x
             x = x + ops.cast(position, x.dtype)
             if registers:  # after the class (and distillation) token, as DINOv2 inserts them
@@ -229,4 +238,6 @@ class PatchEncoder(SublayerPolicies, keras.layers.Layer):
                 "resampling": self.resampling,
             }
         )
+        if not self.has_position_embedding:
+            config["position_embedding"] = False
         return config

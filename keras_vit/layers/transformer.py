@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_vit.layers import formulation, kernels
+from keras_vit.layers import rope as rope_lib
 from keras_vit.layers.attention import SelfAttention, attention_output_spec
 from keras_vit.layers.checks import LAYER_NORM_EPSILON, PACKAGE as _PACKAGE, built_when_created, check_rate, positive_int
 from keras_vit.layers.policies import SublayerPolicies
@@ -122,6 +123,8 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
         activation: the MLP's activation, one of ``kernels.ACTIVATIONS`` (exact ``"gelu"`` in the paper).
         mlp_type: ``"mlp"`` or ``"glu"``.
         qkv_bias: biases on the query, key and value projections.
+        rope: None, or the attention's rotary position embeddings (``SelfAttention``'s ``rope``: RoPE-ViT's
+            axial or mixed 2-D RoPE, :mod:`keras_vit.layers.rope`).
 
     Call arguments:
         x: ``(batch, tokens, D)``.
@@ -154,9 +157,11 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
         activation="gelu",
         mlp_type="mlp",
         qkv_bias=True,
+        rope=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.rope = rope_lib.check_spec(rope)
         if activation not in kernels.ACTIVATIONS:
             raise ValueError(f"Unknown MLP activation: expected one of {kernels.ACTIVATIONS}. Received: activation={activation!r}")
         if mlp_type not in MLP_TYPES:
@@ -208,6 +213,7 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
             dropout=self.attention_dropout,
             qkv_bias=self.qkv_bias,
             kernel_initializer="glorot_uniform",
+            rope=self.rope,
             dtype=policy,
             name="attention",
         )
@@ -278,6 +284,8 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
                 "qkv_bias": self.qkv_bias,
             }
         )
+        if self.rope is not None:  # configs (and .keras files) without RoPE stay as they were
+            config["rope"] = dict(self.rope, grid=list(self.rope["grid"]))
         return config
 
 

@@ -66,9 +66,15 @@ def infer(info, source=None, known_heads=None):
     arch["num_heads"] = heads
 
     class_token = arch["class_token"]
-    posemb = _shape(shapes, POSEMB_KEY, 3, source, "(1, tokens, D)")
-    positions = int(posemb[1]) - ((int(class_token) + int(arch["distillation_token"])) if arch["prefix_positions"] else 0)
-    grid = _grid(positions, info.grid, source)
+    if arch["position_embedding"] or POSEMB_KEY in shapes:
+        posemb = _shape(shapes, POSEMB_KEY, 3, source, "(1, tokens, D)")
+        positions = int(posemb[1]) - ((int(class_token) + int(arch["distillation_token"])) if arch["prefix_positions"] else 0)
+        grid = _grid(positions, info.grid, source)
+    elif info.grid is not None:  # no position table (RoPE-ViT): the grid of the image size the file states
+        grid = tuple(int(n) for n in info.grid)
+    else:
+        raise CheckpointError(f"{source!r} has no position embeddings and no config stating its image size: the image "
+                              "size cannot be read from the file. Give it the config.json it was saved with.")
     stride = 1
     if "conv_root/kernel" in shapes:  # a hybrid: ResNet-v2 root and stages before the patches
         arch["block_units"] = block_units_of(shapes)
@@ -111,6 +117,7 @@ def _grid(positions, declared, source):
 FAMILY = (
     "class_token", "distillation_token", "num_register_tokens", "prefix_positions", "layer_scale_init",
     "mlp_activation", "mlp_type", "qkv_bias", "pre_norm", "final_norm", "fc_norm", "projection_dim",
+    "rope", "rope_temperature", "rope_grid_indexing", "rope_grid_offset", "position_embedding",
 )
 
 
@@ -144,6 +151,10 @@ def family_of(info):
         "final_norm": "Transformer/encoder_norm/scale" in shapes,
         "fc_norm": "fc_norm/scale" in shapes,
         "projection_dim": int(projection[-1]) if projection else None,
+        # RoPE-Mixed's frequencies show in the weights; axial RoPE and its settings only where a file declares them
+        "rope": "mixed" if block + "MultiHeadDotProductAttention_1/rope_frequencies" in shapes else None,
+        "rope_temperature": None, "rope_grid_indexing": "xy", "rope_grid_offset": 0.0,
+        "position_embedding": POSEMB_KEY in shapes,
     }
     return {field: declared[field].value if field in declared else value for field, value in seen.items()}
 

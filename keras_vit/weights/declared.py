@@ -32,7 +32,7 @@ ADOPTED = ("layer_norm_epsilon", "mlp_activation", "resnet_norms")
 # the paper's attention and MLP, for a config object without these fields (a ViTConfig has both)
 FIXED = {"mlp_activation": "gelu", "qkv_bias": True}
 # fields whose None is a value (no LayerScale, no projection), compared like any other
-NULLABLE = ("layer_scale_init", "projection_dim")
+NULLABLE = ("layer_scale_init", "projection_dim", "rope")
 _WHY = {
     "resnet_norms": " (the hybrid's weight-standardisation and GroupNorm epsilons; unset, a builder takes the file's)",
     "mlp_activation": " (keras_vit's MLP activations: gelu, gelu_tanh, quick_gelu, silu; unset, a builder takes the file's)",

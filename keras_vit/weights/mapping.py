@@ -36,6 +36,8 @@ BLOCK_KEYS = {
 # the ViT family's parts (keras_vit's canonical keys; big_vision's names where big_vision has the part):
 # inside encoder block i, LayerScale of the attention and MLP branches
 LAYER_SCALE_KEYS = {"LayerScale_1/gamma": "layer_scale_1/gamma", "LayerScale_3/gamma": "layer_scale_2/gamma"}
+# inside encoder block i, RoPE-Mixed's learnable frequencies (2, heads, head_dim / 2) (keras_vit's canonical key)
+ROPE_KEYS = {"MultiHeadDotProductAttention_1/rope_frequencies": "attention/rope_frequencies"}
 # top level: checkpoint key -> weight path (each present only where the model's config has the part)
 FAMILY_KEYS = {
     "dist": "patch_encoder/distillation_token",
@@ -147,10 +149,13 @@ def vit_targets(model):
     }
     if config.class_token:
         targets["cls"] = _target(weights, "patch_encoder/class_token", model)
-    targets[POSEMB_KEY] = _target(weights, "patch_encoder/position_embedding", model)
+    if config.position_embedding:
+        targets[POSEMB_KEY] = _target(weights, "patch_encoder/position_embedding", model)
     block_keys = {key: path for key, path in BLOCK_KEYS.items() if config.qkv_bias or not _is_qkv_bias(key)}
     if config.layer_scale_init is not None:
         block_keys.update(LAYER_SCALE_KEYS)
+    if config.rope == "mixed":
+        block_keys.update(ROPE_KEYS)
     for i in range(config.num_layers):
         for key, path in block_keys.items():
             targets[f"Transformer/encoderblock_{i}/{key}"] = _target(weights, f"transformer_block_{i}/{path}", model)

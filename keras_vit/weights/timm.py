@@ -16,7 +16,7 @@ import numpy as np
 
 from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
-from keras_vit.weights import timm_config, timm_hybrid
+from keras_vit.weights import timm_config, timm_eva, timm_hybrid
 from keras_vit.weights.conventions import finish, linear, norm, torch_tensors
 from keras_vit.weights.declared import activation, declare
 from keras_vit.weights.mapping import POSEMB_KEY
@@ -52,7 +52,8 @@ _UNSUPPORTED = {
     r"\.attn\.norm\.": "a norm inside attention (scale_attn_norm)",
     r"\.mlp\.norm\.": "a norm inside the MLP (scale_mlp_norm)",
     r"^patch_embed\.norm\.": "a normalised patch embedding (embed_norm_layer)",
-    r"rope|freqs": "rotary position embeddings (RoPE: EVA-02, DINOv3, timm's *_rope_* models)",
+    r"rope|freqs": "rotary position embeddings other than RoPE-ViT's registered ones (EVA-02, DINOv3; a mixed RoPE "
+                   "file needs the config.json naming its architecture)",
     r"\.mlp\.fc1_[gx]\.": "an unpacked SwiGLU MLP (fc1_g / fc1_x; keras_vit reads timm's SwiGLUPacked)",
     r"^attn_pool\.pos_embed$": "position embeddings in the attention pooling",
 }
@@ -88,6 +89,7 @@ class Conversion(NamedTuple):
 
     head_is_projection: bool = False
     pre_norm: bool = False
+    mixed_rope: bool = False  # RoPE-ViT's rope.freqs, split by block (keras_vit.weights.timm_eva)
 
 
 def to_original(tensors, path="<arrays>", conversion=None):
@@ -112,13 +114,14 @@ def to_original(tensors, path="<arrays>", conversion=None):
     >>> out["embedding/kernel"].shape, out["Transformer/encoderblock_0/MultiHeadDotProductAttention_1/query/kernel"].shape
     ((4, 4, 3, 8), (8, 8))
     """
-    refuse_unsupported(tensors, path)
     conversion = conversion or Conversion()
+    refuse_unsupported([k for k in tensors if not (conversion.mixed_rope and k == timm_eva.FREQS)], path)
     out = timm_hybrid.to_original(tensors, path)  # a hybrid's backbone (patch_embed.backbone.*), else nothing
+    out.update(timm_eva.to_original(tensors, path) if conversion.mixed_rope else {})
     unknown = []
     for key, array in tensors.items():
         block = _BLOCK.match(key)
-        if key.startswith(timm_hybrid.PREFIX):
+        if key.startswith(timm_hybrid.PREFIX) or (conversion.mixed_rope and key == timm_eva.FREQS):
             continue
         if conversion.head_is_projection and key in ("head.weight", "head.bias"):
             name = "projection/kernel" if key == "head.weight" else None  # CLIP's bias-free proj: the zero bias dropped
@@ -202,6 +205,7 @@ def _declared(resolved, pretrained, expected, path, weights, tensors, labelled=F
         "layer_norm_epsilon": timm_config.epsilon_of(resolved, seen, path, weights),
         "prefix_positions": timm_config.prefix_positions(resolved, seen, shapes, sizes[0] if sizes else None, weights),
         "pooling": timm_config.pooling_of(resolved, seen, path),
+        **timm_eva.declared(resolved, shapes),  # RoPE-ViT's rotary and absolute positions
     }
     # a head whose classes config.json names is a classifier, even with an all-zero bias (a fine-tuned CLIP tower)
     projection = timm_config.head_is_projection(seen, tensors) and not labelled
@@ -216,7 +220,8 @@ def _declared(resolved, pretrained, expected, path, weights, tensors, labelled=F
     if seen["pre_norm"][0] and "patch_embed.proj.bias" not in shapes:
         notes.append("embedding/bias: zeros: timm's pre-norm models have no patch-embedding bias (PatchEmbed(bias=not pre_norm)); exact")
     record = timm_config.record(resolved, seen, extra, path, weights)
-    return record, Conversion(bool(projection), bool(seen["pre_norm"][0])), notes
+    mixed = record.get("rope") is not None and record["rope"].value == "mixed"
+    return record, Conversion(bool(projection), bool(seen["pre_norm"][0]), mixed), notes
 
 
 def _expected(config, args, pretrained, resolved, path):

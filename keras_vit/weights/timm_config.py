@@ -17,6 +17,7 @@ from keras_vit.errors import CheckpointError
 from keras_vit.layers.kernels import ACTIVATIONS as MLP_ACTIVATIONS
 from keras_vit.weights import config as config_lib
 from keras_vit.weights import declared as declared_lib
+from keras_vit.weights import timm_eva
 from keras_vit.weights.declared import declare
 from keras_vit.weights.timm_models import DEFAULTS, NEUTRAL, lacking, registered, registration, timm_version
 
@@ -35,7 +36,7 @@ DEFAULT_ONLY_ARGS = {"qk_norm": False, "proj_bias": True, "dynamic_img_pad": Fal
 def _check_model_args(model_args, path):
     """A ``model_args`` entry keras_vit would otherwise ignore while it changes timm's computation is refused by name."""
     for name, value in model_args.items():
-        if name in DEFAULTS or name in NEUTRAL:
+        if name in DEFAULTS or name in NEUTRAL or name in timm_eva.ROPE_ARGS:
             continue
         if name in DEFAULT_ONLY_ARGS:
             if value == DEFAULT_ONLY_ARGS[name] or (name == "attn_layer" and value in ("attn", "Attention")):
@@ -331,5 +332,5 @@ def config_fields(architecture, num_classes=0, projection_dim=None):
         mlp_type="glu" if glu else "mlp", qkv_bias=args["qkv_bias"], pre_norm=args["pre_norm"],
         final_norm=bool(args["final_norm"] and not use_fc_norm), fc_norm=bool(args["final_norm"] and use_fc_norm),
         pooling=POOLING[args["global_pool"]], projection_dim=projection_dim,
-        num_classes=num_classes or 1, include_top=bool(num_classes),
+        num_classes=num_classes or 1, include_top=bool(num_classes), **timm_eva.fields(args),
     )

@@ -18,6 +18,8 @@ import functools
 import json
 import os
 
+from keras_vit.weights import timm_eva
+
 # VisionTransformer.__init__'s defaults for the arguments keras_vit reads (timm's names)
 DEFAULTS = dict(
     patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4.0, qkv_bias=True, class_token=True,
@@ -129,6 +131,11 @@ def _read(architecture):
         return None, ()
     args, lacking = dict(row["args"]), []
     cls = row["model_class"]
+    if cls == "Eva":  # the paper's blocks with RoPE (RoPE-ViT) are read; any other Eva switch is refused below
+        out, why = timm_eva.read(args, table()["classes"][cls])
+        if out is None:
+            return None, (OTHER_CLASSES[cls] + ": " + ", ".join(dict.fromkeys(why)),)
+        args, cls = out, "VisionTransformer"
     if cls in OTHER_CLASSES:
         defaults = table()["classes"][cls]
         switches = [f"{OTHER_SWITCHES[name]} ({name}={value!r})" for name, value in sorted(args.items())
@@ -143,7 +150,7 @@ def _read(architecture):
             out["mlp_layer"] = layer
             if act is not None and "act_layer" not in args:
                 out["act_layer"] = act
-        elif name in DEFAULTS or name in NEUTRAL:
+        elif name in DEFAULTS or name in NEUTRAL or name in timm_eva.ROPE_ARGS:
             out[name] = value
         elif name == "norm_layer":
             eps, why = _norm_eps(value)

@@ -16,6 +16,11 @@ ROWS = {
     "hybrid": dict(image_size=32, stem="resnet", block_units=(1,), width=0.5, patch_size=1, **SMALL),
     "conv_stem": dict(image_size=28, stem="conv", stem_channels=(8, 16), patch_size=2, **SMALL),
     "transformers_epsilon": dict(image_size=32, patch_size=8, layer_norm_epsilon=1e-12, **SMALL),
+    # RoPE-ViT: axial RoPE without a position table, mixed (learnable frequencies per layer) with one
+    "rope_axial": dict(image_size=(32, 48), patch_size=8, rope="axial", position_embedding=False, layer_scale_init=1e-5,
+                       **dict(SMALL, num_heads=2)),
+    "rope_mixed_ape": dict(image_size=32, patch_size=8, rope="mixed", prefix_positions=False, rope_grid_indexing="ij",
+                           **dict(SMALL, num_heads=2)),
 }
 
 

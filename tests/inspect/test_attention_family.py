@@ -115,3 +115,20 @@ def test_attention_of_a_pre_norm_model_starts_after_the_pre_norm():
     _, expected = first(inputs, return_attention_scores=True)
     np.testing.assert_allclose(weights[:, 0], np.asarray(expected), rtol=1e-4, atol=1e-6)
     assert attention.attention_model(model).get_layer("pre_norm") is model.get_layer("pre_norm")
+
+
+def test_rope_models_attention_maps_and_intermediates():
+    """A RoPE model (no position table) gives its attention weights and intermediates; the position-embedding
+    similarity, which it has none of, is refused naming why."""
+    from keras_vit.inspect import features
+
+    model = keras_vit.ViT(image_size=(32, 48), patch_size=8, hidden_size=32, num_layers=2, num_heads=2, mlp_dim=64,
+                          num_classes=3, rope="mixed", position_embedding=False)
+    x = np.random.default_rng(0).uniform(0, 255, (2, 32, 48, 3)).astype("float32")
+    weights = attention.attention_weights(model, x)
+    assert weights.shape == (2, 2, 2, 25, 25)
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+    _, maps = features.forward_intermediates(model, x, indices=[0, 1], output_fmt="NHWC")
+    assert [m.shape for m in maps] == [(2, 4, 6, 32)] * 2
+    with pytest.raises(ValueError, match="no learned position embeddings"):
+        attention.position_embedding_similarity(model)

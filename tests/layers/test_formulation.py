@@ -54,3 +54,22 @@ def test_norms_of_a_model_are_restored_after_the_trace():
         rank4 = keras.ops.convert_to_numpy(model(x))
     assert not any("call" in vars(layer) for layer in model.layers) and not formulation.active()
     np.testing.assert_allclose(rank4, plain, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["axial", "mixed"])
+def test_rope_attention_of_rank_4_and_through_separate_projections(kind):
+    """RoPE (keras_vit.layers.rope) in the TFLite export's graph, and in the path of quantized projections (each
+    projection called, the query and key de-interleaved by strided slices), computes what the fused graph computes."""
+    rope = {"kind": kind, "grid": (2, 3), "num_prefix_tokens": 1, "grid_indexing": "ij"}
+    layer = SelfAttention(num_heads=2, key_dim=8, rope=rope)
+    x = keras.random.normal((2, 7, 16), seed=3)
+    out, weights = layer(x, return_attention_scores=True)
+    with formulation.rank4():
+        out4, weights4 = layer(x, return_attention_scores=True)
+    np.testing.assert_allclose(out4, out, atol=1e-5)
+    np.testing.assert_allclose(weights4, weights, atol=1e-6)
+    separate = layer._rotate(*layer._separate_projections(x)[:2], heads_first=False)
+    fused = keras.ops.split(layer._fused_qkv_matmul(x), 3, axis=-1)[:2]
+    fused = layer._rotate(*(keras.ops.reshape(t, (2, 7, 2, 8)) for t in fused), heads_first=False)
+    for a, b in zip(separate, fused):
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b), atol=1e-5)

@@ -245,3 +245,16 @@ def test_padded_attention_on_jax_equals_unpadded_with_gradients():
         # float32 rounding, relative to each tensor's largest value (measured: below 1e-6)
         assert max(diffs) < 1e-5, (where, diffs)
     assert set(out["models"]) == {"token", "registers", "map"}
+
+
+@pytest.mark.parametrize("kind", ["axial", "mixed"])
+def test_padded_attention_with_rope_equals_unpadded(kind):
+    """RoPE rotates the queries and keys before the padding (the JAX + CUDA path), as in the explicit one."""
+    rope = {"kind": kind, "grid": (3, 5), "num_prefix_tokens": 2}
+    plain = SelfAttention(num_heads=2, key_dim=8, attention_padding="never", rope=rope)
+    padded = SelfAttention(num_heads=2, key_dim=8, attention_padding="always", rope=rope)
+    x = np.random.default_rng(0).normal(size=(2, 17, 16)).astype("float32")
+    plain(x)
+    padded(x)
+    padded.set_weights(plain.get_weights())
+    _close(np.asarray(padded(x)), np.asarray(plain(x)), f"{kind} RoPE output")

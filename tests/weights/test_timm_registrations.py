@@ -47,8 +47,8 @@ def test_every_registration_is_read_or_refused_by_a_named_switch():
 
 @pytest.mark.parametrize("name, switch", [
     ("vit_base_patch16_rpn_224", r"residual post-norm blocks \(block_fn=ResPostBlock\)"),
-    ("vit_base_patch16_rope_ape_224", r"rotary position embeddings \(RoPE\) \(use_rot_pos_emb=True\)"),
-    ("eva02_base_patch14_224", r"an unpacked SwiGLU MLP"),
+    ("vit_base_patch16_rope_reg1_gap_256", r"register tokens \(num_reg_tokens=1\), RoPE on a reference grid"),
+    ("eva02_base_patch14_224", r"a SwiGLU MLP \(swiglu_mlp=True\)"),
     ("aimv2_large_patch14_224", r"RmsNorm"),
     ("naflexvit_base_patch16_gap", r"NaFlex"),
     ("vit_base_resnet50d_224", r"FeatureListNet backbone"),

@@ -1,0 +1,43 @@
+"""A RoPE model (keras_vit.layers.rope) exports to TFLite in the rank-4 formulation: the file computes what Keras
+computes, and LiteRT's GPU delegate takes every op of it (no rank-5 tensor, no 5-axis transpose)."""
+
+import numpy as np
+import pytest
+
+import keras_vit
+from harness import _randomize
+from keras_vit.export import export_model, gpu_delegate_report
+
+
+# mixed is slow (~5 s): tests/layers/test_formulation.py runs its rank-4 attention fast
+@pytest.mark.parametrize("kind, table", [("axial", False), pytest.param("mixed", True, marks=pytest.mark.slow)])
+def test_rope_model_exports_whole_to_the_gpu_delegate(kind, table, tmp_path):
+    model = keras_vit.ViT(image_size=(32, 48), patch_size=8, hidden_size=32, num_layers=2, num_heads=2, mlp_dim=64,
+                          num_classes=10, classifier_activation=None, rope=kind, position_embedding=table,
+                          layer_scale_init=1e-5)
+    _randomize(model)  # order-one weights: a zero head would hide a wrong graph
+    x = np.random.default_rng(0).uniform(0, 255, (4, 32, 48, 3)).astype("float32")
+    path = str(tmp_path / f"rope_{kind}.tflite")
+    report = export_model(model, "tflite", path, quantize="float32", eval_data=x, num_images=4)
+    assert report.passed
+    from ai_edge_litert import interpreter as litert  # deferred: the TFLite runtime
+
+    interpreter = litert.Interpreter(model_path=path)
+    interpreter.allocate_tensors()
+    inputs, outputs = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
+    interpreter.set_tensor(inputs["index"], x[:1])
+    interpreter.invoke()
+    got, want = interpreter.get_tensor(outputs["index"]), np.asarray(model(x[:1]))
+    assert np.max(np.abs(want)) > 0.1  # logits far from zero: the comparison means something
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.max(np.abs(want)))
+    delegate = gpu_delegate_report(path)
+    assert delegate.whole, delegate.line()
+
+
+def test_a_keras_hub_preset_cannot_express_rope():
+    from keras_vit.export.keras_hub import unsupported
+
+    config = keras_vit.ViTConfig(image_size=32, patch_size=8, hidden_size=32, num_layers=1, num_heads=2, mlp_dim=64,
+                                 rope="mixed", position_embedding=False)
+    assert unsupported(config) == ["rope='mixed': rotary position embeddings (RoPE) in the attention",
+                                   "position_embedding=False: no learned position embeddings"]

@@ -1,0 +1,118 @@
+"""Check keras_vit's RoPE-ViT against timm itself: every ``vit_*_patch16_rope*_224`` registration of timm's eva.py.
+
+    PYTHONPATH=. .venv/bin/python tools/check_timm_rope.py --peers-python .venv-peers/bin/python
+
+For each architecture the peers environment (torch + timm) builds a random model with ``timm.create_model(ARCH,
+pretrained=False)`` (its 1-D parameters perturbed, so LayerScale and the biases count), writes it as timm writes a Hub
+repository (``timm.models.save_for_hf(..., safe_serialization=True)``: ``config.json`` + ``model.safetensors``) and
+runs it on random images at each ``--sizes`` entry: at 224 the model itself, at another size timm's own reload of the
+file at that ``img_size`` (``pretrained_cfg_overlay=dict(file=...)``: ``checkpoint_filter_fn`` resamples the ``_ape``
+table, RoPE takes the new grid). This environment loads the folder with ``keras_vit.from_pretrained(FOLDER,
+image_size=SIZE)`` and runs it on the same pixels. ``matched``: the largest difference is within 1e-4 of timm's
+largest absolute output (the pooled features, ``num_classes=0``: the zero-scaled head would hide the blocks).
+
+ViT-L is written with ``model_args={"depth": --large-depth}`` (default 4; timm's config.json carries it and both
+frameworks build that depth), so the check fits a 2-core machine; ViT-S and ViT-B run at full depth.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ARCHITECTURES = [f"vit_{size}_patch16_rope{kind}_224" for size in ("small", "base", "large")
+                 for kind in ("", "_ape", "_mixed", "_mixed_ape")]
+TOLERANCE = 1e-4
+
+
+def _writer(jobs_path):
+    """Peers side: write each job's folder and timm's features at every size."""
+    import numpy as np
+    import timm
+    import torch
+    from timm.models import save_for_hf
+
+    torch.manual_seed(0)
+    with open(jobs_path) as f:
+        jobs = json.load(f)
+    for job in jobs:
+        model = timm.create_model(job["name"], pretrained=False, num_classes=0, **job["model_args"]).eval()
+        with torch.no_grad():
+            for p in model.parameters():
+                if p.ndim == 1:
+                    p.add_(torch.randn_like(p) * 0.02)
+        save_for_hf(model, job["folder"], model_args=job["model_args"] or None, safe_serialization=True)
+        mean, std = np.array(model.pretrained_cfg["mean"], "float32"), np.array(model.pretrained_cfg["std"], "float32")
+        params = {}
+        for size in job["sizes"]:
+            if tuple(size) == (224, 224):
+                sized = model
+            else:
+                file = os.path.join(job["folder"], "model.safetensors")
+                sized = timm.create_model(job["name"], pretrained=True, pretrained_cfg_overlay=dict(file=file),
+                                          num_classes=0, img_size=tuple(size), **job["model_args"]).eval()
+            pixels = np.random.default_rng(0).uniform(0, 255, (2, size[0], size[1], 3)).astype("float32")
+            x = torch.from_numpy(((pixels / 255.0 - mean) / std).transpose(0, 3, 1, 2).copy())
+            with torch.no_grad():
+                y = sized(x).numpy()
+            np.savez(os.path.join(job["folder"], f"reference_{size[0]}x{size[1]}.npz"), pixels=pixels, output=y)
+            params[f"{size[0]}x{size[1]}"] = int(sum(p.numel() for p in sized.parameters()))
+        print(json.dumps({"name": job["name"], "params": params}), flush=True)
+
+
+def _compare(folder, size):
+    import numpy as np
+
+    import keras_vit
+
+    ref = np.load(os.path.join(folder, f"reference_{size[0]}x{size[1]}.npz"))
+    model = keras_vit.from_pretrained(folder, include_top=False, image_size=tuple(size))
+    y = np.asarray(model(ref["pixels"]), np.float64)
+    expected = ref["output"].astype(np.float64)
+    relative = float(np.max(np.abs(y - expected)) / max(np.max(np.abs(expected)), 1e-12))
+    return model, relative
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--peers-python", default=".venv-peers/bin/python")
+    parser.add_argument("--only", help="a substring of the architectures to check")
+    parser.add_argument("--sizes", default="224x224,256x320", help="image sizes HxW, comma-separated")
+    parser.add_argument("--large-depth", type=int, default=4)
+    args = parser.parse_args(argv)
+    sizes = [[int(n) for n in size.split("x")] for size in args.sizes.split(",")]
+    work = tempfile.mkdtemp(prefix="timm-rope-")
+    jobs = [{"name": name, "folder": os.path.join(work, name), "sizes": sizes,
+             "model_args": {"depth": args.large_depth} if "_large_" in name else {}}
+            for name in ARCHITECTURES if not args.only or args.only in name]
+    jobs_path = os.path.join(work, "jobs.json")
+    with open(jobs_path, "w") as f:
+        json.dump(jobs, f)
+    run = subprocess.run([args.peers_python, __file__, "--write", jobs_path], capture_output=True, text=True)
+    params = {r["name"]: r["params"] for r in map(json.loads, (l for l in run.stdout.splitlines() if l.startswith("{")))}
+    failed = 0
+    for job in jobs:
+        if job["name"] not in params:
+            print(f"not written  {job['name']}: {run.stderr[-300:]}")
+            failed += 1
+            continue
+        for size in sizes:
+            model, relative = _compare(job["folder"], size)
+            timm_params = params[job["name"]][f"{size[0]}x{size[1]}"]
+            verdict = "matched" if relative <= TOLERANCE and model.count_params() == timm_params else "WRONG"
+            failed += verdict != "matched"
+            depth = f"depth {job['model_args']['depth']}" if job["model_args"] else "full depth"
+            print(f"{verdict:>8}  {job['name']} ({depth}) at {size[0]}x{size[1]}: relative error {relative:.2e}, "
+                  f"{model.count_params():,} parameters (timm {timm_params:,})", flush=True)
+    shutil.rmtree(work, ignore_errors=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--write":
+        _writer(sys.argv[2])
+    else:
+        sys.exit(main())
