@@ -41,7 +41,7 @@ __all__ = [
 
 def __getattr__(name):
     module = _MODULE_OF.get(name)
-    if module is None:  # a submodule not imported yet: `from keras_vit.weights import hub` imports it
+    if module is None:  # a submodule not imported yet: `from keras_vit.weights import npz` imports it
         raise AttributeError(f"module 'keras_vit.weights' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value  # later look-ups skip this function
