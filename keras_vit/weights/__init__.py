@@ -20,23 +20,7 @@ _EXPORTS = {
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 
-__all__ = [
-    "CheckpointError",
-    "DownloadError",
-    "describe",
-    "LoadReport",
-    "POSEMB_KEY",
-    "canonical_key",
-    "check_hybrid_stages",
-    "checkpoint_shapes",
-    "load_checkpoint",
-    "load_into",
-    "read_checkpoint",
-    "representation_size_of",
-    "resize_position_embedding",
-    "resolve",
-    "targets_of",
-]
+__all__ = sorted(_MODULE_OF)
 
 
 def __getattr__(name):
