@@ -39,9 +39,9 @@ def from_pretrained(source, **overrides):
               keras-hub ViT preset folder (``ViTBackbone`` / ``ViTImageClassifier``,
               :mod:`keras_vit.weights.keras_hub`);
             - ``"hf://ORG/NAME[@revision]"``: a timm or transformers repository or a keras-hub preset
-              on the Hugging Face Hub (through its cache, see :mod:`keras_vit.weights.hub`);
+              on the Hugging Face Hub (through its cache, see :mod:`keras_vit.fetch.hub`);
             - ``"kaggle://OWNER/MODEL/keras/VARIATION[/VERSION]"``: a keras-hub preset on Kaggle
-              Models (through kagglehub's cache, :mod:`keras_vit.weights.kaggle`);
+              Models (through kagglehub's cache, :mod:`keras_vit.fetch.kaggle`);
             - ``"VARIANT:TAG"``, a preset (``"B/16:augreg_in21k_ft_in1k"``,
               ``"R50+B/16:imagenet21k"``; ``keras-vit info --presets`` lists them), downloaded
               once into the Keras cache; the file of the resolution nearest ``image_size``;

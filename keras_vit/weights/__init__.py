@@ -20,28 +20,12 @@ _EXPORTS = {
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 
-__all__ = [
-    "CheckpointError",
-    "DownloadError",
-    "describe",
-    "LoadReport",
-    "POSEMB_KEY",
-    "canonical_key",
-    "check_hybrid_stages",
-    "checkpoint_shapes",
-    "load_checkpoint",
-    "load_into",
-    "read_checkpoint",
-    "representation_size_of",
-    "resize_position_embedding",
-    "resolve",
-    "targets_of",
-]
+__all__ = sorted(_MODULE_OF)
 
 
 def __getattr__(name):
     module = _MODULE_OF.get(name)
-    if module is None:  # a submodule not imported yet: `from keras_vit.weights import hub` imports it
+    if module is None:  # a submodule not imported yet: `from keras_vit.weights import npz` imports it
         raise AttributeError(f"module 'keras_vit.weights' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value  # later look-ups skip this function

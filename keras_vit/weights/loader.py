@@ -153,10 +153,7 @@ def load_checkpoint(model, checkpoint, strict=True, source=None, *, info=None):
                     f"{model.name!r} has num_register_tokens={target.shape[1]}: build it with "
                     f"num_register_tokens={array.shape[1]}."
                 )
-            raise CheckpointError(
-                f"Shape mismatch for checkpoint key {key!r}: checkpoint has {array.shape}, "
-                f"model {model.name!r} expects {target.shape}."
-            )
+            raise _mismatch(model, key, array, target)
         values[key] = target.convert(array)
         report.loaded.append(key)
     if missing:
@@ -231,13 +228,15 @@ def _square_grid(model, array, target):
     return (side, side) if side and side * side == positions else None
 
 
+def _mismatch(model, key, array, target):
+    return CheckpointError(f"Shape mismatch for checkpoint key {key!r}: checkpoint has {array.shape}, "
+                           f"model {model.name!r} expects {target.shape}.")
+
+
 def _fit_position_embedding(model, key, array, target, report, grid=None):
     prefix = target.shape[1] - int(np.prod(model_grid(model)))
     if array.ndim != 3 or array.shape[0] != 1 or array.shape[2] != target.shape[2] or prefix < 0:
-        raise CheckpointError(
-            f"Shape mismatch for checkpoint key {key!r}: checkpoint has {array.shape}, "
-            f"model {model.name!r} expects {target.shape}."
-        )
+        raise _mismatch(model, key, array, target)
     resized = resize_position_embedding(array, model_grid(model), grid, num_prefix_tokens=prefix,
                                         method=config_of(model).position_resampling)
     report.resized[key] = (array.shape, target.shape)

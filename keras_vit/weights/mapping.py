@@ -162,16 +162,11 @@ def vit_targets(model):
     if config.final_norm:
         for key, name in _NORM_WEIGHTS.items():
             targets[f"Transformer/encoder_norm/{key}"] = _target(weights, f"encoder_norm/{name}", model)
-    for key, path in FAMILY_KEYS.items():
+    # the parts a model has or not (a head: not with include_top=False)
+    heads = {key: key for key in ("pre_logits/kernel", "pre_logits/bias", *HEAD_KEYS)}
+    for key, path in {**FAMILY_KEYS, **MAP_ATTENTION_KEYS, **heads}.items():
         if path in weights:
-            targets[key] = _target(weights, path, model)
-    for key, path in MAP_ATTENTION_KEYS.items():
-        if path in weights:
-            targets[key] = _target(weights, path, model, cls=MergedHeadsTarget)
-    for layer in ("pre_logits", "head"):  # absent with include_top=False or without pre-logits
-        for name in ("kernel", "bias"):
-            if f"{layer}/{name}" in weights:
-                targets[f"{layer}/{name}"] = _target(weights, f"{layer}/{name}", model)
+            targets[key] = _target(weights, path, model, cls=MergedHeadsTarget if key in MAP_ATTENTION_KEYS else Target)
     return targets
 
 

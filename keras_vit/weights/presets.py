@@ -18,7 +18,7 @@ Every file name below was looked up, none composed:
 
 The ViT family's presets (:data:`HUB_PRESETS`: DINOv2, SigLIP, CLIP, DeiT, DeiT III, MAE, timm's register
 models) are named (``"dinov2_vits14"``) and resolve to timm Hugging Face Hub repositories, fetched through
-huggingface_hub's cache as ``hf://`` sources are (:mod:`keras_vit.weights.hub`). Their repository names are
+huggingface_hub's cache as ``hf://`` sources are (:mod:`keras_vit.fetch.hub`). Their repository names are
 ``timm/<architecture>.<tag>`` of entries with ``hf_hub_id='timm/'`` in timm's ``default_cfgs``
 (``timm/models/vision_transformer.py``, ``timm/models/deit.py``); the OpenAI CLIP towers name timm's
 ``*_clip_quickgelu_*`` registration, whose ``hf_hub_id`` is that same repository (timm's ``_quick_gelu_cfgs``:

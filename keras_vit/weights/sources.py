@@ -2,7 +2,8 @@
 
 import os
 
-from keras_vit.weights import download, hub, kaggle, presets
+from keras_vit.fetch import hub, kaggle
+from keras_vit.weights import download, presets
 
 HF_PREFIX = "hf://"
 KAGGLE_PREFIX = kaggle.SCHEME
@@ -15,9 +16,9 @@ def resolve(weights, *, variant=None, hybrid=None, image_size=None):
         weights: None; the path of a local file or folder; a preset tag
             (``"imagenet21k"``, ``"augreg_in21k_ft_in1k"``...: see
             :mod:`keras_vit.weights.presets`); or ``"hf://ORG/NAME"``, a Hugging
-            Face Hub repository (fetched by :func:`keras_vit.weights.hub.fetch`); or
+            Face Hub repository (fetched by :func:`keras_vit.fetch.hub.fetch`); or
             ``"kaggle://OWNER/MODEL/keras/VARIATION[/VERSION]"``, a keras-hub preset on Kaggle Models
-            (fetched by :func:`keras_vit.weights.kaggle.fetch`, kagglehub installed).
+            (fetched by :func:`keras_vit.fetch.kaggle.fetch`, kagglehub installed).
         variant: the registry name of the model being built (``"B/16"``,
             ``"R50+B/16"``), or None when its shape is no registered variant;
             needed for a preset tag.

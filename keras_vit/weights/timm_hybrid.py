@@ -15,6 +15,8 @@ backbones (ResNet-D, MobileCLIP's ``ConvStem``) are refused by name.
 
 import re
 
+import numpy as np
+
 from keras_vit.errors import CheckpointError
 from keras_vit.layers.resnet import backbone_stride
 from keras_vit.weights.declared import declare
@@ -130,23 +132,14 @@ def stages(shapes, resolved, path):
                 "the config belongs to another model, or the weights do."
             )
         return None
-    found = block_units_of(to_original({k: _Shape(v) for k, v in shapes.items() if k.startswith(PREFIX)}, path))
+    stand_ins = {k: np.broadcast_to(np.float32(0), v) for k, v in shapes.items() if k.startswith(PREFIX)}  # no data
+    found = block_units_of(to_original(stand_ins, path))
     if said is not None and tuple(layers) != found:
         raise CheckpointError(
             f"{path!r}: config.json says {said} but the weights' backbone has stages of {found} units "
             f"('{PREFIX}stages.*'): the config belongs to another model, or the weights do."
         )
     return found
-
-
-class _Shape:
-    """A stand-in with a shape and ``transpose`` (what :func:`to_original` asks of an array)."""
-
-    def __init__(self, shape):
-        self.shape, self.ndim = tuple(shape), len(shape)
-
-    def transpose(self, *axes):
-        return _Shape([self.shape[a] for a in axes])
 
 
 def on_feature_map(expected, resolved, tensors, path):

@@ -92,7 +92,7 @@ def test_timm_config_names_heads_and_tag_gives_imagenet_names(tmp_path):
 
 
 def test_hf_source_takes_the_tag_from_the_repository_name(tmp_path, monkeypatch):
-    from keras_vit.weights import hub
+    from keras_vit.fetch import hub
 
     folder = tmp_path / "snapshot"
     timm_file(folder, vit_checkpoint(num_classes=1000), TINY_TIMM_CONFIG)

@@ -193,3 +193,14 @@ def test_a_task_keras_vit_has_no_reader_for_is_named_not_dropped(tmp_path):
     assert "task.json's 'DINOV2ImageClassifier' is no task keras_vit reads for a DINOV2Backbone" in str(model.load_report)
     with pytest.raises(ValueError, match=r"DINOV2ImageClassifier"):
         keras_vit.from_pretrained(str(tmp_path / "d"), include_top=True)
+
+
+def test_two_loaded_layers_that_swap_names_keep_their_own_weights():
+    """Keras names a second Dense ``dense_1``: when two loaded groups stored each other's default paths, each key
+    goes where its own layer name is, not both to the last one renamed (renaming one group at a time did that)."""
+    from keras_vit.weights.keras_hub.family import Keys, resolve
+
+    keys = Keys({"layers/dense/vars/0": "a/kernel", "layers/dense_1/vars/0": "b/kernel"},
+                named={"layers/dense/vars": ("a_projection", None), "layers/dense_1/vars": ("b_projection", None)})
+    table, _ = resolve(keys, {"layers/dense/vars": "b_projection", "layers/dense_1/vars": "a_projection"})
+    assert table == {"layers/dense_1/vars/0": "a/kernel", "layers/dense/vars/0": "b/kernel"}

@@ -20,7 +20,8 @@ import reference
 from helpers import TINY, images, original_names, save_npz, tiny_vit, vit_checkpoint
 from keras_vit import cli
 from keras_vit.architecture import variants
-from keras_vit.weights import CheckpointError, DownloadError, download, hub, presets, resolve
+from keras_vit.fetch import cache, hub
+from keras_vit.weights import CheckpointError, DownloadError, download, presets, resolve
 
 TAG = "test_tiny"
 FILE = "test/T_8-tiny-res_32.npz"
@@ -97,7 +98,7 @@ def test_first_build_downloads_second_comes_from_cache_with_server_stopped(serve
     cached = download.cache_path(tiny_preset)
     assert model.load_report.path == cached and os.path.isfile(cached)
     kept = os.path.join("models", "keras_vit", "test", "T_8-tiny-res_32.npz")
-    assert cache_files(tmp_path / "home") == [kept, kept + download.VERIFIED_SUFFIX]
+    assert cache_files(tmp_path / "home") == [kept, kept + cache.VERIFIED_SUFFIX]
 
     served.stop()
     again = tiny_vit(weights=TAG, classifier_activation=None)
@@ -220,7 +221,7 @@ def test_info_presets_prints_builder_tag_resolution_url_and_cached(served, tiny_
     assert row(after, TAG, FILE) == ["ViTT8", TAG, "32", "yes", f"{served.url}/{FILE}"]
     ti = "augreg/Ti_16-i21k-300ep-lr_0.001-aug_none-wd_0.03-do_0.0-sd_0.0--imagenet2012-steps_20k-lr_0.03-res_384.npz"
     assert row(after, "augreg_in21k_ft_in1k", ti) == ["ViTTi16", "augreg_in21k_ft_in1k", "384", "no", f"{served.url}/{ti}"]
-    assert f"cache: {download.cache_root()}" in after
+    assert f"cache: {cache.cache_root()}" in after
 
 
 def test_table_is_consistent_with_the_registry():

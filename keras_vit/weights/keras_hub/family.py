@@ -218,13 +218,17 @@ def resolve(keys, names):
     ({'layers/dense_1/vars/0': 'projection/kernel'}, {'^layers/dense/vars/': 'text'})
     """
     where = {name: group for group, name in names.items()}
-    table, skip = dict(keys.table), dict(keys.skip)
+    skip, moved = dict(keys.skip), {}
     for default, (name, reason) in keys.named.items():
         actual = where.get(name, default)
-        if reason is not None:
+        if reason is None:
+            moved[default] = actual
+        else:
             skip[f"^{re.escape(actual)}/"] = reason
-            continue
-        table = {(f"{actual}/{d.rpartition('/')[2]}" if d.rpartition("/")[0] == default else d): k for d, k in table.items()}
+    table = {}  # in one pass: two loaded groups that swapped places are not renamed twice
+    for path, key in keys.table.items():
+        group, _, leaf = path.rpartition("/")
+        table[f"{moved[group]}/{leaf}" if group in moved else path] = key
     return table, skip
 
 

@@ -55,7 +55,7 @@ _SIGLIP = dict({k: v for k, v in _VIT.items() if k != "qkv_bias"}, hidden_act="g
 _CLIP_NORMS = {"pre_norm": (True, "pre_layrnorm before the blocks"),
                "final_norm": (False, "post_layernorm on the pooled class token only"),
                "fc_norm": (True, "post_layernorm on the pooled class token")}
-_CLIP_BIAS = {"embedding/bias": "CLIP's patch embedding has no bias: keras_vit's (embedding/bias) is zeros"}
+_CLIP_BIAS = "CLIP's patch embedding has no bias: keras_vit's (embedding/bias) is zeros"
 _NO_CLASS = {"class_token": (False, "no class token")}
 
 
@@ -179,7 +179,7 @@ def settings(config, path, model_type):
         put("image_size", tuple(size), f"{said} ({row.fixed_size}, a rule keras_vit does not have: the model runs at "
             "that size only)")
     if row.layout in ("clip", "altclip"):
-        notes.append(_CLIP_BIAS["embedding/bias"])
+        notes.append(_CLIP_BIAS)
     if model_type == "vit_mae":
         ratio = vision.get("mask_ratio", 0.75)
         notes.append(f"config.json mask_ratio={ratio!r}: the encoder runs on every patch (no masking), as ViTMAEModel with "

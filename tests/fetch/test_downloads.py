@@ -18,7 +18,8 @@ import pytest
 
 from helpers import TINY, save_npz, tiny_vit, vit_checkpoint
 from keras_vit.architecture import variants
-from keras_vit.weights import CheckpointError, DownloadError, download, npz, presets, transfer
+from keras_vit.fetch import cache, transfer
+from keras_vit.weights import CheckpointError, DownloadError, download, npz, presets
 
 TAG = "test_tiny"
 FILE = "test/T_8-tiny-res_32.npz"
@@ -152,7 +153,7 @@ def test_damaged_cached_preset_is_removed_and_fetched_again(served, tmp_path, da
     assert served.requests == ["/" + FILE] and model.load_report.path == cached
     assert open(cached, "rb").read() == good
     assert cache_files(tmp_path / "home") == sorted(
-        os.path.relpath(p, tmp_path / "home") for p in (cached, cached + download.VERIFIED_SUFFIX)
+        os.path.relpath(p, tmp_path / "home") for p in (cached, cached + cache.VERIFIED_SUFFIX)
     )
     tiny_vit(weights=TAG)
     assert served.requests == ["/" + FILE]  # verified and recorded: no second download
@@ -190,7 +191,7 @@ def test_a_file_given_by_path_is_never_removed(tmp_path):
 
 def test_a_killed_downloads_staging_folder_is_removed_at_the_next_fetch(served, tmp_path):
     served.routes["/" + FILE] = npz_bytes(vit_checkpoint())
-    root = download.cache_root()
+    root = cache.cache_root()
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     leftover = os.path.join(root, f".download-{int(dead.stdout)}")
     live = os.path.join(root, f".download-{os.getpid()}-inprogress")

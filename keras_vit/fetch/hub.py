@@ -8,7 +8,7 @@ every Hugging Face library. Pickle weights (``pytorch_model.bin``) are never
 downloaded nor read.
 
 Timeouts are huggingface_hub's own, not ``KERAS_VIT_DOWNLOAD_TIMEOUT`` (which is for presets,
-:mod:`keras_vit.weights.transfer`): ``HF_HUB_DOWNLOAD_TIMEOUT`` (each read of a file, 10 s by default)
+:mod:`keras_vit.fetch.transfer`): ``HF_HUB_DOWNLOAD_TIMEOUT`` (each read of a file, 10 s by default)
 and ``HF_HUB_ETAG_TIMEOUT`` (a file's metadata, 10 s), read by ``huggingface_hub.constants`` when it
 is imported. In huggingface_hub 2.4 the repository listing that ``snapshot_download`` makes first
 (``HfApi.repo_info`` in ``_snapshot_download.py``) passes ``timeout=None``: a Hub endpoint that
