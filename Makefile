@@ -18,10 +18,11 @@ train: install
 	$(VENV)/bin/keras-vit train --output $(OUTPUT)
 
 # the package's floors (the import-linter contracts in setup.cfg), then the tests and every docstring
-# example in keras_vit/ as a doctest
+# example in keras_vit/ as a doctest; --dist worksteal: an idle worker takes tests queued for the other, so a long
+# test near the end does not leave one of the two cores idle
 test: install
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -m "not slow" -q -p no:cacheprovider -n 2 --doctest-modules keras_vit tests
+	$(PY) -m pytest -m "not slow" -q -p no:cacheprovider -n 2 --dist worksteal --doctest-modules keras_vit tests
 
 test-slow: install
 	$(PY) -m pytest -m slow -q -p no:cacheprovider
@@ -30,7 +31,7 @@ test-slow: install
 # included; needs qemu-user (apt-get install qemu-user) and runs ~9x slower than make test (tools/qemu-avx2)
 test-avx2: install
 	KERAS_VIT_QEMU_PYTHON=$(abspath $(PY)) PYTHONPATH=$(CURDIR)/tools/qemu-avx2 tools/qemu-avx2/python \
-		-m pytest -m "not slow" -q -p no:cacheprovider -n 2 --doctest-modules keras_vit tests
+		-m pytest -m "not slow" -q -p no:cacheprovider -n 2 --dist worksteal --doctest-modules keras_vit tests
 
 # the benchmarks' peers (timm with torch + torchvision, keras-hub) live in their own venv, not in the test venv
 PEERS ?= .venv-peers

@@ -59,7 +59,9 @@ def test_keras_model_export_reloads_and_predicts_as_keras(name, fmt, suffix, tmp
     np.testing.assert_allclose(reload_and_run(fmt, path, inputs), expected, atol=ATOL, rtol=ATOL)
 
 
-@pytest.mark.parametrize("name", sorted(MODELS))
+# the gap is tf2onnx's (exact GELU lowers to Erfc), the same in every model: the paper's ViT in the fast suite,
+# the hybrid (~15 s more of conversion) in test-slow
+@pytest.mark.parametrize("name", [n if n == "vit" else pytest.param(n, marks=pytest.mark.slow) for n in sorted(MODELS)])
 def test_keras_onnx_export_of_exact_gelu_is_the_known_tf2onnx_erfc_gap(name, tmp_path):
     """When tf2onnx learns Erfc this fails: then drop the note in docs/interoperability.md."""
     import onnxruntime

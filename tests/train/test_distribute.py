@@ -80,6 +80,8 @@ def test_mirrored_strategy_on_two_cpu_devices(tmp_path):
     assert set(metrics) == set(job.METRICS) and metrics["strategy"] == "mirrored"
 
 
+@pytest.mark.slow  # two TensorFlow processes (~35 s); the multi-worker loop itself runs in the fast suite, one worker
+# in process (tests/train/test_job.py::test_one_job_for_every_strategy[multi-worker])
 def test_two_workers_on_localhost_end_with_identical_weights(tmp_path):
     """MultiWorkerMirroredStrategy through the custom loop (model.fit fails there: keras#20585)."""
     ports = _free_ports(2)
