@@ -86,7 +86,8 @@ def test_a_compiled_quantized_model_saves_without_its_optimizer(tmp_path):
     np.testing.assert_allclose(np.asarray(keras_vit.load_model(path)(inputs)), np.asarray(model(inputs)), atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["vit", "hybrid"])
+# the same export path as the ViT's; the hybrid's (~12 s more) in test-slow
+@pytest.mark.parametrize("name", ["vit", pytest.param("hybrid", marks=pytest.mark.slow)])
 def test_quantized_model_exports_a_verified_saved_model(name, tmp_path):
     model, _, _ = quantized(name, "int8")
     report = keras_vit.export_model(model, "saved_model", str(tmp_path / "served"), num_images=8)
