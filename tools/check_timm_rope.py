@@ -1,4 +1,4 @@
-"""Check keras_vit's RoPE-ViT against timm itself: every ``vit_*_patch16_rope*_224`` and ``vit_*_patch16_dinov3*`` registration of timm's eva.py.
+"""Check keras_vit's RoPE-ViT against timm itself: every ``vit_*_patch16_rope*_224``, ``vit_*_patch16_dinov3*`` and ``vit_*_patch16_lingbot`` registration of timm's eva.py.
 
     PYTHONPATH=. .venv/bin/python tools/check_timm_rope.py --peers-python .venv-peers/bin/python
 
@@ -11,7 +11,7 @@ table, RoPE takes the new grid). This environment loads the folder with ``keras_
 image_size=SIZE)`` and runs it on the same pixels. ``matched``: the largest difference is within 1e-4 of timm's
 largest absolute output (the pooled features, ``num_classes=0``: the zero-scaled head would hide the blocks).
 
-ViT-L and DINOv3's ViT-H+ are written with ``model_args={"depth": --large-depth}`` (default 4; timm's config.json
+ViT-L, DINOv3's ViT-H+ and LingBot's ViT-g are written with ``model_args={"depth": --large-depth}`` (default 4; timm's config.json
 carries it and both frameworks build that depth), so the check fits a 2-core machine; ViT-S and ViT-B run at full
 depth; DINOv3's 7B (6.7 billion parameters, 27 GB in float32) is left out. The parameter counts compare with timm's
 parameters plus its ``k_bias`` buffers (EvaAttention's zero key bias of the ``_qkvb`` models, a weight in keras_vit).
@@ -29,6 +29,7 @@ ARCHITECTURES = [f"vit_{size}_patch16_rope{kind}_224" for size in ("small", "bas
                  for kind in ("", "_ape", "_mixed", "_mixed_ape")]
 ARCHITECTURES += [f"vit_{size}_patch16_dinov3{bias}" for size in ("small", "small_plus", "base", "large", "huge_plus")
                   for bias in ("", "_qkvb")] + ["vit_tiny_patch16_dinov3_qkvb"]
+ARCHITECTURES += [f"vit_{size}_patch16_lingbot" for size in ("small", "base", "large", "giant")]  # DINOv3's blocks
 TOLERANCE = 1e-4
 
 
@@ -91,7 +92,7 @@ def main(argv=None):
     sizes = [[int(n) for n in size.split("x")] for size in args.sizes.split(",")]
     work = tempfile.mkdtemp(prefix="timm-rope-")
     jobs = [{"name": name, "folder": os.path.join(work, name), "sizes": sizes,
-             "model_args": {"depth": args.large_depth} if "_large_" in name or "_huge_" in name else {}}
+             "model_args": {"depth": args.large_depth} if any(f"_{s}_" in name for s in ("large", "huge", "giant")) else {}}
             for name in ARCHITECTURES if not args.only or args.only in name]
     jobs_path = os.path.join(work, "jobs.json")
     with open(jobs_path, "w") as f:
