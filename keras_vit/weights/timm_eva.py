@@ -31,6 +31,7 @@ half rotation, a reference grid, coordinate augmentation...) keeps the model ref
 import numpy as np
 
 from keras_vit.errors import CheckpointError
+from keras_vit.weights.conventions import joined
 
 # Eva's RoPE and position arguments keras_vit reads, with Eva's defaults (timm 1.0.31)
 ROPE_ARGS = {"use_abs_pos_emb": True, "use_rot_pos_emb": False, "rope_type": "cat", "rope_temperature": 10000.0,
@@ -183,15 +184,6 @@ def to_original(tensors, path):
     return {ROPE_KEY.format(i): freqs[:, i] for i in range(freqs.shape[1])}
 
 
-def _joined(parts, axis=0):
-    """``np.concatenate(parts, axis)``; stand-ins (zero strides, no data) joined into a stand-in."""
-    if all(not any(p.strides) for p in parts):
-        shape = list(parts[0].shape)
-        shape[axis] = sum(p.shape[axis] for p in parts)
-        return np.broadcast_to(np.zeros((), parts[0].dtype), tuple(shape))
-    return np.concatenate([np.asarray(p) for p in parts], axis=axis)
-
-
 def to_vit_layout(tensors):
     """timm's ``VisionTransformer`` keys of an Eva state dict: ``SwiGLU``'s ``mlp.fc1_g`` / ``mlp.fc1_x`` joined into
     ``SwiGLUPacked``'s ``mlp.fc1`` ``[gate; value]``, ``EvaAttention``'s ``attn.q_bias`` / ``attn.v_bias`` into
@@ -200,12 +192,12 @@ def to_vit_layout(tensors):
     for key in [k for k in tensors if k.endswith(".mlp.fc1_g.weight") or k.endswith(".mlp.fc1_g.bias")]:
         value = key.replace("fc1_g", "fc1_x")
         if value in tensors:
-            out[key.replace("fc1_g", "fc1")] = _joined([out.pop(key), out.pop(value)])
+            out[key.replace("fc1_g", "fc1")] = joined([out.pop(key), out.pop(value)], axis=0)
     for key in [k for k in tensors if k.endswith(".attn.q_bias")]:
         value = key[:-len("q_bias")] + "v_bias"
         if value in tensors:
             q, v = out.pop(key), out.pop(value)
-            out[key[:-len("q_bias")] + "qkv.bias"] = _joined([q, np.zeros_like(q), v])
+            out[key[:-len("q_bias")] + "qkv.bias"] = joined([q, np.zeros_like(q), v], axis=0)
     return out
 
 

@@ -119,3 +119,49 @@ def test_impossible_dinov3_configs_are_refused(fields, named):
     sizes = dict(image_size=32, patch_size=8, hidden_size=32, num_layers=1, num_heads=2, mlp_dim=64)
     with pytest.raises(ValueError, match=named):
         keras_vit.ViTConfig(**{**sizes, **fields})
+
+
+def transformers_folder(folder, timm_state, gated, size=(32, 48)):
+    """The same weights as transformers' ``DINOv3ViTModel.save_pretrained`` names them (``modeling_dinov3_vit.py``:
+    ``q/k/v/o_proj`` with no key bias, ``layer_scale{1,2}.lambda1``, ``up/down_proj`` or ``gate/up/down_proj``)."""
+    rename = {"cls_token": "embeddings.cls_token", "reg_token": "embeddings.register_tokens",
+              "patch_embed.proj.weight": "embeddings.patch_embeddings.weight",
+              "patch_embed.proj.bias": "embeddings.patch_embeddings.bias", "norm.weight": "norm.weight", "norm.bias": "norm.bias"}
+    parts = {"norm1": "norm1", "norm2": "norm2", "attn.proj": "attention.o_proj", "gamma_1": "layer_scale1.lambda1",
+             "gamma_2": "layer_scale2.lambda1", "mlp.fc1_g": "mlp.gate_proj", "mlp.fc1_x": "mlp.up_proj",
+             "mlp.fc1": "mlp.up_proj", "mlp.fc2": "mlp.down_proj", "attn.q_bias": "attention.q_proj.bias",
+             "attn.v_bias": "attention.v_proj.bias"}
+    state = {}
+    for key, array in timm_state.items():
+        if key in rename:
+            state[rename[key]] = array
+            continue
+        _, i, rest = key.split(".", 2)
+        if rest == "attn.qkv.weight":
+            for name, third in zip("qkv", np.split(array, 3)):
+                state[f"layer.{i}.attention.{name}_proj.weight"] = third
+            continue
+        stem = next(p for p in sorted(parts, key=len, reverse=True) if rest.startswith(p))
+        state[f"layer.{i}.{parts[stem]}{rest[len(stem):]}"] = array
+    os.makedirs(folder, exist_ok=True)
+    safetensors_numpy.save_file(state, os.path.join(folder, "model.safetensors"))
+    hidden = timm_state["blocks.0.mlp.fc2.weight"].shape[1]
+    bias = "blocks.0.attn.q_bias" in timm_state
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump({"model_type": "dinov3_vit", "architectures": ["DINOv3ViTModel"], "hidden_size": 32, "num_hidden_layers": 2,
+                   "num_attention_heads": 2, "intermediate_size": hidden, "patch_size": 8, "image_size": list(size),
+                   "num_register_tokens": 4, "use_gated_mlp": gated, "hidden_act": "silu" if gated else "gelu",
+                   "query_bias": bias, "value_bias": bias, "key_bias": False, "layerscale_value": 1e-5}, f)
+    return folder
+
+
+@pytest.mark.parametrize("architecture", sorted(ARCHITECTURES))
+def test_transformers_dinov3_vit_reads_into_the_same_config(architecture, folders, tmp_path):
+    """transformers' DINOv3ViTModel (its pooler_output: the final-normed class token) of the same weights."""
+    _, state, args = folders[architecture]
+    gated = bool(args.get("swiglu_mlp"))
+    model = keras_vit.from_pretrained(transformers_folder(str(tmp_path / "hf"), state, gated))
+    config = model.vit_config
+    assert (config.rope, config.rope_grid_indexing, config.rope_temperature, config.pooling) == ("dinov3", "ij", 100.0, "token")
+    assert config.mlp_type == ("glu" if gated else "mlp") and config.num_register_tokens == 4
+    assert_matches(model, state, dict(args, global_pool="token"), images((32, 48), batch=1))
