@@ -1,4 +1,4 @@
-"""Check keras_vit's RoPE-ViT against timm itself: every ``vit_*_patch16_rope*_224`` registration of timm's eva.py.
+"""Check keras_vit's RoPE-ViT against timm itself: every ``vit_*_patch16_rope*_224``, ``vit_*_patch16_dinov3*`` and ``vit_*_patch16_lingbot`` registration of timm's eva.py.
 
     PYTHONPATH=. .venv/bin/python tools/check_timm_rope.py --peers-python .venv-peers/bin/python
 
@@ -11,8 +11,10 @@ table, RoPE takes the new grid). This environment loads the folder with ``keras_
 image_size=SIZE)`` and runs it on the same pixels. ``matched``: the largest difference is within 1e-4 of timm's
 largest absolute output (the pooled features, ``num_classes=0``: the zero-scaled head would hide the blocks).
 
-ViT-L is written with ``model_args={"depth": --large-depth}`` (default 4; timm's config.json carries it and both
-frameworks build that depth), so the check fits a 2-core machine; ViT-S and ViT-B run at full depth.
+ViT-L, DINOv3's ViT-H+ and LingBot's ViT-g are written with ``model_args={"depth": --large-depth}`` (default 4; timm's config.json
+carries it and both frameworks build that depth), so the check fits a 2-core machine; ViT-S and ViT-B run at full
+depth; DINOv3's 7B (6.7 billion parameters, 27 GB in float32) is left out. The parameter counts compare with timm's
+parameters plus its ``k_bias`` buffers (EvaAttention's zero key bias of the ``_qkvb`` models, a weight in keras_vit).
 """
 
 import argparse
@@ -25,6 +27,9 @@ import tempfile
 
 ARCHITECTURES = [f"vit_{size}_patch16_rope{kind}_224" for size in ("small", "base", "large")
                  for kind in ("", "_ape", "_mixed", "_mixed_ape")]
+ARCHITECTURES += [f"vit_{size}_patch16_dinov3{bias}" for size in ("small", "small_plus", "base", "large", "huge_plus")
+                  for bias in ("", "_qkvb")] + ["vit_tiny_patch16_dinov3_qkvb"]
+ARCHITECTURES += [f"vit_{size}_patch16_lingbot" for size in ("small", "base", "large", "giant")]  # DINOv3's blocks
 TOLERANCE = 1e-4
 
 
@@ -59,7 +64,8 @@ def _writer(jobs_path):
             with torch.no_grad():
                 y = sized(x).numpy()
             np.savez(os.path.join(job["folder"], f"reference_{size[0]}x{size[1]}.npz"), pixels=pixels, output=y)
-            params[f"{size[0]}x{size[1]}"] = int(sum(p.numel() for p in sized.parameters()))
+            params[f"{size[0]}x{size[1]}"] = int(sum(p.numel() for p in sized.parameters())
+                                                 + sum(b.numel() for n, b in sized.named_buffers() if n.endswith("k_bias")))
         print(json.dumps({"name": job["name"], "params": params}), flush=True)
 
 
@@ -86,7 +92,7 @@ def main(argv=None):
     sizes = [[int(n) for n in size.split("x")] for size in args.sizes.split(",")]
     work = tempfile.mkdtemp(prefix="timm-rope-")
     jobs = [{"name": name, "folder": os.path.join(work, name), "sizes": sizes,
-             "model_args": {"depth": args.large_depth} if "_large_" in name else {}}
+             "model_args": {"depth": args.large_depth} if any(f"_{s}_" in name for s in ("large", "huge", "giant")) else {}}
             for name in ARCHITECTURES if not args.only or args.only in name]
     jobs_path = os.path.join(work, "jobs.json")
     with open(jobs_path, "w") as f:

@@ -17,7 +17,7 @@ wrote; its ``*VisionTransformer`` sat under ``vision_model``). transformers 5's 
 layers as ``encoder.layer.N`` and its ``ViTMSNForImageClassification`` its layers without ``vit.`` (the names of
 the Hub checkpoints, which its ``conversion_mapping.py`` renames on load and back on save): their "4.x" rows rename
 them as 4.x wrote them. TIPSv2 is new in transformers 5 (one layout). The other classes write one layout in both.
-The classes whose blocks need a switch keras_vit lacks (DINOv3: RoPE; AIMv2: RMSNorm, SwiGLU) must be refused by a
+The classes whose blocks need a switch keras_vit lacks (AIMv2: RMSNorm, SwiGLU) must be refused by a
 ``CheckpointError`` naming the switch. The table says which; the exit status is 1 when a row is neither matched
 nor refused as expected.
 """
@@ -122,9 +122,13 @@ CASES = {
                                  HALF, lambda m, x: m(x).pooler_output, "matched"),
     "Tipsv2Model": (lambda: T.Tipsv2Config(vision_config=dict(NO_MLP, num_register_tokens=1),
                                            text_config=dict(TEXT, hidden_size=32)), HALF, _image_features, "matched"),
+    # DINOv3: RoPE, registers, LayerScale, a zero key bias; the gated MLP of its *_plus models
+    "DINOv3ViTModel": (lambda: T.DINOv3ViTConfig(**SMALL, num_register_tokens=4), IMAGENET,
+                       lambda m, x: m(x).pooler_output, "matched"),
+    "DINOv3ViTModel+gated": (lambda: T.DINOv3ViTConfig(**SMALL, use_gated_mlp=True, hidden_act="silu", layerscale_value=0.5,
+                                                       num_register_tokens=2, key_bias=True), IMAGENET,
+                             lambda m, x: m(x).pooler_output, "matched"),
     # a switch keras_vit lacks: refused by name with it
-    "DINOv3ViTModel": (lambda: T.DINOv3ViTConfig(**SMALL), IMAGENET, lambda m, x: m(x).pooler_output,
-                       "rotary position embeddings"),
     "Aimv2VisionModel": (lambda: T.Aimv2VisionConfig(**SMALL), CLIP_NORM, lambda m, x: m(x).pooler_output, "RMSNorm"),
 }
 # the classes whose transformers 5 keys lost 4.x's vision_model. prefix: their "4.x" row puts it back

@@ -104,17 +104,19 @@ class ViTConfig:
     ``Dinov2ForImageClassification`` classifier); ``"gap"`` averages the patch
     tokens only (class and register tokens left out, as timm does).
 
-    Positions by rotation (RoPE-ViT, Heo et al. 2024, arXiv:2403.13298; timm's ``vit_*_patch16_rope_*`` in ``eva.py``):
+    Positions by rotation (RoPE-ViT, Heo et al. 2024, arXiv:2403.13298; timm's ``vit_*_patch16_rope_*`` in ``eva.py``;
+    DINOv3, Simeoni et al. 2025, arXiv:2508.10104, timm's ``vit_*_patch16_dinov3*``):
 
     Attributes:
-        rope: None, ``"axial"`` (fixed frequencies per axis, timm's ``rope_type='cat'``) or ``"mixed"`` (learnable
-            frequencies per layer and head, ``(2, heads, head_dim / 2)`` in each layer): 2-D rotary position
+        rope: None, ``"axial"`` (fixed frequencies per axis, timm's ``rope_type='cat'``), ``"mixed"`` (learnable
+            frequencies per layer and head, ``(2, heads, head_dim / 2)`` in each layer) or ``"dinov3"`` (fixed
+            periods on coordinates normalised to ``[-1, 1]``, rotating the head's halves: DINOv3's): 2-D rotary position
             embeddings of every attention's queries and keys (the prefix tokens unrotated,
             :mod:`keras_vit.layers.rope`). Needs a fixed ``image_size`` and a head width divisible by 4.
         rope_temperature: the frequencies' base (the mixed ones' at initialisation); None: RoPE-ViT's, 100 axial
-            and 10 mixed.
+            and 10 mixed; DINOv3's 100.
         rope_grid_indexing: ``"xy"`` (a patch's first coordinate is its column: RoPE-ViT's) or ``"ij"`` (its row).
-        rope_grid_offset: added to the patch coordinates (axial only; timm's ``rope_grid_offset``).
+        rope_grid_offset: added to the patch coordinates (axial and dinov3; timm's ``rope_grid_offset``).
         position_embedding: learned absolute position embeddings; False: none (RoPE-ViT's models without ``_ape``).
     """
 

@@ -103,7 +103,7 @@ def _check_rope(config, set_):
     if config.rope is None:
         for name, default in ROPE_DEFAULTS.items():
             if getattr(config, name) != default:
-                raise ValueError(f"`{name}` is read only with rope='axial' or 'mixed'. Received: rope=None, {name}={getattr(config, name)!r}")
+                raise ValueError(f"`{name}` is read only with rope in {rope_lib.KINDS}. Received: rope=None, {name}={getattr(config, name)!r}")
         return
     if config.rope not in rope_lib.KINDS:
         raise ValueError(f"Unknown `rope`: expected None or one of {rope_lib.KINDS}. Received: rope={config.rope!r}")

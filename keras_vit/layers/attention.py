@@ -72,7 +72,7 @@ class SelfAttention(SublayerPolicies, keras.layers.Layer):
             check on CPU) or ``"never"``; ``"auto"`` follows
             ``sequence_padding.attention_padding(...)``. Saved only when not ``"auto"``.
         rope: None, or 2-D rotary position embeddings of the queries and keys (:mod:`keras_vit.layers.rope`):
-            ``{"kind": "axial" | "mixed", "grid": (rows, cols), "temperature", "grid_indexing", "grid_offset",
+            ``{"kind": "axial" | "mixed" | "dinov3", "grid": (rows, cols), "temperature", "grid_indexing", "grid_offset",
             "num_prefix_tokens"}``; the tokens must be the prefix and the ``rows * cols`` patches. ``"mixed"``
             adds the weight ``rope_frequencies`` ``(2, heads, key_dim / 2)``. Saved only when set.
         **kwargs: base layer arguments (``name``, ``dtype``, ...).
@@ -195,7 +195,7 @@ class SelfAttention(SublayerPolicies, keras.layers.Layer):
     def _rope_tables(self, heads_first):
         """``(cos, sin)`` in the compute dtype, broadcasting against ``(B, heads, N, hd / 2)`` (``heads_first``) or
         ``(B, N, heads, hd / 2)``."""
-        if self.rope["kind"] == "axial":
+        if self.rope["kind"] != "mixed":  # axial or DINOv3's: fixed tables
             cos, sin = (ops.convert_to_tensor(t) for t in self._axial_tables)  # (N, hd / 2)
             if not heads_first:
                 cos, sin = ops.expand_dims(cos, 1), ops.expand_dims(sin, 1)
@@ -216,7 +216,7 @@ class SelfAttention(SublayerPolicies, keras.layers.Layer):
         """The query, key and value ``(B, N, heads, head_dim)`` each from its own layer (quantized), the query and
         key de-interleaved for RoPE."""
         query, key, value = (d(x) for d in self._projections())
-        if self.rope is not None:
+        if self.rope is not None and rope_lib.interleaved(self.rope):
             query, key = rope_lib.deinterleave(query), rope_lib.deinterleave(key)
         return query, key, value
 
@@ -228,7 +228,7 @@ class SelfAttention(SublayerPolicies, keras.layers.Layer):
         dtype = self.compute_dtype
         width = self.num_heads * self.key_dim
         order = [None, None, None]  # with RoPE, the query and key heads' channels de-interleaved in the kernel itself
-        if self.rope is not None:
+        if self.rope is not None and rope_lib.interleaved(self.rope):
             order[0] = order[1] = ops.convert_to_tensor(rope_lib.deinterleave_permutation(self.key_dim).astype("int32"))
 
         def part(weight, i):

@@ -7,12 +7,19 @@ channels is rotated in ``hd / 2`` pairs, pair ``j`` by the angle ``theta_j``:
 
 * ``"axial"`` (timm's ``rope_type='cat'``, RoPE-Axial): ``theta = [c0 * b, c1 * b]`` with the ``hd / 4`` fixed
   frequencies ``b_i = temperature ** (-i / (hd / 4))``;
+* ``"dinov3"`` (``rope_type='dinov3'``, timm's ``RotaryEmbeddingDinoV3``, DINOv3's ``RopePositionEmbedding``): the
+  axial layout on centred, normalised coordinates ``c = 2 (i + 0.5 + grid_offset) / n - 1`` (``n`` the grid's size on
+  that axis, so ``c`` lies in ``[-1, 1]`` at every resolution) with the periods ``temperature ** (4 i / hd)``:
+  ``theta = 2 pi [c0 / period, c1 / period]``; DINOv3's training-time coordinate shift, jitter and rescale are not
+  part of inference;
 * ``"mixed"`` (``rope_type='mixed'``, RoPE-Mixed): ``theta = c0 * f_x + c1 * f_y`` with learnable frequencies
   ``f`` of shape ``(2, heads, hd / 2)`` per layer (timm keeps all layers' in one ``rope.freqs``
   ``(2, depth, heads, hd / 2)``), initialised as timm's ``init_random_2d_freqs`` (magnitudes
   ``temperature ** (-4i / hd)`` in a random direction per head).
 
-timm rotates the interleaved pairs ``(x[2j], x[2j + 1])`` (``rotate_half=False``). The attention scores need only
+timm rotates the interleaved pairs ``(x[2j], x[2j + 1])`` (``rotate_half=False``) for ``"axial"`` and ``"mixed"``;
+``"dinov3"`` rotates the halves ``(x[j], x[j + hd / 2])`` (``rotate_half=True``), keras_vit's own order, so its
+channels stay where they are (:func:`interleaved`). The attention scores need only
 ``q . k``, which is the same when the channels of ``q`` and ``k`` are permuted alike: keras_vit moves the pairs'
 first members to the first half of each head and the second members to the second half (:func:`deinterleave`,
 folded into the query and key kernels where it can be), then rotates halves with slices, never a tensor of rank 5.
@@ -31,9 +38,10 @@ import keras
 import numpy as np
 from keras import ops
 
-KINDS = ("axial", "mixed")
+KINDS = ("axial", "mixed", "dinov3")
 GRID_INDEXINGS = ("ij", "xy")
-DEFAULT_TEMPERATURE = {"axial": 100.0, "mixed": 10.0}  # RoPE-ViT's (timm's rope_temperature of its *_rope_* models)
+# RoPE-ViT's (timm's rope_temperature of its *_rope_* models) and DINOv3's
+DEFAULT_TEMPERATURE = {"axial": 100.0, "mixed": 10.0, "dinov3": 100.0}
 
 
 def check_spec(spec):
@@ -68,17 +76,28 @@ def check_spec(spec):
             "grid_indexing": indexing, "grid_offset": float(offset), "num_prefix_tokens": prefix}
 
 
+def interleaved(spec):
+    """Whether the rotated pairs are interleaved channels (RoPE-ViT's; de-interleaved by keras_vit) or halves (DINOv3's)."""
+    return spec["kind"] != "dinov3"
+
+
 def coordinates(spec):
-    """``(c0, c1)``: float64 arrays of the patches' coordinates in row-major order (timm's ``_build_grid``)."""
+    """``(c0, c1)``: float64 arrays of the patches' coordinates in row-major order (timm's ``_build_grid``:
+    ``grid_type='index'``, or ``'centered'`` with ``normalize_coords='separate'`` for ``"dinov3"``)."""
     rows, cols = spec["grid"]
     row, col = np.meshgrid(np.arange(rows, dtype=np.float64), np.arange(cols, dtype=np.float64), indexing="ij")
     row, col = row.ravel() + spec["grid_offset"], col.ravel() + spec["grid_offset"]
+    if spec["kind"] == "dinov3":
+        row, col = 2.0 * (row + 0.5) / rows - 1.0, 2.0 * (col + 0.5) / cols - 1.0
     return (col, row) if spec["grid_indexing"] == "xy" else (row, col)
 
 
 def axial_tables(spec, head_dim):
-    """``(cos, sin)``: float32 ``(prefix + rows * cols, head_dim / 2)`` of the axial angles (prefix rows: angle 0)."""
+    """``(cos, sin)``: float32 ``(prefix + rows * cols, head_dim / 2)`` of the axial (or DINOv3's) angles (prefix
+    rows: angle 0)."""
     bands = spec["temperature"] ** -(np.arange(head_dim // 4, dtype=np.float64) / (head_dim // 4))
+    if spec["kind"] == "dinov3":
+        bands = 2.0 * np.pi * bands  # 2 pi / period, period = temperature ** (4 i / head_dim)
     c0, c1 = coordinates(spec)
     angles = np.concatenate([c0[:, None] * bands, c1[:, None] * bands], axis=1)
     angles = np.concatenate([np.zeros((spec["num_prefix_tokens"], head_dim // 2)), angles])

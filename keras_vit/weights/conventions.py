@@ -66,6 +66,16 @@ def torch_tensors(key, name, array, path):
             for i, part in enumerate(parts)}
 
 
+def joined(parts, axis=-1):
+    """``np.concatenate(parts, axis)`` of arrays; stand-ins (zero strides, no data) joined into a stand-in, so that
+    a layout converter that joins two tensors (a gated MLP's two halves) runs on shapes without allocating them."""
+    if all(not any(p.strides) for p in parts):
+        shape = list(parts[0].shape)
+        shape[axis] = sum(p.shape[axis] for p in parts)
+        return np.broadcast_to(np.zeros((), parts[0].dtype), tuple(shape))
+    return np.concatenate([np.asarray(p) for p in parts], axis=axis)
+
+
 def finish(out, unknown, path, layout):
     """Refuse the keys no ViT has (named, at most 10 shown); returns ``out``.
 

@@ -115,6 +115,7 @@ def to_original(tensors, path="<arrays>", conversion=None):
     ((4, 4, 3, 8), (8, 8))
     """
     conversion = conversion or Conversion()
+    tensors = timm_eva.to_vit_layout(tensors)  # Eva's unpacked SwiGLU and q / v biases (DINOv3), packed
     refuse_unsupported([k for k in tensors if not (conversion.mixed_rope and k == timm_eva.FREQS)], path)
     out = timm_hybrid.to_original(tensors, path)  # a hybrid's backbone (patch_embed.backbone.*), else nothing
     out.update(timm_eva.to_original(tensors, path) if conversion.mixed_rope else {})
@@ -196,7 +197,7 @@ def _declared(resolved, pretrained, expected, path, weights, tensors, labelled=F
             if said is not None:
                 declare(record, field, activation(value) if name == "act_layer" else value, said, path)
         return record, Conversion(), []
-    shapes = tensors.shapes
+    shapes = timm_eva.vit_shapes(tensors.shapes)
     seen = timm_config.observe(shapes, weights)
     timm_config.consistent(resolved, seen, path)
     sizes = [value for quantity, _, value in expected if quantity == "image_size"]

@@ -1,5 +1,6 @@
 """timm's ``Eva`` class (``timm/models/eva.py``) where it is the paper's ViT with rotary position embeddings: the
-RoPE-ViT models of Heo et al. (``vit_{small,base,large}_patch16_rope{,_mixed}{,_ape}_224``, Naver's weights).
+RoPE-ViT models of Heo et al. (``vit_{small,base,large}_patch16_rope{,_mixed}{,_ape}_224``, Naver's weights) and
+DINOv3 (``vit_{tiny,small,small_plus,base,large,huge_plus,7b}_patch16_dinov3{,_qkvb}``, Meta's weights).
 
 Those registrations build ``Eva(attn_type='rope', use_rot_pos_emb=True, ...)``: the blocks are the pre-norm ViT's
 (``EvaBlock`` with timm's ``AttentionRope``: one fused ``qkv`` Linear with its bias, ``proj``; an ``Mlp`` of exact
@@ -10,18 +11,32 @@ besides for ``*_ape`` (``use_abs_pos_emb=True``, ``no_embed_class=True``). So it
 (:mod:`keras_vit.weights.timm`) with ``rope.freqs`` added and ``pos_embed`` absent without ``_ape``;
 :func:`to_original` splits ``rope.freqs`` by block.
 
+DINOv3's registrations build ``Eva(rope_type='dinov3', rope_rotate_half=True, num_reg_tokens=4,
+use_abs_pos_emb=False, norm_layer=partial(LayerNorm, eps=1e-5), init_values=1e-5)``: the same blocks with
+ViTConfig's ``rope="dinov3"`` (:mod:`keras_vit.layers.rope`), four register ("storage") tokens after the class
+token and average pooling of the patch tokens (``global_pool='avg'``, Eva's default; DINOv3's own is the class
+token: pass ``pooling="token"``). ``_qkvb``: the fused ``qkv`` has a bias (its key part zero in Meta's weights;
+loaded as it is). The ``*_plus`` models' MLP is timm's ``SwiGLU`` (``swiglu_align_to``: separate ``fc1_g``,
+``fc1_x`` of ``int(dim * mlp_ratio)`` rounded up to the alignment, ``silu(fc1_g x) * fc1_x x``): ViTConfig's
+``mlp_type="glu"`` with :func:`pack_swiglu` joining the two into timm's packed ``fc1`` ``[gate; value]``.
+``dynamic_img_size`` changes nothing without an absolute table: keras_vit builds the RoPE grid of the image size
+it is given.
+
 :func:`read` turns an Eva registration into the arguments keras_vit reads (``VisionTransformer``'s names, for
 :mod:`keras_vit.weights.timm_models`, plus :data:`ROPE_ARGS`), or names what keras_vit lacks: every other Eva
 switch (EVA-02's SwiGLU and scaled norms, post-norm blocks, register tokens, DINOv3's and MRoPE's embeddings,
 half rotation, a reference grid, coordinate augmentation...) keeps the model refused by name.
 """
 
+import numpy as np
+
 from keras_vit.errors import CheckpointError
+from keras_vit.weights.conventions import joined
 
 # Eva's RoPE and position arguments keras_vit reads, with Eva's defaults (timm 1.0.31)
 ROPE_ARGS = {"use_abs_pos_emb": True, "use_rot_pos_emb": False, "rope_type": "cat", "rope_temperature": 10000.0,
              "rope_grid_indexing": "ij", "rope_grid_offset": 0.0}
-ROPE_TYPES = {"cat": "axial", "mixed": "mixed"}  # timm's rope_type -> ViTConfig.rope
+ROPE_TYPES = {"cat": "axial", "mixed": "mixed", "dinov3": "dinov3"}  # timm's rope_type -> ViTConfig.rope
 # Eva arguments that are VisionTransformer's under the same name and meaning
 SHARED = ("patch_size", "embed_dim", "depth", "num_heads", "mlp_ratio", "qkv_bias", "class_token", "no_embed_class",
           "init_values", "global_pool", "img_size")
@@ -30,11 +45,9 @@ NEUTRAL = ("drop_rate", "pos_drop_rate", "patch_drop_rate", "proj_drop_rate", "a
            "num_classes", "device", "dtype", "head_init_scale")
 # Eva arguments keras_vit has only at these values (besides the class's own defaults): what each is otherwise
 ONLY = {
-    "attn_type": ("rope", "EVA's own attention (q_bias / v_bias, a scaled inner norm)"),
+    "attn_type": ("rope", "EVA's own attention (q_bias / v_bias, a zero k bias; keras_vit reads it with DINOv3's RoPE only)"),
     "qkv_fused": (True, "separate q / k / v projections"),
-    "rope_rotate_half": (False, "half-split rotation"),
     "in_chans": (3, "input channels other than RGB"),
-    "norm_layer": ("LayerNorm", "a norm other than timm's LayerNorm of eps 1e-6"),
     "use_post_transformer_norm": (None, "the final norm's placement set apart"),
 }
 PHRASES = {  # a switch keras_vit lacks, in words (any value other than Eva's default)
@@ -52,6 +65,12 @@ FREQS = "rope.freqs"  # timm's RotaryEmbeddingMixed.freqs: (2, depth, heads, hea
 ROPE_KEY = "Transformer/encoderblock_{}/MultiHeadDotProductAttention_1/rope_frequencies"  # keras_vit's, per block
 
 
+NORM_EPS = 1e-6  # Eva's norm_layer default: timm.layers.LayerNorm
+# Eva arguments read together in _read_dinov3_parts (not one by one)
+TOGETHER = ("norm_layer", "rope_rotate_half", "swiglu_mlp", "swiglu_align_to", "dynamic_img_size", "num_reg_tokens",
+            "attn_type")
+
+
 def read(args, defaults):
     """``(arguments or None, lacking)`` of an Eva registration's ``args`` (``defaults``: Eva's, from the table)."""
     out, lacking = {}, []
@@ -60,23 +79,61 @@ def read(args, defaults):
             out[name] = value
         elif name == "use_fc_norm":
             out["fc_norm"] = value
+        elif name in TOGETHER:
+            continue
         elif name in ONLY:
             if value != ONLY[name][0] and value != defaults.get(name):
                 lacking.append(f"{ONLY[name][1]} ({name}={value!r})")
         elif value != defaults.get(name):
             lacking.append(f"{PHRASES.get(name, 'timm argument ' + name)} ({name}={value!r})")
+    full = {**defaults, **args}
     rope = {**ROPE_ARGS, **{k: v for k, v in out.items() if k in ROPE_ARGS}}
-    if args.get("attn_type", defaults.get("attn_type")) != "rope" and not any("attn_type" in why for why in lacking):
-        lacking.append(f"{ONLY['attn_type'][1]} (attn_type={args.get('attn_type', defaults.get('attn_type'))!r})")
+    dinov3 = rope["use_rot_pos_emb"] and rope["rope_type"] == "dinov3"
+    # EvaAttention (attn_type='eva': q_bias, a zero k bias, v_bias; no inner norm) is the paper's attention; read
+    # with DINOv3's RoPE, the only one checked against timm with it
+    if full["attn_type"] != "rope" and not (dinov3 and full["attn_type"] == "eva"):
+        lacking.append(f"{ONLY['attn_type'][1]} (attn_type={full['attn_type']!r})")
     if rope["use_rot_pos_emb"] and rope["rope_type"] not in ROPE_TYPES:
-        lacking.append(f"timm's {rope['rope_type']!r} RoPE (rope_type={rope['rope_type']!r}; keras_vit has 'cat' and 'mixed')")
+        lacking.append(f"timm's {rope['rope_type']!r} RoPE (rope_type={rope['rope_type']!r}; keras_vit has 'cat', 'mixed' and 'dinov3')")
     if rope["use_rot_pos_emb"] and rope["rope_type"] == "mixed" and rope["rope_grid_offset"]:
         lacking.append(f"a grid offset with mixed RoPE (rope_grid_offset={rope['rope_grid_offset']!r})")
+    if bool(full["rope_rotate_half"]) != dinov3 and (rope["use_rot_pos_emb"] or full["rope_rotate_half"]):
+        lacking.append(f"{'half-split' if full['rope_rotate_half'] else 'interleaved'} rotation with rope_type="
+                       f"{rope['rope_type']!r} (rope_rotate_half={full['rope_rotate_half']!r}; keras_vit rotates "
+                       "RoPE-ViT's interleaved pairs and DINOv3's halves)")
+    if full["dynamic_img_size"] and rope["use_abs_pos_emb"]:
+        lacking.append("dynamic image size with an absolute position table (dynamic_img_size=True: timm resamples "
+                       "it bicubically at each size)")
+    norm = full["norm_layer"]
+    if norm == "LayerNorm" or (isinstance(norm, dict) and norm.get("callable") == "LayerNorm"):
+        out["norm_eps"] = norm.get("eps", NORM_EPS) if isinstance(norm, dict) else NORM_EPS
+    else:
+        lacking.append(f"a norm other than timm's LayerNorm (norm_layer={norm!r})")
+    if full["num_reg_tokens"]:
+        out["reg_tokens"] = full["num_reg_tokens"]
+        if not rope["use_abs_pos_emb"]:
+            out["no_embed_class"] = True  # no table: the registers have no positions, as keras_vit's
+    lacking += _swiglu(full, out)
     if lacking:
         return None, lacking
     out.setdefault("global_pool", defaults.get("global_pool"))
-    out.setdefault("norm_eps", 1e-6)  # timm.layers.LayerNorm's eps
     return out, []
+
+
+def _swiglu(full, out):
+    """timm's SwiGLU (``swiglu_mlp``) as VisionTransformer's ``SwiGLUPacked`` arguments in ``out``: its hidden width
+    ``int(dim * mlp_ratio)`` (rounded up to ``swiglu_align_to``) is half of the packed ``fc1``'s outputs. Returns
+    what keras_vit lacks."""
+    if not full["swiglu_mlp"]:
+        return [] if not full["swiglu_align_to"] else [f"an aligned MLP without SwiGLU (swiglu_align_to={full['swiglu_align_to']!r})"]
+    dim, align = int(full["embed_dim"]), int(full["swiglu_align_to"] or 0)
+    hidden = int(dim * full["mlp_ratio"])
+    hidden += -hidden % align if align else 0
+    ratio = 2 * hidden / dim
+    if int(dim * ratio) != 2 * hidden:
+        return [f"a SwiGLU width {hidden} that no mlp_ratio of embed_dim={dim} states exactly"]
+    out.update(mlp_layer="SwiGLUPacked", act_layer="nn.SiLU", mlp_ratio=ratio)
+    return []
 
 
 def fields(args):
@@ -86,7 +143,7 @@ def fields(args):
     if rope["use_rot_pos_emb"]:
         kind = ROPE_TYPES[rope["rope_type"]]
         out.update(rope=kind, rope_grid_indexing=rope["rope_grid_indexing"],
-                   rope_temperature=float(rope["rope_temperature"]) if kind == "axial" else None,
+                   rope_temperature=float(rope["rope_temperature"]) if kind != "mixed" else None,
                    rope_grid_offset=float(rope["rope_grid_offset"]))
     return out
 
@@ -125,3 +182,26 @@ def to_original(tensors, path):
     if freqs.ndim != 4 or freqs.shape[0] != 2:
         raise CheckpointError(f"Checkpoint {path!r}: {FREQS!r} has shape {tuple(freqs.shape)}, expected (2, depth, heads, head_dim / 2).")
     return {ROPE_KEY.format(i): freqs[:, i] for i in range(freqs.shape[1])}
+
+
+def to_vit_layout(tensors):
+    """timm's ``VisionTransformer`` keys of an Eva state dict: ``SwiGLU``'s ``mlp.fc1_g`` / ``mlp.fc1_x`` joined into
+    ``SwiGLUPacked``'s ``mlp.fc1`` ``[gate; value]``, ``EvaAttention``'s ``attn.q_bias`` / ``attn.v_bias`` into
+    ``attn.qkv.bias`` ``[q; 0; v]`` (its key bias is a zero buffer). Other keys as they are."""
+    out = dict(tensors)
+    for key in [k for k in tensors if k.endswith(".mlp.fc1_g.weight") or k.endswith(".mlp.fc1_g.bias")]:
+        value = key.replace("fc1_g", "fc1_x")
+        if value in tensors:
+            out[key.replace("fc1_g", "fc1")] = joined([out.pop(key), out.pop(value)], axis=0)
+    for key in [k for k in tensors if k.endswith(".attn.q_bias")]:
+        value = key[:-len("q_bias")] + "v_bias"
+        if value in tensors:
+            q, v = out.pop(key), out.pop(value)
+            out[key[:-len("q_bias")] + "qkv.bias"] = joined([q, np.zeros_like(q), v], axis=0)
+    return out
+
+
+def vit_shapes(shapes):
+    """:func:`to_vit_layout` of ``{key: shape}``."""
+    stand_ins = {k: np.broadcast_to(np.zeros((), np.float32), shape) for k, shape in shapes.items()}
+    return {k: tuple(v.shape) for k, v in to_vit_layout(stand_ins).items()}

@@ -21,6 +21,10 @@ ROWS = {
                        **dict(SMALL, num_heads=2)),
     "rope_mixed_ape": dict(image_size=32, patch_size=8, rope="mixed", prefix_positions=False, rope_grid_indexing="ij",
                            **dict(SMALL, num_heads=2)),
+    # DINOv3: its RoPE, four registers, SwiGLU (the *_plus models), average pooling
+    "dinov3_plus": dict(image_size=(32, 48), patch_size=8, rope="dinov3", rope_grid_indexing="ij", position_embedding=False,
+                        num_register_tokens=4, prefix_positions=False, mlp_type="glu", mlp_activation="silu",
+                        layer_scale_init=1e-5, pooling="gap", **dict(SMALL, num_heads=2)),
 }
 
 

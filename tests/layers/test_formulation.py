@@ -56,7 +56,7 @@ def test_norms_of_a_model_are_restored_after_the_trace():
     np.testing.assert_allclose(rank4, plain, atol=1e-5)
 
 
-@pytest.mark.parametrize("kind", ["axial", "mixed"])
+@pytest.mark.parametrize("kind", ["axial", "mixed", "dinov3"])
 def test_rope_attention_of_rank_4_and_through_separate_projections(kind):
     """RoPE (keras_vit.layers.rope) in the TFLite export's graph, and in the path of quantized projections (each
     projection called, the query and key de-interleaved by strided slices), computes what the fused graph computes."""

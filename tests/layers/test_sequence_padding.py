@@ -247,7 +247,7 @@ def test_padded_attention_on_jax_equals_unpadded_with_gradients():
     assert set(out["models"]) == {"token", "registers", "map"}
 
 
-@pytest.mark.parametrize("kind", ["axial", "mixed"])
+@pytest.mark.parametrize("kind", ["axial", "mixed", "dinov3"])
 def test_padded_attention_with_rope_equals_unpadded(kind):
     """RoPE rotates the queries and keys before the padding (the JAX + CUDA path), as in the explicit one."""
     rope = {"kind": kind, "grid": (3, 5), "num_prefix_tokens": 2}

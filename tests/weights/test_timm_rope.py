@@ -12,7 +12,7 @@ import safetensors.numpy as safetensors_numpy
 import keras_vit
 import reference_rope
 from keras_vit.errors import CheckpointError
-from keras_vit.weights import timm_models
+from keras_vit.weights import timm_eva, timm_models
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 TINY = dict(patch_size=8, embed_dim=32, depth=2, num_heads=2, num_classes=5)
@@ -90,15 +90,16 @@ def test_rope_needs_no_resampling_at_another_resolution(tmp_path):
 
 
 def test_what_eva_py_has_and_keras_vit_lacks_stays_refused_by_name(tmp_path):
-    supported = sorted(a for a, row in timm_models.table()["architectures"].items()
-                       if row["model_class"] == "Eva" and not timm_models.lacking(a))
+    supported = sorted(a for a, row in timm_models.table()["architectures"].items()  # DINOv3's: test_timm_dinov3.py
+                       if row["model_class"] == "Eva" and not timm_models.lacking(a) and "dinov3" not in a and "lingbot" not in a)
     assert supported == sorted(f"vit_{size}_patch16_rope{kind}_224" for size in ("small", "base", "large")
                                for kind in ("", "_ape", "_mixed", "_mixed_ape"))
-    assert "register tokens (num_reg_tokens=1)" in timm_models.lacking("vit_base_patch16_rope_reg1_gap_256")[0]
-    assert "a SwiGLU MLP (swiglu_mlp=True)" in timm_models.lacking("eva02_small_patch14_224.mim_in22k")[0]
-    assert "'dinov3' RoPE" in timm_models.lacking("vit_small_patch16_dinov3")[0]
+    assert "RoPE on a reference grid (ref_feat_shape=[16, 16])" in timm_models.lacking("vit_base_patch16_rope_reg1_gap_256")[0]
+    assert "(attn_type='eva')" in timm_models.lacking("eva02_small_patch14_224.mim_in22k")[0]
+    mrope = dict(timm_models.registration("vit_base_patch16_rope_224")["args"], rope_type="mrope")
+    assert any("'mrope' RoPE" in why for why in timm_eva.read(mrope, timm_models.table()["classes"]["Eva"])[1])
     folder, _, _ = rope_folder(str(tmp_path / "reg"), "vit_base_patch16_rope_reg1_gap_256")
-    with pytest.raises(CheckpointError, match="register tokens"):
+    with pytest.raises(CheckpointError, match="RoPE on a reference grid"):
         keras_vit.from_pretrained(folder)
     folder, _, _ = rope_folder(str(tmp_path / "bare"), "vit_base_patch16_rope_mixed_224", config=False)
     with pytest.raises(CheckpointError, match="rope.freqs"):  # the grid indexing is not in the weights

@@ -69,6 +69,16 @@ def _clip(name, model_prefix, top_projection=512, classifier=None):
 
 
 _REGISTERS = dict(_DINOV2, num_register_tokens=4)
+_DINOV3 = dict({k: v for k, v in _VIT.items() if k != "qkv_bias"}, hidden_size=384, intermediate_size=1536,
+               num_attention_heads=6, layer_norm_eps=1e-5, rope_theta=100.0, query_bias=True, key_bias=False,
+               value_bias=True, proj_bias=True, mlp_bias=True, layerscale_value=1.0, use_gated_mlp=False,
+               num_register_tokens=0)
+# DINOv3ViTModel: RoPE on the patch tokens (DINOv3ViTRopePositionEmbedding: centred coordinates in [-1, 1], rows
+# first, the head's halves rotated), no position table; its pos_embed_shift / jitter / rescale act in training only
+_DINOV3_SWITCHES = {"rope": ("dinov3", "DINOv3ViTRopePositionEmbedding (RoPE of the patch tokens)"),
+                    "rope_grid_indexing": ("ij", "DINOv3ViTRopePositionEmbedding's coordinates (row, column)"),
+                    "position_embedding": (False, "no absolute position table"),
+                    "prefix_positions": (False, "no absolute position table")}
 _TIPSV2 = dict(_DINOV2, image_size=448, num_register_tokens=1)
 FAMILIES = {
     "dinov2": Family("dinov2", "dinov2", _DINOV2, _IMAGENET),
@@ -91,6 +101,7 @@ FAMILIES = {
     "siglip2": Family("siglip", "siglip2", dict(_SIGLIP, num_patches=256), _HALF, resampling=None,
                       switches=_NO_CLASS, tower=True, classifiers={"Siglip2ForImageClassification": "siglip2_classifier"},
                       fixed_size="SigLIP2's position embeddings, resized bilinearly with antialiasing"),
+    "dinov3_vit": Family("dinov3", "dinov3_vit", _DINOV3, _IMAGENET, switches=_DINOV3_SWITCHES),
     "tipsv2": Family("dinov2", "tipsv2", _TIPSV2, ("[0, 1] (no normalisation)", ((0.0,) * 3, (1.0,) * 3)),
                      resampling=None, tower=True,
                      fixed_size="TIPSv2 resamples its position embeddings bilinearly with antialiasing"),
@@ -109,7 +120,6 @@ FAMILIES["tipsv2_vision_model"] = FAMILIES["tipsv2"]._replace(tower=False)
 MODEL_TYPES = tuple(FAMILIES)
 # the family's model_types whose blocks need a switch keras_vit lacks (their modeling_*.py): refused by name
 REFUSED = {
-    "dinov3_vit": "rotary position embeddings (RoPE) in every attention layer, and no absolute position table",
     "aimv2": "RMSNorm instead of LayerNorm, and a SwiGLU MLP without biases",
     "aimv2_vision_model": "RMSNorm instead of LayerNorm, and a SwiGLU MLP without biases",
     "pixtral": "2-D rotary position embeddings (RoPE), RMSNorm and a SwiGLU MLP",
@@ -158,8 +168,11 @@ def settings(config, path, model_type):
         put(field, value, read.said(name, value))
     (width, sizes), (depth, layers) = record["hidden_size"][:2], record["num_layers"][:2]
     _mlp(put, read, row, vision, width, path, where, expected)
-    qkv = read.flag("qkv_bias") if "qkv_bias" in row.defaults else True
-    put("qkv_bias", qkv, read.said("qkv_bias", qkv) if "qkv_bias" in row.defaults else f"{model_type} attention (q/k/v biases)")
+    if row.encoder == "dinov3":
+        _dinov3(put, read, path)
+    else:
+        qkv = read.flag("qkv_bias") if "qkv_bias" in row.defaults else True
+        put("qkv_bias", qkv, read.said("qkv_bias", qkv) if "qkv_bias" in row.defaults else f"{model_type} attention (q/k/v biases)")
     classifier = row.classifiers.get(architecture)
     _switches(put, read, row, model_type, classifier)
     _top(put, read, row, architecture, config, classifier)
@@ -190,6 +203,23 @@ def settings(config, path, model_type):
                    position_resampling=row.resampling, layout=classifier or row.layout)
 
 
+def _dinov3(put, read, path):
+    """DINOv3ViTModel's biases and RoPE base: a query and a value bias together (a key bias of zeros where
+    ``key_bias=False``: the same scores), biased output and MLP projections."""
+    query, key, value = (read.flag(name) for name in ("query_bias", "key_bias", "value_bias"))
+    if query != value or (key and not query):
+        raise CheckpointError(f"{path!r}: query_bias={query!r}, key_bias={key!r}, value_bias={value!r}: keras_vit's "
+                              "attention has query, key and value biases all together or none (a missing key bias is "
+                              "zeros, which changes nothing), not these.")
+    for name in ("proj_bias", "mlp_bias"):
+        if not read.flag(name):
+            raise CheckpointError(f"{path!r}: {name}=False: keras_vit's attention output and MLP layers have biases.")
+    said = ", ".join(read.said(name, flag) for name, flag in (("query_bias", query), ("key_bias", key), ("value_bias", value)))
+    put("qkv_bias", query, said + (" (the key bias: zeros)" if query and not key else ""))
+    theta = read.number("rope_theta", integer=False)
+    put("rope_temperature", float(theta), read.said("rope_theta", theta))
+
+
 def _mlp(put, read, row, vision, width, path, where, expected):
     """The MLP: a ratio of the width (DINOv2, TIPSv2) or ``intermediate_size``; a SiLU-gated one with ``use_swiglu_ffn``."""
     act = vision.get("hidden_act", row.defaults["hidden_act"])
@@ -197,7 +227,14 @@ def _mlp(put, read, row, vision, width, path, where, expected):
     if "mlp_ratio" in row.defaults:
         ratio = read.number("mlp_ratio", integer=False)
         ratio_said = read.said("mlp_ratio", vision.get("mlp_ratio", ratio))
-    if "use_swiglu_ffn" in row.defaults and read.flag("use_swiglu_ffn"):
+    if "use_gated_mlp" in row.defaults and read.flag("use_gated_mlp"):  # DINOv3ViTGatedMLP: act(gate) * up
+        mlp, said = read.number("intermediate_size"), read.said("intermediate_size", read.number("intermediate_size"))
+        if not isinstance(act, str) or act not in ACTIVATIONS:
+            raise CheckpointError(f"{path!r}: {where}hidden_act={act!r} is no activation keras_vit's MLP has.")
+        put("mlp_type", "glu", "use_gated_mlp=True")
+        put("mlp_activation", activation(act), read.said("hidden_act", act) + " (gated: act(gate_proj x) * up_proj x)")
+        expected.append(("mlp_dim", said, 2 * mlp))  # gate_proj and up_proj joined
+    elif "use_swiglu_ffn" in row.defaults and read.flag("use_swiglu_ffn"):
         # Dinov2SwiGLUFFN: weights_in (2 h, D), silu(x1) * x2, h = (int(int(D * mlp_ratio) * 2 / 3) + 7) // 8 * 8
         mlp = (int(int(width * ratio) * 2 / 3) + 7) // 8 * 8
         said = f"{ratio_said} with use_swiglu_ffn=True ((int({int(width * ratio)} * 2 / 3) + 7) // 8 * 8)"

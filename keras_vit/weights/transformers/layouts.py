@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from keras_vit.errors import CheckpointError
-from keras_vit.weights.conventions import finish, linear as _linear, norm as _norm, torch_tensors
+from keras_vit.weights.conventions import finish, joined, linear as _linear, norm as _norm, torch_tensors
 
 ATT = "MultiHeadDotProductAttention_1"
 POSEMB = "Transformer/posembed_input/pos_embedding"
@@ -41,6 +41,17 @@ DINOV2_LAYER = {  # Dinov2Layer: norm1, attention, layer_scale1, norm2, mlp (Din
     **_linear("mlp.fc2", "MlpBlock_3/Dense_1"),
     **_linear("mlp.weights_in", "MlpBlock_3/Dense_0"),  # SwiGLU: (2 * hidden, D), silu(first half) * second half
     **_linear("mlp.weights_out", "MlpBlock_3/Dense_1"),
+    "layer_scale2.lambda1": "LayerScale_3/gamma",
+}
+DINOV3_LAYER = {  # DINOv3ViTLayer: norm1, attention (q/k/v/o_proj), layer_scale1, norm2, mlp, layer_scale2
+    **_norm("norm1", "LayerNorm_0"),
+    **{k: v for n, c in (("q", "query"), ("k", "key"), ("v", "value"), ("o", "out"))
+       for k, v in _linear(f"attention.{n}_proj", f"{ATT}/{c}").items()},
+    "layer_scale1.lambda1": "LayerScale_1/gamma",
+    **_norm("norm2", "LayerNorm_2"),
+    **_linear("mlp.up_proj", "MlpBlock_3/Dense_0"),  # DINOv3ViTMLP's first layer; the gated MLP's value half
+    **_linear("mlp.gate_proj", "MlpBlock_3/Dense_0_gate"),  # DINOv3ViTGatedMLP: act(gate) * up, joined by _dinov3
+    **_linear("mlp.down_proj", "MlpBlock_3/Dense_1"),
     "layer_scale2.lambda1": "LayerScale_3/gamma",
 }
 CLIP_LAYER = {  # CLIPEncoderLayer, SiglipEncoderLayer
@@ -105,6 +116,19 @@ class Layout(NamedTuple):
     whole: dict
     zeros: tuple = ()
     bare: bool = False
+    hook: object = None  # out -> out, after the renaming: parts joined or added (DINOv3's gated MLP, its key bias)
+
+
+def _dinov3(out):
+    """DINOv3ViTGatedMLP's ``gate_proj`` joined before ``up_proj`` (``[gate; up]``: keras_vit's GLU computes
+    ``act(first half) * second half``), and the zero key bias of an attention whose ``k_proj`` has none
+    (``key_bias=False`` beside query and value biases)."""
+    for name in [k for k in out if "/Dense_0_gate/" in k]:
+        target = name.replace("Dense_0_gate", "Dense_0")
+        out[target] = joined([out.pop(name), out[target]], axis=-1)
+    for name in [k for k in out if k.endswith(f"{ATT}/query/bias")]:
+        out.setdefault(name.replace("/query/", "/key/"), np.zeros(out[name].shape, np.float32))
+    return out
 
 
 _CLASSIFIER = _linear("classifier", "head")
@@ -129,6 +153,12 @@ LAYOUTS = {
         {"vit.": None, "": None}, r"^encoder\.layer\.(\d+)\.(.+)$", VIT_LAYER, _VIT_TOP,
         {r"^(?P<group>decoder\.)": "MAE's pixel decoder (pre-training only; keras_vit loads the encoder, without masking)"},
         {}),
+    "dinov3_vit": Layout(
+        {"": None}, r"^layer\.(\d+)\.(.+)$", DINOV3_LAYER,
+        {"embeddings.cls_token": "cls", "embeddings.register_tokens": "reg",
+         "embeddings.patch_embeddings.weight": "embedding/kernel", "embeddings.patch_embeddings.bias": "embedding/bias",
+         **_norm("norm", "Transformer/encoder_norm")},
+        {r"^embeddings\.mask_token$": _MASK}, {}, hook=_dinov3),
     "clip": Layout(
         _TOWER, r"^encoder\.layers\.(\d+)\.(.+)$", CLIP_LAYER,
         {"embeddings.class_embedding": "cls", "embeddings.patch_embedding.weight": "embedding/kernel",
@@ -287,6 +317,8 @@ def to_original(tensors, path, layout_name, notes=None):
                 first, second = sorted((origin[part], key))
                 raise CheckpointError(f"Checkpoint {path!r}: keys {first!r} and {second!r} are both {part!r}; keep one.")
             out[part], origin[part] = value, key
+    if layout.hook is not None:
+        out = layout.hook(out)
     if "embedding/kernel" in out:
         for name in layout.zeros:
             out.setdefault(name, np.zeros(out["embedding/kernel"].shape[-1], np.float32))
