@@ -163,6 +163,12 @@ _HUB_TABLE = (
     ("dinov2_vitg14", "timm/vit_giant_patch14_dinov2.lvd142m", "DINOv2", 518, 0, "embedding", None),
     ("dinov2_vits14_reg4", "timm/vit_small_patch14_reg4_dinov2.lvd142m", "DINOv2 + registers", 518, 0, "embedding", None),
     ("dinov2_vitb14_reg4", "timm/vit_base_patch14_reg4_dinov2.lvd142m", "DINOv2 + registers", 518, 0, "embedding", None),
+    # DINOv3 (RoPE: any size runs; timm's input_size 256, its pretrained_cfg)
+    ("dinov3_vits16", "timm/vit_small_patch16_dinov3.lvd1689m", "DINOv3", 256, 0, "embedding", None),
+    ("dinov3_vits16plus", "timm/vit_small_plus_patch16_dinov3.lvd1689m", "DINOv3", 256, 0, "embedding", None),
+    ("dinov3_vitb16", "timm/vit_base_patch16_dinov3.lvd1689m", "DINOv3", 256, 0, "embedding", None),
+    ("dinov3_vitl16", "timm/vit_large_patch16_dinov3.lvd1689m", "DINOv3", 256, 0, "embedding", None),
+    ("dinov3_vith16plus", "timm/vit_huge_plus_patch16_dinov3.lvd1689m", "DINOv3", 256, 0, "embedding", None),
     ("siglip_base_patch16_224", "timm/vit_base_patch16_siglip_224.webli", "SigLIP", 224, 0, "embedding", None),
     # timm's input_size 384; its stride-14 patch convolution covers 27 x 14 = 378 pixels of it (crop_remainder)
     ("siglip_so400m_patch14_384", "timm/vit_so400m_patch14_siglip_384.webli", "SigLIP", 384, 0, "embedding", None),

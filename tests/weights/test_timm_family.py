@@ -281,6 +281,12 @@ def test_parameter_counts_match_timms_published_ones():
     assert round(count("vit_small_patch14_reg4_dinov2") / 1e6, 1) == 22.1  # timm's reg4 model card: 22.1
     assert round(count("vit_giant_patch14_dinov2") / 1e6, 1) == 1136.5  # timm's model card: Params (M) 1136.5
     assert math.isclose(count("vit_base_patch16_siglip_224"), 92.9e6, rel_tol=1e-3)
+    # the DINOv3 presets: timm 1.0.31's own models, counted in the peers environment (make peers) by
+    # sum(p.numel() for p in timm.create_model(arch).parameters()) on the meta device
+    dinov3 = {"vit_small_patch16_dinov3": 21_586_944, "vit_small_plus_patch16_dinov3": 28_683_264,
+              "vit_base_patch16_dinov3": 85_641_216, "vit_large_patch16_dinov3": 303_079_424,
+              "vit_huge_plus_patch16_dinov3": 840_509_440}
+    assert {architecture: count(architecture) for architecture in dinov3} == dinov3
 
 
 @pytest.mark.parametrize("args,message", [
