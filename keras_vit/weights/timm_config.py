@@ -51,6 +51,33 @@ def _check_model_args(model_args, path):
         )
 
 
+def _check_rope_args(model_args, architecture, path):
+    """RoPE's ``model_args`` (:data:`~keras_vit.weights.timm_eva.ROPE_ARGS`) only where timm builds them: an Eva
+    registration (timm's VisionTransformer takes none of them), and never a ``rope_type`` that changes the rotation
+    order, which timm keeps from the registration (``rope_rotate_half``: DINOv3's halves, RoPE-ViT's interleaved
+    pairs) while keras_vit's kind fixes it."""
+    stated = sorted(set(model_args) & set(timm_eva.ROPE_ARGS))
+    row = registration(architecture)
+    if not stated or row is None:
+        return
+    if row["model_class"] != "Eva":
+        raise CheckpointError(
+            f"{path!r}: model_args.{stated[0]}={model_args[stated[0]]!r}: timm's architecture "
+            f"{architecture.partition('.')[0]!r} is a {row['model_class']}, which takes no RoPE argument (timm's Eva "
+            "does); timm could not have built this model."
+        )
+    if "rope_type" in model_args:
+        registered_half = bool(row["args"].get("rope_rotate_half", False))
+        if (model_args["rope_type"] == "dinov3") != registered_half:
+            raise CheckpointError(
+                f"{path!r}: model_args.rope_type={model_args['rope_type']!r} with the registration's "
+                f"rope_rotate_half={registered_half!r} of {architecture.partition('.')[0]!r}: timm rotates "
+                f"{'the halves' if registered_half else 'interleaved pairs'} of each head, keras_vit's "
+                f"{model_args['rope_type']!r} RoPE the {'halves' if model_args['rope_type'] == 'dinov3' else 'interleaved pairs'}"
+                "; it would compute another model."
+            )
+
+
 def resolve(config, path, architecture=None):
     """``{timm argument: (value, said)}``: ``model_args`` over the top-level ``global_pool`` over the registration
     of ``architecture`` (default: the config's) over ``VisionTransformer``'s defaults (said None).
@@ -65,6 +92,7 @@ def resolve(config, path, architecture=None):
     _check_model_args(model_args, path)
     architecture = architecture or config.get("architecture")
     refuse_unbuildable(architecture, path)
+    _check_rope_args(model_args, architecture, path)
     resolved = {name: (value, None) for name, value in DEFAULTS.items()}
     row = registered(architecture)
     if row is not None:

@@ -126,3 +126,16 @@ def test_impossible_rope_configs_are_refused(fields, named):
     sizes = dict(image_size=32, patch_size=8, hidden_size=32, num_layers=1, num_heads=2, mlp_dim=64)
     with pytest.raises(ValueError, match=named):
         keras_vit.ViTConfig(**{**sizes, **fields})
+
+
+def test_rope_model_args_timm_could_not_have_built_are_refused(tmp_path):
+    """timm keeps the rotation order (rope_rotate_half) of the registration whatever model_args.rope_type says, and
+    its VisionTransformer takes no RoPE argument: such a config.json is refused, never built with another rotation."""
+    folder, _, _ = rope_folder(str(tmp_path / "half"), "vit_small_patch16_rope_224", rope_type="dinov3")
+    with pytest.raises(CheckpointError, match=r"model_args\.rope_type='dinov3' with the registration's "
+                                              r"rope_rotate_half=False"):
+        keras_vit.from_pretrained(folder)
+    folder, _, _ = rope_folder(str(tmp_path / "vit"), "vit_small_patch16_224", use_rot_pos_emb=True)
+    with pytest.raises(CheckpointError, match=r"model_args\.use_rot_pos_emb=True: .* is a VisionTransformer, which "
+                                              r"takes no RoPE argument"):
+        keras_vit.from_pretrained(folder)
