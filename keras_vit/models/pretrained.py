@@ -200,11 +200,15 @@ def arguments(arch, overrides, source, no_head=()):
     if pooling != arch["pooling"] and not (pooling in outputs and not kwargs["include_top"]):
         raise ValueError(
             f"{str(source)!r} was trained with pooling={arch['pooling']!r} "
-            f"({'a class token' if arch['pooling'] == 'token' else 'no class token'}); with include_top=False, "
-            f"None (the token sequence), 'avg', 'max' or 'feature_map' may replace it. Received: pooling={pooling!r}"
+            f"({_POOLED.get(arch['pooling'], arch['pooling'])}); with include_top=False, None (the token sequence: "
+            "its first is the class token where the model has one), 'avg', 'max' or 'feature_map' may replace it. "
+            f"Received: pooling={pooling!r}"
         )
     kwargs["pooling"] = pooling
     return kwargs
+
+
+_POOLED = {"token": "the class token", "gap": "the mean of the tokens", "map": "attention pooling"}
 
 
 def class_names_of(info, num_classes, tag=None):

@@ -76,6 +76,19 @@ def test_dinov3_at_another_resolution_takes_the_new_grid_without_resampling(fold
     assert_matches(model, state, dict(args, img_size=(48, 64)), images((48, 64), batch=1))
 
 
+def test_another_pooling_is_refused_naming_the_one_it_was_trained_with(folders):
+    """timm's DINOv3 registrations average the patch tokens; the class token is there, reached with pooling=None."""
+    import keras_vit
+
+    folder, _, _ = folders["vit_small_patch16_dinov3"]
+    with pytest.raises(ValueError, match=r"was trained with pooling='gap' \(the mean of the tokens\); .*its first is "
+                                         r"the class token"):
+        keras_vit.from_pretrained(folder, include_top=False, pooling="token")
+    tokens = keras_vit.from_pretrained(folder, include_top=False, pooling=None)
+    rows, cols = tokens.vit_config.grid
+    assert tokens.output_shape[1] == 1 + 4 + rows * cols  # the class token first, 4 registers, the patches
+
+
 def test_a_swiglu_width_is_rounded_up_to_its_alignment_as_timm_does():
     defaults = timm_models.table()["classes"]["Eva"]
     args = dict(timm_models.registration("vit_small_plus_patch16_dinov3")["args"], embed_dim=40, swiglu_align_to=48)
