@@ -45,9 +45,13 @@ def _writer(jobs_path):
         jobs = json.load(f)
     for job in jobs:
         model = timm.create_model(job["name"], pretrained=False, num_classes=0, **job["model_args"]).eval()
-        with torch.no_grad():
-            for p in model.parameters():
-                if p.ndim == 1:
+        with torch.no_grad():  # weights under which positions matter: timm's init (LayerScale 1e-5, q/k std 0.02)
+            for name, p in model.named_parameters():  # leaves attention near uniform, DINOv3's RoPE within 5e-5
+                if name.endswith(("gamma_1", "gamma_2")):
+                    p.copy_(1.0 + 0.1 * torch.randn_like(p))  # LayerScale: the blocks count
+                elif name.endswith("attn.qkv.weight"):
+                    p.mul_(5.0)  # attention logits of std ~3: the rotation changes which tokens are attended
+                elif p.ndim == 1:
                     p.add_(torch.randn_like(p) * 0.02)
         save_for_hf(model, job["folder"], model_args=job["model_args"] or None, safe_serialization=True)
         mean, std = np.array(model.pretrained_cfg["mean"], "float32"), np.array(model.pretrained_cfg["std"], "float32")
