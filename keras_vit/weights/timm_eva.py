@@ -35,7 +35,7 @@ from keras_vit.weights.conventions import joined
 
 # Eva's RoPE and position arguments keras_vit reads, with Eva's defaults (timm 1.0.31)
 ROPE_ARGS = {"use_abs_pos_emb": True, "use_rot_pos_emb": False, "rope_type": "cat", "rope_temperature": 10000.0,
-             "rope_grid_indexing": "ij", "rope_grid_offset": 0.0}
+             "rope_grid_indexing": "ij", "rope_grid_offset": 0.0, "ref_feat_shape": None}
 ROPE_TYPES = {"cat": "axial", "mixed": "mixed", "dinov3": "dinov3"}  # timm's rope_type -> ViTConfig.rope
 # Eva arguments that are VisionTransformer's under the same name and meaning
 SHARED = ("patch_size", "embed_dim", "depth", "num_heads", "mlp_ratio", "qkv_bias", "class_token", "no_embed_class",
@@ -55,7 +55,7 @@ PHRASES = {  # a switch keras_vit lacks, in words (any value other than Eva's de
     "scale_attn_inner": "a norm inside attention", "qk_norm": "query/key normalisation",
     "use_post_norm": "post-norm blocks", "use_pre_transformer_norm": "a norm before the blocks without a patch bias",
     "num_reg_tokens": "register tokens", "dynamic_img_size": "dynamic image size", "dynamic_img_pad": "image padding",
-    "ref_feat_shape": "RoPE on a reference grid", "num_kv_heads": "grouped-query attention",
+    "num_kv_heads": "grouped-query attention",
     "attn_only_layer_scale": "LayerScale on the attention branch only", "attn_pool_num_heads": "attention pooling",
     "attn_pool_mlp_ratio": "attention pooling", "rope_shift_coords": "RoPE coordinate augmentation",
     "rope_jitter_coords": "RoPE coordinate augmentation", "rope_rescale_coords": "RoPE coordinate augmentation",
@@ -89,9 +89,10 @@ def read(args, defaults):
     full = {**defaults, **args}
     rope = {**ROPE_ARGS, **{k: v for k, v in out.items() if k in ROPE_ARGS}}
     dinov3 = rope["use_rot_pos_emb"] and rope["rope_type"] == "dinov3"
-    # EvaAttention (attn_type='eva': q_bias, a zero k bias, v_bias; no inner norm) is the paper's attention; read
-    # with DINOv3's RoPE, the only one checked against timm with it
-    if full["attn_type"] != "rope" and not (dinov3 and full["attn_type"] == "eva"):
+    # EvaAttention (attn_type='eva': q_bias, a zero k bias, v_bias; no inner norm unless scale_attn_inner, refused
+    # by name) is the paper's attention; read with DINOv3's RoPE and EVA-02's axial one, both checked against timm
+    eva02 = rope["use_rot_pos_emb"] and rope["rope_type"] == "cat" and rope["ref_feat_shape"] is not None
+    if full["attn_type"] != "rope" and not ((dinov3 or eva02) and full["attn_type"] == "eva"):
         lacking.append(f"{ONLY['attn_type'][1]} (attn_type={full['attn_type']!r})")
     if rope["use_rot_pos_emb"] and rope["rope_type"] not in ROPE_TYPES:
         lacking.append(f"timm's {rope['rope_type']!r} RoPE (rope_type={rope['rope_type']!r}; keras_vit has 'cat', 'mixed' and 'dinov3')")
@@ -145,6 +146,9 @@ def fields(args):
         out.update(rope=kind, rope_grid_indexing=rope["rope_grid_indexing"],
                    rope_temperature=float(rope["rope_temperature"]) if kind != "mixed" else None,
                    rope_grid_offset=float(rope["rope_grid_offset"]))
+        reference = rope["ref_feat_shape"]  # Eva hands it to RotaryEmbeddingCat only ('cat'); an int is (n, n)
+        if kind == "axial" and reference is not None:
+            out["rope_reference_grid"] = tuple(int(n) for n in ((reference, reference) if isinstance(reference, int) else reference))
     return out
 
 
