@@ -24,8 +24,14 @@ it is given.
 
 :func:`read` turns an Eva registration into the arguments keras_vit reads (``VisionTransformer``'s names, for
 :mod:`keras_vit.weights.timm_models`, plus :data:`ROPE_ARGS`), or names what keras_vit lacks: every other Eva
-switch (EVA-02's SwiGLU and scaled norms, post-norm blocks, register tokens, DINOv3's and MRoPE's embeddings,
-half rotation, a reference grid, coordinate augmentation...) keeps the model refused by name.
+switch (EVA-02 B / L's separate q / k / v and scaled norms, post-norm blocks, MRoPE, coordinate augmentation...)
+keeps the model refused by name.
+
+EVA-02 Ti / S (``eva02_{tiny,small}_patch14_{224,336}``) and the ``vit_*_patch16_rope_reg*_gap_256`` models build
+``Eva(attn_type='eva', use_rot_pos_emb=True, ref_feat_shape=(16, 16))``: ``EvaAttention`` (fused ``qkv`` with
+``q_bias`` / ``v_bias``, no inner norm), the packed SwiGLU (``GluMlp``) or the ViT's MLP, and axial RoPE whose
+coordinates timm scales to the reference grid (ViTConfig's ``rope_reference_grid``; timm hands ``ref_feat_shape``
+to ``rope_type='cat'`` only).
 """
 
 import numpy as np
@@ -45,7 +51,8 @@ NEUTRAL = ("drop_rate", "pos_drop_rate", "patch_drop_rate", "proj_drop_rate", "a
            "num_classes", "device", "dtype", "head_init_scale")
 # Eva arguments keras_vit has only at these values (besides the class's own defaults): what each is otherwise
 ONLY = {
-    "attn_type": ("rope", "EVA's own attention (q_bias / v_bias, a zero k bias; keras_vit reads it with DINOv3's RoPE only)"),
+    "attn_type": ("rope", "EVA's own attention (q_bias / v_bias, a zero k bias; keras_vit reads it with DINOv3's RoPE and with "
+                         "axial RoPE on a reference grid, EVA-02's, only)"),
     "qkv_fused": (True, "separate q / k / v projections"),
     "in_chans": (3, "input channels other than RGB"),
     "use_post_transformer_norm": (None, "the final norm's placement set apart"),
