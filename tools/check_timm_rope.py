@@ -1,11 +1,11 @@
-"""Check keras_vit's RoPE-ViT against timm itself: every ``vit_*_patch16_rope*_224``, ``vit_*_patch16_dinov3*`` and ``vit_*_patch16_lingbot`` registration of timm's eva.py.
+"""Check keras_vit's RoPE-ViT against timm itself: every ``vit_*_patch16_rope*_224``, ``vit_*_patch16_dinov3*``, ``vit_*_patch16_lingbot`` and ``eva02_{tiny,small}_patch14_*``, ``vit_*_patch16_rope_reg*_gap_256`` registration of timm's eva.py.
 
     PYTHONPATH=. .venv/bin/python tools/check_timm_rope.py --peers-python .venv-peers/bin/python
 
 For each architecture the peers environment (torch + timm) builds a random model with ``timm.create_model(ARCH,
 pretrained=False)`` (its 1-D parameters perturbed, so LayerScale and the biases count), writes it as timm writes a Hub
 repository (``timm.models.save_for_hf(..., safe_serialization=True)``: ``config.json`` + ``model.safetensors``) and
-runs it on random images at each ``--sizes`` entry: at 224 the model itself, at another size timm's own reload of the
+runs it on random images at each ``--sizes`` entry: at the registration's size the model itself, at another size timm's own reload of the
 file at that ``img_size`` (``pretrained_cfg_overlay=dict(file=...)``: ``checkpoint_filter_fn`` resamples the ``_ape``
 table, RoPE takes the new grid). This environment loads the folder with ``keras_vit.from_pretrained(FOLDER,
 image_size=SIZE)`` and runs it on the same pixels. ``matched``: the largest difference is within 1e-4 of timm's
@@ -30,6 +30,10 @@ ARCHITECTURES = [f"vit_{size}_patch16_rope{kind}_224" for size in ("small", "bas
 ARCHITECTURES += [f"vit_{size}_patch16_dinov3{bias}" for size in ("small", "small_plus", "base", "large", "huge_plus")
                   for bias in ("", "_qkvb")] + ["vit_tiny_patch16_dinov3_qkvb"]
 ARCHITECTURES += [f"vit_{size}_patch16_lingbot" for size in ("small", "base", "large", "giant")]  # DINOv3's blocks
+# EVA-02 (fused qkv with q / v biases, packed SwiGLU, axial RoPE on timm's ref_feat_shape grid, a table with the class token)
+ARCHITECTURES += [f"eva02_{size}_patch14_{res}" for size in ("tiny", "small") for res in (224, 336)]
+# the same attention and RoPE grid with registers and no class token
+ARCHITECTURES += [f"vit_{size}_patch16_rope_reg{n}_gap_256" for size, n in (("medium", 1), ("mediumd", 1), ("betwixt", 4), ("base", 1))]
 TOLERANCE = 1e-4
 
 
@@ -57,7 +61,7 @@ def _writer(jobs_path):
         mean, std = np.array(model.pretrained_cfg["mean"], "float32"), np.array(model.pretrained_cfg["std"], "float32")
         params = {}
         for size in job["sizes"]:
-            if tuple(size) == (224, 224):
+            if tuple(size) == tuple(model.patch_embed.img_size):  # the registration's own size
                 sized = model
             else:
                 file = os.path.join(job["folder"], "model.safetensors")

@@ -117,6 +117,8 @@ class ViTConfig:
             and 10 mixed; DINOv3's 100.
         rope_grid_indexing: ``"xy"`` (a patch's first coordinate is its column: RoPE-ViT's) or ``"ij"`` (its row).
         rope_grid_offset: added to the patch coordinates (axial and dinov3; timm's ``rope_grid_offset``).
+        rope_reference_grid: None, or ``(rows, cols)``: axial RoPE's coordinates scaled to this grid, ``(i + offset) / n
+            * ref`` on each axis (timm's ``ref_feat_shape``; EVA-02's ``(16, 16)`` at every resolution).
         position_embedding: learned absolute position embeddings; False: none (RoPE-ViT's models without ``_ape``).
     """
 
@@ -162,6 +164,7 @@ class ViTConfig:
     rope_temperature: float | None = None
     rope_grid_indexing: str = "xy"
     rope_grid_offset: float = 0.0
+    rope_reference_grid: tuple | None = None
     position_embedding: bool = True
 
     def __post_init__(self):

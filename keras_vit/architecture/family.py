@@ -34,7 +34,7 @@ PAPER = {
     "position_embedding": True,
 }
 # the RoPE fields' values without RoPE (each is read only with one)
-ROPE_DEFAULTS = {"rope_temperature": None, "rope_grid_indexing": "xy", "rope_grid_offset": 0.0}
+ROPE_DEFAULTS = {"rope_temperature": None, "rope_grid_indexing": "xy", "rope_grid_offset": 0.0, "rope_reference_grid": None}
 
 
 # "map" and "token_gap_concat" are the family's; keras.applications' "avg", "max" and "feature_map" read no
@@ -120,6 +120,13 @@ def _check_rope(config, set_):
     if isinstance(offset, bool) or not isinstance(offset, numbers.Real) or not math.isfinite(offset):
         raise ValueError(f"`rope_grid_offset` must be a finite number. Received: rope_grid_offset={offset!r}")
     set_("rope_grid_offset", float(offset))
+    reference = config.rope_reference_grid
+    if reference is not None:
+        if isinstance(reference, (str, bytes)) or not hasattr(reference, "__len__") or len(reference) != 2 or not all(
+                isinstance(n, numbers.Integral) and not isinstance(n, bool) and n > 0 for n in reference):
+            raise ValueError(f"`rope_reference_grid` must be None or (rows, cols) of positive ints. "
+                             f"Received: rope_reference_grid={reference!r}")
+        set_("rope_reference_grid", (int(reference[0]), int(reference[1])))
     refuse = []
     head_dim = config.hidden_size // config.num_heads
     if head_dim % 4:
@@ -130,6 +137,9 @@ def _check_rope(config, set_):
                       "model runs) is not supported with rope; build a fixed image_size (resize_model changes it)")
     if config.rope == "mixed" and config.rope_grid_offset:
         refuse.append(f"rope='mixed' (timm's RotaryEmbeddingMixed) has no grid offset. Received: rope_grid_offset={offset!r}")
+    if config.rope != "axial" and config.rope_reference_grid is not None:
+        refuse.append(f"rope_reference_grid scales axial RoPE's coordinates (timm's ref_feat_shape of rope_type='cat'); "
+                      f"rope={config.rope!r} has none. Received: rope_reference_grid={config.rope_reference_grid!r}")
     if refuse:
         raise ValueError("Impossible ViTConfig: " + "; ".join(refuse))
 

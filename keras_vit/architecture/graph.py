@@ -92,6 +92,8 @@ def encoder(x, config):
         rope = dict(kind=config.rope, grid=config.grid_for(config.image_size), temperature=config.rope_temperature,
                     grid_indexing=config.rope_grid_indexing, grid_offset=config.rope_grid_offset,
                     num_prefix_tokens=config.num_prefix_tokens)
+        if config.rope_reference_grid is not None:
+            rope["reference_grid"] = config.rope_reference_grid
     for i in range(config.num_layers):
         x = TransformerBlock(
             num_heads=config.num_heads,

@@ -73,7 +73,7 @@ class SelfAttention(SublayerPolicies, keras.layers.Layer):
             ``sequence_padding.attention_padding(...)``. Saved only when not ``"auto"``.
         rope: None, or 2-D rotary position embeddings of the queries and keys (:mod:`keras_vit.layers.rope`):
             ``{"kind": "axial" | "mixed" | "dinov3", "grid": (rows, cols), "temperature", "grid_indexing", "grid_offset",
-            "num_prefix_tokens"}``; the tokens must be the prefix and the ``rows * cols`` patches. ``"mixed"``
+            "num_prefix_tokens"}`` and, axial only, ``"reference_grid"`` (timm's ``ref_feat_shape``); the tokens must be the prefix and the ``rows * cols`` patches. ``"mixed"``
             adds the weight ``rope_frequencies`` ``(2, heads, key_dim / 2)``. Saved only when set.
         **kwargs: base layer arguments (``name``, ``dtype``, ...).
 
@@ -354,7 +354,7 @@ class SelfAttention(SublayerPolicies, keras.layers.Layer):
         if self.attention_padding != "auto":  # configs (and .keras files) of the default stay as they were
             config["attention_padding"] = self.attention_padding
         if self.rope is not None:
-            config["rope"] = dict(self.rope, grid=list(self.rope["grid"]))
+            config["rope"] = {k: list(v) if k in ("grid", "reference_grid") else v for k, v in self.rope.items()}
         return config
 
     @classmethod

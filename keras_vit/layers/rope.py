@@ -12,6 +12,10 @@ channels is rotated in ``hd / 2`` pairs, pair ``j`` by the angle ``theta_j``:
   that axis, so ``c`` lies in ``[-1, 1]`` at every resolution) with the periods ``temperature ** (4 i / hd)``:
   ``theta = 2 pi [c0 / period, c1 / period]``; DINOv3's training-time coordinate shift, jitter and rescale are not
   part of inference;
+* a ``reference_grid`` ``(ref_rows, ref_cols)`` (axial only; timm's ``ref_feat_shape``, EVA-02's ``(16, 16)``) scales
+  each coordinate to that grid before the frequencies: ``c = (i + grid_offset) / n * ref`` (``n`` the grid's size on
+  that axis), so a model fine-tuned at another resolution turns its pairs by the angles of the grid it was
+  pre-trained on;
 * ``"mixed"`` (``rope_type='mixed'``, RoPE-Mixed): ``theta = c0 * f_x + c1 * f_y`` with learnable frequencies
   ``f`` of shape ``(2, heads, hd / 2)`` per layer (timm keeps all layers' in one ``rope.freqs``
   ``(2, depth, heads, hd / 2)``), initialised as timm's ``init_random_2d_freqs`` (magnitudes
@@ -51,7 +55,8 @@ def check_spec(spec):
         return None
     if not isinstance(spec, dict):
         raise ValueError(f"`rope` must be None or a dict. Received: rope={spec!r}")
-    unknown = sorted(set(spec) - {"kind", "grid", "temperature", "grid_indexing", "grid_offset", "num_prefix_tokens"})
+    unknown = sorted(set(spec) - {"kind", "grid", "temperature", "grid_indexing", "grid_offset", "num_prefix_tokens",
+                                  "reference_grid"})
     if unknown:
         raise ValueError(f"Unknown `rope` keys {unknown}. Received: rope={spec!r}")
     kind = spec.get("kind")
@@ -72,8 +77,17 @@ def check_spec(spec):
     prefix = spec.get("num_prefix_tokens", 0)
     if isinstance(prefix, bool) or not isinstance(prefix, int) or prefix < 0:
         raise ValueError(f"`rope['num_prefix_tokens']` must be an int >= 0. Received: {prefix!r}")
-    return {"kind": kind, "grid": (int(grid[0]), int(grid[1])), "temperature": float(temperature),
-            "grid_indexing": indexing, "grid_offset": float(offset), "num_prefix_tokens": prefix}
+    out = {"kind": kind, "grid": (int(grid[0]), int(grid[1])), "temperature": float(temperature),
+           "grid_indexing": indexing, "grid_offset": float(offset), "num_prefix_tokens": prefix}
+    reference = spec.get("reference_grid")
+    if reference is not None:  # kept only when set: the saved specs of models without one are unchanged
+        if kind != "axial":
+            raise ValueError(f"`rope['reference_grid']` is read only with kind 'axial' (timm's ref_feat_shape of "
+                             f"RotaryEmbeddingCat). Received: kind={kind!r}, reference_grid={reference!r}")
+        if len(reference) != 2 or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in reference):
+            raise ValueError(f"`rope['reference_grid']` must be (rows, cols) of positive ints. Received: {reference!r}")
+        out["reference_grid"] = (int(reference[0]), int(reference[1]))
+    return out
 
 
 def interleaved(spec):
@@ -83,10 +97,12 @@ def interleaved(spec):
 
 def coordinates(spec):
     """``(c0, c1)``: float64 arrays of the patches' coordinates in row-major order (timm's ``_build_grid``:
-    ``grid_type='index'``, or ``'centered'`` with ``normalize_coords='separate'`` for ``"dinov3"``)."""
+    ``grid_type='index'`` (with ``ref_feat_shape``: scaled to ``reference_grid``), or ``'centered'`` with ``normalize_coords='separate'`` for ``"dinov3"``)."""
     rows, cols = spec["grid"]
     row, col = np.meshgrid(np.arange(rows, dtype=np.float64), np.arange(cols, dtype=np.float64), indexing="ij")
     row, col = row.ravel() + spec["grid_offset"], col.ravel() + spec["grid_offset"]
+    if spec.get("reference_grid") is not None:  # timm's _build_grid: t / feat_shape * ref_feat_shape, per axis
+        row, col = row / rows * spec["reference_grid"][0], col / cols * spec["reference_grid"][1]
     if spec["kind"] == "dinov3":
         row, col = 2.0 * (row + 0.5) / rows - 1.0, 2.0 * (col + 0.5) / cols - 1.0
     return (col, row) if spec["grid_indexing"] == "xy" else (row, col)

@@ -117,7 +117,7 @@ def _grid(positions, declared, source):
 FAMILY = (
     "class_token", "distillation_token", "num_register_tokens", "prefix_positions", "layer_scale_init",
     "mlp_activation", "mlp_type", "qkv_bias", "pre_norm", "final_norm", "fc_norm", "projection_dim",
-    "rope", "rope_temperature", "rope_grid_indexing", "rope_grid_offset", "position_embedding",
+    "rope", "rope_temperature", "rope_grid_indexing", "rope_grid_offset", "rope_reference_grid", "position_embedding",
 )
 
 
@@ -154,7 +154,7 @@ def family_of(info):
         # RoPE-Mixed's frequencies show in the weights; axial RoPE and its settings only where a file declares them
         "rope": "mixed" if block + "MultiHeadDotProductAttention_1/rope_frequencies" in shapes else None,
         "rope_temperature": None, "rope_grid_indexing": "xy", "rope_grid_offset": 0.0,
-        "position_embedding": POSEMB_KEY in shapes,
+        "rope_reference_grid": None, "position_embedding": POSEMB_KEY in shapes,
     }
     return {field: declared[field].value if field in declared else value for field, value in seen.items()}
 

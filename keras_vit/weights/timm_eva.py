@@ -24,8 +24,14 @@ it is given.
 
 :func:`read` turns an Eva registration into the arguments keras_vit reads (``VisionTransformer``'s names, for
 :mod:`keras_vit.weights.timm_models`, plus :data:`ROPE_ARGS`), or names what keras_vit lacks: every other Eva
-switch (EVA-02's SwiGLU and scaled norms, post-norm blocks, register tokens, DINOv3's and MRoPE's embeddings,
-half rotation, a reference grid, coordinate augmentation...) keeps the model refused by name.
+switch (EVA-02 B / L's separate q / k / v and scaled norms, post-norm blocks, MRoPE, coordinate augmentation...)
+keeps the model refused by name.
+
+EVA-02 Ti / S (``eva02_{tiny,small}_patch14_{224,336}``) and the ``vit_*_patch16_rope_reg*_gap_256`` models build
+``Eva(attn_type='eva', use_rot_pos_emb=True, ref_feat_shape=(16, 16))``: ``EvaAttention`` (fused ``qkv`` with
+``q_bias`` / ``v_bias``, no inner norm), the packed SwiGLU (``GluMlp``) or the ViT's MLP, and axial RoPE whose
+coordinates timm scales to the reference grid (ViTConfig's ``rope_reference_grid``; timm hands ``ref_feat_shape``
+to ``rope_type='cat'`` only).
 """
 
 import numpy as np
@@ -35,7 +41,7 @@ from keras_vit.weights.conventions import joined
 
 # Eva's RoPE and position arguments keras_vit reads, with Eva's defaults (timm 1.0.31)
 ROPE_ARGS = {"use_abs_pos_emb": True, "use_rot_pos_emb": False, "rope_type": "cat", "rope_temperature": 10000.0,
-             "rope_grid_indexing": "ij", "rope_grid_offset": 0.0}
+             "rope_grid_indexing": "ij", "rope_grid_offset": 0.0, "ref_feat_shape": None}
 ROPE_TYPES = {"cat": "axial", "mixed": "mixed", "dinov3": "dinov3"}  # timm's rope_type -> ViTConfig.rope
 # Eva arguments that are VisionTransformer's under the same name and meaning
 SHARED = ("patch_size", "embed_dim", "depth", "num_heads", "mlp_ratio", "qkv_bias", "class_token", "no_embed_class",
@@ -45,7 +51,8 @@ NEUTRAL = ("drop_rate", "pos_drop_rate", "patch_drop_rate", "proj_drop_rate", "a
            "num_classes", "device", "dtype", "head_init_scale")
 # Eva arguments keras_vit has only at these values (besides the class's own defaults): what each is otherwise
 ONLY = {
-    "attn_type": ("rope", "EVA's own attention (q_bias / v_bias, a zero k bias; keras_vit reads it with DINOv3's RoPE only)"),
+    "attn_type": ("rope", "EVA's own attention (q_bias / v_bias, a zero k bias; keras_vit reads it with DINOv3's RoPE and with "
+                         "axial RoPE on a reference grid, EVA-02's, only)"),
     "qkv_fused": (True, "separate q / k / v projections"),
     "in_chans": (3, "input channels other than RGB"),
     "use_post_transformer_norm": (None, "the final norm's placement set apart"),
@@ -55,7 +62,7 @@ PHRASES = {  # a switch keras_vit lacks, in words (any value other than Eva's de
     "scale_attn_inner": "a norm inside attention", "qk_norm": "query/key normalisation",
     "use_post_norm": "post-norm blocks", "use_pre_transformer_norm": "a norm before the blocks without a patch bias",
     "num_reg_tokens": "register tokens", "dynamic_img_size": "dynamic image size", "dynamic_img_pad": "image padding",
-    "ref_feat_shape": "RoPE on a reference grid", "num_kv_heads": "grouped-query attention",
+    "num_kv_heads": "grouped-query attention",
     "attn_only_layer_scale": "LayerScale on the attention branch only", "attn_pool_num_heads": "attention pooling",
     "attn_pool_mlp_ratio": "attention pooling", "rope_shift_coords": "RoPE coordinate augmentation",
     "rope_jitter_coords": "RoPE coordinate augmentation", "rope_rescale_coords": "RoPE coordinate augmentation",
@@ -89,9 +96,10 @@ def read(args, defaults):
     full = {**defaults, **args}
     rope = {**ROPE_ARGS, **{k: v for k, v in out.items() if k in ROPE_ARGS}}
     dinov3 = rope["use_rot_pos_emb"] and rope["rope_type"] == "dinov3"
-    # EvaAttention (attn_type='eva': q_bias, a zero k bias, v_bias; no inner norm) is the paper's attention; read
-    # with DINOv3's RoPE, the only one checked against timm with it
-    if full["attn_type"] != "rope" and not (dinov3 and full["attn_type"] == "eva"):
+    # EvaAttention (attn_type='eva': q_bias, a zero k bias, v_bias; no inner norm unless scale_attn_inner, refused
+    # by name) is the paper's attention; read with DINOv3's RoPE and EVA-02's axial one, both checked against timm
+    eva02 = rope["use_rot_pos_emb"] and rope["rope_type"] == "cat" and rope["ref_feat_shape"] is not None
+    if full["attn_type"] != "rope" and not ((dinov3 or eva02) and full["attn_type"] == "eva"):
         lacking.append(f"{ONLY['attn_type'][1]} (attn_type={full['attn_type']!r})")
     if rope["use_rot_pos_emb"] and rope["rope_type"] not in ROPE_TYPES:
         lacking.append(f"timm's {rope['rope_type']!r} RoPE (rope_type={rope['rope_type']!r}; keras_vit has 'cat', 'mixed' and 'dinov3')")
@@ -145,6 +153,9 @@ def fields(args):
         out.update(rope=kind, rope_grid_indexing=rope["rope_grid_indexing"],
                    rope_temperature=float(rope["rope_temperature"]) if kind != "mixed" else None,
                    rope_grid_offset=float(rope["rope_grid_offset"]))
+        reference = rope["ref_feat_shape"]  # Eva hands it to RotaryEmbeddingCat only ('cat'); an int is (n, n)
+        if kind == "axial" and reference is not None:
+            out["rope_reference_grid"] = tuple(int(n) for n in ((reference, reference) if isinstance(reference, int) else reference))
     return out
 
 

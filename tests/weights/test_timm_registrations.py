@@ -42,12 +42,12 @@ def test_every_registration_is_read_or_refused_by_a_named_switch():
             read += 1
         else:
             refused += 1
-    assert read > 165 and refused > 85
+    assert read > 185 and refused > 75  # timm 1.0.31: 189 read, 83 refused
 
 
 @pytest.mark.parametrize("name, switch", [
     ("vit_base_patch16_rpn_224", r"residual post-norm blocks \(block_fn=ResPostBlock\)"),
-    ("vit_base_patch16_rope_reg1_gap_256", r"RoPE on a reference grid \(ref_feat_shape=\[16, 16\]\)"),
+    ("eva02_large_patch14_clip_224", r"a norm inside attention \(scale_attn_inner=True\)"),
     ("eva02_base_patch14_224", r"a norm inside the MLP \(scale_mlp=True\)"),
     ("aimv2_large_patch14_224", r"RmsNorm"),
     ("naflexvit_base_patch16_gap", r"NaFlex"),

@@ -92,15 +92,14 @@ def test_rope_needs_no_resampling_at_another_resolution(tmp_path):
 def test_what_eva_py_has_and_keras_vit_lacks_stays_refused_by_name(tmp_path):
     supported = sorted(a for a, row in timm_models.table()["architectures"].items()  # DINOv3's: test_timm_dinov3.py
                        if row["model_class"] == "Eva" and not timm_models.lacking(a) and "dinov3" not in a and "lingbot" not in a)
-    assert supported == sorted(f"vit_{size}_patch16_rope{kind}_224" for size in ("small", "base", "large")
-                               for kind in ("", "_ape", "_mixed", "_mixed_ape"))
-    assert "RoPE on a reference grid (ref_feat_shape=[16, 16])" in timm_models.lacking("vit_base_patch16_rope_reg1_gap_256")[0]
-    assert "(attn_type='eva')" in timm_models.lacking("eva02_small_patch14_224.mim_in22k")[0]
+    # EVA-02's Ti / S and the rope_reg*_gap models (axial RoPE on a reference grid): test_timm_eva02.py
+    assert supported == sorted([f"vit_{size}_patch16_rope{kind}_224" for size in ("small", "base", "large")
+                                for kind in ("", "_ape", "_mixed", "_mixed_ape")]
+                               + [f"eva02_{size}_patch14_{res}" for size in ("tiny", "small") for res in (224, 336)]
+                               + [f"vit_{size}_patch16_rope_reg{n}_gap_256" for size, n in
+                                  (("medium", 1), ("mediumd", 1), ("betwixt", 4), ("base", 1))])
     mrope = dict(timm_models.registration("vit_base_patch16_rope_224")["args"], rope_type="mrope")
     assert any("'mrope' RoPE" in why for why in timm_eva.read(mrope, timm_models.table()["classes"]["Eva"])[1])
-    folder, _, _ = rope_folder(str(tmp_path / "reg"), "vit_base_patch16_rope_reg1_gap_256")
-    with pytest.raises(CheckpointError, match="RoPE on a reference grid"):
-        keras_vit.from_pretrained(folder)
     folder, _, _ = rope_folder(str(tmp_path / "bare"), "vit_base_patch16_rope_mixed_224", config=False)
     with pytest.raises(CheckpointError, match="rope.freqs"):  # the grid indexing is not in the weights
         keras_vit.from_pretrained(folder, num_heads=2)
