@@ -23,6 +23,18 @@ MODELS = {
     "tiny": dict(hidden_size=32, num_layers=2, mlp_dim=64, num_heads=4, patch_size=8, image_size=32),
 }
 TIMM_NAMES = {"Ti/16": "vit_tiny_patch16_224", "S/16": "vit_small_patch16_224", "B/16": "vit_base_patch16_224"}
+# the 2025-26 backbones, built on both sides from timm's registration at 224 (keras_vit reads its arguments from
+# keras_vit/weights/data/timm_registrations.json; timm from the function registered under the name); the
+# sizes here only count the FLOPs: prefix tokens (class + registers) and the MLP's matrices (3 for SwiGLU)
+REGISTERED = {
+    "DINOv3-B/16": dict(timm="vit_base_patch16_dinov3", hidden_size=768, num_layers=12, mlp_dim=3072,
+                        num_heads=12, patch_size=16, image_size=224, prefix=5, mlp_matrices=2),
+    "EVA-02-B/14": dict(timm="eva02_base_patch14_224", hidden_size=768, num_layers=12, mlp_dim=2048,
+                        num_heads=12, patch_size=14, image_size=224, prefix=1, mlp_matrices=3),
+}
+MODELS.update({name: {k: v for k, v in row.items() if k not in ("timm", "prefix", "mlp_matrices")}
+               for name, row in REGISTERED.items()})
+TIMM_NAMES.update({name: row["timm"] for name, row in REGISTERED.items()})
 
 
 def forward_macs(model, num_classes=1000):
@@ -32,8 +44,8 @@ def forward_macs(model, num_classes=1000):
     c = MODELS[model]
     d, m, p, size = c["hidden_size"], c["mlp_dim"], c["patch_size"], c["image_size"]
     patches = (size // p) ** 2
-    n = patches + 1
-    per_layer = n * (4 * d * d + 2 * d * m) + 2 * n * n * d
+    n = patches + REGISTERED.get(model, {}).get("prefix", 1)
+    per_layer = n * (4 * d * d + REGISTERED.get(model, {}).get("mlp_matrices", 2) * d * m) + 2 * n * n * d
     return patches * p * p * 3 * d + c["num_layers"] * per_layer + d * num_classes
 
 

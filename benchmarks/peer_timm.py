@@ -23,7 +23,10 @@ def _setup(task):
 def _model(task, torch, device, num_classes=1000):
     import timm
 
-    if task["model"] in common.TIMM_NAMES:
+    if task["model"] in common.REGISTERED:  # its registered head or none, as keras_vit builds it
+        size = common.MODELS[task["model"]]["image_size"]
+        model = timm.create_model(common.TIMM_NAMES[task["model"]], pretrained=False, img_size=size)
+    elif task["model"] in common.TIMM_NAMES:
         model = timm.create_model(common.TIMM_NAMES[task["model"]], pretrained=False, num_classes=num_classes)
     else:  # the tiny --quick model, built to the same shape as keras_vit's
         from timm.models.vision_transformer import VisionTransformer

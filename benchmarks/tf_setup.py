@@ -37,6 +37,11 @@ def build_model(model, num_classes=1000):
         raise ValueError(f"Unknown benchmark model: expected one of {(*common.MODELS, 'main')}. Received: model={model!r}")
     import keras_vit
 
+    if model in common.REGISTERED:  # timm's registration as keras_vit reads it (its head or none, as timm's)
+        from keras_vit.weights import timm_config
+
+        fields = timm_config.config_fields(common.REGISTERED[model]["timm"])
+        return keras_vit.ViT(**{**fields, "image_size": common.MODELS[model]["image_size"]})
     return keras_vit.ViT(**common.MODELS[model], num_classes=num_classes)
 
 
