@@ -44,8 +44,21 @@ HYBRID = dict(image_size=32, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=
               patch_size=1, stem="resnet", block_units=(1,), width=0.5)
 
 
-CONFIGS = {"vit": dict(TINY, num_classes=NUM_CLASSES), "family": FAMILY, "hybrid": HYBRID}
-NAMES = {"vit": "tiny_digits", "family": "tiny_family", "hybrid": "tiny_hybrid"}
+# the RoPE families of issue 36 as timm registers them, tiny: DINOv3's (its own RoPE, 4 registers outside the
+# rotation, no table, LayerScale, average pooling) and EVA-02's (axial RoPE on a reference grid, SiLU GLU)
+DINOV3 = dict(image_size=32, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64, num_classes=NUM_CLASSES,
+              patch_size=8, rope="dinov3", rope_temperature=100.0, rope_grid_indexing="ij", position_embedding=False,
+              num_register_tokens=4, prefix_positions=False, layer_scale_init=0.1, pooling="gap",
+              layer_norm_epsilon=1e-5)
+EVA02 = dict(image_size=32, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64, num_classes=NUM_CLASSES,
+             patch_size=8, rope="axial", rope_grid_indexing="ij", rope_reference_grid=(16, 16),
+             position_embedding=True, mlp_type="glu", mlp_activation="silu")
+
+
+CONFIGS = {"vit": dict(TINY, num_classes=NUM_CLASSES), "family": FAMILY, "hybrid": HYBRID, "dinov3": DINOV3,
+           "eva02": EVA02}
+NAMES = {"vit": "tiny_digits", "family": "tiny_family", "hybrid": "tiny_hybrid", "dinov3": "tiny_dinov3",
+         "eva02": "tiny_eva02"}
 
 
 def shared_folder():
@@ -91,6 +104,13 @@ def family_model():
     from keras_vit import saving
 
     return saving.load_model(trained_config_path("family"))
+
+
+def rope_model(name):
+    """The DINOv3-like or EVA-02-like tiny model, trained as the others are."""
+    from keras_vit import saving
+
+    return saving.load_model(trained_config_path(name))
 
 
 def hybrid_model():

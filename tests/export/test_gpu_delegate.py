@@ -1,7 +1,7 @@
 """TFLite exports that LiteRT's GPU delegate takes whole, checked by its own rules (keras_vit.export.gpu_delegate).
 
-Every precision of a small ViT (trained on digits), a small hybrid and a family model (registers, MAP head, GLU,
-LayerScale) has no tensor of rank >= 5, no TRANSPOSE of more than 4 axes, only ops the delegate parses and no
+Every precision of a small ViT (trained on digits), a small hybrid, a family model (registers, MAP head, GLU,
+LayerScale) and the DINOv3-like and EVA-02-like RoPE models has no tensor of rank >= 5, no TRANSPOSE of more than 4 axes, only ops the delegate parses and no
 dynamic dimension, and agrees with Keras as the export's bars require; the checker names what the Keras graph
 (traced without the TFLite formulation) leaves to the CPU, and TensorFlow's analyzer is compared with it.
 """
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import keras_vit
-from export_helpers import LABELS, decided_images, family_model, hybrid_model, real_images, trained_model
+from export_helpers import LABELS, decided_images, family_model, hybrid_model, real_images, rope_model, trained_model
 from keras_vit.export import export_model, gpu_delegate, gpu_delegate_report, tflite
 
 MODES = ("float32", "float16", "dynamic", "int8")
@@ -31,9 +31,21 @@ def models():
     pool, _ = real_images(200)
     calibration, _ = real_images(32, offset=3000, split="train")
     vit, hybrid, family = trained_model(), hybrid_model(), family_model()
-    return {"vit": (vit, decided_images(vit, pool, 32), calibration),
-            "hybrid": (hybrid, decided_images(hybrid, pool, 8), calibration),
-            "family": (family, decided_images(family, pool, 32), calibration)}
+    found = {"vit": (vit, decided_images(vit, pool, 32), calibration),
+             "hybrid": (hybrid, decided_images(hybrid, pool, 8), calibration),
+             "family": (family, decided_images(family, pool, 32), calibration)}
+    for name in ROPE:
+        model = rope_model(name)
+        found[name] = (model, decided_images(model, pool, 32), calibration)
+    return found
+
+
+ROPE = ("dinov3", "eva02")  # tests/export/test_rope_export.py: float32 of each RoPE kind on random weights
+# a RoPE model's float32 and int8 files in make test; float16 and dynamic (the same rotation, its weights
+# quantized otherwise) in make test-slow
+_CASES = [(name, mode) for name in ("vit", "hybrid", "family") for mode in MODES] + [
+    pytest.param(name, mode, marks=[pytest.mark.slow] if mode in ("float16", "dynamic") else [])
+    for name in ROPE for mode in MODES]
 
 
 def _interpreter_facts(path):
@@ -50,8 +62,7 @@ def _interpreter_facts(path):
     return rank5, transposes, {op["op_name"] for op in ops}, dynamic
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("name", ["vit", "hybrid", "family"])
+@pytest.mark.parametrize("name, mode", _CASES)
 def test_every_precision_is_taken_whole(models, tmp_path, name, mode):
     model, x, calibration = models[name]
     path = str(tmp_path / f"{name}_{mode}.tflite")
