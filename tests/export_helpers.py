@@ -70,34 +70,57 @@ def shared_folder():
     return folder
 
 
+# the trained models, written once by tests/fixtures/trained/write.py (and again when a config above changes): a
+# run copies them instead of training them (about a minute of a 2-core run), and every CPU tests the same weights
+TRAINED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "trained")
+
+
+def trained_file(name, epochs=6, count=3000):
+    return f"tiny_{name}_{epochs}_{count}.keras"
+
+
 @functools.lru_cache(maxsize=None)
 def trained_config_path(name, epochs=6, count=3000):
-    """``CONFIGS[name]`` trained on ``count`` digits, saved as .keras once per test run: the first worker that asks
-    trains it under a file lock, the others wait and load the same file."""
+    """``CONFIGS[name]`` trained on ``count`` digits as .keras, in the run's shared folder: copied from
+    tests/fixtures/trained (a test may write beside it), or trained there when no fixture holds it. The first
+    worker that asks does it under a file lock; the others wait and load the same file."""
     import filelock
 
-    path = os.path.join(shared_folder(), f"tiny_{name}_{epochs}_{count}.keras")
+    path = os.path.join(shared_folder(), trained_file(name, epochs, count))
     with filelock.FileLock(path + ".lock"):
         if not os.path.exists(path):
-            import keras
-            import keras_vit
-            from keras_vit import saving
-            from keras_vit.train.resumable import build_optimizer_slots
-
-            keras.utils.set_random_seed(0)
-            x, y = real_images(count, split="train")
-            model = keras_vit.build_model(keras_vit.ViTConfig(**CONFIGS[name]), name=NAMES[name])
-            head = model.get_layer("head")  # zero head passes no gradient at first; start it random
-            head.kernel.assign(np.random.default_rng(0).normal(0, 0.05, head.kernel.shape))
-            model.compile(optimizer=keras.optimizers.Adam(2e-3), loss="sparse_categorical_crossentropy",
-                          metrics=["accuracy"])
-            build_optimizer_slots(model)  # one trace of the train step instead of two
-            history = model.fit(x, y, batch_size=64, epochs=epochs, verbose=0)
-            assert history.history["accuracy"][-1] > 0.5  # learned something: its logits have margins
-            tmp = path + ".tmp.keras"
-            saving.save_model(model, tmp, metadata={"dataset": "mnist"})  # as keras-vit train records its data
-            os.replace(tmp, path)
+            fixture = os.path.join(TRAINED, trained_file(name, epochs, count))
+            if os.path.exists(fixture):
+                shutil.copyfile(fixture, path + ".tmp")
+                os.replace(path + ".tmp", path)
+            else:
+                train(name, epochs, count, path)
     return path
+
+
+def train(name, epochs, count, path):
+    """Train ``CONFIGS[name]`` on ``count`` digits from seed 0 and save it to ``path`` (atomically)."""
+    import keras
+
+    import keras_vit
+    from keras_vit import saving
+    from keras_vit.train.resumable import build_optimizer_slots
+
+    keras.utils.set_random_seed(0)
+    x, y = real_images(count, split="train")
+    model = keras_vit.build_model(keras_vit.ViTConfig(**CONFIGS[name]), name=NAMES[name])
+    head = model.get_layer("head")  # zero head passes no gradient at first; start it random
+    head.kernel.assign(np.random.default_rng(0).normal(0, 0.05, head.kernel.shape))
+    model.compile(optimizer=keras.optimizers.Adam(2e-3), loss="sparse_categorical_crossentropy",
+                  metrics=["accuracy"])
+    build_optimizer_slots(model)  # one trace of the train step instead of two
+    history = model.fit(x, y, batch_size=64, epochs=epochs, verbose=0)
+    assert history.history["accuracy"][-1] > 0.5  # learned something: its logits have margins
+    saved = keras_vit.build_model(keras_vit.ViTConfig(**CONFIGS[name]), name=NAMES[name])
+    saved.set_weights(model.get_weights())  # the weights without the optimizer's slots: a third of the file
+    tmp = path + ".tmp.keras"
+    saving.save_model(saved, tmp, metadata={"dataset": "mnist"})  # as keras-vit train records its data
+    os.replace(tmp, path)
 
 
 def family_model():
