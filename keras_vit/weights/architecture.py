@@ -167,7 +167,7 @@ def family_of(info):
 def _pooling(info, class_token):
     if "MAPHead_0/probe" in info.shapes:
         return "map"
-    if "pooling" in info.declared and info.declared["pooling"].value is not None:
+    if "pooling" in info.declared:  # None too: a model whose output is its tokens (AIMv2, SigLIP without a head)
         return info.declared["pooling"].value
     return "token" if class_token else "gap"
 
