@@ -362,7 +362,7 @@ def config_fields(architecture, num_classes=0, projection_dim=None):
     args = {**DEFAULTS, **registered(architecture)}
     if "backbone_layers" in args:  # a hybrid: from_pretrained reads it from its weights (keras_vit.weights.timm_hybrid)
         raise ValueError(f"{architecture!r} is a timm hybrid: its ViTConfig is read from its weights, not its registration alone.")
-    glu = args["mlp_layer"] in GLU_LAYERS
+    glu, swiglu = args["mlp_layer"] in GLU_LAYERS, args["mlp_layer"] in SWIGLU_LAYERS  # packed: fc1 has both halves
     use_fc_norm = args["global_pool"] in ("avg", "avgmax", "max") if args["fc_norm"] is None else args["fc_norm"]
     return dict(
         # timm's patch convolution drops what the patches do not cover (so400m/14 at 384: 27 x 14 = 378): cropped
@@ -373,7 +373,7 @@ def config_fields(architecture, num_classes=0, projection_dim=None):
         class_token=args["class_token"], distillation_token=args["distilled"], num_register_tokens=args["reg_tokens"],
         prefix_positions=not args["no_embed_class"], layer_scale_init=args["init_values"],
         mlp_activation=declared_lib.activation(args["act_layer"]),
-        mlp_type="glu" if glu else "mlp", qkv_bias=args["qkv_bias"], pre_norm=args["pre_norm"],
+        mlp_type="glu" if glu or swiglu else "mlp", qkv_bias=args["qkv_bias"], pre_norm=args["pre_norm"],
         final_norm=bool(args["final_norm"] and not use_fc_norm), fc_norm=bool(args["final_norm"] and use_fc_norm),
         pooling=POOLING[args["global_pool"]], projection_dim=projection_dim, norm_type=args["norm_type"],
         patch_norm=args["patch_norm"], proj_bias=args["proj_bias"], mlp_bias=args["proj_bias"],

@@ -88,7 +88,7 @@ def _tag_of(architecture, row):
 
 # timm's norm layers keras_vit has: name -> (ViTConfig.norm_type, the class's default eps)
 NORMS = {"LayerNorm": ("layernorm", 1e-5), "nn.LayerNorm": ("layernorm", 1e-5),  # torch's LayerNorm default
-         "RmsNorm": ("rmsnorm", 1e-6)}  # timm.layers.RmsNorm's default
+         "RmsNorm": ("rmsnorm", 1e-6), "rmsnorm": ("rmsnorm", 1e-6)}  # timm.layers.RmsNorm's default (get_norm_layer)
 
 
 def _norm(value, argument="norm_layer"):
