@@ -17,8 +17,9 @@ wrote; its ``*VisionTransformer`` sat under ``vision_model``). transformers 5's 
 layers as ``encoder.layer.N`` and its ``ViTMSNForImageClassification`` its layers without ``vit.`` (the names of
 the Hub checkpoints, which its ``conversion_mapping.py`` renames on load and back on save): their "4.x" rows rename
 them as 4.x wrote them. TIPSv2 is new in transformers 5 (one layout). The other classes write one layout in both.
-The classes whose blocks need a switch keras_vit lacks (AIMv2: RMSNorm, SwiGLU) must be refused by a
-``CheckpointError`` naming the switch. The table says which; the exit status is 1 when a row is neither matched
+AIMv2's ``Aimv2VisionModel`` (RMSNorm, a normed patch embedding, SwiGLU; ``use_head=False``: its tokens) loads;
+what keras_vit lacks (AIMv2's attention-pooling head, ``use_head=True``; ``Aimv2Model``, whose image embedding is
+that head's) must be refused by a ``CheckpointError`` naming it. The table says which; the exit status is 1 when a row is neither matched
 nor refused as expected.
 """
 
@@ -128,8 +129,17 @@ CASES = {
     "DINOv3ViTModel+gated": (lambda: T.DINOv3ViTConfig(**SMALL, use_gated_mlp=True, hidden_act="silu", layerscale_value=0.5,
                                                        num_register_tokens=2, key_bias=True), IMAGENET,
                              lambda m, x: m(x).pooler_output, "matched"),
-    # a switch keras_vit lacks: refused by name with it
-    "Aimv2VisionModel": (lambda: T.Aimv2VisionConfig(**SMALL), CLIP_NORM, lambda m, x: m(x).pooler_output, "RMSNorm"),
+    # AIMv2: RMSNorm, a normed patch embedding, SwiGLU, no biases (or qkv_bias / mlp_bias); last_hidden_state
+    "Aimv2VisionModel": (lambda: T.Aimv2VisionConfig(**SMALL, use_head=False), CLIP_NORM,
+                         lambda m, x: m(x).last_hidden_state, "matched"),
+    "Aimv2VisionModel+biases": (lambda: T.Aimv2VisionConfig(**SMALL, use_head=False, qkv_bias=True, mlp_bias=True,
+                                                            hidden_act="gelu"), CLIP_NORM,
+                                lambda m, x: m(x).last_hidden_state, "matched"),
+    # what keras_vit lacks: refused by name with it
+    "Aimv2VisionModel+head": (lambda: T.Aimv2VisionConfig(**SMALL), CLIP_NORM, lambda m, x: m(x).pooler_output,
+                              "use_head=True: AIMv2's attention-pooling head"),
+    "Aimv2Model": (lambda: T.Aimv2Config(vision_config=SMALL, text_config=dict(TEXT, eos_token_id=2), projection_dim=24),
+                   CLIP_NORM, _image_features, "Aimv2Model's image embedding is visual_projection"),
 }
 # the classes whose transformers 5 keys lost 4.x's vision_model. prefix: their "4.x" row puts it back
 BARE_IN_5 = ("CLIPVisionModel", "SiglipVisionModel", "Siglip2VisionModel", "MetaClip2VisionModel", "ChineseCLIPVisionModel",

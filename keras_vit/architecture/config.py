@@ -120,6 +120,13 @@ class ViTConfig:
         rope_reference_grid: None, or ``(rows, cols)``: axial RoPE's coordinates scaled to this grid, ``(i + offset) / n
             * ref`` on each axis (timm's ``ref_feat_shape``; EVA-02's ``(16, 16)`` at every resolution).
         position_embedding: learned absolute position embeddings; False: none (RoPE-ViT's models without ``_ape``).
+
+    AIMv2's switches (Fini et al. 2024, arXiv:2411.14402; checked by :mod:`keras_vit.architecture.norm_bias`):
+
+    Attributes:
+        norm_type: ``"layernorm"`` or ``"rmsnorm"`` (every norm of the model, of ``layer_norm_epsilon``).
+        patch_norm: a norm of the projected patches before the positions (timm's ``embed_norm_layer``).
+        proj_bias, mlp_bias: biases on the attention's output projection, and on the MLP's layers.
     """
 
     image_size: tuple | int | None = 224
@@ -166,6 +173,10 @@ class ViTConfig:
     rope_grid_offset: float = 0.0
     rope_reference_grid: tuple | None = None
     position_embedding: bool = True
+    norm_type: str = "layernorm"
+    patch_norm: bool = False
+    proj_bias: bool = True
+    mlp_bias: bool = True
 
     def __post_init__(self):
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731  (a frozen dataclass)

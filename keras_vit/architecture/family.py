@@ -9,6 +9,7 @@ together, so an impossible combination is refused by name before anything is bui
 import math
 import numbers
 
+from keras_vit.architecture import norm_bias
 from keras_vit.layers import rope as rope_lib
 from keras_vit.layers.kernels import ACTIVATIONS
 from keras_vit.layers.resampling import RESAMPLING_METHODS
@@ -32,6 +33,7 @@ PAPER = {
     "position_resampling": "linear_aligned",
     "rope": None,
     "position_embedding": True,
+    **norm_bias.PAPER,
 }
 # the RoPE fields' values without RoPE (each is read only with one)
 ROPE_DEFAULTS = {"rope_temperature": None, "rope_grid_indexing": "xy", "rope_grid_offset": 0.0, "rope_reference_grid": None}
@@ -92,6 +94,7 @@ def validate(config, set_):
     for name in ("input_mean", "input_std"):
         set_(name, _channels(getattr(config, name), name, positive=name == "input_std"))
     _check_rope(config, set_)
+    norm_bias.validate(config, set_)
     _check_combinations(config)
 
 

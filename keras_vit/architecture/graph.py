@@ -14,6 +14,7 @@ import keras
 
 from keras_vit.architecture.family import PAPER
 from keras_vit.layers import PatchEncoder, Patches, TokenPooling, TransformerBlock
+from keras_vit.layers.normalization import make_norm
 from keras_vit.layers.patching import StemInputCheck, TokenGrid
 from keras_vit.layers.pooling import AttentionPooling
 from keras_vit.layers.resnet import resnet_stem
@@ -74,10 +75,11 @@ def embed(x, config):
         prefix_positions=config.prefix_positions,
         resampling=config.position_resampling,
         position_embedding=config.position_embedding,
+        **({"patch_norm": config.norm_type, "patch_norm_epsilon": config.layer_norm_epsilon} if config.patch_norm else {}),
         name="patch_encoder",
     )(patches)
     if config.pre_norm:
-        x = keras.layers.LayerNormalization(epsilon=config.layer_norm_epsilon, name="pre_norm")(x)
+        x = make_norm(config.norm_type, config.layer_norm_epsilon, "pre_norm")(x)
     return x
 
 
@@ -107,11 +109,12 @@ def encoder(x, config):
             mlp_type=config.mlp_type,
             qkv_bias=config.qkv_bias,
             rope=rope,
+            **{name: getattr(config, name) for name in ("norm_type", "proj_bias", "mlp_bias")},
             name=f"transformer_block_{i}",
         )(x)
     if not config.final_norm:
         return x
-    return keras.layers.LayerNormalization(epsilon=config.layer_norm_epsilon, name="encoder_norm")(x)
+    return make_norm(config.norm_type, config.layer_norm_epsilon, "encoder_norm")(x)
 
 
 def pool(x, config):
@@ -126,7 +129,7 @@ def pool(x, config):
         mode = "gap" if config.pooling == "avg" else config.pooling
         x = TokenPooling(mode, num_prefix_tokens=config.num_prefix_tokens, name="pool")(x)
     if config.fc_norm:
-        x = keras.layers.LayerNormalization(epsilon=config.layer_norm_epsilon, name="fc_norm")(x)
+        x = make_norm(config.norm_type, config.layer_norm_epsilon, "fc_norm")(x)
     if config.projection_dim:
         x = keras.layers.Dense(config.projection_dim, use_bias=False, name="projection")(x)
     return x

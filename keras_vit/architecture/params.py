@@ -106,7 +106,8 @@ def count_config_params(config):
     """Count the parameters of the model a :class:`~keras_vit.architecture.config.ViTConfig` describes, without building it.
 
     Every family switch is counted (tokens, LayerScale, gated MLPs, qkv bias, extra norms, attention
-    pooling, projection, DeiT's second head, RoPE-Mixed's frequencies, no position table); the tests compare the
+    pooling, projection, DeiT's second head, RoPE-Mixed's frequencies, no position table, RMSNorm, a patch norm,
+    bias-free projections); the tests compare the
     count with built models.
 
     Example:
@@ -127,13 +128,15 @@ def count_config_params(config):
     embed = ph * pw * channels * d + d
     embed += d * (int(config.class_token) + int(config.distillation_token) + config.num_register_tokens)
     embed += (config.num_patches + config.num_position_prefix) * d if config.position_embedding else 0
+    norm = 2 * d if config.norm_type == "layernorm" else d  # RMSNorm: a scale, no bias
+    embed += norm if config.patch_norm else 0
     glu = 2 if config.mlp_type == "glu" else 1
-    mlp = d * m * glu + m * glu + m * d + d
-    block = 4 * d + 3 * d * d + (3 * d if config.qkv_bias else 0) + d * d + d + mlp
+    mlp = d * m * glu + m * d + ((m * glu + d) if config.mlp_bias else 0)
+    block = 2 * norm + 3 * d * d + (3 * d if config.qkv_bias else 0) + d * d + (d if config.proj_bias else 0) + mlp
     block += 2 * d if config.layer_scale_init is not None else 0
     block += d if config.rope == "mixed" else 0  # RoPE-Mixed's frequencies: (2, heads, head_dim / 2) per layer
     total = stem + embed + config.num_layers * block
-    total += 2 * d * (int(config.pre_norm) + int(config.final_norm) + int(config.fc_norm))
+    total += norm * (int(config.pre_norm) + int(config.final_norm) + int(config.fc_norm))
     if config.pooling == "map":  # probe, query, key/value, output, LayerNorm, MLP
         total += d + 3 * d * d + (3 * d if config.qkv_bias else 0) + d * d + d + 2 * d + d * m + m + m * d + d
     width = 2 * d if config.pooling == "token_gap_concat" else d

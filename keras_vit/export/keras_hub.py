@@ -48,6 +48,10 @@ _SWITCHES = (
     ("projection_dim", None, "a projection of the pooled vector"),
     ("rope", None, "rotary position embeddings (RoPE) in the attention"),
     ("position_embedding", True, "no learned position embeddings"),
+    ("norm_type", "layernorm", "RMSNorm instead of LayerNorm"),
+    ("patch_norm", False, "a norm of the patch embeddings"),
+    ("proj_bias", True, "an attention output projection without a bias"),
+    ("mlp_bias", True, "an MLP without biases"),
 )
 
 

@@ -7,7 +7,8 @@ from keras import ops
 
 from keras_vit.layers import kernels
 from keras_vit.layers import resampling as resampling_lib
-from keras_vit.layers.checks import PACKAGE as _PACKAGE, check_rate, pair, positive_int
+from keras_vit.layers.checks import LAYER_NORM_EPSILON, PACKAGE as _PACKAGE, check_rate, pair, positive_int
+from keras_vit.layers.normalization import NORM_TYPES, check_epsilon, make_norm, normalize
 from keras_vit.layers.policies import SublayerPolicies
 
 
@@ -51,6 +52,9 @@ class PatchEncoder(SublayerPolicies, keras.layers.Layer):
             (``"linear_aligned"``, the paper's; timm's and transformers' bicubic ones).
         position_embedding: learned position embeddings (False: none, as RoPE-ViT's models without
             ``_ape``, whose positions are the attention's rotary embeddings). Saved only when False.
+        patch_norm: None, or ``"layernorm"`` / ``"rmsnorm"``: a norm of the projected patches before the tokens and
+            positions are added (timm's ``embed_norm_layer``, AIMv2's RMSNorm), named ``patch_norm``. Saved only when set.
+        patch_norm_epsilon: its epsilon.
 
     Call arguments:
         patches: ``(batch, N, P*P*C)``, or ``(batch, rows, cols, P*P*C)``.
@@ -80,10 +84,18 @@ class PatchEncoder(SublayerPolicies, keras.layers.Layer):
         prefix_positions=True,
         resampling="linear_aligned",
         position_embedding=True,
+        patch_norm=None,
+        patch_norm_epsilon=LAYER_NORM_EPSILON,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.has_position_embedding = bool(position_embedding)
+        if patch_norm is not None and patch_norm not in NORM_TYPES:
+            raise ValueError(f"Unknown `patch_norm`: expected None or one of {NORM_TYPES}. Received: patch_norm={patch_norm!r}")
+        self.patch_norm = patch_norm
+        self.patch_norm_epsilon = check_epsilon(patch_norm_epsilon)
+        self.patch_norm_layer = None if patch_norm is None else make_norm(
+            patch_norm, self.patch_norm_epsilon, "patch_norm", dtype=self.dtype_policy)
         self.num_patches = positive_int(num_patches, "num_patches")
         self.hidden_size = positive_int(hidden_size, "hidden_size")
         self.class_token = bool(class_token)
@@ -151,6 +163,8 @@ class PatchEncoder(SublayerPolicies, keras.layers.Layer):
                 f"Received: input_shape={tuple(input_shape)}"
             )
         self.projection.build(input_shape)
+        if self.patch_norm_layer is not None:
+            self.patch_norm_layer.build(tuple(input_shape[:-1]) + (self.hidden_size,))
         if self.class_token:
             self.cls = self.add_weight(
                 shape=(1, 1, self.hidden_size), initializer="zeros", name="class_token"
@@ -195,6 +209,8 @@ class PatchEncoder(SublayerPolicies, keras.layers.Layer):
             position = self.position_embedding_for((shape[1], shape[2])) if self.has_position_embedding else None
             patches = ops.reshape(patches, (shape[0], shape[1] * shape[2], patches.shape[-1]))
         x = kernels.dense(patches, self.projection)
+        if self.patch_norm_layer is not None:
+            x = normalize(x, self.patch_norm_layer)
         batch = ops.shape(x)[0]
         prefix = [self.cls] if self.class_token else []
         prefix += [self.dist] if self.distillation_token else []
@@ -240,4 +256,6 @@ class PatchEncoder(SublayerPolicies, keras.layers.Layer):
         )
         if not self.has_position_embedding:
             config["position_embedding"] = False
+        if self.patch_norm is not None:
+            config.update(patch_norm=self.patch_norm, patch_norm_epsilon=self.patch_norm_epsilon)
         return config

@@ -7,6 +7,7 @@ from keras_vit.layers import formulation, kernels
 from keras_vit.layers import rope as rope_lib
 from keras_vit.layers.attention import SelfAttention, attention_output_spec
 from keras_vit.layers.checks import LAYER_NORM_EPSILON, PACKAGE as _PACKAGE, built_when_created, check_rate, positive_int
+from keras_vit.layers.normalization import NORM_TYPES, make_norm, normalize
 from keras_vit.layers.policies import SublayerPolicies
 
 
@@ -110,7 +111,8 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
     The ViT family's switches: LayerScale on both branches (``x + DropPath(gamma * MSA(LN(x)))``),
     another activation, a gated MLP (``mlp_type="glu"``: ``Dense(2 * mlp_dim)`` split in two halves
     ``a, b`` and ``act(a) * b``; SwiGLU with ``activation="silu"``, as in DINOv2 giant), and no
-    bias on the query, key and value projections.
+    bias on the query, key and value projections. AIMv2's: RMSNorm for both norms, and the attention output and
+    MLP projections without biases.
 
     Args:
         num_heads: attention heads; must divide the input width.
@@ -125,6 +127,9 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
         qkv_bias: biases on the query, key and value projections.
         rope: None, or the attention's rotary position embeddings (``SelfAttention``'s ``rope``: RoPE-ViT's
             axial or mixed 2-D RoPE, :mod:`keras_vit.layers.rope`).
+        norm_type: ``"layernorm"`` or ``"rmsnorm"`` (:mod:`keras_vit.layers.normalization`), both norms.
+        proj_bias: a bias on the attention's output projection.
+        mlp_bias: biases on the MLP's two layers.
 
     Call arguments:
         x: ``(batch, tokens, D)``.
@@ -158,10 +163,18 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
         mlp_type="mlp",
         qkv_bias=True,
         rope=None,
+        norm_type="layernorm",
+        proj_bias=True,
+        mlp_bias=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.rope = rope_lib.check_spec(rope)
+        if norm_type not in NORM_TYPES:
+            raise ValueError(f"Unknown norm type: expected one of {NORM_TYPES}. Received: norm_type={norm_type!r}")
+        self.norm_type = norm_type
+        self.proj_bias = bool(proj_bias)
+        self.mlp_bias = bool(mlp_bias)
         if activation not in kernels.ACTIVATIONS:
             raise ValueError(f"Unknown MLP activation: expected one of {kernels.ACTIVATIONS}. Received: activation={activation!r}")
         if mlp_type not in MLP_TYPES:
@@ -177,12 +190,8 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
         self.drop_path = check_rate(drop_path, "drop_path")
         self.layer_norm_epsilon = float(layer_norm_epsilon)
         policy = self.dtype_policy
-        self.norm1 = keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, dtype=policy, name="layer_norm_1"
-        )
-        self.norm2 = keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, dtype=policy, name="layer_norm_2"
-        )
+        self.norm1 = make_norm(self.norm_type, self.layer_norm_epsilon, "layer_norm_1", dtype=policy)
+        self.norm2 = make_norm(self.norm_type, self.layer_norm_epsilon, "layer_norm_2", dtype=policy)
         self.drop_path_layer = StochasticDepth(self.drop_path, dtype=policy, name="drop_path")
         self.mlp_dropout = keras.layers.Dropout(self.dropout, dtype=policy, name="mlp_dropout")
         self.attention = None  # created in build: key_dim depends on the width
@@ -192,6 +201,7 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
             self.layer_scale_2 = LayerScale(self.layer_scale_init, dtype=policy, name="layer_scale_2")
         self.mlp_dense_1 = keras.layers.Dense(
             self.mlp_dim * (2 if self.mlp_type == "glu" else 1),
+            use_bias=self.mlp_bias,
             kernel_initializer="glorot_uniform",
             bias_initializer=keras.initializers.RandomNormal(stddev=1e-6),
             dtype=policy,
@@ -211,6 +221,7 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
             num_heads=self.num_heads,
             key_dim=width // self.num_heads,
             dropout=self.attention_dropout,
+            use_bias=self.proj_bias,
             qkv_bias=self.qkv_bias,
             kernel_initializer="glorot_uniform",
             rope=self.rope,
@@ -222,6 +233,7 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
         )
         self.mlp_dense_2 = keras.layers.Dense(
             width,
+            use_bias=self.mlp_bias,
             kernel_initializer="glorot_uniform",
             bias_initializer=keras.initializers.RandomNormal(stddev=1e-6),
             dtype=policy,
@@ -237,7 +249,7 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
                 scale.build(input_shape)
 
     def call(self, x, training=None, return_attention_scores=False):
-        y = kernels.layer_norm(x, self.norm1)
+        y = normalize(x, self.norm1)
         attention = self.attention(y, training=training, return_attention_scores=return_attention_scores)
         if return_attention_scores:
             y, scores = attention
@@ -248,7 +260,7 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
             y = self.layer_scale_1(y)
         x = x + self.drop_path_layer(y, training=training)
 
-        y = kernels.layer_norm(x, self.norm2)
+        y = normalize(x, self.norm2)
         if self.mlp_type == "glu":
             gate, y = ops.split(kernels.dense(y, self.mlp_dense_1), 2, axis=-1)
             y = kernels.activate(gate, self.activation, training=training) * y
@@ -286,6 +298,9 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
         )
         if self.rope is not None:  # configs (and .keras files) without RoPE stay as they were
             config["rope"] = dict(self.rope, grid=list(self.rope["grid"]))
+        for name, default in (("norm_type", "layernorm"), ("proj_bias", True), ("mlp_bias", True)):
+            if getattr(self, name) != default:  # saved only when set: the paper's blocks' configs stay as they were
+                config[name] = getattr(self, name)
         return config
 
 

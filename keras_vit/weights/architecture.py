@@ -118,6 +118,7 @@ FAMILY = (
     "class_token", "distillation_token", "num_register_tokens", "prefix_positions", "layer_scale_init",
     "mlp_activation", "mlp_type", "qkv_bias", "pre_norm", "final_norm", "fc_norm", "projection_dim",
     "rope", "rope_temperature", "rope_grid_indexing", "rope_grid_offset", "rope_reference_grid", "position_embedding",
+    "norm_type", "patch_norm", "proj_bias", "mlp_bias",
 )
 
 
@@ -155,6 +156,10 @@ def family_of(info):
         "rope": "mixed" if block + "MultiHeadDotProductAttention_1/rope_frequencies" in shapes else None,
         "rope_temperature": None, "rope_grid_indexing": "xy", "rope_grid_offset": 0.0,
         "rope_reference_grid": None, "position_embedding": POSEMB_KEY in shapes,
+        # a norm without a bias is RMSNorm only where a file declares it (a LayerNorm's bias may be missing)
+        "norm_type": "layernorm", "patch_norm": "embedding_norm/scale" in shapes,
+        "proj_bias": block + "MultiHeadDotProductAttention_1/out/bias" in shapes,
+        "mlp_bias": block + "MlpBlock_3/Dense_1/bias" in shapes,
     }
     return {field: declared[field].value if field in declared else value for field, value in seen.items()}
 
@@ -162,7 +167,7 @@ def family_of(info):
 def _pooling(info, class_token):
     if "MAPHead_0/probe" in info.shapes:
         return "map"
-    if "pooling" in info.declared and info.declared["pooling"].value is not None:
+    if "pooling" in info.declared:  # None too: a model whose output is its tokens (AIMv2, SigLIP without a head)
         return info.declared["pooling"].value
     return "token" if class_token else "gap"
 

@@ -44,6 +44,8 @@ FAMILY_KEYS = {
     "reg": "patch_encoder/register_tokens",
     "Transformer/pre_norm/scale": "pre_norm/gamma",
     "Transformer/pre_norm/bias": "pre_norm/beta",
+    "embedding_norm/scale": "patch_encoder/patch_norm/gamma",  # a norm of the patch embeddings (AIMv2's)
+    "embedding_norm/bias": "patch_encoder/patch_norm/beta",
     "fc_norm/scale": "fc_norm/gamma",
     "fc_norm/bias": "fc_norm/beta",
     "projection/kernel": "projection/kernel",
@@ -151,7 +153,7 @@ def vit_targets(model):
         targets["cls"] = _target(weights, "patch_encoder/class_token", model)
     if config.position_embedding:
         targets[POSEMB_KEY] = _target(weights, "patch_encoder/position_embedding", model)
-    block_keys = {key: path for key, path in BLOCK_KEYS.items() if config.qkv_bias or not _is_qkv_bias(key)}
+    block_keys = {key: path for key, path in BLOCK_KEYS.items() if _has_block_key(config, key)}
     if config.layer_scale_init is not None:
         block_keys.update(LAYER_SCALE_KEYS)
     if config.rope == "mixed":
@@ -160,7 +162,7 @@ def vit_targets(model):
         for key, path in block_keys.items():
             targets[f"Transformer/encoderblock_{i}/{key}"] = _target(weights, f"transformer_block_{i}/{path}", model)
     if config.final_norm:
-        for key, name in _NORM_WEIGHTS.items():
+        for key, name in _NORM_WEIGHTS.items() if config.norm_type == "layernorm" else [("scale", "gamma")]:
             targets[f"Transformer/encoder_norm/{key}"] = _target(weights, f"encoder_norm/{name}", model)
     # the parts a model has or not (a head: not with include_top=False)
     heads = {key: key for key in ("pre_logits/kernel", "pre_logits/bias", *HEAD_KEYS)}
@@ -168,6 +170,19 @@ def vit_targets(model):
         if path in weights:
             targets[key] = _target(weights, path, model, cls=MergedHeadsTarget if key in MAP_ATTENTION_KEYS else Target)
     return targets
+
+
+def _has_block_key(config, key):
+    """Whether a block of ``config`` has the weight of ``key`` (of :data:`BLOCK_KEYS`): the biases of the switches."""
+    if not key.endswith("/bias"):
+        return True
+    if key.startswith("LayerNorm_"):
+        return config.norm_type == "layernorm"  # RMSNorm has no bias
+    if key.startswith("MlpBlock_3/"):
+        return config.mlp_bias
+    if "/out/" in key:
+        return config.proj_bias
+    return config.qkv_bias or not _is_qkv_bias(key)
 
 
 def _is_qkv_bias(key):

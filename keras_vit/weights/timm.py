@@ -38,7 +38,8 @@ _BLOCK_KEYS = {
 _MAP = "MAPHead_0/"
 _TOP_KEYS = {
     "cls_token": "cls", "dist_token": "dist", "reg_token": "reg", "pos_embed": POSEMB_KEY,
-    **linear("patch_embed.proj", "embedding"), **norm("norm_pre", "Transformer/pre_norm"),
+    **linear("patch_embed.proj", "embedding"), **norm("patch_embed.norm", "embedding_norm"),
+    **norm("norm_pre", "Transformer/pre_norm"),
     **norm("norm", "Transformer/encoder_norm"), **norm("fc_norm", "fc_norm"), **linear("head", "head"),
     **linear("head_dist", "head_dist"), **linear("pre_logits.fc", "pre_logits"), "attn_pool.latent": _MAP + "probe",
     **linear("attn_pool.q", _MAP + "MultiHeadDotProductAttention_0/query"),
@@ -51,7 +52,6 @@ _UNSUPPORTED = {
     r"\.attn\.(q_norm|k_norm)\.|^attn_pool\.(q_norm|k_norm)\.": "query/key normalisation (qk_norm)",
     r"\.attn\.norm\.": "a norm inside attention (scale_attn_norm)",
     r"\.mlp\.norm\.": "a norm inside the MLP (scale_mlp_norm)",
-    r"^patch_embed\.norm\.": "a normalised patch embedding (embed_norm_layer)",
     r"rope|freqs": "rotary position embeddings other than RoPE-ViT's registered ones (EVA-02, DINOv3; a mixed RoPE "
                    "file needs the config.json naming its architecture)",
     r"\.mlp\.fc1_[gx]\.": "an unpacked SwiGLU MLP (fc1_g / fc1_x; keras_vit reads timm's SwiGLUPacked)",
@@ -184,10 +184,10 @@ def _declared(resolved, pretrained, expected, path, weights, tensors, labelled=F
     if act_said is not None and act is not None and not isinstance(act, str):
         raise CheckpointError(f"{path!r}: model_args.act_layer={act!r}, expected the name of an activation.")
     mlp_layer = resolved["mlp_layer"]
-    if mlp_layer[0] not in timm_config.MLP_LAYERS + timm_config.GLU_LAYERS:
+    if mlp_layer[0] not in timm_config.MLP_LAYERS + timm_config.GLU_LAYERS + timm_config.SWIGLU_LAYERS:
         raise CheckpointError(
-            f"{path!r}: {mlp_layer[1]}: keras_vit's MLPs are timm's Mlp and SwiGLUPacked (a gated MLP with fc1 "
-            "of 2 x hidden outputs)."
+            f"{path!r}: {mlp_layer[1]}: keras_vit's MLPs are timm's Mlp, SwiGLUPacked (a gated MLP with fc1 "
+            "of 2 x hidden outputs) and SwiGLU (fc1_g and fc1_x)."
         )
     if tensors is None:  # the config alone (no state dict): what it states, as before any weights are seen
         record = {}

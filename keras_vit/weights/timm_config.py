@@ -22,12 +22,13 @@ from keras_vit.weights.declared import declare
 from keras_vit.weights.timm_models import DEFAULTS, NEUTRAL, lacking, registered, registration, timm_version
 
 GLU_LAYERS = ("SwiGLUPacked", "swiglu_packed")  # timm.layers.SwiGLUPacked: GluMlp(gate_last=False), act(x1) * x2
+SWIGLU_LAYERS = ("SwiGLU", "swiglu")  # timm.layers.SwiGLU: fc1_g, fc1_x of int(dim * mlp_ratio), act(fc1_g x) * fc1_x x
 MLP_LAYERS = (None, "Mlp", "mlp")
 POOLING = {"token": "token", "avg": "gap", "map": "map"}  # timm global_pool -> keras_vit pooling ('' : see settings)
 
 
 # timm arguments keras_vit has no switch for: accepted only with timm's default value (vision_transformer.py)
-DEFAULT_ONLY_ARGS = {"qk_norm": False, "proj_bias": True, "dynamic_img_pad": False, "pos_embed": "learn",
+DEFAULT_ONLY_ARGS = {"qk_norm": False, "dynamic_img_pad": False, "pos_embed": "learn",
                      "pool_include_prefix": False, "in_chans": 3, "scale_attn_norm": False, "scale_mlp_norm": False,
                      "norm_layer": None, "embed_norm_layer": None, "block_fn": None, "embed_layer": None,
                      "attn_layer": None, "ignore_head": False, "padding_same": True}
@@ -153,6 +154,10 @@ def observe(shapes, path):
         "norm": (has("norm.weight"), "'norm.weight' (the final LayerNorm)"),
         "fc_norm": (has("fc_norm.weight"), "'fc_norm.weight' (a LayerNorm after pooling)"),
         "map": (has("attn_pool.latent"), "'attn_pool.latent' (attention pooling)"),
+        "norm_bias": (has("blocks.0.norm1.bias"), "'blocks.0.norm1.bias' (a LayerNorm's bias; RmsNorm has none)"),
+        "patch_norm": (has("patch_embed.norm.weight"), "'patch_embed.norm.weight' (a norm of the patch embeddings)"),
+        "proj_bias": (has("blocks.0.attn.proj.bias"), "'blocks.0.attn.proj.bias'"),
+        "mlp_bias": (has("blocks.0.mlp.fc2.bias"), "'blocks.0.mlp.fc2.bias'"),
     }
     fc1, fc2 = shapes.get("blocks.0.mlp.fc1.weight"), shapes.get("blocks.0.mlp.fc2.weight")
     glu = fc1 is not None and fc2 is not None and fc1[0] != fc2[1] and fc1[0] == 2 * fc2[1]
@@ -176,10 +181,19 @@ def consistent(resolved, seen, config_path):
         ("qkv_bias", "qkv_bias", bool(resolved["qkv_bias"][0])),
         ("pre_norm", "pre_norm", bool(resolved["pre_norm"][0])),
         ("global_pool", "map", resolved["global_pool"][0] == "map"),
-        ("mlp_layer", "glu", resolved["mlp_layer"][0] in GLU_LAYERS),
+        ("mlp_layer", "glu", resolved["mlp_layer"][0] in GLU_LAYERS + SWIGLU_LAYERS),
+        ("proj_bias", "proj_bias", bool(resolved["proj_bias"][0])),
+        ("proj_bias", "mlp_bias", bool(resolved["proj_bias"][0])),
+        ("norm_type", "norm_bias", resolved["norm_type"][0] == "layernorm"),
+        ("patch_norm", "patch_norm", bool(resolved["patch_norm"][0])),
         ("fc_norm", "fc_norm", bool(final and use_fc_norm)),
         ("final_norm", "norm", bool(final and not use_fc_norm)),
     ]
+    if seen["patch_norm"][0] and not stated("patch_norm"):
+        raise CheckpointError(
+            f"{config_path!r}: the weights have {seen['patch_norm'][1]}, and no timm registration or config.json says "
+            "which norm it is (LayerNorm or RmsNorm, its epsilon): name the registered architecture it was trained as."
+        )
     for name, part, expected in checks:
         relied = [n for n in ((name, "global_pool", "fc_norm") if part in ("fc_norm", "norm") else (name,)) if stated(n)]
         have, said = seen[part]
@@ -315,15 +329,17 @@ def record(resolved, seen, extra, config_path, weights):
     stated("depth", "num_layers")
     width, ratio = resolved["embed_dim"], resolved["mlp_ratio"]
     if ratio[1] is not None and width[1] is not None:
-        mlp = int(width[0] * ratio[0]) // (2 if resolved["mlp_layer"][0] in GLU_LAYERS else 1)
+        mlp = int(width[0] * ratio[0]) // (2 if resolved["mlp_layer"][0] in GLU_LAYERS else 1)  # SwiGLU's: the width
         declare(out, "mlp_dim", mlp, f"{ratio[1]} (x width {width[0]})", config_path)
     stated("qkv_bias", "qkv_bias")
     stated("class_token", "class_token")
+    stated("norm_type", "norm_type")
     for field, (value, said) in extra.items():
         if said is not None:
             declare(out, field, value, said, config_path if said.startswith(("model_args", "architecture", "global_pool")) else weights)
     for field, part in (("class_token", "class_token"), ("distillation_token", "distilled"), ("num_register_tokens", "reg_tokens"),
-                        ("mlp_type", "glu"), ("pre_norm", "pre_norm"), ("final_norm", "norm"), ("fc_norm", "fc_norm")):
+                        ("mlp_type", "glu"), ("pre_norm", "pre_norm"), ("final_norm", "norm"), ("fc_norm", "fc_norm"),
+                        ("patch_norm", "patch_norm"), ("proj_bias", "proj_bias"), ("mlp_bias", "mlp_bias")):
         have, said = seen[part]
         declare(out, field, ("glu" if have else "mlp") if field == "mlp_type" else have, said if have else f"no {said}", weights)
     init, said = resolved["init_values"]
@@ -346,7 +362,7 @@ def config_fields(architecture, num_classes=0, projection_dim=None):
     args = {**DEFAULTS, **registered(architecture)}
     if "backbone_layers" in args:  # a hybrid: from_pretrained reads it from its weights (keras_vit.weights.timm_hybrid)
         raise ValueError(f"{architecture!r} is a timm hybrid: its ViTConfig is read from its weights, not its registration alone.")
-    glu = args["mlp_layer"] in GLU_LAYERS
+    glu, swiglu = args["mlp_layer"] in GLU_LAYERS, args["mlp_layer"] in SWIGLU_LAYERS  # packed: fc1 has both halves
     use_fc_norm = args["global_pool"] in ("avg", "avgmax", "max") if args["fc_norm"] is None else args["fc_norm"]
     return dict(
         # timm's patch convolution drops what the patches do not cover (so400m/14 at 384: 27 x 14 = 378): cropped
@@ -357,8 +373,9 @@ def config_fields(architecture, num_classes=0, projection_dim=None):
         class_token=args["class_token"], distillation_token=args["distilled"], num_register_tokens=args["reg_tokens"],
         prefix_positions=not args["no_embed_class"], layer_scale_init=args["init_values"],
         mlp_activation=declared_lib.activation(args["act_layer"]),
-        mlp_type="glu" if glu else "mlp", qkv_bias=args["qkv_bias"], pre_norm=args["pre_norm"],
+        mlp_type="glu" if glu or swiglu else "mlp", qkv_bias=args["qkv_bias"], pre_norm=args["pre_norm"],
         final_norm=bool(args["final_norm"] and not use_fc_norm), fc_norm=bool(args["final_norm"] and use_fc_norm),
-        pooling=POOLING[args["global_pool"]], projection_dim=projection_dim,
+        pooling=POOLING[args["global_pool"]], projection_dim=projection_dim, norm_type=args["norm_type"],
+        patch_norm=args["patch_norm"], proj_bias=args["proj_bias"], mlp_bias=args["proj_bias"],
         num_classes=num_classes or 1, include_top=bool(num_classes), **timm_eva.fields(args),
     )

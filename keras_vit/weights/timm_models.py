@@ -25,7 +25,8 @@ DEFAULTS = dict(
     patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4.0, qkv_bias=True, class_token=True,
     reg_tokens=0, no_embed_class=False, init_values=None, global_pool="token", fc_norm=None, pre_norm=False,
     final_norm=True, act_layer=None, mlp_layer=None, img_size=224, dynamic_img_size=False, norm_eps=1e-6,
-    distilled=False,
+    distilled=False, proj_bias=True,
+    norm_type="layernorm", patch_norm=False,  # keras_vit's names: timm's norm_layer and embed_norm_layer, as read
 )
 TABLE = os.path.join(os.path.dirname(__file__), "data", "timm_registrations.json")
 # arguments that do not change what a trained model computes at its own size
@@ -41,9 +42,7 @@ SWITCHES = {
     "qk_norm": (False, "query/key normalisation (qk_norm=True)"),
     "scale_attn_norm": (False, "a norm inside attention (scale_attn_norm=True)"),
     "scale_mlp_norm": (False, "a norm inside the MLP (scale_mlp_norm=True)"),
-    "proj_bias": (True, "attention and MLP projections without biases (proj_bias=False)"),
     "pool_include_prefix": (False, "average pooling over the class and register tokens too (pool_include_prefix=True)"),
-    "embed_norm_layer": (None, "a normalised patch embedding (embed_norm_layer)"),
     "pos_embed": ("learn", "position embeddings other than a learned table (pos_embed)"),
     "dynamic_img_pad": (False, "padding of images to a multiple of the patch (dynamic_img_pad=True)"),
     "in_chans": (3, "input channels other than RGB (in_chans)"),
@@ -87,15 +86,21 @@ def _tag_of(architecture, row):
     return row["tags"].get(tag) or row.get("default_cfg") or {}
 
 
-def _norm_eps(value):
-    """``(eps or None, lacking or None)`` of timm's ``norm_layer`` argument as the generator writes it."""
+# timm's norm layers keras_vit has: name -> (ViTConfig.norm_type, the class's default eps)
+NORMS = {"LayerNorm": ("layernorm", 1e-5), "nn.LayerNorm": ("layernorm", 1e-5),  # torch's LayerNorm default
+         "RmsNorm": ("rmsnorm", 1e-6), "rmsnorm": ("rmsnorm", 1e-6)}  # timm.layers.RmsNorm's default (get_norm_layer)
+
+
+def _norm(value, argument="norm_layer"):
+    """``(norm_type, eps or None, lacking or None)`` of timm's ``norm_layer`` (or ``embed_norm_layer``) argument as
+    the generator writes it; ``(None, None, None)`` for None (timm's default)."""
     if value is None:
-        return None, None
+        return None, None, None
     name = value.get("callable") if isinstance(value, dict) else value
-    if name in ("LayerNorm", "nn.LayerNorm"):
-        eps = value.get("eps", 1e-5) if isinstance(value, dict) else 1e-5  # torch's LayerNorm default
-        return eps, None
-    return None, f"a {name} norm (norm_layer={name})"
+    if name in NORMS:
+        kind, eps = NORMS[name]
+        return kind, (value.get("eps", eps) if isinstance(value, dict) else eps), None
+    return None, None, f"a {name} norm ({argument}={name}; keras_vit has LayerNorm and RmsNorm)"
 
 
 def _mlp(value):
@@ -106,8 +111,10 @@ def _mlp(value):
         return "SwiGLUPacked", value.get("act_layer"), None  # timm's SwiGLUPacked: GluMlp(gate_last=False)
     if value == "SwiGLUPacked":
         return "SwiGLUPacked", None, None
+    if value == "SwiGLU":  # fc1_g, fc1_x: packed into SwiGLUPacked's fc1 [gate; value] (timm_eva.to_vit_layout)
+        return "SwiGLU", None, None
     name = value.get("callable") if isinstance(value, dict) else value
-    return None, None, f"an MLP of timm's {name} (mlp_layer={name}; keras_vit has Mlp and SwiGLUPacked)"
+    return None, None, f"an MLP of timm's {name} (mlp_layer={name}; keras_vit has Mlp, SwiGLUPacked and SwiGLU)"
 
 
 def _backbone(value):
@@ -122,6 +129,25 @@ def _backbone(value):
                       "hybrid is the paper's ResNet-v2 with weight-standardised convolutions and GroupNorm")
     name = value.get("callable") if isinstance(value, dict) else value
     return None, f"a patch embedding of timm's {name} (embed_layer={name})"
+
+
+def _norms(args, out):
+    """timm's ``norm_layer`` and ``embed_norm_layer`` into ``out`` (``norm_type``, ``norm_eps``, ``patch_norm``);
+    returns what keras_vit lacks: a norm it has not, or a patch norm other than the blocks' (keras_vit's patch norm
+    is of the model's ``norm_type`` and epsilon)."""
+    kind, eps, why = _norm(args.get("norm_layer"))
+    if why:
+        return [why]
+    if kind is not None:
+        out.update(norm_type=kind, norm_eps=eps)
+    if args.get("embed_norm_layer") is None:
+        return []
+    patch_kind, patch_eps, why = _norm(args["embed_norm_layer"], "embed_norm_layer")
+    if why or (patch_kind, patch_eps) != (kind or "layernorm", eps if kind else 1e-6):
+        return [why or f"a patch-embedding norm other than the blocks' (embed_norm_layer={args['embed_norm_layer']!r}, "
+                       f"norm_layer={args.get('norm_layer')!r})"]
+    out["patch_norm"] = True
+    return []
 
 
 @functools.lru_cache(maxsize=None)
@@ -152,11 +178,8 @@ def _read(architecture):
                 out["act_layer"] = act
         elif name in DEFAULTS or name in NEUTRAL or name in timm_eva.ROPE_ARGS:
             out[name] = value
-        elif name == "norm_layer":
-            eps, why = _norm_eps(value)
-            if why:
-                lacking.append(why)
-            out["norm_eps"] = eps
+        elif name in ("norm_layer", "embed_norm_layer"):
+            continue  # read together below: the patch norm is keras_vit's only where it is the blocks' norm
         elif name == "embed_layer":
             layers, why = _backbone(value)
             lacking += [why] if why else []
@@ -168,6 +191,7 @@ def _read(architecture):
                 lacking.append(what.get(value, f"{name}={value!r}") if isinstance(what, dict) else what)
         else:
             lacking.append(f"timm argument {name}={value!r}, which keras_vit does not know")
+    lacking += _norms(args, out)
     if out.get("reg_tokens") and not out.get("no_embed_class", DEFAULTS["no_embed_class"]):
         lacking.append("position embeddings for the register tokens (reg_tokens with no_embed_class=False)")
     out["mlp_layer"] = out.get("mlp_layer")

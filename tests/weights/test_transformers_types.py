@@ -144,7 +144,6 @@ def test_a_clip_like_tower_skips_its_text_tower(tmp_path):
 
 
 @pytest.mark.parametrize("model_type, switch", [
-    ("aimv2_vision_model", "RMSNorm"), ("aimv2", "RMSNorm"),
     ("pixtral", "rotary position embeddings"), ("mlcd_vision_model", "rotary position embeddings"),
     ("beit", "relative position bias"), ("data2vec-vision", "relative position bias")])
 def test_a_model_type_needing_a_switch_keras_vit_lacks_is_refused_by_name(tmp_path, model_type, switch):

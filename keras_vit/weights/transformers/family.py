@@ -16,6 +16,7 @@ from keras_vit.weights.declared import activation, declare
 from keras_vit.weights.conventions import CLIP_MEAN_STD, HALF, IMAGENET
 from keras_vit.weights.input_normalization import processor_normalization
 from keras_vit.weights.source import Reading
+from keras_vit.weights.transformers import aimv2
 
 
 class Family(NamedTuple):
@@ -28,7 +29,8 @@ class Family(NamedTuple):
     vision settings are in ``vision_config``; ``classifiers``: ``{architecture: layout}`` of a classifier on the mean
     of the tokens; ``projection``: ``{architecture: "vision" or "top"}``, the classes with a projection and the
     config (vision or whole) whose ``projection_dim`` sizes it; ``top_defaults``: the whole config's defaults;
-    ``refused``: ``{architecture: why}`` of the classes keras_vit has no switch for."""
+    ``refused``: ``{architecture: why}`` of the classes keras_vit has no switch for; ``epsilon``: the config's name of
+    the norms' epsilon."""
 
     encoder: str
     layout: str
@@ -42,6 +44,7 @@ class Family(NamedTuple):
     top_defaults: dict = {}
     refused: dict = {}
     fixed_size: str = ""
+    epsilon: str = "layer_norm_eps"
 
 
 _IMAGENET, _CLIP, _HALF = ("ImageNet", IMAGENET), ("OpenAI CLIP", CLIP_MEAN_STD), ("0.5", HALF)
@@ -117,11 +120,13 @@ FAMILIES["clipseg"], FAMILIES["clipseg_vision_model"] = (row._replace(refused={"
 FAMILIES["siglip_vision_model"] = FAMILIES["siglip"]._replace(tower=False)
 FAMILIES["siglip2_vision_model"] = FAMILIES["siglip2"]._replace(tower=False)
 FAMILIES["tipsv2_vision_model"] = FAMILIES["tipsv2"]._replace(tower=False)
+# AIMv2: RMSNorm, a normed patch embedding, SwiGLU (keras_vit.weights.transformers.aimv2)
+FAMILIES["aimv2_vision_model"] = Family("aimv2", "aimv2", aimv2.DEFAULTS, _CLIP, resampling=None, switches=aimv2.SWITCHES,
+                                        fixed_size=aimv2.FIXED_SIZE, epsilon="rms_norm_eps")
+FAMILIES["aimv2"] = FAMILIES["aimv2_vision_model"]._replace(tower=True, refused=aimv2.REFUSED_CLASSES)
 MODEL_TYPES = tuple(FAMILIES)
 # the family's model_types whose blocks need a switch keras_vit lacks (their modeling_*.py): refused by name
 REFUSED = {
-    "aimv2": "RMSNorm instead of LayerNorm, and a SwiGLU MLP without biases",
-    "aimv2_vision_model": "RMSNorm instead of LayerNorm, and a SwiGLU MLP without biases",
     "pixtral": "2-D rotary position embeddings (RoPE), RMSNorm and a SwiGLU MLP",
     "mlcd_vision_model": "rotary position embeddings (RoPE) on the patch tokens",
     "beit": "a relative position bias in every attention layer",
@@ -163,14 +168,17 @@ def settings(config, path, model_type):
         declare(record, field, value, said, path)
 
     for field, name in (("hidden_size", "hidden_size"), ("num_layers", "num_hidden_layers"),
-                        ("num_heads", "num_attention_heads"), ("layer_norm_epsilon", "layer_norm_eps")):
+                        ("num_heads", "num_attention_heads"), ("layer_norm_epsilon", row.epsilon)):
         value = read.number(name, integer=field != "layer_norm_epsilon")
         put(field, value, read.said(name, value))
     (width, sizes), (depth, layers) = record["hidden_size"][:2], record["num_layers"][:2]
-    _mlp(put, read, row, vision, width, path, where, expected)
+    if row.encoder == "aimv2":  # its gated MLP and biases (keras_vit.weights.transformers.aimv2)
+        aimv2.blocks(put, read, path, expected)
+    else:
+        _mlp(put, read, row, vision, width, path, where, expected)
     if row.encoder == "dinov3":
         _dinov3(put, read, path)
-    else:
+    elif row.encoder != "aimv2":
         qkv = read.flag("qkv_bias") if "qkv_bias" in row.defaults else True
         put("qkv_bias", qkv, read.said("qkv_bias", qkv) if "qkv_bias" in row.defaults else f"{model_type} attention (q/k/v biases)")
     classifier = row.classifiers.get(architecture)

@@ -206,6 +206,22 @@ LAYOUTS["tipsv2"] = Layout(
     {r"^(vision_encoder\.)?mask_token$": _MASK,
      r"^(?P<group>text_encoder\.)|^temperature$": "the text tower (keras_vit loads the image tower of a TIPSv2 model)"},
     {})
+# AIMv2 (Aimv2VisionModel): RMSNorms (a scale each), the gated MLP joined [gate; up] as DINOv3's (_dinov3)
+AIMV2_LAYER = {
+    **_norm("rms_norm1", "LayerNorm_0"),
+    **{k: v for n, c in (("q", "query"), ("k", "key"), ("v", "value"), ("out", "out"))
+       for k, v in _linear(f"attention.{n}_proj", f"{ATT}/{c}").items()},
+    **_norm("rms_norm2", "LayerNorm_2"),
+    **_linear("ffn.gate_proj", "MlpBlock_3/Dense_0_gate"),
+    **_linear("ffn.up_proj", "MlpBlock_3/Dense_0"),
+    **_linear("ffn.down_proj", "MlpBlock_3/Dense_1"),
+}
+LAYOUTS["aimv2"] = Layout(
+    {"": None}, r"^encoder\.layers\.(\d+)\.(.+)$", AIMV2_LAYER,
+    {"embeddings.patch_embed.weight": "embedding/kernel", "embeddings.patch_embed.bias": "embedding/bias",
+     **_norm("embeddings.rms_norm", "embedding_norm"), "embeddings.position_embedding.weight": POSEMB,
+     **_norm("rms_norm", "Transformer/encoder_norm")},
+    {r"^embeddings\.position_ids$": _POSITION_IDS}, {}, hook=_dinov3)
 # the *ForImageClassification classes: a classifier on the mean of the tokens; what their vision model computes
 # besides (SigLIP's attention-pooling head, CLIP's post_layernorm of the class token) is not read
 _UNREAD_MAP = ("the attention-pooling head of the vision model, which {cls} computes but does not read (its "
