@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from tests.reference import gelu, layer_norm, softmax
+from reference import gelu, layer_norm, softmax
 
 
 def _cubic(x, a=-0.5):

@@ -10,7 +10,7 @@ from keras_vit.architecture.config import ViTConfig
 from keras_vit.architecture.model import VisionTransformer
 from keras_vit.layers import naflex_grid
 from keras_vit.weights.mapping import layer_weights
-from tests import reference_naflex
+import reference_naflex
 
 P = 4
 GRIDS = ((4, 4), (3, 6), (6, 2))  # 1:1, 2:1 (wide), 1:3 (tall): 16, 18 and 12 patches, padded to 20
