@@ -151,7 +151,7 @@ def vit_targets(model):
     }
     if config.class_token:
         targets["cls"] = _target(weights, "patch_encoder/class_token", model)
-    if config.position_embedding:
+    if config.position_embedding and not config.factorized_positions:  # NaFlex's factorised tables: FAMILY_KEYS
         targets[POSEMB_KEY] = _target(weights, "patch_encoder/position_embedding", model)
     block_keys = {key: path for key, path in BLOCK_KEYS.items() if config.qkv_bias or not _is_qkv_bias(key)}
     if config.layer_scale_init is not None:

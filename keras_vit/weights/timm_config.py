@@ -360,5 +360,5 @@ def config_fields(architecture, num_classes=0, projection_dim=None):
         mlp_type="glu" if glu else "mlp", qkv_bias=args["qkv_bias"], pre_norm=args["pre_norm"],
         final_norm=bool(args["final_norm"] and not use_fc_norm), fc_norm=bool(args["final_norm"] and use_fc_norm),
         pooling=POOLING[args["global_pool"]], projection_dim=projection_dim,
-        num_classes=num_classes or 1, include_top=bool(num_classes), **timm_eva.fields(args), **timm_naflex.fields(args),
+        num_classes=num_classes or 1, include_top=bool(num_classes), **{**timm_eva.fields(args), **timm_naflex.fields(args)},
     )

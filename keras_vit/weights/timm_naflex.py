@@ -86,7 +86,8 @@ def read(args, defaults):
     patch = int(cfg["patch_size"]) if not isinstance(cfg["patch_size"], (list, tuple)) else int(cfg["patch_size"][0])
     out.update(no_embed_class=True, img_size=[int(grid[0]) * patch, int(grid[1]) * patch], naflex=True,
                naflex_pos_embed=cfg.get("pos_embed") or "none", naflex_ar_preserving=bool(cfg["pos_embed_ar_preserving"]),
-               naflex_interp=interp, norm_eps=1e-6)
+               naflex_interp=interp, norm_eps=1e-6,
+               use_abs_pos_emb=cfg.get("pos_embed") == "learned")  # a (1, rows * cols, D) 'pos_embed' (timm_eva's reading)
     if out.get("act_layer") is None:
         out.pop("act_layer", None)
     return out, []
@@ -97,9 +98,12 @@ def fields(args):
     args = {**ARGS, **{k: v for k, v in args.items() if k in ARGS}}
     if not args["naflex"]:
         return {}
-    return {"input_mode": "naflex", "position_aspect_preserving": bool(args["naflex_ar_preserving"]),
-            "factorized_positions": args["naflex_pos_embed"] == "factorized",
-            "position_embedding": args["naflex_pos_embed"] in ("learned", "factorized")}
+    out = {"input_mode": "naflex", "position_aspect_preserving": bool(args["naflex_ar_preserving"]),
+           "factorized_positions": args["naflex_pos_embed"] == "factorized",
+           "position_resampling": RESAMPLING.get(args["naflex_interp"], "bicubic_torch_antialias")}
+    if out["factorized_positions"]:  # positions without a 'pos_embed' table (timm_eva.fields says none)
+        out["position_embedding"] = True
+    return out
 
 
 def resampling(resolved):
@@ -114,7 +118,8 @@ def declared(resolved):
     if not naflex[0]:
         return {}
     said = f"{resolved['naflex'][1]}: timm's NaFlexVit"
-    return {name: (value, said) for name, value in fields({k: v for k, (v, _) in resolved.items() if k in ARGS}).items()}
+    values = fields({k: v for k, (v, _) in resolved.items() if k in ARGS})
+    return {name: (value, said) for name, value in values.items() if name != "position_resampling"}  # the Reading's
 
 
 def vit_shapes(shapes):
