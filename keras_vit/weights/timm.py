@@ -260,8 +260,8 @@ def _expected(config, args, pretrained, resolved, path):
     if "img_size" in args:
         expected.append(("image_size", f"model_args.img_size={args['img_size']!r}",
                          config_lib.size_pair(args["img_size"], path, "model_args.img_size")))
-    elif resolved.get("naflex", (False,))[0]:  # NaFlex: the eval size is a budget's; the table's grid is the size
-        expected.append(("image_size", resolved["img_size"][1], tuple(resolved["img_size"][0])))
+    elif timm_naflex.image_size(resolved):  # NaFlex: the eval size is a budget's; the table's grid is the size
+        expected.append(("image_size", *timm_naflex.image_size(resolved)))
     elif isinstance(pretrained.get("input_size"), list) and len(pretrained["input_size"]) == 3:
         size = pretrained["input_size"]
         expected.append(("image_size", f"pretrained_cfg.input_size={size!r}",

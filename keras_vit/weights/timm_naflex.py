@@ -24,7 +24,8 @@ import numpy as np
 from keras_vit.errors import CheckpointError
 
 # the NaFlex arguments keras_vit reads (beside VisionTransformer's), with their values in a classic timm ViT
-ARGS = {"naflex": False, "naflex_pos_embed": "learned", "naflex_ar_preserving": False, "naflex_interp": "bicubic"}
+ARGS = {"naflex": False, "naflex_pos_embed": "learned", "naflex_ar_preserving": False, "naflex_interp": "bicubic",
+        "naflex_grid": None}
 RESAMPLING = {"bicubic": "bicubic_torch_antialias", "bilinear": "bilinear_torch_antialias"}  # with antialias=True
 # NaFlexVitCfg fields that are VisionTransformer's under the same name and meaning
 SHARED = ("patch_size", "embed_dim", "depth", "num_heads", "mlp_ratio", "qkv_bias", "class_token", "reg_tokens",
@@ -86,7 +87,7 @@ def read(args, defaults):
     patch = int(cfg["patch_size"]) if not isinstance(cfg["patch_size"], (list, tuple)) else int(cfg["patch_size"][0])
     out.update(no_embed_class=True, img_size=[int(grid[0]) * patch, int(grid[1]) * patch], naflex=True,
                naflex_pos_embed=cfg.get("pos_embed") or "none", naflex_ar_preserving=bool(cfg["pos_embed_ar_preserving"]),
-               naflex_interp=interp, norm_eps=1e-6,
+               naflex_interp=interp, norm_eps=1e-6, naflex_grid=[int(grid[0]), int(grid[1])],
                use_abs_pos_emb=cfg.get("pos_embed") == "learned")  # a (1, rows * cols, D) 'pos_embed' (timm_eva's reading)
     if out.get("act_layer") is None:
         out.pop("act_layer", None)
@@ -110,6 +111,17 @@ def resampling(resolved):
     """The ``position_resampling`` of a resolved NaFlex registration, or None for a classic timm ViT."""
     naflex = resolved.get("naflex", (False, None))[0]
     return RESAMPLING[resolved["naflex_interp"][0]] if naflex else None
+
+
+def image_size(resolved):
+    """``(said, (height, width))``: the size whose patches make the stored grid (``model_args.patch_size`` applied),
+    or None for a classic timm ViT."""
+    if not resolved.get("naflex", (False, None))[0]:
+        return None
+    (rows, cols), said = resolved["naflex_grid"]
+    patch = resolved["patch_size"][0]
+    patch = patch[0] if isinstance(patch, (list, tuple)) else patch
+    return f"{said} (pos_embed_grid_size x patch_size {patch})", (rows * patch, cols * patch)
 
 
 def declared(resolved):

@@ -111,3 +111,42 @@ def test_keras_file_round_trip(tmp_path):
 def test_impossible_configs_are_refused_by_name(changes, match):
     with pytest.raises(ValueError, match=match):
         ViTConfig(image_size=16, patch_size=4, hidden_size=32, num_layers=1, num_heads=4, mlp_dim=64, **changes)
+
+
+def test_a_timm_naflex_folder_loads_into_the_naflex_model(tmp_path):
+    """timm's naflexvit_base_patch16_gap layout (embeds.proj (D, P*P*C), embeds.pos_embed (1, rows, cols, D), registers,
+    LayerScale, fc_norm) written without torch, read by from_pretrained into the NaFlex ViT."""
+    import json
+
+    import safetensors.numpy
+    from foreign_files import timm_state_dict
+    from helpers import vit_checkpoint
+
+    import keras_vit
+
+    d, p = 32, 4
+    params = vit_checkpoint(patch_size=p, hidden_size=d, num_layers=1, num_heads=4, mlp_dim=4 * d, grid=(16, 16))
+    t = timm_state_dict(params, num_layers=1, d=d)
+    rng = np.random.default_rng(3)
+    t = {k: v for k, v in t.items() if k not in ("cls_token", "head.weight", "head.bias")}
+    t["fc_norm.weight"], t["fc_norm.bias"] = t.pop("norm.weight"), t.pop("norm.bias")
+    t["embeds.proj.weight"] = t.pop("patch_embed.proj.weight").transpose(0, 2, 3, 1).reshape(d, p * p * 3).copy()
+    t["embeds.proj.bias"] = t.pop("patch_embed.proj.bias")
+    t["embeds.pos_embed"] = t.pop("pos_embed")[:, 1:].reshape(1, 16, 16, d).copy()  # the registration's (16, 16)
+    t["embeds.reg_token"] = rng.normal(size=(1, 4, d)).astype("float32")
+    t["blocks.0.ls1.gamma"], t["blocks.0.ls2.gamma"] = (1 + 0.1 * rng.normal(size=(2, d))).astype("float32")
+    safetensors.numpy.save_file(t, str(tmp_path / "model.safetensors"))
+    (tmp_path / "config.json").write_text(json.dumps({
+        "architecture": "naflexvit_base_patch16_gap", "num_classes": 0,
+        "model_args": {"depth": 1, "embed_dim": d, "num_heads": 4, "patch_size": p}}))
+    model = keras_vit.from_pretrained(str(tmp_path), include_top=False, max_patches=BUDGET)
+    c = model.vit_config
+    assert (c.input_mode, c.grid, c.num_register_tokens, c.pooling, c.fc_norm, c.class_token) == ("naflex", (16, 16), 4, "gap", True, False)
+    encoder = model.get_layer("patch_encoder")
+    np.testing.assert_array_equal(np.asarray(encoder.projection.kernel), t["embeds.proj.weight"].T)  # (ph, pw, C) rows
+    np.testing.assert_array_equal(np.asarray(encoder.position_embedding)[0], t["embeds.pos_embed"].reshape(256, d))
+    weights = {path: np.asarray(v, np.float64) for layer in model.layers for path, v in layer_weights(layer).items()}
+    pixels = images()
+    got = np.asarray(model(naflex_grid.batch(pixels, P, BUDGET)))
+    expected = np.stack([reference_naflex.forward(image, weights, reference_config(model)) for image in pixels])
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-4 * np.abs(expected).max())
