@@ -18,7 +18,7 @@ True
 
 import dataclasses
 
-from keras_vit.architecture import arguments, family, variants
+from keras_vit.architecture import arguments, family, naflex, variants
 from keras_vit.layers.checks import LAYER_NORM_EPSILON, check_rate
 from keras_vit.layers.resnet import GROUP_NORM_GROUPS, RESNET_NORMS, ROOT_WIDTH, backbone_stride
 
@@ -127,6 +127,8 @@ class ViTConfig:
         norm_type: ``"layernorm"`` or ``"rmsnorm"`` (every norm of the model, of ``layer_norm_epsilon``).
         patch_norm: a norm of the projected patches before the positions (timm's ``embed_norm_layer``).
         proj_bias, mlp_bias: biases on the attention's output projection, and on the MLP's layers.
+        input_mode, max_patches, position_aspect_preserving, factorized_positions: ``"image"`` (the default), or
+            ``"naflex"``: each image at its own aspect ratio under a budget of patches (:mod:`keras_vit.architecture.naflex`).
     """
 
     image_size: tuple | int | None = 224
@@ -177,6 +179,10 @@ class ViTConfig:
     patch_norm: bool = False
     proj_bias: bool = True
     mlp_bias: bool = True
+    input_mode: str = "image"
+    max_patches: int | None = None
+    position_aspect_preserving: bool = False
+    factorized_positions: bool = False
 
     def __post_init__(self):
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731  (a frozen dataclass)
@@ -198,6 +204,7 @@ class ViTConfig:
                                  f"Received: resnet_norms={self.resnet_norms!r}")
         else:
             set_("width", 1)
+        naflex.normalise(self, set_)  # a NaFlex model's image_size names its stored grid: the native size
         default = 28 if self.stem == "conv" else arguments.DEFAULT_IMAGE_SIZE
         native = self.native_image_size
         if self.image_size is not None and native is not None and arguments.positive_pair(native, "native_image_size") == arguments.positive_pair(self.image_size, "image_size"):
@@ -223,6 +230,7 @@ class ViTConfig:
         for flag in ("include_top", "include_preprocessing"):
             set_(flag, bool(getattr(self, flag)))
         family.validate(self, set_)
+        naflex.validate(self, set_)
 
     def _crop_remainder(self, size):
         """``crop_remainder`` checked: True only where it crops something (a size the patches divide: False)."""

@@ -83,12 +83,14 @@ def embed(x, config):
     return x
 
 
-def encoder(x, config):
+def encoder(x, config, key_mask=None):
     """``num_layers`` blocks (``transformer_block_{i}``) and the final norm.
 
     Stochastic depth grows linearly with depth from 0 to ``drop_path_rate``; RoPE (``config.rope``) rotates the
-    queries and keys of every block on the model's patch grid.
+    queries and keys of every block on the model's patch grid. ``key_mask`` ``(batch, tokens)``: the keys every
+    block's attention may read (NaFlex's padding left out; None: the unmasked blocks).
     """
+    masked = {} if key_mask is None else {"key_mask": key_mask}
     rope = None
     if config.rope is not None:
         rope = dict(kind=config.rope, grid=config.grid_for(config.image_size), temperature=config.rope_temperature,
@@ -111,7 +113,7 @@ def encoder(x, config):
             rope=rope,
             **{name: getattr(config, name) for name in ("norm_type", "proj_bias", "mlp_bias")},
             name=f"transformer_block_{i}",
-        )(x)
+        )(x, **masked)
     if not config.final_norm:
         return x
     return make_norm(config.norm_type, config.layer_norm_epsilon, "encoder_norm")(x)
@@ -128,6 +130,11 @@ def pool(x, config):
     else:  # keras.applications' "avg" is the mean of the patch tokens: "gap"'s pooling, with the class token kept
         mode = "gap" if config.pooling == "avg" else config.pooling
         x = TokenPooling(mode, num_prefix_tokens=config.num_prefix_tokens, name="pool")(x)
+    return pooled_tail(x, config)
+
+
+def pooled_tail(x, config):
+    """The family's ``fc_norm`` and ``projection`` of the pooled vector."""
     if config.fc_norm:
         x = make_norm(config.norm_type, config.layer_norm_epsilon, "fc_norm")(x)
     if config.projection_dim:
@@ -161,7 +168,11 @@ def head(x, config, *, feature_map=None):
         return TokenGrid(config.patch_size, num_prefix_tokens=config.num_prefix_tokens, name="feature_map")([x, feature_map])
     if config.distillation_token:
         return distilled_head(x, config)
-    x = pool(x, config)
+    return top(pool(x, config), config)
+
+
+def top(x, config):
+    """The optional pre-logits (tanh) and the zero-initialised head of the pooled vector."""
     if config.representation_size:
         x = keras.layers.Dense(config.representation_size, activation="tanh", name="pre_logits")(x)
     if not config.include_top:

@@ -10,6 +10,7 @@ architecture it was built from, ``model.vit_config``, which ``get_config`` saves
 import keras
 
 from keras_vit.architecture.config import ViTConfig
+from keras_vit.architecture import naflex
 from keras_vit.architecture.graph import build_graph
 
 
@@ -36,7 +37,7 @@ class VisionTransformer(keras.Model):
     def from_vit_config(cls, config, *, input_tensor=None, name=None):
         """A new model of architecture ``config`` (a :class:`ViTConfig` or its dict), randomly initialised."""
         config = ViTConfig.from_dict(config)
-        inputs, outputs = build_graph(config, input_tensor)
+        inputs, outputs = (naflex.build_graph if config.input_mode == "naflex" else build_graph)(config, input_tensor)
         return cls(inputs, outputs, name=name or config.default_name, vit_config=config)
 
     def get_config(self):

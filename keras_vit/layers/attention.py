@@ -15,6 +15,17 @@ from keras_vit.layers.policies import SublayerPolicies
 _LEGACY_DEFAULTS = {"output_shape": None, "sliding_window": None, "use_gate": False}
 
 
+def mask_scores(scores, key_mask):
+    """``scores`` ``(B, heads, N_q, N)`` with the keys ``key_mask`` ``(B, N)`` leaves out at the dtype's lowest value
+    (as timm's additive ``finfo.min`` mask): their softmax weight is exactly zero."""
+    lowest = _LOWEST.get(keras.backend.standardize_dtype(scores.dtype), _LOWEST["float32"])
+    mask = ops.reshape(ops.cast(key_mask, "bool"), (ops.shape(key_mask)[0], 1, 1, ops.shape(key_mask)[1]))
+    return ops.where(mask, scores, ops.cast(lowest, scores.dtype))
+
+
+_LOWEST = {"float16": -65504.0, "bfloat16": -3.38e38, "float32": -3.4028234e38, "float64": -1.7976931348623157e308}
+
+
 def attention_output_spec(x, num_heads, dtype, return_attention_scores):
     """The symbolic outputs of a self-attention over ``x`` ``(batch, tokens, D)``: one tensor, or two with the weights."""
     out = keras.KerasTensor(x.shape, dtype=dtype)
@@ -83,6 +94,8 @@ class SelfAttention(SublayerPolicies, keras.layers.Layer):
         training: keyword, Python bool (dropout on the attention weights).
         return_attention_scores: keyword; also return the softmax weights
             ``(batch, heads, tokens, tokens)`` (before dropout).
+        key_mask: keyword; None, or ``(batch, tokens)`` bool: the keys each query may attend to (NaFlex's padding
+            masked out: a masked key gets a weight of exactly zero). Such a call takes the explicit (unfused) path.
 
     Returns:
         ``(batch, tokens, D)``, or ``(outputs, attention_weights)``.
@@ -255,7 +268,7 @@ class SelfAttention(SublayerPolicies, keras.layers.Layer):
         bias = ops.cast(self.output_dense.bias, dtype) if self.use_bias else None
         return kernels.matmul_bias(out, kernel, bias)
 
-    def _rank4_call(self, x, return_attention_scores):
+    def _rank4_call(self, x, return_attention_scores, key_mask=None):
         """The same attention with tensors of rank 4 at most and no ``adj_y`` (inference: no dropout).
 
         The TFLite export's graph (:mod:`keras_vit.layers.formulation`): the fused QKV split on its last
@@ -279,6 +292,8 @@ class SelfAttention(SublayerPolicies, keras.layers.Layer):
                                       ops.reshape(key, (batch, tokens, heads, head_dim)), heads_first=False)
         query = heads_first(query, (0, 2, 1, 3)) * ops.cast(1.0 / math.sqrt(head_dim), dtype)  # (B, heads, N, hd)
         scores = ops.matmul(query, heads_first(key, (0, 2, 3, 1)))  # (B, heads, N, N)
+        if key_mask is not None:
+            scores = mask_scores(scores, key_mask)
         weights = kernels.softmax(scores, dtype)
         out = ops.transpose(ops.matmul(weights, heads_first(value, (0, 2, 1, 3))), (0, 2, 1, 3))  # (B, N, heads, hd)
         if plain:
@@ -286,9 +301,9 @@ class SelfAttention(SublayerPolicies, keras.layers.Layer):
         out = self._output_projection(out, plain)
         return (out, weights) if return_attention_scores else out
 
-    def call(self, x, training=None, return_attention_scores=False):
+    def call(self, x, training=None, return_attention_scores=False, key_mask=None):
         if formulation.active():
-            return self._rank4_call(x, return_attention_scores)
+            return self._rank4_call(x, return_attention_scores, key_mask)
         dtype = self.compute_dtype
         heads, head_dim = self.num_heads, self.key_dim
         shape = ops.shape(x)
@@ -302,7 +317,7 @@ class SelfAttention(SublayerPolicies, keras.layers.Layer):
         # unstack, not qkv[0]/qkv[1]/qkv[2]: the gradient of each index (StridedSliceGrad) writes a
         # zero tensor of qkv's full size, a large share of a training step (docs/performance.md)
         scale = 1.0 / math.sqrt(head_dim)
-        fused = not return_attention_scores and not use_dropout
+        fused = not return_attention_scores and not use_dropout and key_mask is None
         padding = sequence_padding.plan(self.attention_padding, x.shape[1], head_dim, dtype, fused)
         if padding is not None:
             # cuDNN's fused attention at any token count (training included); "always" on any device
@@ -319,6 +334,8 @@ class SelfAttention(SublayerPolicies, keras.layers.Layer):
             query, key = self._rotate(query, key, heads_first=True)
             query = query * ops.cast(scale, dtype)
             scores = kernels.matmul_transposed(query, key)  # (B, heads, N, N)
+            if key_mask is not None:
+                scores = mask_scores(scores, key_mask)
             weights = kernels.softmax(scores, dtype)
             dropped = self.dropout_layer(weights, training=training) if use_dropout else weights
             out = ops.swapaxes(ops.matmul(dropped, value), 1, 2)  # (B, N, heads, head_dim)
@@ -330,7 +347,7 @@ class SelfAttention(SublayerPolicies, keras.layers.Layer):
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)
 
-    def compute_output_spec(self, x, training=None, return_attention_scores=False):
+    def compute_output_spec(self, x, training=None, return_attention_scores=False, key_mask=None):
         return attention_output_spec(x, self.num_heads, self.compute_dtype, return_attention_scores)
 
     def get_config(self):

@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_vit.layers import formulation, kernels
+from keras_vit.layers.attention import mask_scores
 from keras_vit.layers.checks import LAYER_NORM_EPSILON, PACKAGE as _PACKAGE, positive_int
 from keras_vit.layers.policies import SublayerPolicies
 
@@ -32,6 +33,7 @@ class AttentionPooling(SublayerPolicies, keras.layers.Layer):
 
     Call arguments:
         x: ``(batch, tokens, D)``.
+        key_mask: None, or ``(batch, tokens)`` bool: the tokens the probe may attend to (NaFlex's padding left out).
 
     Returns:
         ``(batch, D)``.
@@ -82,7 +84,7 @@ class AttentionPooling(SublayerPolicies, keras.layers.Layer):
         self.mlp_dense_1.build((None, 1, width))
         self.mlp_dense_2.build((None, 1, self.mlp_dim))
 
-    def call(self, x):
+    def call(self, x, key_mask=None):
         dtype = self.compute_dtype
         width = x.shape[-1]
         heads, head_dim = self.num_heads, width // self.num_heads
@@ -100,6 +102,8 @@ class AttentionPooling(SublayerPolicies, keras.layers.Layer):
             scores = ops.reshape(ops.sum(key * query, axis=-1, keepdims=True), (batch, heads, 1, tokens))
         else:
             scores = kernels.matmul_transposed(query, key)  # (B, heads, 1, N)
+        if key_mask is not None:
+            scores = mask_scores(scores, key_mask)
         weights = kernels.softmax(scores, dtype)
         y = ops.reshape(ops.transpose(ops.matmul(weights, value), (0, 2, 1, 3)), (batch, 1, width))
         y = kernels.dense(y, self.output_dense)

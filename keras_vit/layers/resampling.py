@@ -30,6 +30,8 @@ output sample ``i`` on input sample ``j``, selected by name
   _compute_indices_min_size_weights_aa``, Pillow's ``precompute_coeffs``). It is also TensorFlow's
   ``tf.image.resize(method="bicubic", antialias=True)`` (``scale_and_translate_op.cc``, Keys' cubic), so
   keras-hub's DINOv2 with ``antialias_in_interpolation`` on the TensorFlow backend.
+* ``"bilinear_torch_antialias"``: ``mode="bilinear", antialias=True`` (timm's SigLIP 2 NaFlex): the same with the
+  triangle ``max(0, 1 - |x|)`` for Keys' kernel.
 * ``"bicubic_tf"``: ``tf.image.resize(method="bicubic")`` without antialiasing, which ``keras.ops.image.resize``
   calls on TensorFlow (keras-hub's DINOv2 ``_interpolate_position_embeddings``): ``ResizeBicubic`` with
   half-pixel centres, Keys' kernel with ``A = -0.5`` at ``x = s * (i + 0.5) - 0.5``, the fraction of ``x``
@@ -52,7 +54,7 @@ import keras
 import numpy as np
 from keras import ops
 
-RESAMPLING_METHODS = ("linear_aligned", "bicubic_torch", "bicubic_torch_antialias", "bicubic_tf")
+RESAMPLING_METHODS = ("linear_aligned", "bicubic_torch", "bicubic_torch_antialias", "bicubic_tf", "bilinear_torch_antialias")
 """The names :func:`interpolation_matrix` and :func:`resize_grid` take as ``method``."""
 
 
@@ -71,7 +73,7 @@ def check_method(method, scale_factor=None):
     >>> check_method("bicubic")
     Traceback (most recent call last):
     ...
-    ValueError: Unknown resampling method 'bicubic'; expected one of 'linear_aligned', 'bicubic_torch', 'bicubic_torch_antialias', 'bicubic_tf'.
+    ValueError: Unknown resampling method 'bicubic'; expected one of 'linear_aligned', 'bicubic_torch', 'bicubic_torch_antialias', 'bicubic_tf', 'bilinear_torch_antialias'.
     """
     if method not in RESAMPLING_METHODS:
         names = ", ".join(repr(name) for name in RESAMPLING_METHODS)
@@ -138,6 +140,43 @@ def _bicubic_torch(new, old, xp, dtype, scale):
     return xp.matmul(_cubic(distance, -0.75, xp), _cast(xp, fold, dtype))
 
 
+def _triangle(x, xp):
+    """torch's antialiased bilinear filter (``aa_filter`` of ``UpSampleKernel.cpp``): ``max(0, 1 - |x|)``."""
+    return xp.maximum(1.0 - xp.abs(x), 0.0)
+
+
+def sample_weights(index, new, old, xp=ops, dtype="float32", method="bicubic_torch_antialias"):
+    """``index.shape + (old,)``: the weights of output samples ``index`` of ``old`` samples resampled to ``new``.
+
+    One row of :func:`interpolation_matrix` per output index, for sizes that differ per sample (NaFlex: each image
+    of a batch resamples the table to its own grid): ``index`` and ``new`` are tensors that broadcast together.
+    ``"linear_aligned"``, the antialiased torch rules (``"bicubic_torch_antialias"``, ``"bilinear_torch_antialias"``) and ``"linear_torch"``
+    (``F.interpolate(mode="linear", align_corners=False)``: the source ``x = s (i + 0.5) - 0.5`` clamped to
+    ``[0, old - 1]``, timm's factorised NaFlex tables).
+
+    Example:
+    >>> sample_weights(np.array([0, 2]), np.array([3, 3]), 2, xp=np, method="linear_torch").tolist()
+    [[1.0, 0.0], [0.0, 1.0]]
+    """
+    i = xp.expand_dims(_cast(xp, index, dtype), -1)
+    scale = _cast(xp, old, dtype) / xp.expand_dims(_cast(xp, new, dtype), -1)
+    j = _cast(xp, np.arange(old), dtype)
+    if method == "linear_aligned":  # the matrix's formula, M[i, j] = max(0, 1 - |i (o - 1) - j (n - 1)| / (n - 1))
+        span = xp.maximum(xp.expand_dims(_cast(xp, new, dtype), -1) - 1.0, 1.0)
+        return xp.maximum(1.0 - xp.abs(i * (old - 1) - j * span) / span, 0.0)
+    if method == "linear_torch":
+        source = xp.minimum(xp.maximum(scale * (i + 0.5) - 0.5, 0.0), _cast(xp, old - 1, dtype))
+        return _triangle(j - source, xp)
+    if method not in ("bicubic_torch_antialias", "bilinear_torch_antialias"):
+        raise ValueError(f"sample_weights has 'linear_aligned', 'bicubic_torch_antialias', 'bilinear_torch_antialias' and 'linear_torch'. "
+                         f"Received: method={method!r}")
+    inverse = 1.0 / xp.maximum(scale, _cast(xp, 1.0, dtype))
+    distance = (j - scale * (i + 0.5) + 0.5) * inverse
+    weights = _cubic(distance, -0.5, xp) if method == "bicubic_torch_antialias" else _triangle(distance, xp)
+    total = xp.sum(weights, axis=-1, keepdims=True)
+    return weights / xp.where(total != 0.0, total, xp.ones_like(total))
+
+
 def _bicubic_torch_antialias(new, old, xp, dtype, scale):
     """``antialias=True``: ``A = -0.5`` around the centre ``s * (i + 0.5)``, stretched by ``max(s, 1)``, rows normalised.
 
@@ -197,6 +236,8 @@ def interpolation_matrix(new, old, xp=ops, dtype="float32", method="linear_align
         return _bicubic_torch(new, old, xp, dtype, scale)
     if method == "bicubic_tf":
         return _bicubic_tf(new, old, xp, dtype, scale)
+    if method == "bilinear_torch_antialias":
+        return sample_weights(xp.arange(new), new, old, xp, dtype, method)
     return _bicubic_torch_antialias(new, old, xp, dtype, scale)
 
 

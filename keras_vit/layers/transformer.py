@@ -136,6 +136,7 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
         training: Python bool.
         return_attention_scores: also return the attention weights
             ``(batch, heads, tokens, tokens)``.
+        key_mask: None, or ``(batch, tokens)`` bool: the keys attention may read (``SelfAttention``'s; NaFlex).
 
     Returns:
         ``(batch, tokens, D)``, or ``(outputs, attention_weights)``.
@@ -248,9 +249,10 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
             if scale is not None:
                 scale.build(input_shape)
 
-    def call(self, x, training=None, return_attention_scores=False):
+    def call(self, x, training=None, return_attention_scores=False, key_mask=None):
         y = normalize(x, self.norm1)
-        attention = self.attention(y, training=training, return_attention_scores=return_attention_scores)
+        masked = {} if key_mask is None else {"key_mask": key_mask}  # the unmasked call exactly as before
+        attention = self.attention(y, training=training, return_attention_scores=return_attention_scores, **masked)
         if return_attention_scores:
             y, scores = attention
         else:
@@ -277,7 +279,7 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)
 
-    def compute_output_spec(self, x, training=None, return_attention_scores=False):
+    def compute_output_spec(self, x, training=None, return_attention_scores=False, key_mask=None):
         return attention_output_spec(x, self.num_heads, self.compute_dtype, return_attention_scores)
 
     def get_config(self):

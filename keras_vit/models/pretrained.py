@@ -24,7 +24,7 @@ FROM_FILE = (
 OVERRIDES = (
     "num_classes", "image_size", "include_top", "pooling", "dropout", "attention_dropout", "drop_path_rate",
     "classifier_activation", "include_preprocessing", "input_tensor", "name", "input_mean", "input_std",
-    "position_resampling",
+    "position_resampling", "max_patches",
 )
 PRESET_EXAMPLE = "B/16:augreg_in21k_ft_in1k"
 

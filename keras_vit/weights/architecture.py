@@ -66,7 +66,9 @@ def infer(info, source=None, known_heads=None):
     arch["num_heads"] = heads
 
     class_token = arch["class_token"]
-    if arch["position_embedding"] or POSEMB_KEY in shapes:
+    if FACTORIZED_KEYS[0] in shapes:  # NaFlex's factorised tables: (1, rows, D) and (1, cols, D)
+        grid = (int(shapes[FACTORIZED_KEYS[0]][1]), int(_shape(shapes, FACTORIZED_KEYS[1], 3, source, "(1, cols, D)")[1]))
+    elif arch["position_embedding"] or POSEMB_KEY in shapes:
         posemb = _shape(shapes, POSEMB_KEY, 3, source, "(1, tokens, D)")
         positions = int(posemb[1]) - ((int(class_token) + int(arch["distillation_token"])) if arch["prefix_positions"] else 0)
         grid = _grid(positions, info.grid, source)
@@ -119,7 +121,9 @@ FAMILY = (
     "mlp_activation", "mlp_type", "qkv_bias", "pre_norm", "final_norm", "fc_norm", "projection_dim",
     "rope", "rope_temperature", "rope_grid_indexing", "rope_grid_offset", "rope_reference_grid", "position_embedding",
     "norm_type", "patch_norm", "proj_bias", "mlp_bias",
+    "input_mode", "position_aspect_preserving", "factorized_positions",
 )
+FACTORIZED_KEYS = ("Transformer/posembed_input/pos_embedding_rows", "Transformer/posembed_input/pos_embedding_cols")
 
 
 def family_of(info):
@@ -160,6 +164,8 @@ def family_of(info):
         "norm_type": "layernorm", "patch_norm": "embedding_norm/scale" in shapes,
         "proj_bias": block + "MultiHeadDotProductAttention_1/out/bias" in shapes,
         "mlp_bias": block + "MlpBlock_3/Dense_1/bias" in shapes,
+        "rope_reference_grid": None, "position_embedding": POSEMB_KEY in shapes or FACTORIZED_KEYS[0] in shapes,
+        "input_mode": "image", "position_aspect_preserving": False, "factorized_positions": FACTORIZED_KEYS[0] in shapes,
     }
     return {field: declared[field].value if field in declared else value for field, value in seen.items()}
 

@@ -52,6 +52,8 @@ FAMILY_KEYS = {
     "head_dist/kernel": "head_distillation/kernel",
     "head_dist/bias": "head_distillation/bias",
     "MAPHead_0/probe": "map_head/probe",
+    "Transformer/posembed_input/pos_embedding_rows": "patch_encoder/position_embedding_rows",  # NaFlex's factorised
+    "Transformer/posembed_input/pos_embedding_cols": "patch_encoder/position_embedding_cols",  # tables (1, n, D)
     "MAPHead_0/LayerNorm_0/scale": "map_head/layer_norm/gamma",
     "MAPHead_0/LayerNorm_0/bias": "map_head/layer_norm/beta",
     "MAPHead_0/MlpBlock_0/Dense_0/kernel": "map_head/mlp_dense_1/kernel",
@@ -151,7 +153,7 @@ def vit_targets(model):
     }
     if config.class_token:
         targets["cls"] = _target(weights, "patch_encoder/class_token", model)
-    if config.position_embedding:
+    if config.position_embedding and not config.factorized_positions:  # NaFlex's factorised tables: FAMILY_KEYS
         targets[POSEMB_KEY] = _target(weights, "patch_encoder/position_embedding", model)
     block_keys = {key: path for key, path in BLOCK_KEYS.items() if _has_block_key(config, key)}
     if config.layer_scale_init is not None:

@@ -16,7 +16,7 @@ import numpy as np
 
 from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
-from keras_vit.weights import timm_config, timm_eva, timm_hybrid
+from keras_vit.weights import timm_config, timm_eva, timm_hybrid, timm_naflex
 from keras_vit.weights.conventions import finish, linear, norm, torch_tensors
 from keras_vit.weights.declared import activation, declare
 from keras_vit.weights.mapping import POSEMB_KEY
@@ -46,6 +46,7 @@ _TOP_KEYS = {
     **linear("attn_pool.kv", _MAP + "MultiHeadDotProductAttention_0/kv"),  # [key; value], as AttentionPoolLatent
     **linear("attn_pool.proj", _MAP + "MultiHeadDotProductAttention_0/out"), **norm("attn_pool.norm", _MAP + "LayerNorm_0"),
     **linear("attn_pool.mlp.fc1", _MAP + "MlpBlock_0/Dense_0"), **linear("attn_pool.mlp.fc2", _MAP + "MlpBlock_0/Dense_1"),
+    **timm_naflex.POS_EMBED_KEYS,  # NaFlexVit's factorised position tables
 }
 # parts of timm ViTs that keras_vit has no layer for: key pattern -> what it is
 _UNSUPPORTED = {
@@ -67,7 +68,8 @@ def matches(keys):
     >>> matches(["cls_token", "patch_embed.proj.weight", "blocks.0.attn.qkv.weight"]), matches(["cls"])
     (True, False)
     """
-    return all(marker in keys for marker in MARKERS)
+    keys = set(keys)
+    return MARKERS[1] in keys and (MARKERS[0] in keys or "embeds.proj.weight" in keys)  # NaFlexVit: embeds.proj
 
 
 def refuse_unsupported(keys, path):
@@ -115,7 +117,7 @@ def to_original(tensors, path="<arrays>", conversion=None):
     ((4, 4, 3, 8), (8, 8))
     """
     conversion = conversion or Conversion()
-    tensors = timm_eva.to_vit_layout(tensors)  # Eva's unpacked SwiGLU and q / v biases (DINOv3), packed
+    tensors = timm_eva.to_vit_layout(timm_naflex.to_vit_layout(tensors, path))  # NaFlexVit's embeds.*; Eva's SwiGLU, q / v biases
     refuse_unsupported([k for k in tensors if not (conversion.mixed_rope and k == timm_eva.FREQS)], path)
     out = timm_hybrid.to_original(tensors, path)  # a hybrid's backbone (patch_embed.backbone.*), else nothing
     out.update(timm_eva.to_original(tensors, path) if conversion.mixed_rope else {})
@@ -175,7 +177,7 @@ def settings(config, path="<config>", weights=None, tensors=None, architecture=N
         names = [str(descriptions.get(name, name)) for name in names]
     return Reading(declared=declared, expected=expected, architecture=architecture, tag=pretrained.get("tag"),
                    class_names=names or None, mean=pretrained.get("mean"), std=pretrained.get("std"), notes=notes,
-                   position_resampling=POSITION_RESAMPLING, layout=conversion)
+                   position_resampling=timm_naflex.resampling(resolved) or POSITION_RESAMPLING, layout=conversion)
 
 
 def _declared(resolved, pretrained, expected, path, weights, tensors, labelled=False):
@@ -197,7 +199,7 @@ def _declared(resolved, pretrained, expected, path, weights, tensors, labelled=F
             if said is not None:
                 declare(record, field, activation(value) if name == "act_layer" else value, said, path)
         return record, Conversion(), []
-    shapes = timm_eva.vit_shapes(tensors.shapes)
+    shapes = timm_eva.vit_shapes(timm_naflex.vit_shapes(tensors.shapes))
     seen = timm_config.observe(shapes, weights)
     timm_config.consistent(resolved, seen, path)
     sizes = [value for quantity, _, value in expected if quantity == "image_size"]
@@ -207,6 +209,7 @@ def _declared(resolved, pretrained, expected, path, weights, tensors, labelled=F
         "prefix_positions": timm_config.prefix_positions(resolved, seen, shapes, sizes[0] if sizes else None, weights),
         "pooling": timm_config.pooling_of(resolved, seen, path),
         **timm_eva.declared(resolved, shapes),  # RoPE-ViT's rotary and absolute positions
+        **timm_naflex.declared(resolved),  # NaFlexVit's input path and position tables
     }
     # a head whose classes config.json names is a classifier, even with an all-zero bias (a fine-tuned CLIP tower)
     projection = timm_config.head_is_projection(seen, tensors) and not labelled
@@ -257,6 +260,8 @@ def _expected(config, args, pretrained, resolved, path):
     if "img_size" in args:
         expected.append(("image_size", f"model_args.img_size={args['img_size']!r}",
                          config_lib.size_pair(args["img_size"], path, "model_args.img_size")))
+    elif timm_naflex.image_size(resolved):  # NaFlex: the eval size is a budget's; the table's grid is the size
+        expected.append(("image_size", *timm_naflex.image_size(resolved)))
     elif isinstance(pretrained.get("input_size"), list) and len(pretrained["input_size"]) == 3:
         size = pretrained["input_size"]
         expected.append(("image_size", f"pretrained_cfg.input_size={size!r}",

@@ -17,7 +17,7 @@ from keras_vit.errors import CheckpointError
 from keras_vit.layers.kernels import ACTIVATIONS as MLP_ACTIVATIONS
 from keras_vit.weights import config as config_lib
 from keras_vit.weights import declared as declared_lib
-from keras_vit.weights import timm_eva
+from keras_vit.weights import timm_eva, timm_naflex
 from keras_vit.weights.declared import declare
 from keras_vit.weights.timm_models import DEFAULTS, NEUTRAL, lacking, registered, registration, timm_version
 
@@ -377,5 +377,5 @@ def config_fields(architecture, num_classes=0, projection_dim=None):
         final_norm=bool(args["final_norm"] and not use_fc_norm), fc_norm=bool(args["final_norm"] and use_fc_norm),
         pooling=POOLING[args["global_pool"]], projection_dim=projection_dim, norm_type=args["norm_type"],
         patch_norm=args["patch_norm"], proj_bias=args["proj_bias"], mlp_bias=args["proj_bias"],
-        num_classes=num_classes or 1, include_top=bool(num_classes), **timm_eva.fields(args),
+        num_classes=num_classes or 1, include_top=bool(num_classes), **{**timm_eva.fields(args), **timm_naflex.fields(args)},
     )

@@ -18,7 +18,7 @@ import functools
 import json
 import os
 
-from keras_vit.weights import timm_eva
+from keras_vit.weights import timm_eva, timm_naflex
 
 # VisionTransformer.__init__'s defaults for the arguments keras_vit reads (timm's names)
 DEFAULTS = dict(
@@ -162,6 +162,11 @@ def _read(architecture):
         if out is None:
             return None, (OTHER_CLASSES[cls] + ": " + ", ".join(dict.fromkeys(why)),)
         args, cls = out, "VisionTransformer"
+    if cls == "NaFlexVit":  # the paper's blocks with the NaFlex input path are read; any other switch is refused below
+        out, why = timm_naflex.read(args, table()["classes"][cls])
+        if out is None:
+            return None, (OTHER_CLASSES[cls] + ": " + ", ".join(why),)
+        args, cls = out, "VisionTransformer"
     if cls in OTHER_CLASSES:
         defaults = table()["classes"][cls]
         switches = [f"{OTHER_SWITCHES[name]} ({name}={value!r})" for name, value in sorted(args.items())
@@ -176,7 +181,7 @@ def _read(architecture):
             out["mlp_layer"] = layer
             if act is not None and "act_layer" not in args:
                 out["act_layer"] = act
-        elif name in DEFAULTS or name in NEUTRAL or name in timm_eva.ROPE_ARGS:
+        elif name in DEFAULTS or name in NEUTRAL or name in timm_eva.ROPE_ARGS or name in timm_naflex.ARGS:
             out[name] = value
         elif name in ("norm_layer", "embed_norm_layer"):
             continue  # read together below: the patch norm is keras_vit's only where it is the blocks' norm

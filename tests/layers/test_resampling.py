@@ -33,7 +33,7 @@ def per_channel(reference, grid, new, **kwargs):
 
 
 def test_the_names():
-    assert RESAMPLING_METHODS == ("linear_aligned", "bicubic_torch", "bicubic_torch_antialias", "bicubic_tf")
+    assert RESAMPLING_METHODS == ("linear_aligned", "bicubic_torch", "bicubic_torch_antialias", "bicubic_tf", "bilinear_torch_antialias")
 
 
 @pytest.mark.parametrize("method", RESAMPLING_METHODS)
@@ -187,3 +187,26 @@ def test_bicubic_tf_is_keras_image_resize_on_tensorflow(old, new):
         want = np.asarray(keras.ops.image.resize(grid[None], new, interpolation="bicubic", antialias=antialias))[0]
         np.testing.assert_allclose(resize_grid(grid.astype("float64"), new, xp=np, method=method), want, atol=2e-6)
         np.testing.assert_allclose(np.asarray(resize_grid(keras.ops.convert_to_tensor(grid), new, method=method)), want, atol=2e-6)
+
+
+@pytest.mark.parametrize("method, kernel", [("bicubic_torch_antialias", "bicubic"), ("bilinear_torch_antialias", "bilinear"),
+                                            ("linear_torch", None), ("linear_aligned", None)])
+@pytest.mark.parametrize("old", [1, 3, 16])
+def test_sample_weights_per_token_against_the_loop_references(method, kernel, old):
+    """NaFlex's per-token rows (one new size per image in one call) against tests/reference_naflex.py's loops
+    (Pillow's window for torch's antialiased kernels, torch's idx0 / idx1 for linear) and the aligned matrix."""
+    import reference_naflex
+    from keras_vit.layers.resampling import sample_weights
+
+    news = np.array([1, 2, 5, 16, 24, 37])
+    index = np.concatenate([np.arange(n) for n in news])
+    new = np.concatenate([np.full(n, n) for n in news])
+    got = np.asarray(sample_weights(tf.constant(index), tf.constant(new), old, method=method))  # keras.ops, float32
+    for n in news:
+        if kernel is not None:
+            expected = reference_naflex.antialiased(n, old, kernel)
+        elif method == "linear_torch":
+            expected = reference_naflex.linear(n, old)
+        else:
+            expected = interpolation_matrix(int(n), old, xp=np, dtype="float64")
+        np.testing.assert_allclose(got[new == n], expected, rtol=0, atol=2e-6)

@@ -1,0 +1,172 @@
+"""timm's ``NaFlexVit`` class (``timm/models/naflexvit.py``) where it is the paper's ViT with a NaFlex input path.
+
+``naflexvit_base_patch16_gap`` / ``_par_gap`` / ``_parfac_gap`` (``e300_s576_in1k``) and the SigLIP 2 NaFlex towers
+(``naflexvit_{base,so400m}_patch16_siglip``) build ``NaFlexVit(NaFlexVitCfg(...))``: timm's ``Block`` (pre-norm,
+fused ``qkv``, an ``Mlp``, LayerScale with ``init_values``), a linear patch embedding of flattened ``(ph, pw, C)``
+patches (``embeds.proj``), a learned ``(1, rows, cols, D)`` table (``embeds.pos_embed``; ``pos_embed_grid_size``
+``(16, 16)``) or a factorised pair (``embeds.pos_embed_y`` ``(1, rows, D)``, ``embeds.pos_embed_x`` ``(1, cols, D)``),
+resampled per image (bicubic or bilinear with antialiasing; ``pos_embed_ar_preserving``: to the square of the longer
+side, cropped), register tokens without positions, and the masked pooling. That is keras_vit's ViT with
+``input_mode="naflex"`` (:mod:`keras_vit.architecture.naflex`).
+
+:func:`read` turns a registration's ``cfg`` into VisionTransformer's argument names (for
+:mod:`keras_vit.weights.timm_models`) plus :data:`ARGS`, or names what keras_vit lacks: C-RADIO
+(``naflexvit_*_radio_*``) resamples its ``(128, 128)`` table bilinearly without antialiasing (and v3-B / H with
+``align_corners=True``), which keras_vit's NaFlex path does not have; every other switch of ``NaFlexVitCfg`` (RoPE,
+EVA attention, SwiGLU, a normalised embedding...) keeps its registration refused by name. :func:`to_vit_layout` renames
+the state dict into timm's ``VisionTransformer`` keys, as timm's ``checkpoint_filter_fn`` does the other way.
+"""
+
+import math
+
+import numpy as np
+
+from keras_vit.errors import CheckpointError
+
+# the NaFlex arguments keras_vit reads (beside VisionTransformer's), with their values in a classic timm ViT
+ARGS = {"naflex": False, "naflex_pos_embed": "learned", "naflex_ar_preserving": False, "naflex_interp": "bicubic",
+        "naflex_grid": None}
+RESAMPLING = {"bicubic": "bicubic_torch_antialias", "bilinear": "bilinear_torch_antialias"}  # with antialias=True
+# NaFlexVitCfg fields that are VisionTransformer's under the same name and meaning
+SHARED = ("patch_size", "embed_dim", "depth", "num_heads", "mlp_ratio", "qkv_bias", "class_token", "reg_tokens",
+          "init_values", "global_pool", "fc_norm", "final_norm", "pre_norm", "act_layer")
+NEUTRAL = ("attn_drop_rate", "drop_rate", "pos_drop_rate", "patch_drop_rate", "proj_drop_rate", "drop_path_rate",
+           "weight_init", "fix_init", "dataclass", "enable_patch_interpolator", "use_key_only_attn_mask",
+           "rope_temperature", "rope_grid_indexing", "rope_grid_offset", "num_classes", "device", "dtype", "img_size",
+           "pos_embed_grid_size", "pos_embed", "pos_embed_ar_preserving", "pos_embed_interp_mode")
+# NaFlexVitCfg fields keras_vit has only at these values: what each is otherwise
+ONLY = {
+    "embed_proj_type": ("linear", "a convolutional patch embedding"),
+    "input_norm_layer": (None, "a norm of the flattened patches"), "embed_norm_layer": (None, "a normalised patch embedding"),
+    "norm_layer": (None, "another norm"), "block_fn": (None, "another block"), "mlp_layer": (None, "another MLP"),
+    "attn_layer": (None, "another attention"), "attn_type": ("standard", "EVA / RoPE attention"),
+    "rope_type": ("", "RoPE"), "rope_ref_feat_shape": (None, "RoPE"), "rope_rotate_half": (False, "RoPE"),
+    "rope_shift_coords": (None, "RoPE"), "rope_jitter_coords": (None, "RoPE"), "rope_rescale_coords": (None, "RoPE"),
+    "rope_mrope_section": (None, "RoPE"), "qk_norm": (False, "query/key normalisation"),
+    "proj_bias": (True, "projections without biases"), "scale_attn_inner_norm": (False, "a norm inside attention"),
+    "scale_mlp_norm": (False, "a norm inside the MLP"), "num_kv_heads": (None, "grouped-query attention"),
+    "attn_gated": (False, "gated attention"), "swiglu_mlp": (False, "a SwiGLU MLP"), "swiglu_align_to": (0, "a SwiGLU MLP"),
+    "qkv_fused": (True, "separate q / k / v"), "attn_only_layer_scale": (False, "LayerScale on attention only"),
+    "pool_include_prefix": (False, "pooling over the prefix tokens too"),
+    "attn_pool_num_heads": (None, "attention pooling of other heads"), "attn_pool_mlp_ratio": (None, "attention pooling of another MLP"),
+    "pos_embed_antialias": (True, "position tables resampled without antialiasing (C-RADIO's 128 x 128 table)"),
+    "pos_embed_align_corners": (False, "position tables resampled with align_corners=True (C-RADIO v3)"),
+    "pos_embed_use_grid_sample": (False, "position tables sampled with grid_sample"),
+    "dynamic_img_pad": (False, "image padding"), "patchify_channels_last": (True, "patches flattened channels first"),
+    "in_chans": (3, "input channels other than RGB"),
+}
+POS_EMBED_KEYS = {"embeds.pos_embed_y": "Transformer/posembed_input/pos_embedding_rows",
+                  "embeds.pos_embed_x": "Transformer/posembed_input/pos_embedding_cols"}  # timm.py's top-level keys
+
+
+def read(args, defaults):
+    """``(arguments or None, lacking)`` of a NaFlexVit registration's ``args`` (``{"cfg": {...}, ...}``; ``defaults``:
+    NaFlexVit's own, from the table)."""
+    cfg = {**{k: v for k, v in {**defaults, **args}.items() if k != "cfg"}, **(args.get("cfg") or {})}
+    out, lacking = {name: cfg[name] for name in SHARED if name in cfg}, []
+    for name, value in cfg.items():
+        if name in SHARED or name in NEUTRAL:
+            continue
+        if name in ONLY:
+            if value not in (ONLY[name][0],) and not (name == "rope_type" and value in ("", "none", None)):
+                lacking.append(f"{ONLY[name][1]} ({name}={value!r})")
+        else:
+            lacking.append(f"NaFlexVitCfg.{name}={value!r}, which keras_vit does not know")
+    if cfg.get("global_pool") not in ("avg", "token", "map", ""):
+        lacking.append(f"pooling global_pool={cfg.get('global_pool')!r}")
+    interp = cfg.get("pos_embed_interp_mode", "bicubic")
+    if cfg.get("pos_embed") == "learned" and interp not in RESAMPLING:
+        lacking.append(f"position tables resampled by {interp!r} (pos_embed_interp_mode)")
+    if cfg.get("pos_embed") not in ("learned", "factorized", "none", "", None):
+        lacking.append(f"position embeddings pos_embed={cfg.get('pos_embed')!r}")
+    grid = cfg.get("pos_embed_grid_size")
+    if not grid:
+        lacking.append("no stored position grid (pos_embed_grid_size=None: a classic ViT through use_naflex)")
+    if lacking:
+        return None, list(dict.fromkeys(lacking))
+    patch = int(cfg["patch_size"]) if not isinstance(cfg["patch_size"], (list, tuple)) else int(cfg["patch_size"][0])
+    out.update(no_embed_class=True, img_size=[int(grid[0]) * patch, int(grid[1]) * patch], naflex=True,
+               naflex_pos_embed=cfg.get("pos_embed") or "none", naflex_ar_preserving=bool(cfg["pos_embed_ar_preserving"]),
+               naflex_interp=interp, norm_eps=1e-6, naflex_grid=[int(grid[0]), int(grid[1])],
+               use_abs_pos_emb=cfg.get("pos_embed") == "learned")  # a (1, rows * cols, D) 'pos_embed' (timm_eva's reading)
+    if out.get("act_layer") is None:
+        out.pop("act_layer", None)
+    return out, []
+
+
+def fields(args):
+    """The ``ViTConfig`` NaFlex fields of timm arguments (:data:`ARGS`; absent: an image model)."""
+    args = {**ARGS, **{k: v for k, v in args.items() if k in ARGS}}
+    if not args["naflex"]:
+        return {}
+    out = {"input_mode": "naflex", "position_aspect_preserving": bool(args["naflex_ar_preserving"]),
+           "factorized_positions": args["naflex_pos_embed"] == "factorized",
+           "position_resampling": RESAMPLING.get(args["naflex_interp"], "bicubic_torch_antialias")}
+    if out["factorized_positions"]:  # positions without a 'pos_embed' table (timm_eva.fields says none)
+        out["position_embedding"] = True
+    return out
+
+
+def resampling(resolved):
+    """The ``position_resampling`` of a resolved NaFlex registration, or None for a classic timm ViT."""
+    naflex = resolved.get("naflex", (False, None))[0]
+    return RESAMPLING[resolved["naflex_interp"][0]] if naflex else None
+
+
+def image_size(resolved):
+    """``(said, (height, width))``: the size whose patches make the stored grid (``model_args.patch_size`` applied),
+    or None for a classic timm ViT."""
+    if not resolved.get("naflex", (False, None))[0]:
+        return None
+    (rows, cols), said = resolved["naflex_grid"]
+    patch = resolved["patch_size"][0]
+    patch = patch[0] if isinstance(patch, (list, tuple)) else patch
+    return f"{said} (pos_embed_grid_size x patch_size {patch})", (rows * patch, cols * patch)
+
+
+def declared(resolved):
+    """``{ViTConfig field: (value, said)}`` of a NaFlex registration (nothing for a classic timm ViT)."""
+    naflex = resolved.get("naflex", (False, None))
+    if not naflex[0]:
+        return {}
+    said = f"{resolved['naflex'][1]}: timm's NaFlexVit"
+    values = fields({k: v for k, (v, _) in resolved.items() if k in ARGS})
+    return {name: (value, said) for name, value in values.items() if name != "position_resampling"}  # the Reading's
+
+
+def vit_shapes(shapes):
+    """:func:`to_vit_layout` of ``{key: shape}``."""
+    stand_ins = {k: np.broadcast_to(np.zeros((), np.float32), shape) for k, shape in shapes.items()}
+    return {k: tuple(v.shape) for k, v in to_vit_layout(stand_ins).items()}
+
+
+def to_vit_layout(tensors, path="<arrays>"):
+    """timm's ``VisionTransformer`` keys of a NaFlexVit state dict: ``embeds.proj`` ``(D, ph * pw * C)`` as the patch
+    convolution ``(D, C, ph, pw)``, ``embeds.pos_embed`` ``(1, rows, cols, D)`` as ``pos_embed`` ``(1, rows * cols, D)``,
+    ``embeds.cls_token`` / ``reg_token`` as ``cls_token`` / ``reg_token``; the factorised tables keep their own keys
+    (:data:`POS_EMBED_KEYS`). A state dict without ``embeds.*`` is returned as it is."""
+    if not any(k.startswith("embeds.") for k in tensors):
+        return tensors
+    out = {k: v for k, v in tensors.items() if not k.startswith("embeds.")}
+    for key, value in tensors.items():
+        if not key.startswith("embeds."):
+            continue
+        name = key[len("embeds."):]
+        if name == "proj.weight":
+            width, flat = value.shape
+            side = math.isqrt(flat // 3)
+            if value.ndim != 2 or side * side * 3 != flat:
+                raise CheckpointError(f"Checkpoint {path!r}: 'embeds.proj.weight' {tuple(value.shape)} is no linear "
+                                      "embedding of square RGB patches (D, P * P * 3).")
+            out["patch_embed.proj.weight"] = np.transpose(np.reshape(value, (width, side, side, 3)), (0, 3, 1, 2))
+        elif name == "proj.bias":
+            out["patch_embed.proj.bias"] = value
+        elif name == "pos_embed":
+            out["pos_embed"] = np.reshape(value, (1, value.shape[1] * value.shape[2], value.shape[3]))
+        elif name in ("cls_token", "reg_token"):
+            out[name] = value
+        elif key in POS_EMBED_KEYS:
+            out[key] = value
+        else:
+            out[key] = value  # left for the unknown-key refusal, named
+    return out

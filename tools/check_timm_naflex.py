@@ -1,0 +1,176 @@
+"""Check keras_vit's NaFlex path against timm itself: timm's naflexvit.py registrations with weights, and the grid rule.
+
+    PYTHONPATH=. .venv/bin/python tools/check_timm_naflex.py --peers-python .venv-peers/bin/python
+
+For each architecture the peers environment (torch + timm 1.0.31) builds a random model with
+``timm.create_model(ARCH, pretrained=False, num_classes=0, depth=--depth)`` with weights under which the positions
+and the mask matter (LayerScale near 1, the position table and register tokens of std 1, the 1-D parameters perturbed),
+writes it as timm writes a Hub repository (``save_for_hf``: ``config.json`` with ``model_args={"depth": ...}`` +
+``model.safetensors``) and runs it on one batch of three images of aspect ratios 1:1, 16:9 and 1:3, each at the size
+timm's ``get_image_size_for_seq`` gives under the budget ``--budget``, patchified by timm's ``Patchify`` and padded by
+its ``NaFlexCollator``. This environment loads the folder with ``keras_vit.from_pretrained(FOLDER, include_top=False,
+max_patches=BUDGET)``, patchifies the same pixels with ``keras_vit.layers.naflex_grid`` (its patches, coordinates
+and mask compared with timm's) and runs them. ``matched``: the largest difference of the pooled features is within
+1e-4 of timm's largest absolute output, and the parameter counts are equal.
+
+The grid rule is compared on ``--grid-samples`` random image sizes, patch sizes and budgets.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ARCHITECTURES = ["naflexvit_base_patch16_gap", "naflexvit_base_patch16_par_gap", "naflexvit_base_patch16_parfac_gap",
+                 "naflexvit_base_patch16_siglip"]
+REFUSED = ["naflexvit_base_patch16_radio_v3", "naflexvit_large_patch16_radio_v3", "naflexvit_huge_patch16_radio_v3",
+           "naflexvit_giant_patch16_radio_v3", "naflexvit_so400m_patch16_radio_v4", "naflexvit_huge_patch16_radio_v4"]
+SHAPES = {"1:1": (480, 480), "16:9": (360, 640), "1:3": (600, 200)}  # original image sizes, before the budget's resize
+TOLERANCE = 1e-4
+
+
+def _writer(jobs_path):
+    """Peers side: each job's folder, timm's NaFlex batch and its pooled features; timm's grids."""
+    import numpy as np
+    import timm
+    import torch
+    from timm.data.naflex_dataset import NaFlexCollator
+    from timm.data.naflex_transforms import Patchify, get_image_size_for_seq
+    from timm.models import save_for_hf
+
+    torch.manual_seed(0)
+    with open(jobs_path) as f:
+        jobs = json.load(f)
+    for job in jobs["models"]:
+        model = timm.create_model(job["name"], pretrained=False, num_classes=0, **job["model_args"]).eval()
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if name.endswith(("ls1.gamma", "ls2.gamma")):
+                    p.copy_(1.0 + 0.1 * torch.randn_like(p))
+                elif name.startswith("embeds.pos_embed") or name.startswith("embeds.reg_token"):
+                    p.copy_(torch.randn_like(p))  # positions (and registers) that move the output
+                elif name.endswith("attn.qkv.weight"):
+                    p.mul_(3.0)
+                elif p.ndim == 1:
+                    p.add_(torch.randn_like(p) * 0.02)
+        save_for_hf(model, job["folder"], model_args=job["model_args"] or None, safe_serialization=True)
+        mean, std = np.array(model.pretrained_cfg["mean"], "float32"), np.array(model.pretrained_cfg["std"], "float32")
+        rng = np.random.default_rng(0)
+        pixels, samples = [], []
+        for h, w in SHAPES.values():
+            th, tw = get_image_size_for_seq((h, w), 16, job["budget"])[1]
+            image = rng.uniform(0, 255, (th, tw, 3)).astype("float32")
+            pixels.append(image)
+            tensor = torch.from_numpy(((image / 255.0 - mean) / std).transpose(2, 0, 1).copy())
+            samples.append((Patchify(16)(tensor), 0))
+        batch, _ = NaFlexCollator(job["budget"])(samples)
+        with torch.no_grad():
+            y = model(batch).numpy()
+        arrays = {f"pixels_{i}": p for i, p in enumerate(pixels)}
+        arrays.update(output=y, coord=batch["patch_coord"].numpy(), valid=batch["patch_valid"].numpy(),
+                      patches=batch["patches"].numpy())
+        np.savez(os.path.join(job["folder"], "reference.npz"), **arrays)
+        params = int(sum(p.numel() for p in model.parameters()))
+        print(json.dumps({"name": job["name"], "params": params}), flush=True)
+    grids = [list(get_image_size_for_seq((h, w), p, n)[1]) for h, w, p, n in jobs["grid_cases"]]
+    print(json.dumps({"grids": grids}), flush=True)
+
+
+def _compare(job):
+    import numpy as np
+
+    import keras_vit
+    from keras_vit.layers import naflex_grid
+
+    ref = np.load(os.path.join(job["folder"], "reference.npz"))
+    pixels = [ref[f"pixels_{i}"] for i in range(len(SHAPES))]
+    for (h, w), image in zip(SHAPES.values(), pixels):
+        if naflex_grid.target_size((h, w), 16, job["budget"]) != image.shape[:2]:
+            return None, f"grid of {h}x{w}: keras_vit {naflex_grid.target_size((h, w), 16, job['budget'])}, timm {image.shape[:2]}"
+    inputs = naflex_grid.batch(pixels, 16, job["budget"])
+    if not (np.array_equal(inputs["patch_coord"], ref["coord"]) and np.array_equal(inputs["patch_valid"], ref["valid"])):
+        return None, "coordinates or mask differ from timm's collator"
+    patches = (inputs["patches"] / 255.0 - 0.5) / 0.5  # timm's normalised patches, for the layout only
+    if np.max(np.abs(patches[inputs["patch_valid"]] - ref["patches"][ref["valid"]])) > 1e-5:
+        return None, "patch layout differs from timm's Patchify"
+    model = keras_vit.from_pretrained(job["folder"], include_top=False, max_patches=job["budget"])
+    y = np.asarray(model.predict(inputs, verbose=0), np.float64)
+    expected = ref["output"].astype(np.float64)
+    relative = float(np.max(np.abs(y - expected)) / max(np.max(np.abs(expected)), 1e-12))
+    return (model, relative), None
+
+
+def _refusal(name):
+    import keras_vit
+
+    try:
+        keras_vit.weights.timm_config.refuse_unbuildable(name, "config.json")
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+def main(argv=None):
+    import numpy as np
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--peers-python", default=".venv-peers/bin/python")
+    parser.add_argument("--only", help="a substring of the architectures to check")
+    parser.add_argument("--depth", type=int, default=2)
+    parser.add_argument("--budget", type=int, default=256, help="max_patches of the batch (timm's max_seq_len)")
+    parser.add_argument("--grid-samples", type=int, default=2000)
+    args = parser.parse_args(argv)
+    work = tempfile.mkdtemp(prefix="timm-naflex-")
+    rng = np.random.default_rng(0)
+    grid_cases = [[int(rng.integers(1, 4000)), int(rng.integers(1, 4000)), int(rng.choice([8, 14, 16, 32])),
+                   int(rng.integers(1, 2048))] for _ in range(args.grid_samples)]
+    jobs = {"models": [{"name": name, "folder": os.path.join(work, name), "budget": args.budget,
+                        "model_args": {"depth": args.depth}} for name in ARCHITECTURES if not args.only or args.only in name],
+            "grid_cases": grid_cases}
+    jobs_path = os.path.join(work, "jobs.json")
+    with open(jobs_path, "w") as f:
+        json.dump(jobs, f)
+    run = subprocess.run([args.peers_python, __file__, "--write", jobs_path], capture_output=True, text=True)
+    lines = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    params = {r["name"]: r["params"] for r in lines if "name" in r}
+    failed = 0
+    from keras_vit.layers import naflex_grid
+
+    timm_grids = next((r["grids"] for r in lines if "grids" in r), None)
+    ours = [list(naflex_grid.target_size((h, w), p, n)) for h, w, p, n in grid_cases]
+    same = timm_grids is not None and sum(a == b for a, b in zip(ours, timm_grids))
+    failed += same != len(grid_cases)
+    print(f"{'matched' if same == len(grid_cases) else 'WRONG':>8}  grid rule: {same} of {len(grid_cases)} random image "
+          "sizes (1..3999 px), patches 8/14/16/32, budgets 1..2047 give timm's get_image_size_for_seq size", flush=True)
+    for job in jobs["models"]:
+        if job["name"] not in params:
+            print(f"not written  {job['name']}: {run.stderr[-400:]}")
+            failed += 1
+            continue
+        result, why = _compare(job)
+        if result is None:
+            print(f"   WRONG  {job['name']}: {why}")
+            failed += 1
+            continue
+        model, relative = result
+        ok = relative <= TOLERANCE and model.count_params() == params[job["name"]]
+        failed += not ok
+        print(f"{'matched' if ok else 'WRONG':>8}  {job['name']} (depth {args.depth}, budget {args.budget}, "
+              f"1:1 + 16:9 + 1:3 in one batch): relative error {relative:.2e}, {model.count_params():,} parameters "
+              f"(timm {params[job['name']]:,})", flush=True)
+    for name in REFUSED:
+        why = _refusal(name)
+        print(f"{'refused' if why else 'LOADED?':>8}  {name}: {why}", flush=True)
+        failed += why is None
+    shutil.rmtree(work, ignore_errors=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--write":
+        _writer(sys.argv[2])
+    else:
+        sys.exit(main())
