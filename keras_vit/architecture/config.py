@@ -120,6 +120,13 @@ class ViTConfig:
         rope_reference_grid: None, or ``(rows, cols)``: axial RoPE's coordinates scaled to this grid, ``(i + offset) / n
             * ref`` on each axis (timm's ``ref_feat_shape``; EVA-02's ``(16, 16)`` at every resolution).
         position_embedding: learned absolute position embeddings; False: none (RoPE-ViT's models without ``_ape``).
+
+    NormFormer's sub-LayerNorms (EVA-02 B / L and its CLIP towers, timm's ``scale_mlp`` / ``scale_attn_inner``; BEiT-3's
+    ``scale_mlp_norm`` / ``scale_attn_norm``), each a LayerNorm of ``layer_norm_epsilon`` in every block:
+
+    Attributes:
+        mlp_norm: of the MLP's ``mlp_dim`` hidden activations, before its second Dense.
+        attention_norm: of the attention's joined heads, before its output projection.
     """
 
     image_size: tuple | int | None = 224
@@ -166,6 +173,8 @@ class ViTConfig:
     rope_grid_offset: float = 0.0
     rope_reference_grid: tuple | None = None
     position_embedding: bool = True
+    mlp_norm: bool = False
+    attention_norm: bool = False
 
     def __post_init__(self):
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731  (a frozen dataclass)

@@ -107,6 +107,8 @@ def encoder(x, config):
             mlp_type=config.mlp_type,
             qkv_bias=config.qkv_bias,
             rope=rope,
+            mlp_norm=config.mlp_norm,
+            attention_norm=config.attention_norm,
             name=f"transformer_block_{i}",
         )(x)
     if not config.final_norm:

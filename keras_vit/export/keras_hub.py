@@ -48,6 +48,8 @@ _SWITCHES = (
     ("projection_dim", None, "a projection of the pooled vector"),
     ("rope", None, "rotary position embeddings (RoPE) in the attention"),
     ("position_embedding", True, "no learned position embeddings"),
+    ("mlp_norm", False, "a LayerNorm inside the MLP"),
+    ("attention_norm", False, "a LayerNorm inside the attention"),
 )
 
 

@@ -118,6 +118,7 @@ FAMILY = (
     "class_token", "distillation_token", "num_register_tokens", "prefix_positions", "layer_scale_init",
     "mlp_activation", "mlp_type", "qkv_bias", "pre_norm", "final_norm", "fc_norm", "projection_dim",
     "rope", "rope_temperature", "rope_grid_indexing", "rope_grid_offset", "rope_reference_grid", "position_embedding",
+    "mlp_norm", "attention_norm",
 )
 
 
@@ -155,6 +156,8 @@ def family_of(info):
         "rope": "mixed" if block + "MultiHeadDotProductAttention_1/rope_frequencies" in shapes else None,
         "rope_temperature": None, "rope_grid_indexing": "xy", "rope_grid_offset": 0.0,
         "rope_reference_grid": None, "position_embedding": POSEMB_KEY in shapes,
+        "mlp_norm": block + "MlpBlock_3/LayerNorm_0/scale" in shapes,
+        "attention_norm": block + "MultiHeadDotProductAttention_1/LayerNorm_0/scale" in shapes,
     }
     return {field: declared[field].value if field in declared else value for field, value in seen.items()}
 

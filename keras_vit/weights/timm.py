@@ -32,6 +32,7 @@ _ATT = "MultiHeadDotProductAttention_1"
 _BLOCK_KEYS = {
     **norm("norm1", "LayerNorm_0"), **linear("attn.qkv", f"{_ATT}/qkv"), **linear("attn.proj", f"{_ATT}/out"),
     **norm("norm2", "LayerNorm_2"), **linear("mlp.fc1", "MlpBlock_3/Dense_0"), **linear("mlp.fc2", "MlpBlock_3/Dense_1"),
+    **norm("attn.norm", f"{_ATT}/LayerNorm_0"), **norm("mlp.norm", "MlpBlock_3/LayerNorm_0"),  # scale_attn_norm, scale_mlp_norm
     "ls1.gamma": "LayerScale_1/gamma", "ls2.gamma": "LayerScale_3/gamma",
     "gamma_1": "LayerScale_1/gamma", "gamma_2": "LayerScale_3/gamma",  # DeiT-III's own names (timm's adapt_layer_scale)
 }
@@ -49,8 +50,6 @@ _TOP_KEYS = {
 # parts of timm ViTs that keras_vit has no layer for: key pattern -> what it is
 _UNSUPPORTED = {
     r"\.attn\.(q_norm|k_norm)\.|^attn_pool\.(q_norm|k_norm)\.": "query/key normalisation (qk_norm)",
-    r"\.attn\.norm\.": "a norm inside attention (scale_attn_norm)",
-    r"\.mlp\.norm\.": "a norm inside the MLP (scale_mlp_norm)",
     r"^patch_embed\.norm\.": "a normalised patch embedding (embed_norm_layer)",
     r"rope|freqs": "rotary position embeddings other than RoPE-ViT's registered ones (EVA-02, DINOv3; a mixed RoPE "
                    "file needs the config.json naming its architecture)",
@@ -58,6 +57,7 @@ _UNSUPPORTED = {
     r"^attn_pool\.pos_embed$": "position embeddings in the attention pooling",
 }
 MARKERS = ("patch_embed.proj.weight", "blocks.0.attn.qkv.weight")
+SEPARATE_QKV = "blocks.0.attn.q_proj.weight"  # Eva's EvaAttention(qkv_fused=False), EVA-02 B / L: instead of MARKERS[1]
 
 
 def matches(keys):
@@ -67,7 +67,7 @@ def matches(keys):
     >>> matches(["cls_token", "patch_embed.proj.weight", "blocks.0.attn.qkv.weight"]), matches(["cls"])
     (True, False)
     """
-    return all(marker in keys for marker in MARKERS)
+    return MARKERS[0] in keys and (MARKERS[1] in keys or SEPARATE_QKV in keys)
 
 
 def refuse_unsupported(keys, path):
@@ -206,7 +206,7 @@ def _declared(resolved, pretrained, expected, path, weights, tensors, labelled=F
         "layer_norm_epsilon": timm_config.epsilon_of(resolved, seen, path, weights),
         "prefix_positions": timm_config.prefix_positions(resolved, seen, shapes, sizes[0] if sizes else None, weights),
         "pooling": timm_config.pooling_of(resolved, seen, path),
-        **timm_eva.declared(resolved, shapes),  # RoPE-ViT's rotary and absolute positions
+        **timm_eva.declared(resolved, shapes, tensors.shapes),  # RoPE-ViT's rotary and absolute positions
     }
     # a head whose classes config.json names is a classifier, even with an all-zero bias (a fine-tuned CLIP tower)
     projection = timm_config.head_is_projection(seen, tensors) and not labelled

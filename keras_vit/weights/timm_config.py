@@ -28,8 +28,7 @@ POOLING = {"token": "token", "avg": "gap", "map": "map"}  # timm global_pool -> 
 
 # timm arguments keras_vit has no switch for: accepted only with timm's default value (vision_transformer.py)
 DEFAULT_ONLY_ARGS = {"qk_norm": False, "proj_bias": True, "dynamic_img_pad": False, "pos_embed": "learn",
-                     "pool_include_prefix": False, "in_chans": 3, "scale_attn_norm": False, "scale_mlp_norm": False,
-                     "norm_layer": None, "embed_norm_layer": None, "block_fn": None, "embed_layer": None,
+                     "pool_include_prefix": False, "in_chans": 3, "norm_layer": None, "embed_norm_layer": None, "block_fn": None, "embed_layer": None,
                      "attn_layer": None, "ignore_head": False, "padding_same": True}
 
 
@@ -153,6 +152,8 @@ def observe(shapes, path):
         "norm": (has("norm.weight"), "'norm.weight' (the final LayerNorm)"),
         "fc_norm": (has("fc_norm.weight"), "'fc_norm.weight' (a LayerNorm after pooling)"),
         "map": (has("attn_pool.latent"), "'attn_pool.latent' (attention pooling)"),
+        "mlp_norm": (has("blocks.0.mlp.norm.weight"), "'blocks.0.mlp.norm.weight' (a LayerNorm inside the MLP)"),
+        "attention_norm": (has("blocks.0.attn.norm.weight"), "'blocks.0.attn.norm.weight' (a LayerNorm inside attention)"),
     }
     fc1, fc2 = shapes.get("blocks.0.mlp.fc1.weight"), shapes.get("blocks.0.mlp.fc2.weight")
     glu = fc1 is not None and fc2 is not None and fc1[0] != fc2[1] and fc1[0] == 2 * fc2[1]
@@ -177,6 +178,8 @@ def consistent(resolved, seen, config_path):
         ("pre_norm", "pre_norm", bool(resolved["pre_norm"][0])),
         ("global_pool", "map", resolved["global_pool"][0] == "map"),
         ("mlp_layer", "glu", resolved["mlp_layer"][0] in GLU_LAYERS),
+        ("scale_mlp_norm", "mlp_norm", bool(resolved["scale_mlp_norm"][0])),
+        ("scale_attn_norm", "attention_norm", bool(resolved["scale_attn_norm"][0])),
         ("fc_norm", "fc_norm", bool(final and use_fc_norm)),
         ("final_norm", "norm", bool(final and not use_fc_norm)),
     ]
@@ -323,7 +326,8 @@ def record(resolved, seen, extra, config_path, weights):
         if said is not None:
             declare(out, field, value, said, config_path if said.startswith(("model_args", "architecture", "global_pool")) else weights)
     for field, part in (("class_token", "class_token"), ("distillation_token", "distilled"), ("num_register_tokens", "reg_tokens"),
-                        ("mlp_type", "glu"), ("pre_norm", "pre_norm"), ("final_norm", "norm"), ("fc_norm", "fc_norm")):
+                        ("mlp_type", "glu"), ("pre_norm", "pre_norm"), ("final_norm", "norm"), ("fc_norm", "fc_norm"),
+                        ("mlp_norm", "mlp_norm"), ("attention_norm", "attention_norm")):
         have, said = seen[part]
         declare(out, field, ("glu" if have else "mlp") if field == "mlp_type" else have, said if have else f"no {said}", weights)
     init, said = resolved["init_values"]
@@ -360,5 +364,6 @@ def config_fields(architecture, num_classes=0, projection_dim=None):
         mlp_type="glu" if glu else "mlp", qkv_bias=args["qkv_bias"], pre_norm=args["pre_norm"],
         final_norm=bool(args["final_norm"] and not use_fc_norm), fc_norm=bool(args["final_norm"] and use_fc_norm),
         pooling=POOLING[args["global_pool"]], projection_dim=projection_dim,
+        mlp_norm=bool(args["scale_mlp_norm"]), attention_norm=bool(args["scale_attn_norm"]),
         num_classes=num_classes or 1, include_top=bool(num_classes), **timm_eva.fields(args),
     )

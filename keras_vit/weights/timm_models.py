@@ -25,7 +25,7 @@ DEFAULTS = dict(
     patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4.0, qkv_bias=True, class_token=True,
     reg_tokens=0, no_embed_class=False, init_values=None, global_pool="token", fc_norm=None, pre_norm=False,
     final_norm=True, act_layer=None, mlp_layer=None, img_size=224, dynamic_img_size=False, norm_eps=1e-6,
-    distilled=False,
+    distilled=False, scale_attn_norm=False, scale_mlp_norm=False,
 )
 TABLE = os.path.join(os.path.dirname(__file__), "data", "timm_registrations.json")
 # arguments that do not change what a trained model computes at its own size
@@ -39,8 +39,6 @@ SWITCHES = {
                            "DiffParallelScalingBlock": "parallel differential attention (block_fn=DiffParallelScalingBlock)"}),
     "attn_layer": ("Attention", {"diff": "differential attention (attn_layer='diff')"}),
     "qk_norm": (False, "query/key normalisation (qk_norm=True)"),
-    "scale_attn_norm": (False, "a norm inside attention (scale_attn_norm=True)"),
-    "scale_mlp_norm": (False, "a norm inside the MLP (scale_mlp_norm=True)"),
     "proj_bias": (True, "attention and MLP projections without biases (proj_bias=False)"),
     "pool_include_prefix": (False, "average pooling over the class and register tokens too (pool_include_prefix=True)"),
     "embed_norm_layer": (None, "a normalised patch embedding (embed_norm_layer)"),
