@@ -24,14 +24,17 @@ it is given.
 
 :func:`read` turns an Eva registration into the arguments keras_vit reads (``VisionTransformer``'s names, for
 :mod:`keras_vit.weights.timm_models`, plus :data:`ROPE_ARGS`), or names what keras_vit lacks: every other Eva
-switch (EVA-02 B / L's separate q / k / v and scaled norms, post-norm blocks, MRoPE, coordinate augmentation...)
-keeps the model refused by name.
+switch (post-norm blocks, MRoPE, coordinate augmentation, grouped-query attention...) keeps the model refused by name.
 
 EVA-02 Ti / S (``eva02_{tiny,small}_patch14_{224,336}``) and the ``vit_*_patch16_rope_reg*_gap_256`` models build
 ``Eva(attn_type='eva', use_rot_pos_emb=True, ref_feat_shape=(16, 16))``: ``EvaAttention`` (fused ``qkv`` with
 ``q_bias`` / ``v_bias``, no inner norm), the packed SwiGLU (``GluMlp``) or the ViT's MLP, and axial RoPE whose
 coordinates timm scales to the reference grid (ViTConfig's ``rope_reference_grid``; timm hands ``ref_feat_shape``
-to ``rope_type='cat'`` only).
+to ``rope_type='cat'`` only). EVA-02 B / L (``eva02_{base,large}_patch14_*``) add ``qkv_fused=False`` (``q_proj``,
+``k_proj`` without bias, ``v_proj``: joined by :func:`to_vit_layout`) and ``scale_mlp`` (timm's ``SwiGLU`` with a
+LayerNorm before ``fc2``), the CLIP towers ``scale_attn_inner`` (a LayerNorm before ``attn.proj``): VisionTransformer's
+``scale_mlp_norm`` / ``scale_attn_norm`` (:data:`SCALE_NORMS`), ViTConfig's ``mlp_norm`` / ``attention_norm``. EVA-01
+(``eva_giant_patch14_*``) is ``EvaAttention`` without RoPE, the ViT's MLP and its table.
 """
 
 import numpy as np
