@@ -1,4 +1,4 @@
-"""Check keras_vit's RoPE-ViT against timm itself: every ``vit_*_patch16_rope*_224``, ``vit_*_patch16_dinov3*``, ``vit_*_patch16_lingbot`` and ``eva02_{tiny,small}_patch14_*``, ``vit_*_patch16_rope_reg*_gap_256`` registration of timm's eva.py.
+"""Check keras_vit's RoPE-ViT against timm itself: every ``vit_*_patch16_rope*_224``, ``vit_*_patch16_dinov3*``, ``vit_*_patch16_lingbot``, ``eva02_*`` (but the post-norm enormous), ``vit_*_patch16_rope_reg*_gap_256`` and ``eva_giant_patch14_*`` registration of timm's eva.py.
 
     PYTHONPATH=. .venv/bin/python tools/check_timm_rope.py --peers-python .venv-peers/bin/python
 
@@ -11,10 +11,11 @@ table, RoPE takes the new grid). This environment loads the folder with ``keras_
 image_size=SIZE)`` and runs it on the same pixels. ``matched``: the largest difference is within 1e-4 of timm's
 largest absolute output (the pooled features, ``num_classes=0``: the zero-scaled head would hide the blocks).
 
-ViT-L, DINOv3's ViT-H+ and LingBot's ViT-g are written with ``model_args={"depth": --large-depth}`` (default 4; timm's config.json
+ViT-L (EVA-02 L's too), DINOv3's ViT-H+, LingBot's ViT-g and EVA-01's giant are written with ``model_args={"depth": --large-depth}`` (default 4; timm's config.json
 carries it and both frameworks build that depth), so the check fits a 2-core machine; ViT-S and ViT-B run at full
 depth; DINOv3's 7B (6.7 billion parameters, 27 GB in float32) is left out. The parameter counts compare with timm's
-parameters plus its ``k_bias`` buffers (EvaAttention's zero key bias of the ``_qkvb`` models, a weight in keras_vit).
+parameters plus its ``k_bias`` buffers or its bias-free ``k_proj``'s outputs (EvaAttention's zero key bias of the ``_qkvb``
+and EVA models, a weight in keras_vit).
 """
 
 import argparse
@@ -34,6 +35,11 @@ ARCHITECTURES += [f"vit_{size}_patch16_lingbot" for size in ("small", "base", "l
 ARCHITECTURES += [f"eva02_{size}_patch14_{res}" for size in ("tiny", "small") for res in (224, 336)]
 # the same attention and RoPE grid with registers and no class token
 ARCHITECTURES += [f"vit_{size}_patch16_rope_reg{n}_gap_256" for size, n in (("medium", 1), ("mediumd", 1), ("betwixt", 4), ("base", 1))]
+# EVA-02 B / L (separate q / k / v, k without bias; SwiGLU with a LayerNorm before fc2) and the CLIP towers (a LayerNorm
+# before attn.proj too, the class token); EVA-01 (EvaAttention without RoPE, GELU MLP, an absolute table only)
+ARCHITECTURES += [f"eva02_{size}_patch14_{res}" for size in ("base", "large") for res in (224, 448)]
+ARCHITECTURES += ["eva02_base_patch16_clip_224", "eva02_large_patch14_clip_224", "eva02_large_patch14_clip_336"]
+ARCHITECTURES += [f"eva_giant_patch14_{res}" for res in ("224", "336", "560", "clip_224")]
 TOLERANCE = 1e-4
 
 
@@ -53,7 +59,7 @@ def _writer(jobs_path):
             for name, p in model.named_parameters():  # leaves attention near uniform, DINOv3's RoPE within 5e-5
                 if name.endswith(("gamma_1", "gamma_2")):
                     p.copy_(1.0 + 0.1 * torch.randn_like(p))  # LayerScale: the blocks count
-                elif name.endswith("attn.qkv.weight"):
+                elif name.endswith(("attn.qkv.weight", "attn.q_proj.weight", "attn.k_proj.weight")):
                     p.mul_(5.0)  # attention logits of std ~3: the rotation changes which tokens are attended
                 elif p.ndim == 1:
                     p.add_(torch.randn_like(p) * 0.02)
@@ -69,11 +75,13 @@ def _writer(jobs_path):
                                           num_classes=0, img_size=tuple(size), **job["model_args"]).eval()
             pixels = np.random.default_rng(0).uniform(0, 255, (2, size[0], size[1], 3)).astype("float32")
             x = torch.from_numpy(((pixels / 255.0 - mean) / std).transpose(0, 3, 1, 2).copy())
-            with torch.no_grad():
-                y = sized(x).numpy()
+            with torch.no_grad():  # --float64-reference: timm's model in float64 (float32 rounding told from a defect)
+                y = (sized.double()(x.double()) if job.get("float64") else sized(x)).numpy()
             np.savez(os.path.join(job["folder"], f"reference_{size[0]}x{size[1]}.npz"), pixels=pixels, output=y)
             params[f"{size[0]}x{size[1]}"] = int(sum(p.numel() for p in sized.parameters())
-                                                 + sum(b.numel() for n, b in sized.named_buffers() if n.endswith("k_bias")))
+                                                 + sum(b.numel() for n, b in sized.named_buffers() if n.endswith("k_bias"))
+                                                 + sum(m.k_proj.out_features for m in sized.modules()  # EVA-02 B / L's
+                                                       if getattr(m, "k_proj", None) is not None and m.k_proj.bias is None))
         print(json.dumps({"name": job["name"], "params": params}), flush=True)
 
 
@@ -96,10 +104,11 @@ def main(argv=None):
     parser.add_argument("--only", help="a substring of the architectures to check")
     parser.add_argument("--sizes", default="224x224,256x320", help="image sizes HxW, comma-separated")
     parser.add_argument("--large-depth", type=int, default=4)
+    parser.add_argument("--float64-reference", action="store_true", help="timm's output computed in float64")
     args = parser.parse_args(argv)
     sizes = [[int(n) for n in size.split("x")] for size in args.sizes.split(",")]
     work = tempfile.mkdtemp(prefix="timm-rope-")
-    jobs = [{"name": name, "folder": os.path.join(work, name), "sizes": sizes,
+    jobs = [{"name": name, "folder": os.path.join(work, name), "sizes": sizes, "float64": args.float64_reference,
              "model_args": {"depth": args.large_depth} if any(f"_{s}_" in name for s in ("large", "huge", "giant")) else {}}
             for name in ARCHITECTURES if not args.only or args.only in name]
     jobs_path = os.path.join(work, "jobs.json")
@@ -119,6 +128,7 @@ def main(argv=None):
             verdict = "matched" if relative <= TOLERANCE and model.count_params() == timm_params else "WRONG"
             failed += verdict != "matched"
             depth = f"depth {job['model_args']['depth']}" if job["model_args"] else "full depth"
+            depth += ", timm in float64" if args.float64_reference else ""
             print(f"{verdict:>8}  {job['name']} ({depth}) at {size[0]}x{size[1]}: relative error {relative:.2e}, "
                   f"{model.count_params():,} parameters (timm {timm_params:,})", flush=True)
     shutil.rmtree(work, ignore_errors=True)

@@ -129,6 +129,13 @@ class ViTConfig:
         proj_bias, mlp_bias: biases on the attention's output projection, and on the MLP's layers.
         input_mode, max_patches, position_aspect_preserving, factorized_positions: ``"image"`` (the default), or
             ``"naflex"``: each image at its own aspect ratio under a budget of patches (:mod:`keras_vit.architecture.naflex`).
+
+    NormFormer's sub-LayerNorms (EVA-02 B / L and its CLIP towers, timm's ``scale_mlp`` / ``scale_attn_inner``; BEiT-3's
+    ``scale_mlp_norm`` / ``scale_attn_norm``), each a LayerNorm of ``layer_norm_epsilon`` in every block:
+
+    Attributes:
+        mlp_norm: of the MLP's ``mlp_dim`` hidden activations, before its second Dense.
+        attention_norm: of the attention's joined heads, before its output projection.
     """
 
     image_size: tuple | int | None = 224
@@ -183,6 +190,8 @@ class ViTConfig:
     max_patches: int | None = None
     position_aspect_preserving: bool = False
     factorized_positions: bool = False
+    mlp_norm: bool = False
+    attention_norm: bool = False
 
     def __post_init__(self):
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731  (a frozen dataclass)

@@ -34,6 +34,8 @@ PAPER = {
     "rope": None,
     "position_embedding": True,
     **norm_bias.PAPER,
+    "mlp_norm": False,
+    "attention_norm": False,
 }
 # the RoPE fields' values without RoPE (each is read only with one)
 ROPE_DEFAULTS = {"rope_temperature": None, "rope_grid_indexing": "xy", "rope_grid_offset": 0.0, "rope_reference_grid": None}
@@ -65,7 +67,8 @@ def validate(config, set_):
     elif not isinstance(class_token, (bool, numbers.Integral)):
         raise ValueError(f"`class_token` must be a bool or None. Received: class_token={class_token!r}")
     set_("class_token", bool(class_token))
-    for flag in ("distillation_token", "prefix_positions", "qkv_bias", "pre_norm", "final_norm", "fc_norm"):
+    for flag in ("distillation_token", "prefix_positions", "qkv_bias", "pre_norm", "final_norm", "fc_norm", "mlp_norm",
+                 "attention_norm"):
         value = getattr(config, flag)
         if not isinstance(value, (bool, numbers.Integral)):
             raise ValueError(f"`{flag}` must be a bool. Received: {flag}={value!r}")

@@ -112,6 +112,8 @@ def encoder(x, config, key_mask=None):
             qkv_bias=config.qkv_bias,
             rope=rope,
             **{name: getattr(config, name) for name in ("norm_type", "proj_bias", "mlp_bias")},
+            mlp_norm=config.mlp_norm,
+            attention_norm=config.attention_norm,
             name=f"transformer_block_{i}",
         )(x, **masked)
     if not config.final_norm:

@@ -37,6 +37,12 @@ def validate(config, set_):
         if not isinstance(value, (bool, numbers.Integral)):
             raise ValueError(f"`{flag}` must be a bool. Received: {flag}={value!r}")
         set_(flag, bool(value))
+    if config.norm_type != "layernorm" and (config.mlp_norm or config.attention_norm):
+        raise ValueError(
+            "Impossible ViTConfig: mlp_norm and attention_norm are NormFormer's sub-LayerNorms (EVA-02's, BEiT-3's); "
+            f"no published model has them with norm_type={config.norm_type!r}, and keras_vit builds them as LayerNorms. "
+            f"Received: norm_type={config.norm_type!r}, mlp_norm={config.mlp_norm!r}, attention_norm={config.attention_norm!r}"
+        )
     if config.pooling == "map" and config.norm_type != "layernorm":
         raise ValueError(
             "Impossible ViTConfig: pooling='map' is SigLIP's attention-pooling head, whose norm is a LayerNorm (and its "

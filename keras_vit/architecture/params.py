@@ -105,9 +105,9 @@ def resnet_params(block_units, width=1):
 def count_config_params(config):
     """Count the parameters of the model a :class:`~keras_vit.architecture.config.ViTConfig` describes, without building it.
 
-    Every family switch is counted (tokens, LayerScale, gated MLPs, qkv bias, extra norms, attention
-    pooling, projection, DeiT's second head, RoPE-Mixed's frequencies, no position table, RMSNorm, a patch norm,
-    bias-free projections); the tests compare the
+    Every family switch is counted (tokens, LayerScale, gated MLPs, qkv bias, extra norms and sub-LayerNorms,
+    attention pooling, projection, DeiT's second head, RoPE-Mixed's frequencies, no position table, RMSNorm, a patch
+    norm, bias-free projections); the tests compare the
     count with built models.
 
     Example:
@@ -135,6 +135,7 @@ def count_config_params(config):
     block = 2 * norm + 3 * d * d + (3 * d if config.qkv_bias else 0) + d * d + (d if config.proj_bias else 0) + mlp
     block += 2 * d if config.layer_scale_init is not None else 0
     block += d if config.rope == "mixed" else 0  # RoPE-Mixed's frequencies: (2, heads, head_dim / 2) per layer
+    block += 2 * m * int(config.mlp_norm) + 2 * d * int(config.attention_norm)  # the sub-LayerNorms' scales and biases
     total = stem + embed + config.num_layers * block
     total += norm * (int(config.pre_norm) + int(config.final_norm) + int(config.fc_norm))
     if config.pooling == "map":  # probe, query, key/value, output, LayerNorm, MLP

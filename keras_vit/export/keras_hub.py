@@ -52,6 +52,8 @@ _SWITCHES = (
     ("patch_norm", False, "a norm of the patch embeddings"),
     ("proj_bias", True, "an attention output projection without a bias"),
     ("mlp_bias", True, "an MLP without biases"),
+    ("mlp_norm", False, "a LayerNorm inside the MLP"),
+    ("attention_norm", False, "a LayerNorm inside the attention"),
 )
 
 

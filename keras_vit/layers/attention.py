@@ -86,6 +86,9 @@ class SelfAttention(SublayerPolicies, keras.layers.Layer):
             ``{"kind": "axial" | "mixed" | "dinov3", "grid": (rows, cols), "temperature", "grid_indexing", "grid_offset",
             "num_prefix_tokens"}`` and, axial only, ``"reference_grid"`` (timm's ``ref_feat_shape``); the tokens must be the prefix and the ``rows * cols`` patches. ``"mixed"``
             adds the weight ``rope_frequencies`` ``(2, heads, key_dim / 2)``. Saved only when set.
+        inner_norm_epsilon: None, or the epsilon of a LayerNorm ``inner_norm`` of the heads' joined outputs before the
+            output projection (timm's ``scale_norm``: EVA-02 CLIP's ``scale_attn_inner``, BEiT-3's ``scale_attn_norm``).
+            Saved only when set.
         **kwargs: base layer arguments (``name``, ``dtype``, ...).
 
     Call arguments:
@@ -126,9 +129,14 @@ class SelfAttention(SublayerPolicies, keras.layers.Layer):
         seed=None,
         attention_padding="auto",
         rope=None,
+        inner_norm_epsilon=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        if inner_norm_epsilon is not None and (isinstance(inner_norm_epsilon, bool) or not isinstance(inner_norm_epsilon, (int, float))
+                                               or not 0 < inner_norm_epsilon < 1):
+            raise ValueError(f"`inner_norm_epsilon` must be None or a float in (0, 1). Received: inner_norm_epsilon={inner_norm_epsilon!r}")
+        self.inner_norm_epsilon = None if inner_norm_epsilon is None else float(inner_norm_epsilon)
         self.attention_padding = sequence_padding.check_mode(attention_padding)
         self.rope = rope_lib.check_spec(rope)
         self.num_heads = positive_int(num_heads, "num_heads")
@@ -145,6 +153,9 @@ class SelfAttention(SublayerPolicies, keras.layers.Layer):
         self.seed = seed
         self.dropout_layer = keras.layers.Dropout(self.dropout, seed=seed, dtype=self.dtype_policy, name="dropout")
         self.query_dense = self.key_dense = self.value_dense = self.output_dense = None  # in build: D is the input's
+        self.inner_norm = None
+        if self.inner_norm_epsilon is not None:
+            self.inner_norm = keras.layers.LayerNormalization(epsilon=self.inner_norm_epsilon, dtype=self.dtype_policy, name="inner_norm")
 
     def __call__(self, x, *args, **kwargs):
         # keras.layers.MultiHeadAttention is called (query, value); here a second tensor would land in `training`
@@ -184,6 +195,8 @@ class SelfAttention(SublayerPolicies, keras.layers.Layer):
         for projection in (self.query_dense, self.key_dense, self.value_dense):
             projection.build(input_shape)
         self.output_dense.build(tuple(input_shape[:2]) + heads)
+        if self.inner_norm is not None:
+            self.inner_norm.build(tuple(input_shape[:2]) + (self.num_heads * self.key_dim,))
         if self.rope is not None:
             self._build_rope(input_shape)
 
@@ -260,7 +273,15 @@ class SelfAttention(SublayerPolicies, keras.layers.Layer):
         return ops.reshape(self._fused_qkv_matmul(x), (shape[0], shape[1], 3, self.num_heads, self.key_dim))
 
     def _output_projection(self, out, plain):
-        """``(B, N, heads, head_dim)`` or ``(B, N, heads * head_dim)`` (plain) through ``attention_output``."""
+        """``(B, N, heads, head_dim)`` or ``(B, N, heads * head_dim)`` (plain) through ``inner_norm`` (where there is
+        one: over the joined heads) and ``attention_output``."""
+        if self.inner_norm is not None:
+            if plain:
+                out = kernels.layer_norm(out, self.inner_norm)
+            else:  # the heads joined for the norm and split again for the (quantized) EinsumDense; rank 4 at most
+                shape = ops.shape(out)
+                joined = kernels.layer_norm(ops.reshape(out, (shape[0], shape[1], self.num_heads * self.key_dim)), self.inner_norm)
+                out = ops.reshape(joined, (shape[0], shape[1], self.num_heads, self.key_dim))
         if not plain:
             return self.output_dense(out)
         dtype = self.compute_dtype
@@ -372,6 +393,8 @@ class SelfAttention(SublayerPolicies, keras.layers.Layer):
             config["attention_padding"] = self.attention_padding
         if self.rope is not None:
             config["rope"] = {k: list(v) if k in ("grid", "reference_grid") else v for k, v in self.rope.items()}
+        if self.inner_norm_epsilon is not None:
+            config["inner_norm_epsilon"] = self.inner_norm_epsilon
         return config
 
     @classmethod

@@ -130,6 +130,10 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
         norm_type: ``"layernorm"`` or ``"rmsnorm"`` (:mod:`keras_vit.layers.normalization`), both norms.
         proj_bias: a bias on the attention's output projection.
         mlp_bias: biases on the MLP's two layers.
+        mlp_norm: a LayerNorm ``mlp_norm`` of the MLP's hidden activations before its second Dense (NormFormer's;
+            timm's ``scale_mlp``: EVA-02 B / L).
+        attention_norm: a LayerNorm of the attention's joined heads before its output projection (``SelfAttention``'s
+            ``inner_norm``; timm's ``scale_attn_inner``: EVA-02's CLIP towers).
 
     Call arguments:
         x: ``(batch, tokens, D)``.
@@ -167,6 +171,8 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
         norm_type="layernorm",
         proj_bias=True,
         mlp_bias=True,
+        mlp_norm=False,
+        attention_norm=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -176,6 +182,7 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
         self.norm_type = norm_type
         self.proj_bias = bool(proj_bias)
         self.mlp_bias = bool(mlp_bias)
+        self.mlp_norm, self.attention_norm = bool(mlp_norm), bool(attention_norm)
         if activation not in kernels.ACTIVATIONS:
             raise ValueError(f"Unknown MLP activation: expected one of {kernels.ACTIVATIONS}. Received: activation={activation!r}")
         if mlp_type not in MLP_TYPES:
@@ -209,6 +216,9 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
             name="mlp_dense_1",
         )
         self.mlp_dense_2 = None
+        self.mlp_norm_layer = None
+        if self.mlp_norm:
+            self.mlp_norm_layer = keras.layers.LayerNormalization(epsilon=self.layer_norm_epsilon, dtype=policy, name="mlp_norm")
 
     def build(self, input_shape):
         width = input_shape[-1]
@@ -226,6 +236,7 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
             qkv_bias=self.qkv_bias,
             kernel_initializer="glorot_uniform",
             rope=self.rope,
+            inner_norm_epsilon=self.layer_norm_epsilon if self.attention_norm else None,
             dtype=policy,
             name="attention",
         )
@@ -245,6 +256,8 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
         self.attention.build(input_shape)
         self.mlp_dense_1.build(input_shape)
         self.mlp_dense_2.build(tuple(input_shape[:-1]) + (self.mlp_dim,))
+        if self.mlp_norm_layer is not None:
+            self.mlp_norm_layer.build(tuple(input_shape[:-1]) + (self.mlp_dim,))
         for scale in (self.layer_scale_1, self.layer_scale_2):
             if scale is not None:
                 scale.build(input_shape)
@@ -269,6 +282,8 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
         else:
             y = kernels.dense(y, self.mlp_dense_1, activation=self.activation, training=training)
         y = self.mlp_dropout(y, training=training)
+        if self.mlp_norm_layer is not None:
+            y = kernels.layer_norm(y, self.mlp_norm_layer)
         y = kernels.dense(y, self.mlp_dense_2)
         y = self.mlp_dropout(y, training=training)
         if self.layer_scale_2 is not None:
@@ -303,6 +318,9 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
         for name, default in (("norm_type", "layernorm"), ("proj_bias", True), ("mlp_bias", True)):
             if getattr(self, name) != default:  # saved only when set: the paper's blocks' configs stay as they were
                 config[name] = getattr(self, name)
+        for flag in ("mlp_norm", "attention_norm"):  # saved only when set, as rope
+            if getattr(self, flag):
+                config[flag] = True
         return config
 
 

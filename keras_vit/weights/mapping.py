@@ -38,6 +38,10 @@ BLOCK_KEYS = {
 LAYER_SCALE_KEYS = {"LayerScale_1/gamma": "layer_scale_1/gamma", "LayerScale_3/gamma": "layer_scale_2/gamma"}
 # inside encoder block i, RoPE-Mixed's learnable frequencies (2, heads, head_dim / 2) (keras_vit's canonical key)
 ROPE_KEYS = {"MultiHeadDotProductAttention_1/rope_frequencies": "attention/rope_frequencies"}
+# inside encoder block i, NormFormer's sub-LayerNorms (keras_vit's canonical keys): the MLP's and the attention's
+MLP_NORM_KEYS = {f"MlpBlock_3/LayerNorm_0/{key}": f"mlp_norm/{name}" for key, name in _NORM_WEIGHTS.items()}
+ATTENTION_NORM_KEYS = {f"MultiHeadDotProductAttention_1/LayerNorm_0/{key}": f"attention/inner_norm/{name}"
+                       for key, name in _NORM_WEIGHTS.items()}
 # top level: checkpoint key -> weight path (each present only where the model's config has the part)
 FAMILY_KEYS = {
     "dist": "patch_encoder/distillation_token",
@@ -160,6 +164,7 @@ def vit_targets(model):
         block_keys.update(LAYER_SCALE_KEYS)
     if config.rope == "mixed":
         block_keys.update(ROPE_KEYS)
+    block_keys.update(MLP_NORM_KEYS if config.mlp_norm else {}, **(ATTENTION_NORM_KEYS if config.attention_norm else {}))
     for i in range(config.num_layers):
         for key, path in block_keys.items():
             targets[f"Transformer/encoderblock_{i}/{key}"] = _target(weights, f"transformer_block_{i}/{path}", model)

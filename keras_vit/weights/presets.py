@@ -169,6 +169,11 @@ _HUB_TABLE = (
     ("dinov3_vitb16", "timm/vit_base_patch16_dinov3.lvd1689m", "DINOv3", 256, 0, "embedding", None),
     ("dinov3_vitl16", "timm/vit_large_patch16_dinov3.lvd1689m", "DINOv3", 256, 0, "embedding", None),
     ("dinov3_vith16plus", "timm/vit_huge_plus_patch16_dinov3.lvd1689m", "DINOv3", 256, 0, "embedding", None),
+    # EVA-02 (axial RoPE on a 16 x 16 reference grid: any size runs): the MIM features, and the ImageNet-1k classifiers
+    ("eva02_vitb14", "timm/eva02_base_patch14_224.mim_in22k", "EVA-02", 224, 0, "embedding", None),
+    ("eva02_vitl14", "timm/eva02_large_patch14_224.mim_m38m", "EVA-02", 224, 0, "embedding", None),
+    ("eva02_vitb14_448_in1k", "timm/eva02_base_patch14_448.mim_in22k_ft_in22k_in1k", "EVA-02", 448, 1000, "logits", None),
+    ("eva02_vitl14_448_in1k", "timm/eva02_large_patch14_448.mim_m38m_ft_in22k_in1k", "EVA-02", 448, 1000, "logits", None),
     ("siglip_base_patch16_224", "timm/vit_base_patch16_siglip_224.webli", "SigLIP", 224, 0, "embedding", None),
     # timm's input_size 384; its stride-14 patch convolution covers 27 x 14 = 378 pixels of it (crop_remainder)
     ("siglip_so400m_patch14_384", "timm/vit_so400m_patch14_siglip_384.webli", "SigLIP", 384, 0, "embedding", None),

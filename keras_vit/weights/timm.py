@@ -32,6 +32,7 @@ _ATT = "MultiHeadDotProductAttention_1"
 _BLOCK_KEYS = {
     **norm("norm1", "LayerNorm_0"), **linear("attn.qkv", f"{_ATT}/qkv"), **linear("attn.proj", f"{_ATT}/out"),
     **norm("norm2", "LayerNorm_2"), **linear("mlp.fc1", "MlpBlock_3/Dense_0"), **linear("mlp.fc2", "MlpBlock_3/Dense_1"),
+    **norm("attn.norm", f"{_ATT}/LayerNorm_0"), **norm("mlp.norm", "MlpBlock_3/LayerNorm_0"),  # scale_attn_norm, scale_mlp_norm
     "ls1.gamma": "LayerScale_1/gamma", "ls2.gamma": "LayerScale_3/gamma",
     "gamma_1": "LayerScale_1/gamma", "gamma_2": "LayerScale_3/gamma",  # DeiT-III's own names (timm's adapt_layer_scale)
 }
@@ -51,14 +52,13 @@ _TOP_KEYS = {
 # parts of timm ViTs that keras_vit has no layer for: key pattern -> what it is
 _UNSUPPORTED = {
     r"\.attn\.(q_norm|k_norm)\.|^attn_pool\.(q_norm|k_norm)\.": "query/key normalisation (qk_norm)",
-    r"\.attn\.norm\.": "a norm inside attention (scale_attn_norm)",
-    r"\.mlp\.norm\.": "a norm inside the MLP (scale_mlp_norm)",
     r"rope|freqs": "rotary position embeddings other than RoPE-ViT's registered ones (EVA-02, DINOv3; a mixed RoPE "
                    "file needs the config.json naming its architecture)",
     r"\.mlp\.fc1_[gx]\.": "an unpacked SwiGLU MLP (fc1_g / fc1_x; keras_vit reads timm's SwiGLUPacked)",
     r"^attn_pool\.pos_embed$": "position embeddings in the attention pooling",
 }
 MARKERS = ("patch_embed.proj.weight", "blocks.0.attn.qkv.weight")
+SEPARATE_QKV = "blocks.0.attn.q_proj.weight"  # Eva's EvaAttention(qkv_fused=False), EVA-02 B / L: instead of MARKERS[1]
 
 
 def matches(keys):
@@ -69,7 +69,8 @@ def matches(keys):
     (True, False)
     """
     keys = set(keys)
-    return MARKERS[1] in keys and (MARKERS[0] in keys or "embeds.proj.weight" in keys)  # NaFlexVit: embeds.proj
+    patches = MARKERS[0] in keys or "embeds.proj.weight" in keys  # NaFlexVit: embeds.proj
+    return patches and (MARKERS[1] in keys or SEPARATE_QKV in keys)  # EVA-02 B / L: q_proj, k_proj, v_proj
 
 
 def refuse_unsupported(keys, path):
@@ -208,7 +209,7 @@ def _declared(resolved, pretrained, expected, path, weights, tensors, labelled=F
         "layer_norm_epsilon": timm_config.epsilon_of(resolved, seen, path, weights),
         "prefix_positions": timm_config.prefix_positions(resolved, seen, shapes, sizes[0] if sizes else None, weights),
         "pooling": timm_config.pooling_of(resolved, seen, path),
-        **timm_eva.declared(resolved, shapes),  # RoPE-ViT's rotary and absolute positions
+        **timm_eva.declared(resolved, shapes, tensors.shapes),  # RoPE-ViT's rotary and absolute positions
         **timm_naflex.declared(resolved),  # NaFlexVit's input path and position tables
     }
     # a head whose classes config.json names is a classifier, even with an all-zero bias (a fine-tuned CLIP tower)

@@ -29,7 +29,7 @@ POOLING = {"token": "token", "avg": "gap", "map": "map"}  # timm global_pool -> 
 
 # timm arguments keras_vit has no switch for: accepted only with timm's default value (vision_transformer.py)
 DEFAULT_ONLY_ARGS = {"qk_norm": False, "dynamic_img_pad": False, "pos_embed": "learn",
-                     "pool_include_prefix": False, "in_chans": 3, "scale_attn_norm": False, "scale_mlp_norm": False,
+                     "pool_include_prefix": False, "in_chans": 3,
                      "norm_layer": None, "embed_norm_layer": None, "block_fn": None, "embed_layer": None,
                      "attn_layer": None, "ignore_head": False, "padding_same": True}
 
@@ -158,6 +158,8 @@ def observe(shapes, path):
         "patch_norm": (has("patch_embed.norm.weight"), "'patch_embed.norm.weight' (a norm of the patch embeddings)"),
         "proj_bias": (has("blocks.0.attn.proj.bias"), "'blocks.0.attn.proj.bias'"),
         "mlp_bias": (has("blocks.0.mlp.fc2.bias"), "'blocks.0.mlp.fc2.bias'"),
+        "mlp_norm": (has("blocks.0.mlp.norm.weight"), "'blocks.0.mlp.norm.weight' (a LayerNorm inside the MLP)"),
+        "attention_norm": (has("blocks.0.attn.norm.weight"), "'blocks.0.attn.norm.weight' (a LayerNorm inside attention)"),
     }
     fc1, fc2 = shapes.get("blocks.0.mlp.fc1.weight"), shapes.get("blocks.0.mlp.fc2.weight")
     glu = fc1 is not None and fc2 is not None and fc1[0] != fc2[1] and fc1[0] == 2 * fc2[1]
@@ -186,6 +188,8 @@ def consistent(resolved, seen, config_path):
         ("proj_bias", "mlp_bias", bool(resolved["proj_bias"][0])),
         ("norm_type", "norm_bias", resolved["norm_type"][0] == "layernorm"),
         ("patch_norm", "patch_norm", bool(resolved["patch_norm"][0])),
+        ("scale_mlp_norm", "mlp_norm", bool(resolved["scale_mlp_norm"][0])),
+        ("scale_attn_norm", "attention_norm", bool(resolved["scale_attn_norm"][0])),
         ("fc_norm", "fc_norm", bool(final and use_fc_norm)),
         ("final_norm", "norm", bool(final and not use_fc_norm)),
     ]
@@ -339,7 +343,8 @@ def record(resolved, seen, extra, config_path, weights):
             declare(out, field, value, said, config_path if said.startswith(("model_args", "architecture", "global_pool")) else weights)
     for field, part in (("class_token", "class_token"), ("distillation_token", "distilled"), ("num_register_tokens", "reg_tokens"),
                         ("mlp_type", "glu"), ("pre_norm", "pre_norm"), ("final_norm", "norm"), ("fc_norm", "fc_norm"),
-                        ("patch_norm", "patch_norm"), ("proj_bias", "proj_bias"), ("mlp_bias", "mlp_bias")):
+                        ("patch_norm", "patch_norm"), ("proj_bias", "proj_bias"), ("mlp_bias", "mlp_bias"),
+                        ("mlp_norm", "mlp_norm"), ("attention_norm", "attention_norm")):
         have, said = seen[part]
         declare(out, field, ("glu" if have else "mlp") if field == "mlp_type" else have, said if have else f"no {said}", weights)
     init, said = resolved["init_values"]
@@ -377,5 +382,6 @@ def config_fields(architecture, num_classes=0, projection_dim=None):
         final_norm=bool(args["final_norm"] and not use_fc_norm), fc_norm=bool(args["final_norm"] and use_fc_norm),
         pooling=POOLING[args["global_pool"]], projection_dim=projection_dim, norm_type=args["norm_type"],
         patch_norm=args["patch_norm"], proj_bias=args["proj_bias"], mlp_bias=args["proj_bias"],
+        mlp_norm=bool(args["scale_mlp_norm"]), attention_norm=bool(args["scale_attn_norm"]),
         num_classes=num_classes or 1, include_top=bool(num_classes), **{**timm_eva.fields(args), **timm_naflex.fields(args)},
     )

@@ -24,14 +24,17 @@ it is given.
 
 :func:`read` turns an Eva registration into the arguments keras_vit reads (``VisionTransformer``'s names, for
 :mod:`keras_vit.weights.timm_models`, plus :data:`ROPE_ARGS`), or names what keras_vit lacks: every other Eva
-switch (EVA-02 B / L's separate q / k / v and scaled norms, post-norm blocks, MRoPE, coordinate augmentation...)
-keeps the model refused by name.
+switch (post-norm blocks, MRoPE, coordinate augmentation, grouped-query attention...) keeps the model refused by name.
 
 EVA-02 Ti / S (``eva02_{tiny,small}_patch14_{224,336}``) and the ``vit_*_patch16_rope_reg*_gap_256`` models build
 ``Eva(attn_type='eva', use_rot_pos_emb=True, ref_feat_shape=(16, 16))``: ``EvaAttention`` (fused ``qkv`` with
 ``q_bias`` / ``v_bias``, no inner norm), the packed SwiGLU (``GluMlp``) or the ViT's MLP, and axial RoPE whose
 coordinates timm scales to the reference grid (ViTConfig's ``rope_reference_grid``; timm hands ``ref_feat_shape``
-to ``rope_type='cat'`` only).
+to ``rope_type='cat'`` only). EVA-02 B / L (``eva02_{base,large}_patch14_*``) add ``qkv_fused=False`` (``q_proj``,
+``k_proj`` without bias, ``v_proj``: joined by :func:`to_vit_layout`) and ``scale_mlp`` (timm's ``SwiGLU`` with a
+LayerNorm before ``fc2``), the CLIP towers ``scale_attn_inner`` (a LayerNorm before ``attn.proj``): VisionTransformer's
+``scale_mlp_norm`` / ``scale_attn_norm`` (:data:`SCALE_NORMS`), ViTConfig's ``mlp_norm`` / ``attention_norm``. EVA-01
+(``eva_giant_patch14_*``) is ``EvaAttention`` without RoPE, the ViT's MLP and its table.
 """
 
 import numpy as np
@@ -51,15 +54,16 @@ NEUTRAL = ("drop_rate", "pos_drop_rate", "patch_drop_rate", "proj_drop_rate", "a
            "num_classes", "device", "dtype", "head_init_scale")
 # Eva arguments keras_vit has only at these values (besides the class's own defaults): what each is otherwise
 ONLY = {
-    "attn_type": ("rope", "EVA's own attention (q_bias / v_bias, a zero k bias; keras_vit reads it with DINOv3's RoPE and with "
-                         "axial RoPE on a reference grid, EVA-02's, only)"),
-    "qkv_fused": (True, "separate q / k / v projections"),
+    "attn_type": ("rope", "EVA's own attention (q_bias / v_bias, a zero k bias; keras_vit reads it without RoPE, EVA-01's, "
+                         "with DINOv3's RoPE and with axial RoPE on a reference grid, EVA-02's, only)"),
+    "qkv_fused": (True, "separate q / k / v projections (keras_vit reads EVA's own, attn_type='eva', only)"),
     "in_chans": (3, "input channels other than RGB"),
     "use_post_transformer_norm": (None, "the final norm's placement set apart"),
 }
+# Eva's NormFormer sub-LayerNorms -> VisionTransformer's names of the same norms (ViTConfig mlp_norm, attention_norm)
+SCALE_NORMS = {"scale_mlp": "scale_mlp_norm", "scale_attn_inner": "scale_attn_norm"}
 PHRASES = {  # a switch keras_vit lacks, in words (any value other than Eva's default)
-    "swiglu_mlp": "a SwiGLU MLP", "swiglu_align_to": "an aligned SwiGLU", "scale_mlp": "a norm inside the MLP",
-    "scale_attn_inner": "a norm inside attention", "qk_norm": "query/key normalisation",
+    "swiglu_mlp": "a SwiGLU MLP", "swiglu_align_to": "an aligned SwiGLU", "qk_norm": "query/key normalisation",
     "use_post_norm": "post-norm blocks", "use_pre_transformer_norm": "a norm before the blocks without a patch bias",
     "num_reg_tokens": "register tokens", "dynamic_img_size": "dynamic image size", "dynamic_img_pad": "image padding",
     "num_kv_heads": "grouped-query attention",
@@ -86,6 +90,10 @@ def read(args, defaults):
             out[name] = value
         elif name == "use_fc_norm":
             out["fc_norm"] = value
+        elif name in SCALE_NORMS:  # Eva's and VisionTransformer's norms sit alike: before fc2, before attn.proj
+            out[SCALE_NORMS[name]] = bool(value)
+        elif name == "qkv_fused" and not value and args.get("attn_type", defaults.get("attn_type")) == "eva":
+            continue  # EvaAttention's q_proj / k_proj (no bias) / v_proj: joined by to_vit_layout
         elif name in TOGETHER:
             continue
         elif name in ONLY:
@@ -96,10 +104,10 @@ def read(args, defaults):
     full = {**defaults, **args}
     rope = {**ROPE_ARGS, **{k: v for k, v in out.items() if k in ROPE_ARGS}}
     dinov3 = rope["use_rot_pos_emb"] and rope["rope_type"] == "dinov3"
-    # EvaAttention (attn_type='eva': q_bias, a zero k bias, v_bias; no inner norm unless scale_attn_inner, refused
-    # by name) is the paper's attention; read with DINOv3's RoPE and EVA-02's axial one, both checked against timm
+    # EvaAttention (attn_type='eva': q_bias, a zero k bias, v_bias, fused or not; its inner norm is scale_attn_inner) is
+    # the paper's attention; read without RoPE (EVA-01), with DINOv3's and with EVA-02's axial one, checked against timm
     eva02 = rope["use_rot_pos_emb"] and rope["rope_type"] == "cat" and rope["ref_feat_shape"] is not None
-    if full["attn_type"] != "rope" and not ((dinov3 or eva02) and full["attn_type"] == "eva"):
+    if full["attn_type"] != "rope" and not ((dinov3 or eva02 or not rope["use_rot_pos_emb"]) and full["attn_type"] == "eva"):
         lacking.append(f"{ONLY['attn_type'][1]} (attn_type={full['attn_type']!r})")
     if rope["use_rot_pos_emb"] and rope["rope_type"] not in ROPE_TYPES:
         lacking.append(f"timm's {rope['rope_type']!r} RoPE (rope_type={rope['rope_type']!r}; keras_vit has 'cat', 'mixed' and 'dinov3')")
@@ -122,6 +130,7 @@ def read(args, defaults):
         if not rope["use_abs_pos_emb"]:
             out["no_embed_class"] = True  # no table: the registers have no positions, as keras_vit's
     lacking += _swiglu(full, out)
+    out.update({vit: bool(full[eva]) for eva, vit in SCALE_NORMS.items()})  # stated, so that weights contradicting them are refused
     if lacking:
         return None, lacking
     out.setdefault("global_pool", defaults.get("global_pool"))
@@ -159,18 +168,21 @@ def fields(args):
     return out
 
 
-def declared(resolved, shapes):
+def declared(resolved, shapes, keys=()):
     """``{ViTConfig field: (value, said)}`` of the RoPE fields a timm file states (its registration, ``model_args``)
-    and its weights show (``rope.freqs``, ``pos_embed``); a contradiction between the two is refused."""
+    and its weights show (``rope.freqs``, ``pos_embed``); a contradiction between the two is refused. ``keys``: the
+    state dict's own keys (before :func:`to_vit_layout`)."""
     architecture = resolved["architecture"][0]
     stated = {name: resolved[name] for name in ROPE_ARGS if name in resolved}
     has_freqs, has_table = FREQS in shapes, "pos_embed" in shapes
     out = {"position_embedding": (has_table, "'pos_embed'" if has_table else "no 'pos_embed' (no absolute position table)")}
     if not stated and resolved["architecture"][1] is None:
-        if has_freqs:
+        separate = "blocks.0.attn.q_proj.weight" in keys  # every timm registration with them has RoPE (EVA-02 B / L)
+        if has_freqs or separate:
             raise CheckpointError(
-                f"A timm state dict with {FREQS!r} (RoPE-Mixed) and no config.json naming its architecture: its grid "
-                "indexing is not in the weights. Give the folder the config.json timm saved (architecture=...)."
+                f"A timm state dict with {repr(FREQS) + ' (RoPE-Mixed)' if has_freqs else 'separate q / k / v projections (EVA-02 B / L, whose RoPE has no weights)'} "
+                "and no config.json naming its architecture: its RoPE is not in the weights. Give the folder the "
+                "config.json timm saved (architecture=...)."
             )
         return out
     values = fields({name: value for name, (value, _) in stated.items()})
@@ -198,8 +210,19 @@ def to_original(tensors, path):
 def to_vit_layout(tensors):
     """timm's ``VisionTransformer`` keys of an Eva state dict: ``SwiGLU``'s ``mlp.fc1_g`` / ``mlp.fc1_x`` joined into
     ``SwiGLUPacked``'s ``mlp.fc1`` ``[gate; value]``, ``EvaAttention``'s ``attn.q_bias`` / ``attn.v_bias`` into
-    ``attn.qkv.bias`` ``[q; 0; v]`` (its key bias is a zero buffer). Other keys as they are."""
+    ``attn.qkv.bias`` ``[q; 0; v]`` (its key bias is a zero buffer), and its separate ``attn.q_proj`` / ``k_proj`` /
+    ``v_proj`` (``qkv_fused=False``: EVA-02 B / L) into ``attn.qkv`` (``k_proj`` has no bias: zeros in ``[q; 0; v]``).
+    Other keys as they are."""
     out = dict(tensors)
+    for key in [k for k in tensors if k.endswith(".attn.q_proj.weight")]:
+        base = key[:-len("q_proj.weight")]
+        weights = [f"{base}{part}_proj.weight" for part in "qkv"]
+        if all(k in tensors for k in weights):
+            out[base + "qkv.weight"] = joined([out.pop(k) for k in weights], axis=0)
+            q, k, v = (f"{base}{part}_proj.bias" for part in "qkv")
+            if q in tensors and v in tensors:
+                key_bias = out.pop(k) if k in tensors else np.zeros_like(tensors[q])
+                out[base + "qkv.bias"] = joined([out.pop(q), key_bias, out.pop(v)], axis=0)
     for key in [k for k in tensors if k.endswith(".mlp.fc1_g.weight") or k.endswith(".mlp.fc1_g.bias")]:
         value = key.replace("fc1_g", "fc1_x")
         if value in tensors:

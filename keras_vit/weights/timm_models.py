@@ -25,7 +25,7 @@ DEFAULTS = dict(
     patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4.0, qkv_bias=True, class_token=True,
     reg_tokens=0, no_embed_class=False, init_values=None, global_pool="token", fc_norm=None, pre_norm=False,
     final_norm=True, act_layer=None, mlp_layer=None, img_size=224, dynamic_img_size=False, norm_eps=1e-6,
-    distilled=False, proj_bias=True,
+    distilled=False, proj_bias=True, scale_attn_norm=False, scale_mlp_norm=False,
     norm_type="layernorm", patch_norm=False,  # keras_vit's names: timm's norm_layer and embed_norm_layer, as read
 )
 TABLE = os.path.join(os.path.dirname(__file__), "data", "timm_registrations.json")
@@ -40,8 +40,6 @@ SWITCHES = {
                            "DiffParallelScalingBlock": "parallel differential attention (block_fn=DiffParallelScalingBlock)"}),
     "attn_layer": ("Attention", {"diff": "differential attention (attn_layer='diff')"}),
     "qk_norm": (False, "query/key normalisation (qk_norm=True)"),
-    "scale_attn_norm": (False, "a norm inside attention (scale_attn_norm=True)"),
-    "scale_mlp_norm": (False, "a norm inside the MLP (scale_mlp_norm=True)"),
     "pool_include_prefix": (False, "average pooling over the class and register tokens too (pool_include_prefix=True)"),
     "pos_embed": ("learn", "position embeddings other than a learned table (pos_embed)"),
     "dynamic_img_pad": (False, "padding of images to a multiple of the patch (dynamic_img_pad=True)"),

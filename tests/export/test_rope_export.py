@@ -10,11 +10,19 @@ from keras_vit.export import export_model, gpu_delegate_report
 
 
 # mixed is slow (~5 s): tests/layers/test_formulation.py runs its rank-4 attention fast
-@pytest.mark.parametrize("kind, table", [("axial", False), pytest.param("mixed", True, marks=pytest.mark.slow)])
-def test_rope_model_exports_whole_to_the_gpu_delegate(kind, table, tmp_path):
+# eva02: EVA-02 CLIP's blocks (a table and axial RoPE on a reference grid, SwiGLU, the sub-LayerNorms); slow (~8 s):
+# tests/layers/test_formulation.py runs the attention's inner norm in the rank-4 graph fast
+EVA02 = dict(rope_reference_grid=(3, 5), mlp_type="glu", mlp_activation="silu", mlp_norm=True, attention_norm=True)
+
+
+@pytest.mark.parametrize("kind, table, switches", [
+    ("axial", False, dict(layer_scale_init=1e-5)),
+    pytest.param("axial", True, EVA02, marks=pytest.mark.slow, id="eva02"),
+    pytest.param("mixed", True, dict(layer_scale_init=1e-5), marks=pytest.mark.slow),
+])
+def test_rope_model_exports_whole_to_the_gpu_delegate(kind, table, switches, tmp_path):
     model = keras_vit.ViT(image_size=(32, 48), patch_size=8, hidden_size=32, num_layers=2, num_heads=2, mlp_dim=64,
-                          num_classes=10, classifier_activation=None, rope=kind, position_embedding=table,
-                          layer_scale_init=1e-5)
+                          num_classes=10, classifier_activation=None, rope=kind, position_embedding=table, **switches)
     _randomize(model)  # order-one weights: a zero head would hide a wrong graph
     x = np.random.default_rng(0).uniform(0, 255, (4, 32, 48, 3)).astype("float32")
     path = str(tmp_path / f"rope_{kind}.tflite")
@@ -34,10 +42,14 @@ def test_rope_model_exports_whole_to_the_gpu_delegate(kind, table, tmp_path):
     assert delegate.whole, delegate.line()
 
 
-def test_a_keras_hub_preset_cannot_express_rope():
+def test_a_keras_hub_preset_cannot_express_rope_or_the_sub_layer_norms():
     from keras_vit.export.keras_hub import unsupported
 
     config = keras_vit.ViTConfig(image_size=32, patch_size=8, hidden_size=32, num_layers=1, num_heads=2, mlp_dim=64,
                                  rope="mixed", position_embedding=False)
     assert unsupported(config) == ["rope='mixed': rotary position embeddings (RoPE) in the attention",
                                    "position_embedding=False: no learned position embeddings"]
+    config = keras_vit.ViTConfig(image_size=32, patch_size=8, hidden_size=32, num_layers=1, num_heads=2, mlp_dim=64,
+                                 mlp_norm=True, attention_norm=True)
+    assert unsupported(config) == [
+        "mlp_norm=True: a LayerNorm inside the MLP", "attention_norm=True: a LayerNorm inside the attention"]

@@ -73,3 +73,27 @@ def test_rope_attention_of_rank_4_and_through_separate_projections(kind):
     fused = layer._rotate(*(keras.ops.reshape(t, (2, 7, 2, 8)) for t in fused), heads_first=False)
     for a, b in zip(separate, fused):
         np.testing.assert_allclose(keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b), atol=1e-5)
+
+
+def test_attention_inner_norm_of_rank_4_and_through_separate_projections():
+    """The attention's inner LayerNorm (EVA-02 CLIP's sub-LN) normalises the joined heads before the output projection,
+    alike in the fused graph, the TFLite export's and the path of quantized projections ((B, N, heads, hd) joined for
+    the norm and split again)."""
+    layer = SelfAttention(num_heads=2, key_dim=8, inner_norm_epsilon=1e-6)
+    x = keras.random.normal((2, 5, 16), seed=5)
+    layer(x)
+    rng = np.random.default_rng(0)
+    for weight in layer.inner_norm.weights:
+        weight.assign(rng.normal(1.0 if weight.name == "gamma" else 0.0, 0.5, weight.shape).astype("float32"))
+    plain, rank4 = _both(lambda: layer(x))
+    np.testing.assert_allclose(rank4, plain, atol=1e-5)
+    heads = rng.normal(size=(2, 5, 2, 8)).astype("float32")
+    separate = keras.ops.convert_to_numpy(layer._output_projection(keras.ops.convert_to_tensor(heads), plain=False))
+    joined = heads.reshape(2, 5, 16)
+    normed = (joined - joined.mean(-1, keepdims=True)) / np.sqrt(joined.var(-1, keepdims=True) + 1e-6)
+    normed = normed * keras.ops.convert_to_numpy(layer.inner_norm.gamma) + keras.ops.convert_to_numpy(layer.inner_norm.beta)
+    kernel = keras.ops.convert_to_numpy(layer.output_dense.kernel).reshape(16, 16)
+    want = normed @ kernel + keras.ops.convert_to_numpy(layer.output_dense.bias)
+    np.testing.assert_allclose(separate, want, atol=1e-4)
+    fused = keras.ops.convert_to_numpy(layer._output_projection(keras.ops.convert_to_tensor(joined), plain=True))
+    np.testing.assert_allclose(fused, want, atol=1e-4)

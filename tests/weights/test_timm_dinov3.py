@@ -106,13 +106,13 @@ def test_what_dinov3_and_eva_py_have_that_keras_vit_lacks_stays_refused_by_name(
                           (dict(use_abs_pos_emb=True), "dynamic image size with an absolute position table"),
                           (dict(rope_rescale_coords=2.0), "RoPE coordinate augmentation"),
                           (dict(norm_layer="RmsNorm"), "a norm other than timm's LayerNorm"),
-                          (dict(scale_attn_inner=True), "a norm inside attention")):
+                          (dict(qk_norm=True), "query/key normalisation")):
         out, lacking = timm_eva.read({**dinov3, **change}, defaults)
         assert out is None and any(named in why for why in lacking), (change, lacking)
     # EVA's attention stays refused outside DINOv3's RoPE and axial RoPE on a reference grid (EVA-02's)
     rope_vit = dict(timm_models.registration("vit_small_patch16_rope_224")["args"], attn_type="eva")
     assert any("(attn_type='eva')" in why for why in timm_eva.read(rope_vit, defaults)[1])
-    assert "a norm inside the MLP (scale_mlp=True)" in timm_models.lacking("eva02_base_patch14_224")[0]
+    assert "post-norm blocks (use_post_norm=True)" in timm_models.lacking("eva02_enormous_patch14_clip_224")[0]
     folder, _, _ = folders["vit_small_patch16_dinov3"]
     with open(os.path.join(folder, "config.json")) as f:
         config = json.load(f)

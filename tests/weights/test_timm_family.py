@@ -287,6 +287,11 @@ def test_parameter_counts_match_timms_published_ones():
               "vit_base_patch16_dinov3": 85_641_216, "vit_large_patch16_dinov3": 303_079_424,
               "vit_huge_plus_patch16_dinov3": 840_509_440}
     assert {architecture: count(architecture) for architecture in dinov3} == dinov3
+    # the EVA-02 presets: timm 1.0.31's own models, counted the same way (num_classes 0 for the MIM features, 1000 for
+    # the classifiers), plus the zero key bias keras_vit holds as a weight (timm's k_proj has none: D per block)
+    eva02 = {("eva02_base_patch14_224", 0): 85_758_720 + 12 * 768, ("eva02_large_patch14_224", 0): 303_268_800 + 24 * 1024,
+             ("eva02_base_patch14_448", 1000): 87_117_544 + 12 * 768, ("eva02_large_patch14_448", 1000): 305_080_232 + 24 * 1024}
+    assert {key: params.count_config_params(ViTConfig(**timm_config.config_fields(*key))) for key in eva02} == eva02
 
 
 @pytest.mark.parametrize("args,message", [

@@ -92,10 +92,14 @@ def test_rope_needs_no_resampling_at_another_resolution(tmp_path):
 def test_what_eva_py_has_and_keras_vit_lacks_stays_refused_by_name(tmp_path):
     supported = sorted(a for a, row in timm_models.table()["architectures"].items()  # DINOv3's: test_timm_dinov3.py
                        if row["model_class"] == "Eva" and not timm_models.lacking(a) and "dinov3" not in a and "lingbot" not in a)
-    # EVA-02's Ti / S and the rope_reg*_gap models (axial RoPE on a reference grid): test_timm_eva02.py
+    # EVA-02 (axial RoPE on a reference grid; B / L with separate q / k / v and sub-LayerNorms), its CLIP towers, EVA-01
+    # and the rope_reg*_gap models: test_timm_eva02.py
     assert supported == sorted([f"vit_{size}_patch16_rope{kind}_224" for size in ("small", "base", "large")
                                 for kind in ("", "_ape", "_mixed", "_mixed_ape")]
                                + [f"eva02_{size}_patch14_{res}" for size in ("tiny", "small") for res in (224, 336)]
+                               + [f"eva02_{size}_patch14_{res}" for size in ("base", "large") for res in (224, 448)]
+                               + ["eva02_base_patch16_clip_224", "eva02_large_patch14_clip_224", "eva02_large_patch14_clip_336"]
+                               + [f"eva_giant_patch14_{res}" for res in ("224", "336", "560", "clip_224")]
                                + [f"vit_{size}_patch16_rope_reg{n}_gap_256" for size, n in
                                   (("medium", 1), ("mediumd", 1), ("betwixt", 4), ("base", 1))])
     mrope = dict(timm_models.registration("vit_base_patch16_rope_224")["args"], rope_type="mrope")
