@@ -99,7 +99,9 @@ class ViTConfig:
         input_mean, input_std: per channel, in [0, 1] units: the model scales [0, 255] pixels to
             ``(x / 255 - mean) / std`` (``include_preprocessing``). 0.5 and 0.5 give the paper's [-1, 1].
 
-    ``pooling`` also takes ``"map"`` (SigLIP's attention pooling head) and ``"token_gap_concat"`` (the class
+    ``pooling`` also takes ``"map"`` (SigLIP's attention pooling head; ``map_num_heads`` and ``map_mlp_dim``, None:
+    the blocks' ``num_heads`` and ``mlp_dim``, are its own where they differ: Perception Encoder's 8 heads) and
+    ``"token_gap_concat"`` (the class
     token and the mean of the patch tokens side by side, ``2 * hidden_size`` wide: the input of transformers'
     ``Dinov2ForImageClassification`` classifier); ``"gap"`` averages the patch
     tokens only (class and register tokens left out, as timm does).
@@ -156,6 +158,8 @@ class ViTConfig:
     final_norm: bool = True
     fc_norm: bool = False
     projection_dim: int | None = None
+    map_num_heads: int | None = None
+    map_mlp_dim: int | None = None
     input_mean: tuple = (0.5, 0.5, 0.5)
     input_std: tuple = (0.5, 0.5, 0.5)
     position_resampling: str = "linear_aligned"

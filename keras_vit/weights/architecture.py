@@ -64,6 +64,9 @@ def infer(info, source=None, known_heads=None):
     if heads is None:
         heads = (known_heads or {}).get((hidden, len(layers), arch["mlp_dim"]))
     arch["num_heads"] = heads
+    for field, blocks in (("map_num_heads", heads), ("map_mlp_dim", arch["mlp_dim"])):
+        if arch[field] == blocks:  # the attention pooling head sized as the blocks: ViTConfig's None
+            arch[field] = None
 
     class_token = arch["class_token"]
     if arch["position_embedding"] or POSEMB_KEY in shapes:
@@ -118,6 +121,7 @@ FAMILY = (
     "class_token", "distillation_token", "num_register_tokens", "prefix_positions", "layer_scale_init",
     "mlp_activation", "mlp_type", "qkv_bias", "pre_norm", "final_norm", "fc_norm", "projection_dim",
     "rope", "rope_temperature", "rope_grid_indexing", "rope_grid_offset", "rope_reference_grid", "position_embedding",
+    "map_num_heads", "map_mlp_dim",
 )
 
 
@@ -138,6 +142,7 @@ def family_of(info):
     dense_0 = shapes.get(block + "MlpBlock_3/Dense_0/kernel", (0, 0))
     dense_1 = shapes.get(block + "MlpBlock_3/Dense_1/kernel", (0, 0))
     projection = shapes.get("projection/kernel")
+    map_mlp = shapes.get("MAPHead_0/MlpBlock_0/Dense_0/kernel")
     seen = {
         "class_token": "cls" in shapes,
         "distillation_token": "dist" in shapes,
@@ -155,6 +160,8 @@ def family_of(info):
         "rope": "mixed" if block + "MultiHeadDotProductAttention_1/rope_frequencies" in shapes else None,
         "rope_temperature": None, "rope_grid_indexing": "xy", "rope_grid_offset": 0.0,
         "rope_reference_grid": None, "position_embedding": POSEMB_KEY in shapes,
+        # the attention pooling head's MLP width shows in its weights; its heads only where a file declares them
+        "map_num_heads": None, "map_mlp_dim": int(map_mlp[-1]) if map_mlp else None,
     }
     return {field: declared[field].value if field in declared else value for field, value in seen.items()}
 

@@ -42,7 +42,7 @@ def test_every_registration_is_read_or_refused_by_a_named_switch():
             read += 1
         else:
             refused += 1
-    assert read > 185 and refused > 75  # timm 1.0.31: 189 read, 83 refused
+    assert read > 195 and refused > 65  # timm 1.0.31: 201 read, 71 refused
 
 
 @pytest.mark.parametrize("name, switch", [
