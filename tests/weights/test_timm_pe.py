@@ -158,3 +158,20 @@ def test_what_keras_vit_lacks_stays_refused_by_name():
         timm_config.resolve({"architecture": "vit_base_patch16_siglip_224", "model_args": {"attn_pool_num_heads": 8}},
                             "config.json")
     assert not any(timm_models.lacking(name) for name in timm_models.table()["architectures"] if name.startswith("vit_pe_"))
+
+
+def test_the_pe_core_presets_count_timms_parameters():
+    """pe_core_vitb16 / pe_core_vitl14 from the registration alone (nothing built), as ``keras-vit info --presets``
+    counts them: timm 1.0.31's own models, counted in the peers environment (make peers) by sum(p.numel() for p in
+    timm.create_model(arch).parameters()) on the meta device (93,673,984 and 317,152,256, the 1024-wide head with its
+    bias included), less the head's zero bias (PE's projection has none) plus the zero patch-embedding bias keras_vit
+    keeps (hidden_size: 768 and 1024)."""
+    from keras_vit.weights import presets
+
+    timm_counts = {"pe_core_vitb16": 93_673_984, "pe_core_vitl14": 317_152_256}
+    for name, timm_count in timm_counts.items():
+        preset = presets.hub_preset(name)
+        fields = timm_config.config_fields(preset.timm_architecture, 0, preset.num_classes)
+        assert (fields["map_num_heads"], fields["projection_dim"], fields["pre_norm"]) == (8, 1024, True)
+        count = params.count_config_params(ViTConfig(**fields))
+        assert count == timm_count - preset.num_classes + fields["hidden_size"], name
