@@ -97,7 +97,7 @@ def test_every_combination_is_refused_or_counted_exactly(switches):
 def test_every_switch_survives_keras_files(tmp_path):
     config = ViTConfig(**{**TINY, "include_top": True}, num_register_tokens=2, prefix_positions=False, layer_scale_init=0.1,
                        mlp_activation="quick_gelu", mlp_type="glu", qkv_bias=False, pre_norm=True, pooling="map",
-                       class_token=False, projection_dim=8, input_mean=(0.48, 0.46, 0.41), input_std=(0.27, 0.26, 0.28))
+                       map_num_heads=4, map_mlp_dim=24, class_token=False, projection_dim=8, input_mean=(0.48, 0.46, 0.41), input_std=(0.27, 0.26, 0.28))
     model = build_model(config)
     for variable in model.weights:
         variable.assign(np.random.default_rng(1).normal(size=variable.shape).astype("float32") * 0.1)
