@@ -127,6 +127,8 @@ def mismatches(record, config):
     found = []  # a model with pooling=None returns the tokens: no pooling to compare (have is None), nor OUTPUT_POOLINGS
     for field, (value, said, origin) in record.items():
         have = model_value(config, field)
+        if field in FOLLOWS and value is None and have is not None:  # the file's "the blocks'": the model's blocks'
+            value = getattr(config, FOLLOWS[field])
         if (have is None and field not in NULLABLE) or _agrees(field, value, have):
             continue
         shown = f"{have:g}" if field == "layer_norm_epsilon" else repr(have)

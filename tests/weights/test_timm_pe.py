@@ -175,3 +175,16 @@ def test_the_pe_core_presets_count_timms_parameters():
         assert (fields["map_num_heads"], fields["projection_dim"], fields["pre_norm"]) == (8, 1024, True)
         count = params.count_config_params(ViTConfig(**fields))
         assert count == timm_count - preset.num_classes + fields["hidden_size"], name
+
+
+def test_a_file_that_pools_with_the_blocks_heads_is_compared_as_such():
+    """keras-hub's SigLIP declares map_num_heads=None (the paper's: the blocks' heads): a model whose pooling has the
+    blocks' heads agrees, whether it says None or the same number; one with other heads is refused."""
+    from keras_vit.weights.declared import declare, mismatches
+
+    record = declare({}, "map_num_heads", None, "SigLIPVisionEncoder: map_num_heads=None (the paper's)", "config.json")
+    config = ViTConfig(image_size=32, patch_size=8, hidden_size=32, num_layers=1, num_heads=4, mlp_dim=64, pooling="map")
+    assert mismatches(record, config) == mismatches(record, config.replace(map_num_heads=4)) == []
+    assert mismatches(record, config.replace(map_num_heads=8)) == [
+        "config.json: SigLIPVisionEncoder: map_num_heads=None (the paper's) but the model has map_num_heads=8"]
+    assert mismatches(record, config.replace(pooling="gap")) == []  # no pooling head: nothing to compare
