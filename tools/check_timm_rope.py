@@ -1,4 +1,4 @@
-"""Check keras_vit's RoPE-ViT against timm itself: every ``vit_*_patch16_rope*_224``, ``vit_*_patch16_dinov3*``, ``vit_*_patch16_lingbot``, ``eva02_*`` (but the post-norm enormous), ``vit_*_patch16_rope_reg*_gap_256`` and ``eva_giant_patch14_*`` registration of timm's eva.py.
+"""Check keras_vit's RoPE-ViT against timm itself: every ``vit_*_patch16_rope*_224``, ``vit_*_patch16_dinov3*``, ``vit_*_patch16_lingbot``, ``eva02_*`` (but the post-norm enormous), ``vit_*_patch16_rope_reg*_gap_256``, ``eva_giant_patch14_*`` and ``vit_pe_*`` registration of timm's eva.py.
 
     PYTHONPATH=. .venv/bin/python tools/check_timm_rope.py --peers-python .venv-peers/bin/python
 
@@ -15,7 +15,10 @@ ViT-L (EVA-02 L's too), DINOv3's ViT-H+, LingBot's ViT-g and EVA-01's giant are 
 carries it and both frameworks build that depth), so the check fits a 2-core machine; ViT-S and ViT-B run at full
 depth; DINOv3's 7B (6.7 billion parameters, 27 GB in float32) is left out. The parameter counts compare with timm's
 parameters plus its ``k_bias`` buffers or its bias-free ``k_proj``'s outputs (EvaAttention's zero key bias of the ``_qkvb``
-and EVA models, a weight in keras_vit).
+and EVA models, a weight in keras_vit) and, for a pre-norm model (Perception Encoder), the patch embedding's zero bias
+keras_vit keeps (timm has none). Perception Encoder's L and gigantic models are reduced like ViT-L (``--large-depth``);
+PE's own sizes are its registrations' input sizes: ``--only vit_pe_ --sizes own,256x320`` runs each at its own size and
+at 256x320 (there timm resamples the absolute table and keeps the RoPE reference grid).
 """
 
 import argparse
@@ -40,6 +43,13 @@ ARCHITECTURES += [f"vit_{size}_patch16_rope_reg{n}_gap_256" for size, n in (("me
 ARCHITECTURES += [f"eva02_{size}_patch14_{res}" for size in ("base", "large") for res in (224, 448)]
 ARCHITECTURES += ["eva02_base_patch16_clip_224", "eva02_large_patch14_clip_224", "eva02_large_patch14_clip_336"]
 ARCHITECTURES += [f"eva_giant_patch14_{res}" for res in ("224", "336", "560", "clip_224")]
+# Perception Encoder: EVA-02's RoPE grid with an offset and 'xy', a pre-norm without patch bias, attention pooling of 8
+# heads (core) or the patch tokens' mean with no final norm (lang, spatial); the gigantic ones without a class token
+ARCHITECTURES += ["vit_pe_core_tiny_patch16_384", "vit_pe_core_small_patch16_384", "vit_pe_core_base_patch16_224",
+                  "vit_pe_core_large_patch14_336", "vit_pe_core_gigantic_patch14_448", "vit_pe_lang_large_patch14_448",
+                  "vit_pe_lang_gigantic_patch14_448"] + [f"vit_pe_spatial_{size}_patch{p}_{res}" for size, p, res in (
+                      ("tiny", 16, 512), ("small", 16, 512), ("base", 16, 512), ("large", 14, 448), ("gigantic", 14, 448))]
+REDUCED = ("large", "huge", "giant", "gigantic")  # written with model_args={"depth": --large-depth}
 TOLERANCE = 1e-4
 
 
@@ -81,7 +91,9 @@ def _writer(jobs_path):
             params[f"{size[0]}x{size[1]}"] = int(sum(p.numel() for p in sized.parameters())
                                                  + sum(b.numel() for n, b in sized.named_buffers() if n.endswith("k_bias"))
                                                  + sum(m.k_proj.out_features for m in sized.modules()  # EVA-02 B / L's
-                                                       if getattr(m, "k_proj", None) is not None and m.k_proj.bias is None))
+                                                       if getattr(m, "k_proj", None) is not None and m.k_proj.bias is None)
+                                                 # a pre-norm model's patch embedding has no bias: keras_vit's zeros
+                                                 + (sized.embed_dim if sized.patch_embed.proj.bias is None else 0))
         print(json.dumps({"name": job["name"], "params": params}), flush=True)
 
 
@@ -98,18 +110,33 @@ def _compare(folder, size):
     return model, relative
 
 
+def _sizes(written, name):
+    """``[[H, W], ...]`` of ``--sizes`` for ``name`` ('own': its registration's input size, from keras_vit's table)."""
+    from keras_vit.weights import timm_config
+
+    out = []
+    for size in written.split(","):
+        if size == "own":
+            own = timm_config.config_fields(name)["image_size"]
+            out.append([own, own] if isinstance(own, int) else list(own))
+        else:
+            out.append([int(n) for n in size.split("x")])
+    return out
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--peers-python", default=".venv-peers/bin/python")
     parser.add_argument("--only", help="a substring of the architectures to check")
-    parser.add_argument("--sizes", default="224x224,256x320", help="image sizes HxW, comma-separated")
+    parser.add_argument("--sizes", default="224x224,256x320",
+                        help="image sizes HxW, comma-separated; 'own': each registration's input size")
     parser.add_argument("--large-depth", type=int, default=4)
     parser.add_argument("--float64-reference", action="store_true", help="timm's output computed in float64")
     args = parser.parse_args(argv)
-    sizes = [[int(n) for n in size.split("x")] for size in args.sizes.split(",")]
     work = tempfile.mkdtemp(prefix="timm-rope-")
-    jobs = [{"name": name, "folder": os.path.join(work, name), "sizes": sizes, "float64": args.float64_reference,
-             "model_args": {"depth": args.large_depth} if any(f"_{s}_" in name for s in ("large", "huge", "giant")) else {}}
+    jobs = [{"name": name, "folder": os.path.join(work, name), "sizes": _sizes(args.sizes, name),
+             "float64": args.float64_reference,
+             "model_args": {"depth": args.large_depth} if any(f"_{s}_" in name for s in REDUCED) else {}}
             for name in ARCHITECTURES if not args.only or args.only in name]
     jobs_path = os.path.join(work, "jobs.json")
     with open(jobs_path, "w") as f:
@@ -122,7 +149,7 @@ def main(argv=None):
             print(f"not written  {job['name']}: {run.stderr[-300:]}")
             failed += 1
             continue
-        for size in sizes:
+        for size in job["sizes"]:
             model, relative = _compare(job["folder"], size)
             timm_params = params[job["name"]][f"{size[0]}x{size[1]}"]
             verdict = "matched" if relative <= TOLERANCE and model.count_params() == timm_params else "WRONG"

@@ -18,14 +18,10 @@ True
 
 import dataclasses
 
-from keras_vit.architecture import arguments, family, naflex, variants
+from keras_vit.architecture import arguments, family, naflex, stems, variants
 from keras_vit.layers.checks import LAYER_NORM_EPSILON, check_rate
-from keras_vit.layers.resnet import GROUP_NORM_GROUPS, RESNET_NORMS, ROOT_WIDTH, backbone_stride
 
 OUTPUTS = ("probabilities", "logits", "embedding", "tokens", "feature_map")  # ViTConfig.output: what a model returns
-STEMS = (None, "resnet", "conv")  # what cuts the image before the patches: nothing, a ResNet-v2, small convs
-STEM_FIELDS = {"resnet": ("block_units", "width", "resnet_norms"), "conv": ("stem_channels",)}  # the fields each stem reads
-_STEM_DEFAULTS = {"block_units": (), "width": 1, "resnet_norms": "original", "stem_channels": ()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,7 +95,9 @@ class ViTConfig:
         input_mean, input_std: per channel, in [0, 1] units: the model scales [0, 255] pixels to
             ``(x / 255 - mean) / std`` (``include_preprocessing``). 0.5 and 0.5 give the paper's [-1, 1].
 
-    ``pooling`` also takes ``"map"`` (SigLIP's attention pooling head) and ``"token_gap_concat"`` (the class
+    ``pooling`` also takes ``"map"`` (SigLIP's attention pooling head; ``map_num_heads`` and ``map_mlp_dim``, None:
+    the blocks' ``num_heads`` and ``mlp_dim``, are its own where they differ: Perception Encoder's 8 heads) and
+    ``"token_gap_concat"`` (the class
     token and the mean of the patch tokens side by side, ``2 * hidden_size`` wide: the input of transformers'
     ``Dinov2ForImageClassification`` classifier); ``"gap"`` averages the patch
     tokens only (class and register tokens left out, as timm does).
@@ -127,8 +125,10 @@ class ViTConfig:
         norm_type: ``"layernorm"`` or ``"rmsnorm"`` (every norm of the model, of ``layer_norm_epsilon``).
         patch_norm: a norm of the projected patches before the positions (timm's ``embed_norm_layer``).
         proj_bias, mlp_bias: biases on the attention's output projection, and on the MLP's layers.
-        input_mode, max_patches, position_aspect_preserving, factorized_positions: ``"image"`` (the default), or
-            ``"naflex"``: each image at its own aspect ratio under a budget of patches (:mod:`keras_vit.architecture.naflex`).
+
+    NaFlex (:mod:`keras_vit.architecture.naflex`): ``input_mode`` ``"image"`` (the default) or ``"naflex"``, each
+    image at its own aspect ratio under a budget of ``max_patches`` patches, with ``position_aspect_preserving`` and
+    ``factorized_positions`` for timm's other position tables.
 
     NormFormer's sub-LayerNorms (EVA-02 B / L and its CLIP towers, timm's ``scale_mlp`` / ``scale_attn_inner``; BEiT-3's
     ``scale_mlp_norm`` / ``scale_attn_norm``), each a LayerNorm of ``layer_norm_epsilon`` in every block:
@@ -172,6 +172,8 @@ class ViTConfig:
     final_norm: bool = True
     fc_norm: bool = False
     projection_dim: int | None = None
+    map_num_heads: int | None = None
+    map_mlp_dim: int | None = None
     input_mean: tuple = (0.5, 0.5, 0.5)
     input_std: tuple = (0.5, 0.5, 0.5)
     position_resampling: str = "linear_aligned"
@@ -195,24 +197,7 @@ class ViTConfig:
 
     def __post_init__(self):
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731  (a frozen dataclass)
-        if self.stem not in STEMS:
-            raise ValueError(f"Unknown stem: expected one of {STEMS}. Received: stem={self.stem!r}")
-        for name, default in _STEM_DEFAULTS.items():
-            value = getattr(self, name)
-            if name not in STEM_FIELDS.get(self.stem, ()) and (tuple(value) if isinstance(value, list) else value) != default:
-                raise ValueError(
-                    f"`{name}` is read only with stem={'resnet' if name != 'stem_channels' else 'conv'!r}. "
-                    f"Received: stem={self.stem!r}, {name}={value!r}"
-                )
-        set_("block_units", arguments.positive_ints(self.block_units, "block_units") if self.stem == "resnet" else ())
-        set_("stem_channels", arguments.positive_ints(self.stem_channels, "stem_channels") if self.stem == "conv" else ())
-        if self.stem == "resnet":
-            _check_resnet_width(self.width)
-            if self.resnet_norms not in RESNET_NORMS:
-                raise ValueError(f"Unknown `resnet_norms`: expected one of {tuple(RESNET_NORMS)}. "
-                                 f"Received: resnet_norms={self.resnet_norms!r}")
-        else:
-            set_("width", 1)
+        stems.validate(self, set_)
         naflex.normalise(self, set_)  # a NaFlex model's image_size names its stored grid: the native size
         default = 28 if self.stem == "conv" else arguments.DEFAULT_IMAGE_SIZE
         native = self.native_image_size
@@ -264,7 +249,7 @@ class ViTConfig:
     @property
     def stride(self):
         """Total stride of the stem: 1 without one, 4 x 2 per ResNet stage after the first, 2 per conv after the first."""
-        return stem_stride(self.stem, self.block_units, self.stem_channels)
+        return stems.stem_stride(self.stem, self.block_units, self.stem_channels)
 
     def feature_map_size(self, image_size=None):
         """``(rows, cols)`` of what the patches are cut from, for ``image_size`` (default: the native size).
@@ -412,20 +397,6 @@ class ViTConfig:
         return cls(**{name: _tuples(value) for name, value in values.items()})
 
 
-def stem_stride(stem, block_units=(), stem_channels=()):
-    """Total stride of a stem (:attr:`ViTConfig.stride`).
-
-    Example:
-    >>> stem_stride(None), stem_stride("resnet", (3, 4, 9)), stem_stride("conv", stem_channels=(32, 64))
-    (1, 16, 2)
-    """
-    if stem == "resnet":
-        return backbone_stride(block_units)
-    if stem == "conv":
-        return 2 ** max(len(stem_channels) - 1, 0)
-    return 1
-
-
 def field_names():
     """The names of :class:`ViTConfig`'s fields, in order."""
     return tuple(field.name for field in dataclasses.fields(ViTConfig))
@@ -437,12 +408,3 @@ def _jsonable(value):
 
 def _tuples(value):
     return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
-
-
-def _check_resnet_width(width):
-    root = int(ROOT_WIDTH * width) if isinstance(width, (int, float)) and not isinstance(width, bool) and width > 0 else 0
-    if root < GROUP_NORM_GROUPS or root % GROUP_NORM_GROUPS:
-        raise ValueError(
-            f"`width` must make the root width int({ROOT_WIDTH} * width) a positive multiple of the "
-            f"{GROUP_NORM_GROUPS} GroupNorm groups (e.g. 0.5, 1, 2). Received: width={width!r}"
-        )

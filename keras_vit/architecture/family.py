@@ -28,6 +28,8 @@ PAPER = {
     "final_norm": True,
     "fc_norm": False,
     "projection_dim": None,
+    "map_num_heads": None,
+    "map_mlp_dim": None,
     "input_mean": (0.5, 0.5, 0.5),
     "input_std": (0.5, 0.5, 0.5),
     "position_resampling": "linear_aligned",
@@ -98,6 +100,7 @@ def validate(config, set_):
         set_(name, _channels(getattr(config, name), name, positive=name == "input_std"))
     _check_rope(config, set_)
     norm_bias.validate(config, set_)
+    _check_map(config)
     _check_combinations(config)
 
 
@@ -148,6 +151,23 @@ def _check_rope(config, set_):
                       f"rope={config.rope!r} has none. Received: rope_reference_grid={config.rope_reference_grid!r}")
     if refuse:
         raise ValueError("Impossible ViTConfig: " + "; ".join(refuse))
+
+
+def _check_map(config):
+    """The attention pooling head's own heads and MLP width (None: the blocks'), read only with ``pooling="map"``."""
+    for name in ("map_num_heads", "map_mlp_dim"):
+        value = getattr(config, name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            raise ValueError(f"`{name}` must be a positive int or None. Received: {name}={value!r}")
+        if config.pooling != "map":
+            raise ValueError(f"`{name}` sizes the attention pooling head: it is read only with pooling='map'. "
+                             f"Received: pooling={config.pooling!r}, {name}={value!r}")
+    heads = config.map_num_heads
+    if heads is not None and config.hidden_size % heads:
+        raise ValueError(f"Impossible ViTConfig: the attention pooling head splits hidden_size={config.hidden_size} "
+                         f"into map_num_heads={heads} heads, which do not divide it")
 
 
 def _check_combinations(config):

@@ -126,7 +126,8 @@ def pool(x, config):
     then the family's ``fc_norm`` and ``projection``."""
     if config.pooling == "map":
         x = AttentionPooling(
-            config.num_heads, config.mlp_dim, layer_norm_epsilon=config.layer_norm_epsilon,
+            config.map_num_heads or config.num_heads, config.map_mlp_dim or config.mlp_dim,
+            layer_norm_epsilon=config.layer_norm_epsilon,
             activation=config.mlp_activation, qkv_bias=config.qkv_bias, name="map_head",
         )(x)
     else:  # keras.applications' "avg" is the mean of the patch tokens: "gap"'s pooling, with the class token kept

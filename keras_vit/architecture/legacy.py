@@ -11,7 +11,8 @@ import re
 
 import keras
 
-from keras_vit.architecture.config import ViTConfig, stem_stride
+from keras_vit.architecture.config import ViTConfig
+from keras_vit.architecture.stems import stem_stride
 from keras_vit.architecture.model import VisionTransformer
 from keras_vit.layers import PatchEncoder, Patches, TokenPooling, TransformerBlock
 from keras_vit.layers.resnet import ROOT_WIDTH, ResidualUnit

@@ -106,8 +106,8 @@ def count_config_params(config):
     """Count the parameters of the model a :class:`~keras_vit.architecture.config.ViTConfig` describes, without building it.
 
     Every family switch is counted (tokens, LayerScale, gated MLPs, qkv bias, extra norms and sub-LayerNorms,
-    attention pooling, projection, DeiT's second head, RoPE-Mixed's frequencies, no position table, RMSNorm, a patch
-    norm, bias-free projections); the tests compare the
+    attention pooling (its own heads and MLP width), projection, DeiT's second head, RoPE-Mixed's frequencies, no
+    position table, RMSNorm, a patch norm, bias-free projections); the tests compare the
     count with built models.
 
     Example:
@@ -138,8 +138,9 @@ def count_config_params(config):
     block += 2 * m * int(config.mlp_norm) + 2 * d * int(config.attention_norm)  # the sub-LayerNorms' scales and biases
     total = stem + embed + config.num_layers * block
     total += norm * (int(config.pre_norm) + int(config.final_norm) + int(config.fc_norm))
-    if config.pooling == "map":  # probe, query, key/value, output, LayerNorm, MLP
-        total += d + 3 * d * d + (3 * d if config.qkv_bias else 0) + d * d + d + 2 * d + d * m + m + m * d + d
+    if config.pooling == "map":  # probe, query, key/value, output, LayerNorm, MLP (its own width, or the blocks')
+        pm = config.map_mlp_dim or m
+        total += d + 3 * d * d + (3 * d if config.qkv_bias else 0) + d * d + d + 2 * d + d * pm + pm + pm * d + d
     width = 2 * d if config.pooling == "token_gap_concat" else d
     if config.projection_dim:
         total += width * config.projection_dim

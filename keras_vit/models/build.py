@@ -13,7 +13,8 @@ import inspect
 
 from keras_vit import weights as weights_lib
 from keras_vit.architecture import arguments
-from keras_vit.architecture.config import STEM_FIELDS, ViTConfig, field_names
+from keras_vit.architecture.config import ViTConfig, field_names
+from keras_vit.architecture.stems import STEM_FIELDS
 from keras_vit.architecture.model import VisionTransformer
 from keras_vit.weights import declared, sources
 

@@ -205,6 +205,8 @@ def arguments(arch, overrides, source, no_head=()):
             f"Received: pooling={pooling!r}"
         )
     kwargs["pooling"] = pooling
+    if pooling != "map":  # the attention pooling head's sizes go with it (its weights are left out)
+        kwargs.update(map_num_heads=None, map_mlp_dim=None)
     return kwargs
 
 

@@ -64,6 +64,9 @@ def infer(info, source=None, known_heads=None):
     if heads is None:
         heads = (known_heads or {}).get((hidden, len(layers), arch["mlp_dim"]))
     arch["num_heads"] = heads
+    for field, blocks in (("map_num_heads", heads), ("map_mlp_dim", arch["mlp_dim"])):
+        if arch[field] == blocks:  # the attention pooling head sized as the blocks: ViTConfig's None
+            arch[field] = None
 
     class_token = arch["class_token"]
     if FACTORIZED_KEYS[0] in shapes:  # NaFlex's factorised tables: (1, rows, D) and (1, cols, D)
@@ -123,6 +126,7 @@ FAMILY = (
     "norm_type", "patch_norm", "proj_bias", "mlp_bias",
     "input_mode", "position_aspect_preserving", "factorized_positions",
     "mlp_norm", "attention_norm",
+    "map_num_heads", "map_mlp_dim",
 )
 FACTORIZED_KEYS = ("Transformer/posembed_input/pos_embedding_rows", "Transformer/posembed_input/pos_embedding_cols")
 
@@ -144,6 +148,7 @@ def family_of(info):
     dense_0 = shapes.get(block + "MlpBlock_3/Dense_0/kernel", (0, 0))
     dense_1 = shapes.get(block + "MlpBlock_3/Dense_1/kernel", (0, 0))
     projection = shapes.get("projection/kernel")
+    map_mlp = shapes.get("MAPHead_0/MlpBlock_0/Dense_0/kernel")
     seen = {
         "class_token": "cls" in shapes,
         "distillation_token": "dist" in shapes,
@@ -169,6 +174,8 @@ def family_of(info):
         "input_mode": "image", "position_aspect_preserving": False, "factorized_positions": FACTORIZED_KEYS[0] in shapes,
         "mlp_norm": block + "MlpBlock_3/LayerNorm_0/scale" in shapes,
         "attention_norm": block + "MultiHeadDotProductAttention_1/LayerNorm_0/scale" in shapes,
+        # the attention pooling head's MLP width shows in its weights; its heads only where a file declares them
+        "map_num_heads": None, "map_mlp_dim": int(map_mlp[-1]) if map_mlp else None,
     }
     return {field: declared[field].value if field in declared else value for field, value in seen.items()}
 

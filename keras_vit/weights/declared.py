@@ -31,6 +31,8 @@ ACTIVATIONS = {
 ADOPTED = ("layer_norm_epsilon", "mlp_activation", "resnet_norms")
 # the paper's attention and MLP, for a config object without these fields (a ViTConfig has both)
 FIXED = {"mlp_activation": "gelu", "qkv_bias": True}
+# fields whose None means the blocks' value (the attention pooling head's heads and MLP width), with pooling="map"
+FOLLOWS = {"map_num_heads": "num_heads", "map_mlp_dim": "mlp_dim"}
 # fields whose None is a value (no LayerScale, no projection), compared like any other
 NULLABLE = ("layer_scale_init", "projection_dim", "rope")
 _WHY = {
@@ -85,6 +87,11 @@ def model_value(config, field):
     """
     if field == "pooling" and not getattr(config, "include_top", True) and getattr(config, "pooling", None) in OUTPUT_POOLINGS:
         return None
+    if field in FOLLOWS:  # nothing to compare without an attention pooling head
+        if getattr(config, "pooling", None) != "map":
+            return None
+        value = getattr(config, field, None)
+        return getattr(config, FOLLOWS[field]) if value is None else value
     return getattr(config, field, FIXED.get(field))
 
 
@@ -120,6 +127,8 @@ def mismatches(record, config):
     found = []  # a model with pooling=None returns the tokens: no pooling to compare (have is None), nor OUTPUT_POOLINGS
     for field, (value, said, origin) in record.items():
         have = model_value(config, field)
+        if field in FOLLOWS and value is None and have is not None:  # the file's "the blocks'": the model's blocks'
+            value = getattr(config, FOLLOWS[field])
         if (have is None and field not in NULLABLE) or _agrees(field, value, have):
             continue
         shown = f"{have:g}" if field == "layer_norm_epsilon" else repr(have)

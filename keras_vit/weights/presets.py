@@ -16,11 +16,11 @@ Every file name below was looked up, none composed:
   and ``timm/models/vision_transformer_hybrid.py`` (the tags are timm's; the resolution is the one in
   timm's model name).
 
-The ViT family's presets (:data:`HUB_PRESETS`: DINOv2, SigLIP, CLIP, DeiT, DeiT III, MAE, timm's register
-models) are named (``"dinov2_vits14"``) and resolve to timm Hugging Face Hub repositories, fetched through
+The ViT family's presets (:data:`HUB_PRESETS`: DINOv2, DINOv3, Perception Encoder, SigLIP, CLIP, DeiT, DeiT III,
+MAE, timm's register models) are named (``"dinov2_vits14"``) and resolve to timm Hugging Face Hub repositories, fetched through
 huggingface_hub's cache as ``hf://`` sources are (:mod:`keras_vit.fetch.hub`). Their repository names are
 ``timm/<architecture>.<tag>`` of entries with ``hf_hub_id='timm/'`` in timm's ``default_cfgs``
-(``timm/models/vision_transformer.py``, ``timm/models/deit.py``); the OpenAI CLIP towers name timm's
+(``timm/models/vision_transformer.py``, ``timm/models/deit.py``, ``timm/models/eva.py``); the OpenAI CLIP towers name timm's
 ``*_clip_quickgelu_*`` registration, whose ``hf_hub_id`` is that same repository (timm's ``_quick_gelu_cfgs``:
 the weights are natively QuickGELU, and the repository's config.json names the GELU registration).
 
@@ -136,7 +136,7 @@ class HubPreset:
         family: DINOv2, SigLIP, CLIP...
         image_size: the resolution of the model (its position embeddings' grid x the patch; timm's ``input_size``
             where the patches divide it).
-        num_classes: the head's outputs, 0 for none (its features), or CLIP's projection width.
+        num_classes: the head's outputs, 0 for none (its features), or CLIP's (or Perception Encoder's) projection width.
         output: what the model gives: ``"embedding"`` (no head, or CLIP's projection) or ``"logits"``.
         architecture: timm's registration to build instead of the config.json's, or None.
     """
@@ -174,6 +174,9 @@ _HUB_TABLE = (
     ("eva02_vitl14", "timm/eva02_large_patch14_224.mim_m38m", "EVA-02", 224, 0, "embedding", None),
     ("eva02_vitb14_448_in1k", "timm/eva02_base_patch14_448.mim_in22k_ft_in22k_in1k", "EVA-02", 448, 1000, "logits", None),
     ("eva02_vitl14_448_in1k", "timm/eva02_large_patch14_448.mim_m38m_ft_in22k_in1k", "EVA-02", 448, 1000, "logits", None),
+    # Perception Encoder core (RoPE, attention pooling, then PE's projection: timm's head with its zero bias)
+    ("pe_core_vitb16", "timm/vit_pe_core_base_patch16_224.fb", "PE core", 224, 1024, "embedding", None),
+    ("pe_core_vitl14", "timm/vit_pe_core_large_patch14_336.fb", "PE core", 336, 1024, "embedding", None),
     ("siglip_base_patch16_224", "timm/vit_base_patch16_siglip_224.webli", "SigLIP", 224, 0, "embedding", None),
     # timm's input_size 384; its stride-14 patch convolution covers 27 x 14 = 378 pixels of it (crop_remainder)
     ("siglip_so400m_patch14_384", "timm/vit_so400m_patch14_siglip_384.webli", "SigLIP", 384, 0, "embedding", None),

@@ -209,6 +209,7 @@ def _declared(resolved, pretrained, expected, path, weights, tensors, labelled=F
         "layer_norm_epsilon": timm_config.epsilon_of(resolved, seen, path, weights),
         "prefix_positions": timm_config.prefix_positions(resolved, seen, shapes, sizes[0] if sizes else None, weights),
         "pooling": timm_config.pooling_of(resolved, seen, path),
+        "map_num_heads": timm_config.map_heads_of(resolved, seen),  # Perception Encoder's 8
         **timm_eva.declared(resolved, shapes, tensors.shapes),  # RoPE-ViT's rotary and absolute positions
         **timm_naflex.declared(resolved),  # NaFlexVit's input path and position tables
     }

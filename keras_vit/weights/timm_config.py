@@ -57,15 +57,16 @@ def _check_rope_args(model_args, architecture, path):
     registration (timm's VisionTransformer takes none of them), and never a ``rope_type`` that changes the rotation
     order, which timm keeps from the registration (``rope_rotate_half``: DINOv3's halves, RoPE-ViT's interleaved
     pairs) while keras_vit's kind fixes it."""
-    stated = sorted(set(model_args) & set(timm_eva.ROPE_ARGS))
+    stated = sorted(set(model_args) & (set(timm_eva.ROPE_ARGS) | set(timm_eva.POOL_ARGS)))
     row = registration(architecture)
     if not stated or row is None:
         return
     if row["model_class"] != "Eva":
         raise CheckpointError(
             f"{path!r}: model_args.{stated[0]}={model_args[stated[0]]!r}: timm's architecture "
-            f"{architecture.partition('.')[0]!r} is a {row['model_class']}, which takes no RoPE argument (timm's Eva "
-            "does); timm could not have built this model."
+            f"{architecture.partition('.')[0]!r} is a {row['model_class']}, which takes no "
+            f"{'RoPE' if stated[0] in timm_eva.ROPE_ARGS else 'attention pooling size'} argument (timm's Eva does); timm "
+            "could not have built this model."
         )
     if "rope_type" in model_args:
         registered_half = bool(row["args"].get("rope_rotate_half", False))
@@ -302,6 +303,15 @@ def pooling_of(resolved, seen, path):
     return POOLING[pool], said
 
 
+def map_heads_of(resolved, seen):
+    """``(heads, said)`` of the attention pooling head where the file states them (Eva's ``attn_pool_num_heads``);
+    ``(None, None)``: the blocks' heads, as timm's ``VisionTransformer`` pools (nothing to declare)."""
+    heads, said = resolved["attn_pool_num_heads"]
+    if not seen["map"][0] or heads is None or said is None:
+        return None, None
+    return heads, said
+
+
 def head_is_projection(seen, tensors):
     """Whether ``head`` is CLIP's projection: a pre-norm tower whose head bias is all zeros.
 
@@ -369,12 +379,14 @@ def config_fields(architecture, num_classes=0, projection_dim=None):
         raise ValueError(f"{architecture!r} is a timm hybrid: its ViTConfig is read from its weights, not its registration alone.")
     glu, swiglu = args["mlp_layer"] in GLU_LAYERS, args["mlp_layer"] in SWIGLU_LAYERS  # packed: fc1 has both halves
     use_fc_norm = args["global_pool"] in ("avg", "avgmax", "max") if args["fc_norm"] is None else args["fc_norm"]
+    mlp_dim = int(args["embed_dim"] * args["mlp_ratio"]) // (2 if glu else 1)
+    pool_heads, pool_ratio = (args["attn_pool_num_heads"], args["attn_pool_mlp_ratio"]) if args["global_pool"] == "map" else (None, None)
     return dict(
         # timm's patch convolution drops what the patches do not cover (so400m/14 at 384: 27 x 14 = 378): cropped
         image_size=args["img_size"], crop_remainder=any(n % args["patch_size"] for n in np.atleast_1d(args["img_size"])),
         patch_size=args["patch_size"], hidden_size=args["embed_dim"],
         num_layers=args["depth"], num_heads=args["num_heads"],
-        mlp_dim=int(args["embed_dim"] * args["mlp_ratio"]) // (2 if glu else 1), layer_norm_epsilon=args["norm_eps"],
+        mlp_dim=mlp_dim, layer_norm_epsilon=args["norm_eps"],
         class_token=args["class_token"], distillation_token=args["distilled"], num_register_tokens=args["reg_tokens"],
         prefix_positions=not args["no_embed_class"], layer_scale_init=args["init_values"],
         mlp_activation=declared_lib.activation(args["act_layer"]),
@@ -383,5 +395,12 @@ def config_fields(architecture, num_classes=0, projection_dim=None):
         pooling=POOLING[args["global_pool"]], projection_dim=projection_dim, norm_type=args["norm_type"],
         patch_norm=args["patch_norm"], proj_bias=args["proj_bias"], mlp_bias=args["proj_bias"],
         mlp_norm=bool(args["scale_mlp_norm"]), attention_norm=bool(args["scale_attn_norm"]),
+        map_num_heads=_differs(pool_heads, args["num_heads"]),  # Eva's AttentionPoolLatent sizes
+        map_mlp_dim=_differs(int(args["embed_dim"] * pool_ratio) if pool_ratio else None, mlp_dim),
         num_classes=num_classes or 1, include_top=bool(num_classes), **{**timm_eva.fields(args), **timm_naflex.fields(args)},
     )
+
+
+def _differs(value, blocks):
+    """``value``, or None where it is the blocks' (ViTConfig's None)."""
+    return None if value == blocks else value

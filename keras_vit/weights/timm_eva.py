@@ -35,6 +35,14 @@ to ``rope_type='cat'`` only). EVA-02 B / L (``eva02_{base,large}_patch14_*``) ad
 LayerNorm before ``fc2``), the CLIP towers ``scale_attn_inner`` (a LayerNorm before ``attn.proj``): VisionTransformer's
 ``scale_mlp_norm`` / ``scale_attn_norm`` (:data:`SCALE_NORMS`), ViTConfig's ``mlp_norm`` / ``attention_norm``. EVA-01
 (``eva_giant_patch14_*``) is ``EvaAttention`` without RoPE, the ViT's MLP and its table.
+
+Perception Encoder (``vit_pe_{core,lang,spatial}_*``, Meta's weights) builds ``Eva(attn_type='rope', ...)`` with
+EVA-02's axial RoPE on a reference grid (``rope_grid_offset=1`` where a class token precedes the patches,
+``rope_grid_indexing='xy'``), the absolute table besides, ``use_pre_transformer_norm`` (ViTConfig's ``pre_norm``;
+its patch embedding has no bias, as CLIP's), and one of two heads: ``global_pool='map'`` (core: timm's
+``AttentionPoolLatent`` with ``attn_pool_num_heads`` and ``attn_pool_mlp_ratio``, ViTConfig's ``map_num_heads`` and
+``map_mlp_dim``, then ``head``, PE's bias-free ``proj`` with timm's zero bias) or the mean of the patch tokens with
+neither a final norm nor ``fc_norm`` (lang, spatial: ``use_post_transformer_norm=False``, ``use_fc_norm=False``).
 """
 
 import numpy as np
@@ -58,17 +66,15 @@ ONLY = {
                          "with DINOv3's RoPE and with axial RoPE on a reference grid, EVA-02's, only)"),
     "qkv_fused": (True, "separate q / k / v projections (keras_vit reads EVA's own, attn_type='eva', only)"),
     "in_chans": (3, "input channels other than RGB"),
-    "use_post_transformer_norm": (None, "the final norm's placement set apart"),
 }
 # Eva's NormFormer sub-LayerNorms -> VisionTransformer's names of the same norms (ViTConfig mlp_norm, attention_norm)
 SCALE_NORMS = {"scale_mlp": "scale_mlp_norm", "scale_attn_inner": "scale_attn_norm"}
 PHRASES = {  # a switch keras_vit lacks, in words (any value other than Eva's default)
     "swiglu_mlp": "a SwiGLU MLP", "swiglu_align_to": "an aligned SwiGLU", "qk_norm": "query/key normalisation",
-    "use_post_norm": "post-norm blocks", "use_pre_transformer_norm": "a norm before the blocks without a patch bias",
+    "use_post_norm": "post-norm blocks",
     "num_reg_tokens": "register tokens", "dynamic_img_size": "dynamic image size", "dynamic_img_pad": "image padding",
     "num_kv_heads": "grouped-query attention",
-    "attn_only_layer_scale": "LayerScale on the attention branch only", "attn_pool_num_heads": "attention pooling",
-    "attn_pool_mlp_ratio": "attention pooling", "rope_shift_coords": "RoPE coordinate augmentation",
+    "attn_only_layer_scale": "LayerScale on the attention branch only", "rope_shift_coords": "RoPE coordinate augmentation",
     "rope_jitter_coords": "RoPE coordinate augmentation", "rope_rescale_coords": "RoPE coordinate augmentation",
     "rope_mrope_section": "MRoPE sections",
 }
@@ -77,9 +83,12 @@ ROPE_KEY = "Transformer/encoderblock_{}/MultiHeadDotProductAttention_1/rope_freq
 
 
 NORM_EPS = 1e-6  # Eva's norm_layer default: timm.layers.LayerNorm
-# Eva arguments read together in _read_dinov3_parts (not one by one)
+# Eva arguments read together in read (not one by one)
 TOGETHER = ("norm_layer", "rope_rotate_half", "swiglu_mlp", "swiglu_align_to", "dynamic_img_size", "num_reg_tokens",
-            "attn_type")
+            "attn_type", "use_pre_transformer_norm", "use_post_transformer_norm", "use_fc_norm", "attn_pool_num_heads",
+            "attn_pool_mlp_ratio")
+# Eva's attention pooling sizes (None: the blocks'), the arguments keras_vit reads under timm's names
+POOL_ARGS = {"attn_pool_num_heads": None, "attn_pool_mlp_ratio": None}
 
 
 def read(args, defaults):
@@ -88,8 +97,6 @@ def read(args, defaults):
     for name, value in args.items():
         if name in SHARED or name in NEUTRAL or name in ROPE_ARGS:
             out[name] = value
-        elif name == "use_fc_norm":
-            out["fc_norm"] = value
         elif name in SCALE_NORMS:  # Eva's and VisionTransformer's norms sit alike: before fc2, before attn.proj
             out[SCALE_NORMS[name]] = bool(value)
         elif name == "qkv_fused" and not value and args.get("attn_type", defaults.get("attn_type")) == "eva":
@@ -131,10 +138,33 @@ def read(args, defaults):
             out["no_embed_class"] = True  # no table: the registers have no positions, as keras_vit's
     lacking += _swiglu(full, out)
     out.update({vit: bool(full[eva]) for eva, vit in SCALE_NORMS.items()})  # stated, so that weights contradicting them are refused
+    lacking += _norms_and_pooling(full, out)
     if lacking:
         return None, lacking
     out.setdefault("global_pool", defaults.get("global_pool"))
     return out, []
+
+
+def _norms_and_pooling(full, out):
+    """Eva's norms around the blocks and its attention pooling as VisionTransformer's arguments in ``out``
+    (``pre_norm``; ``final_norm`` and ``fc_norm``, which timm's VisionTransformer ties together; the pooling head's
+    sizes). Returns what keras_vit lacks."""
+    lacking = []
+    out["pre_norm"] = bool(full["use_pre_transformer_norm"])  # PatchEmbed(bias=not use_pre_transformer_norm), as CLIP's
+    fc = full["global_pool"] == "avg" if full["use_fc_norm"] is None else bool(full["use_fc_norm"])  # Eva.__init__
+    post = not fc if full["use_post_transformer_norm"] is None else bool(full["use_post_transformer_norm"])
+    if fc and post:
+        lacking.append("both a final norm and a norm after pooling (use_post_transformer_norm=True with use_fc_norm)")
+    # VisionTransformer: norm = final_norm and not fc_norm, fc_norm = final_norm and fc_norm
+    out.update(final_norm=fc or post, fc_norm=fc)
+    if full["global_pool"] == "map":  # AttentionPoolLatent(num_heads or the blocks', mlp_ratio or theirs, act GELU)
+        out.update({name: full[name] for name in POOL_ARGS})
+        if full["swiglu_mlp"]:
+            lacking.append("attention pooling with GELU after SwiGLU blocks (global_pool='map' with swiglu_mlp=True)")
+        if not full["qkv_bias"]:
+            lacking.append("attention pooling with q / kv biases after blocks without them (global_pool='map' with "
+                           "qkv_bias=False)")
+    return lacking
 
 
 def _swiglu(full, out):

@@ -27,6 +27,7 @@ DEFAULTS = dict(
     final_norm=True, act_layer=None, mlp_layer=None, img_size=224, dynamic_img_size=False, norm_eps=1e-6,
     distilled=False, proj_bias=True, scale_attn_norm=False, scale_mlp_norm=False,
     norm_type="layernorm", patch_norm=False,  # keras_vit's names: timm's norm_layer and embed_norm_layer, as read
+    attn_pool_num_heads=None, attn_pool_mlp_ratio=None,  # the last two: Eva's only (timm_eva.POOL_ARGS)
 )
 TABLE = os.path.join(os.path.dirname(__file__), "data", "timm_registrations.json")
 # arguments that do not change what a trained model computes at its own size

@@ -28,6 +28,11 @@ ROWS = {
     # EVA-02's CLIP towers: axial RoPE on a reference grid, SwiGLU, the sub-LayerNorms in the MLP and the attention
     "eva02_clip": dict(image_size=(32, 48), patch_size=8, rope="axial", rope_reference_grid=(3, 5), rope_grid_indexing="ij",
                        mlp_type="glu", mlp_activation="silu", mlp_norm=True, attention_norm=True, **dict(SMALL, num_heads=2)),
+    # Perception Encoder core: axial RoPE on a reference grid with an offset beside the table, a pre-norm, attention
+    # pooling with heads and an MLP width of its own, a projection
+    "pe_core": dict(image_size=(32, 48), patch_size=8, rope="axial", rope_temperature=10000.0, rope_grid_offset=1.0,
+                    rope_reference_grid=(3, 5), pre_norm=True, pooling="map", map_num_heads=8, map_mlp_dim=96,
+                    projection_dim=16, layer_norm_epsilon=1e-5, **dict(SMALL, num_heads=2)),
 }
 
 

@@ -97,7 +97,7 @@ def test_every_combination_is_refused_or_counted_exactly(switches):
 def test_every_switch_survives_keras_files(tmp_path):
     config = ViTConfig(**{**TINY, "include_top": True}, num_register_tokens=2, prefix_positions=False, layer_scale_init=0.1,
                        mlp_activation="quick_gelu", mlp_type="glu", qkv_bias=False, pre_norm=True, pooling="map",
-                       class_token=False, projection_dim=8, input_mean=(0.48, 0.46, 0.41), input_std=(0.27, 0.26, 0.28))
+                       map_num_heads=4, map_mlp_dim=24, class_token=False, projection_dim=8, input_mean=(0.48, 0.46, 0.41), input_std=(0.27, 0.26, 0.28))
     model = build_model(config)
     for variable in model.weights:
         variable.assign(np.random.default_rng(1).normal(size=variable.shape).astype("float32") * 0.1)
@@ -131,3 +131,12 @@ def test_position_resampling_is_the_same_rule_in_the_graph_and_the_loader(method
     np.testing.assert_allclose(graph, loader, rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="Unknown `position_resampling`"):
         config.replace(position_resampling="nearest")
+
+
+@pytest.mark.parametrize("switch", ["mlp_norm", "attention_norm"])
+def test_the_sub_layernorms_are_refused_with_rmsnorm(switch):
+    """EVA-02's sub-LayerNorms are built as LayerNorms: with norm_type='rmsnorm' (every other norm RMSNorm, AIMv2's)
+    the model would mix the two silently, and no published model does; refused naming both fields."""
+    with pytest.raises(ValueError, match=rf"norm_type='rmsnorm'.*{switch}=True"):
+        ViTConfig(image_size=32, patch_size=8, hidden_size=32, num_layers=1, num_heads=2, mlp_dim=64,
+                  norm_type="rmsnorm", **{switch: True})

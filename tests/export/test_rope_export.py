@@ -53,3 +53,23 @@ def test_a_keras_hub_preset_cannot_express_rope_or_the_sub_layer_norms():
                                  mlp_norm=True, attention_norm=True)
     assert unsupported(config) == [
         "mlp_norm=True: a LayerNorm inside the MLP", "attention_norm=True: a LayerNorm inside the attention"]
+
+
+# slow (~5 s, as the axial test above): its paths run fast there (RoPE) and in tests/layers/test_formulation.py's
+# test_attention_pooling (the pooling head's rank-4 form)
+@pytest.mark.slow
+def test_perception_encoder_like_model_exports_whole_to_the_gpu_delegate(tmp_path):
+    """PE's switches together (axial RoPE on a reference grid with an offset, the table, the pre-norm, attention
+    pooling with its own heads and MLP width, the projection): the TFLite file computes what Keras computes and the
+    GPU delegate takes every op."""
+    model = keras_vit.ViT(image_size=(32, 48), patch_size=8, hidden_size=32, num_layers=1, num_heads=2, mlp_dim=64,
+                          include_top=False, rope="axial", rope_temperature=10000.0, rope_grid_offset=1.0,
+                          rope_reference_grid=(3, 5), pre_norm=True, pooling="map", map_num_heads=4, map_mlp_dim=48,
+                          projection_dim=16, layer_norm_epsilon=1e-5)
+    _randomize(model)
+    x = np.random.default_rng(0).uniform(0, 255, (4, 32, 48, 3)).astype("float32")
+    path = str(tmp_path / "pe.tflite")
+    report = export_model(model, "tflite", path, quantize="float32", eval_data=x, num_images=4)
+    assert report.passed and report.max_abs_diff <= 1e-4 * max(1.0, float(np.max(np.abs(np.asarray(model(x))))))
+    delegate = gpu_delegate_report(path)
+    assert delegate.whole, delegate.line()
