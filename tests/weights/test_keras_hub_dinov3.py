@@ -33,9 +33,10 @@ def close(got, want, rtol=2e-5):
 VARIANTS = {
     # as keras-hub's converter writes the published presets: 4 registers, no key bias, exact GELU
     "published": dict(use_key_bias=False),
-    # the "plus" models: SwiGLU (gate_proj, up_proj), another RoPE base and LayerScale init, 2 registers
+    # the "plus" models: SwiGLU (gate_proj, up_proj), another RoPE base and LayerScale init, 2 registers (without a
+    # mask token before them)
     "plus": dict(use_gated_mlp=True, hidden_activation="silu", use_key_bias=False, layer_scale_init_value=1e-5,
-                 num_register_tokens=2, rope_theta=1000.0),
+                 num_register_tokens=2, rope_theta=1000.0, use_mask_token=False),
     # no registers, no mask token, no bias anywhere, another epsilon, a rectangle
     "bare": dict(num_register_tokens=0, use_mask_token=False, use_query_bias=False, use_key_bias=False, use_value_bias=False,
                  use_proj_bias=False, use_mlp_bias=False, layer_norm_eps=1e-6, image_shape=[32, 48, 3], apply_layernorm=True),
