@@ -9,12 +9,13 @@
   ``save_to_preset`` and predicts; ``keras_vit.from_pretrained(DIR)`` loads that folder and is compared.
 
 With ``--family``: keras-hub builds a ``DINOV2Backbone`` (plain; registers + SwiGLU with its position table
-resampled to ``image_shape``; registers with the antialiased resampling), a ``SigLIPBackbone``, a
-``CLIPBackbone``, a ``DeiTBackbone`` and a ``DeiTImageClassifier`` (epsilon 1e-12; its head is left out) of the
-``--family-width`` with random weights and an ImageNet converter, saves each with ``save_to_preset`` and computes
-its output (DINOv2's tokens, the towers' ``get_vision_embeddings``, the mean of DeiT's class and distillation
-tokens) on the same images; ``keras_vit.from_pretrained`` loads each folder and is compared (relative to the
-output's scale).
+resampled to ``image_shape``; registers with the antialiased resampling), a ``DINOV3Backbone`` (as its published
+presets: 4 registers, no key bias, GELU; the "plus" form: gated SiLU MLP, LayerScale 1e-5; and one without
+registers, mask token or any bias, ``rope_theta=1000``, epsilon 1e-6), a ``SigLIPBackbone``, a ``CLIPBackbone``, a
+``DeiTBackbone`` and a ``DeiTImageClassifier`` (epsilon 1e-12; its head is left out) of the ``--family-width``
+with random weights and an ImageNet converter, saves each with ``save_to_preset`` and computes its output (DINOv2's
+and DINOv3's tokens, the towers' ``get_vision_embeddings``, the mean of DeiT's class and distillation tokens) on
+the same images; ``keras_vit.from_pretrained`` loads each folder and is compared (relative to the output's scale).
 
 Prints one JSON line per direction (max |difference| of the logits, the bar 5e-5) and exits 1 if one misses it.
 keras-hub is imported only in the peer process (``--peer``), never in keras_vit's.
@@ -32,7 +33,9 @@ import numpy as np
 BAR = 5e-5
 
 
-FAMILY = ("dinov2", "dinov2_registers_swiglu_resampled", "dinov2_registers_antialias", "siglip", "clip", "deit", "deit_classifier")
+FAMILY = ("dinov2", "dinov2_registers_swiglu_resampled", "dinov2_registers_antialias", "dinov3", "dinov3_plus_gated",
+          "dinov3_no_biases_registers", "siglip", "clip", "deit", "deit_classifier")
+TOKENS = ("dinov2", "dinov3")  # backbones whose output is every token: compared whole (keras_vit's pooling=None)
 
 
 def _family_peer(args, x):
@@ -56,6 +59,15 @@ def _family_peer(args, x):
             num_register_tokens=4, use_swiglu_ffn=True, layer_scale_init_value=0.1, position_embedding_shape=(518, 518, 3), **dino),
         "dinov2_registers_antialias": lambda: keras_hub.models.DINOV2Backbone(
             num_register_tokens=4, antialias_in_interpolation=True, position_embedding_shape=(518, 518, 3), **dino),
+        "dinov3": lambda: keras_hub.models.DINOV3Backbone(  # as convert_dinov3.py makes the published presets
+            patch_size=16, image_shape=(size, size, 3), num_register_tokens=4, use_key_bias=False, **sizes),
+        "dinov3_plus_gated": lambda: keras_hub.models.DINOV3Backbone(
+            patch_size=16, image_shape=(size, size, 3), num_register_tokens=4, use_key_bias=False, use_gated_mlp=True,
+            hidden_activation="silu", layer_scale_init_value=1e-5, **sizes),
+        "dinov3_no_biases_registers": lambda: keras_hub.models.DINOV3Backbone(
+            patch_size=16, image_shape=(size, size, 3), num_register_tokens=0, use_mask_token=False, use_query_bias=False,
+            use_key_bias=False, use_value_bias=False, use_proj_bias=False, use_mlp_bias=False, rope_theta=1000.0,
+            layer_norm_eps=1e-6, **sizes),
         "siglip": lambda: keras_hub.models.SigLIPBackbone(
             SigLIPVisionEncoder(patch_size=16, image_shape=(size, size, 3), **sizes), SigLIPTextEncoder(**text)),
         "clip": lambda: keras_hub.models.CLIPBackbone(
@@ -64,7 +76,7 @@ def _family_peer(args, x):
         "deit_classifier": lambda: keras_hub.models.DeiTImageClassifier(  # saved with task.json: its head is left out
             keras_hub.models.DeiTBackbone(patch_size=16, image_shape=(size, size, 3), layer_norm_epsilon=1e-12, **sizes), num_classes=10),
     }
-    converters = {"dinov2": keras_hub.layers.DINOV2ImageConverter, "siglip": keras_hub.layers.SigLIPImageConverter,
+    converters = {"dinov2": keras_hub.layers.DINOV2ImageConverter, "dinov3": keras_hub.layers.DINOV3ImageConverter, "siglip": keras_hub.layers.SigLIPImageConverter,
                   "clip": keras_hub.layers.CLIPImageConverter, "deit": keras_hub.layers.DeiTImageConverter}
     std, mean = [0.229, 0.224, 0.225], [0.485, 0.456, 0.406]
     rng = np.random.default_rng(0)
@@ -84,7 +96,8 @@ def _family_peer(args, x):
         if name.startswith("deit"):  # every token after the final norm: keras_vit's DeiT gives the mean of the first two
             out = np.asarray(loaded(y))[:, :2].mean(axis=1)
         else:
-            out = loaded({"images": y}) if name.startswith("dinov2") else loaded.get_vision_embeddings(y)
+            inputs = {"dinov2": {"images": y}, "dinov3": {"pixel_values": y}}.get(name.split("_")[0])
+            out = loaded(inputs) if inputs is not None else loaded.get_vision_embeddings(y)
         np.save(os.path.join(args.dir, name + ".npy"), np.asarray(out))
     print(json.dumps({"keras_hub": keras_hub.__version__}))
 
@@ -124,7 +137,7 @@ def main(argv=None):
     parser.add_argument("--model", default="B/16", help="a keras_vit variant (default B/16)")
     parser.add_argument("--images", type=int, default=4)
     parser.add_argument("--out", help="keep the presets here (default: a temporary folder)")
-    parser.add_argument("--family", action="store_true", help="keras-hub's DINOv2, SigLIP and CLIP presets -> keras_vit")
+    parser.add_argument("--family", action="store_true", help="keras-hub's DINOv2, DINOv3, SigLIP, CLIP and DeiT presets -> keras_vit")
     parser.add_argument("--family-width", type=int, default=384, help="width of --family's models (default 384, 6 heads, 4 layers)")
     parser.add_argument("--peer", choices=("load", "save", "family"), help=argparse.SUPPRESS)
     parser.add_argument("--dir", help=argparse.SUPPRESS)
@@ -203,14 +216,14 @@ def _family(args, work):
     failed = False
     for name in FAMILY:
         theirs = np.load(os.path.join(work, name + ".npy"))
-        model = keras_vit.from_pretrained(os.path.join(work, name), **({"pooling": None} if name.startswith("dinov2") else {}))
+        model = keras_vit.from_pretrained(os.path.join(work, name), **({"pooling": None} if name.startswith(TOKENS) else {}))
         ours = np.asarray(model.predict(x, batch_size=4, verbose=0))
         diff = float(np.max(np.abs(ours - theirs)))
         relative = diff / float(np.max(np.abs(theirs)))
         failed |= not relative <= BAR
         print(json.dumps({"direction": "keras-hub -> keras_vit", "preset": name, "architecture": model.load_report.format,
                           "output": list(ours.shape), "max_abs_diff": diff, "max_relative_diff": relative, "bar": BAR,
-                          "position_resampling": model.vit_config.position_resampling,
+                          "position_resampling": model.vit_config.position_resampling, "rope": model.vit_config.rope,
                           "peer": done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""}))
     return 1 if failed else 0
 

@@ -2,7 +2,7 @@
 
 :mod:`~keras_vit.weights.keras_hub.preset` reads a preset folder's files, :mod:`~keras_vit.weights.keras_hub.vit`
 the ``ViTBackbone`` / ``ViTImageClassifier`` presets, :mod:`~keras_vit.weights.keras_hub.family` every family row
-(``dinov2``, ``siglip``, ``clip``, ``deit``; a new family is a module with its row, listed in :data:`FAMILIES`).
+(``dinov2``, ``dinov3``, ``siglip``, ``clip``, ``deit``; a new family is a module with its row, listed in :data:`FAMILIES`).
 The image converter's ``scale`` and ``offset`` become the model's ``input_mean`` / ``input_std``
 (:func:`keras_vit.weights.keras_hub_layout.mean_std`).
 """
@@ -12,11 +12,11 @@ import os
 from keras_vit.weights import config as config_lib
 from keras_vit.weights import keras_hub_layout as layout
 from keras_vit.weights.input_normalization import fold_normalization
-from keras_vit.weights.keras_hub import clip, deit, dinov2, family, preset, siglip, vit
+from keras_vit.weights.keras_hub import clip, deit, dinov2, dinov3, family, preset, siglip, vit
 from keras_vit.weights.source import Source
 
 FORMAT = "keras-hub"
-FAMILIES = {row.backbone: row for row in (dinov2.FAMILY, siglip.FAMILY, clip.FAMILY, deit.FAMILY)}
+FAMILIES = {row.backbone: row for row in (dinov2.FAMILY, siglip.FAMILY, clip.FAMILY, deit.FAMILY, dinov3.FAMILY)}
 READS = (f"ViT presets ({layout.BACKBONE}, {layout.TASK}), {', '.join(FAMILIES)} (the image towers of SigLIP and CLIP)")
 is_preset = preset.is_preset
 

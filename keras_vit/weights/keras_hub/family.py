@@ -1,6 +1,6 @@
 """keras-hub's ViT-family backbones as rows of data (:class:`Family`), and the one reader of them all.
 
-A family module (``dinov2``, ``siglip``, ``clip``, ``deit``) holds one row: the "read from" text of each field is
+A family module (``dinov2``, ``dinov3``, ``siglip``, ``clip``, ``deit``) holds one row: the "read from" text of each field is
 generated from its field table, every switch it does not state is the paper's
 (:data:`keras_vit.architecture.family.PAPER`), and its key layout maps the variable paths Keras 3's
 ``save_weights`` gives the layers (the rules in :mod:`keras_vit.weights.keras_hub_layout`; checked against
@@ -17,6 +17,7 @@ import numpy as np
 from keras_vit.architecture.family import PAPER
 from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
+from keras_vit.weights.conventions import joined
 from keras_vit.weights.declared import activation, declare
 from keras_vit.weights.keras_hub import preset as preset_files
 from keras_vit.weights.mapping import POSEMB_KEY
@@ -32,6 +33,7 @@ SIZES = {"hidden_size": ("hidden_dim", None), "num_layers": ("num_layers", None)
          "mlp_dim": ("intermediate_dim", None)}
 _FLOATS = ("layer_norm_epsilon", "layer_scale_init")
 _FLAGS = ("qkv_bias", "mlp_type")
+_COUNTS = ("num_register_tokens",)  # may be 0 whatever the default (config.number takes positive numbers only)
 # the paper's switches a row does not state, and how their "read from" text says them
 _PAPER_SAID = {"class_token": "a class token", "pooling": "the class token", "qkv_bias": "attention with biases"}
 
@@ -62,12 +64,14 @@ class Family(NamedTuple):
 class Keys(NamedTuple):
     """Where a family's weights lie: ``table`` ``{h5 dataset: canonical key}``, ``skip`` ``{regex: reason}``,
     ``named`` ``{default group path: (layer name, reason to skip or None)}`` of groups found by the name Keras
-    stored, ``zeros`` ``{canonical key: shape}`` with no weights (zeros stand in)."""
+    stored, ``zeros`` ``{canonical key: shape}`` with no weights (zeros stand in), ``joined`` ``{canonical key:
+    (part keys)}`` of a weight stored in parts (DINOv3's gated MLP: ``[gate; up]``), joined on the last axis."""
 
     table: dict
     skip: dict = {}
     named: dict = {}
     zeros: dict = {}
+    joined: dict = {}
 
 
 class Weights(NamedTuple):
@@ -135,8 +139,8 @@ class Reader(config_lib.Fields):
         elif field == "mlp_activation":
             raw = self.config.get(source, default)
             value = "gelu_tanh" if raw == "gelu_approximate" else activation(raw)  # keras-hub's name for tanh GELU
-        elif default == 0 and type(self.config.get(source, 0)) is int and self.config.get(source, 0) == 0:
-            raw = value = 0  # a count that may be none (config.number takes positive numbers only)
+        elif field in _COUNTS and type(self.config.get(source, default)) is int and self.config.get(source, default) == 0:
+            raw = value = 0  # a count that may be none
         else:
             raw = value = self.number(source, default, integer=field not in _FLOATS)
         return value, self.said(source, raw)
@@ -318,4 +322,6 @@ def arrays(preset, found, stand_ins=False):
     if ids is not None:  # an Embedding read at its stored indices (keras-hub's CLIP and SigLIP)
         out[POSEMB_KEY] = out[POSEMB_KEY][_position_ids(preset, found, ids, out[POSEMB_KEY].shape[0])]
     out = {key: _array(found, key, array) for key, array in out.items()}
+    for key, parts in found.layout.keys.joined.items():
+        out[key] = joined([out.pop(part) for part in parts], axis=-1)
     return {**out, **{key: np.zeros(shape, np.float32) for key, shape in found.layout.keys.zeros.items()}}
