@@ -86,6 +86,8 @@ def patchify(image, patch_size, max_patches):
     image = tf.cast(image, tf.float32)
     shape = tf.shape(image)
     rows, cols, channels = shape[0] // ph, shape[1] // pw, image.shape[-1]
+    if channels is None:
+        raise ValueError(f"patchify needs the image's number of channels. Received: shape {image.shape}")
     count = rows * cols
     message = f"The image's patches of {ph}x{pw} must divide it and number at most max_patches. Received: shape, max_patches ="
     check = tf.debugging.Assert(
@@ -109,7 +111,8 @@ def resize_to_budget(image, patch_size, max_patches):
     shape = tf.shape(image)
     size = target_size(shape[0], shape[1], patch_size, max_patches)
     same = tf.logical_and(tf.equal(size[0], shape[0]), tf.equal(size[1], shape[1]))
-    return tf.cond(same, lambda: tf.cast(image, tf.float32), lambda: decoding.resize(image, size))
+    resized = tf.cond(same, lambda: tf.cast(image, tf.float32), lambda: decoding.resize(image, size))
+    return tf.ensure_shape(resized, (None, None, image.shape[-1]))
 
 
 def image_to_patches(image, patch_size, max_patches):
