@@ -23,6 +23,7 @@ from keras_vit.export import common, gpu_delegate, naflex_graph, saved_model, tf
 from keras_vit.export.errors import ExportVerificationError
 from keras_vit.inference import decoding, naflex_input, naflex_runtime, runtimes
 from keras_vit.inference.predictors import softmax
+from keras_vit.saving import temporary_path
 
 ASPECTS = {"1:1": (96, 96), "16:9": (90, 160), "1:3": (144, 48)}  # (height, width) of each aspect ratio's images
 
@@ -60,9 +61,10 @@ def export(model, fmt, output, *, quantize, labels, pixels, bars, max_patches=No
     inputs = naflex_input.batch(images, config.patch_size, budget)
     progress(f"running the Keras model on {len(images)} images ({describe(images)}), {budget} patches each")
     expected = np.asarray(model.predict_on_batch(inputs), "float32")
+    coords, valid = ("float32", "float32 1/0") if fmt == "tflite" else ("int32", "bool")
     details = {"aspect_ratios": describe(images), "max_patches": budget,
                "input": f"patches float32 (batch, {budget}, {inputs['patches'].shape[-1]}) RGB [0, 255], "
-                        f"patch_coord int32 (batch, {budget}, 2), patch_valid bool (batch, {budget})"}
+                        f"patch_coord {coords} (batch, {budget}, 2) (row, col), patch_valid {valid} (batch, {budget})"}
     if fmt == "tflite":
         return _tflite(model, output, quantize, labels, inputs, expected, bars, budget, details, progress)
     return _saved_model(model, output, name, version, labels, top_k, images, inputs, expected, bars, budget, details,
@@ -70,8 +72,6 @@ def export(model, fmt, output, *, quantize, labels, pixels, bars, max_patches=No
 
 
 def _tflite(model, output, quantize, labels, inputs, expected, bars, budget, details, progress):
-    from keras_vit.saving import temporary_path
-
     progress(f"converting to TFLite {quantize} at {budget} patches")
     content = tflite.convert(model, quantize, batch_size=1, max_patches=budget)
     ops = tflite.flatbuffer_ops(content)

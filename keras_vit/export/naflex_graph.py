@@ -10,10 +10,13 @@ A NaFlex model (``ViTConfig(input_mode="naflex")``) takes ``{patches, patch_coor
   resized under the budget and cut into patches (:mod:`keras_vit.inference.naflex_input`), as ``keras-vit predict``
   reads a file. Outputs as the image model's SavedModel (:func:`keras_vit.export.saved_model.signature_outputs`).
 * TFLite (:func:`frozen_function`): the three inputs at a fixed batch and a fixed budget ``N`` (any aspect ratio at
-  one sequence length; the mask says which patches are an image's), traced in the graph of rank 4 at most
+  one sequence length; the mask says which patches are an image's), all float32 (:data:`TFLITE_DTYPES`: the
+  coordinates as whole numbers, the mask as 1 or 0), traced in the graph of rank 4 at most
   (:func:`keras_vit.layers.formulation.rank4`): the coordinates and the mask are cast to float32 at once, so the GPU
   delegate takes every op.
 """
+
+import keras
 
 from keras_vit.architecture.model import config_of
 from keras_vit.export import saved_model
@@ -22,15 +25,18 @@ from keras_vit.layers import formulation
 from keras_vit.layers.naflex_grid import KEYS
 
 PATCHES_DTYPES = {"patches": "float32", "patch_coord": "int32", "patch_valid": "bool"}
+# the TFLite file's: every input float32 (the row and column as whole numbers, the mask as 1 or 0), what LiteRT's
+# Kotlin TensorBuffer.writeFloat writes; the graph casts them to the model's int32 and bool at once
+TFLITE_DTYPES = {"patches": "float32", "patch_coord": "float32", "patch_valid": "float32"}
 
 
-def input_specs(model, batch_size, max_patches):
+def input_specs(model, batch_size, max_patches, dtypes=PATCHES_DTYPES):
     """``tf.TensorSpec`` of each input (:data:`KEYS` order) at ``(batch_size, max_patches, ...)``; None: any."""
     import tensorflow as tf  # deferred: TensorFlow, not imported under the JAX and PyTorch backends
 
     (ph, pw), n = config_of(model).patch_size, max_patches
     shapes = {"patches": (batch_size, n, ph * pw * 3), "patch_coord": (batch_size, n, 2), "patch_valid": (batch_size, n)}
-    return [tf.TensorSpec(shapes[key], PATCHES_DTYPES[key], name=key) for key in KEYS]
+    return [tf.TensorSpec(shapes[key], dtypes[key], name=key) for key in KEYS]
 
 
 def frozen_function(model, batch_size, max_patches):
@@ -42,7 +48,7 @@ def frozen_function(model, batch_size, max_patches):
         inputs = {"patches": patches, "patch_coord": patch_coord, "patch_valid": patch_valid}
         return tf.cast(model(inputs, training=False), tf.float32)
 
-    fn = tf.function(call, input_signature=input_specs(model, batch_size, max_patches))
+    fn = tf.function(call, input_signature=input_specs(model, batch_size, max_patches, TFLITE_DTYPES))
     with formulation.rank4(model):
         concrete = fn.get_concrete_function()
     return convert_variables_to_constants_v2(concrete)
@@ -62,7 +68,6 @@ def bytes_to_inputs(image_bytes, patch_size, max_patches):
 def build_archive(model, labels, top_k, max_patches):
     """A ``keras.export.ExportArchive`` with ``serving_default`` (the dict) and ``serving_bytes`` (encoded images,
     the grid rule in the graph at ``max_patches``)."""
-    import keras
     import tensorflow as tf  # deferred: TensorFlow, as above
 
     config = config_of(model)

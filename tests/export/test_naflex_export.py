@@ -100,7 +100,7 @@ def test_tflite_at_a_fixed_budget_agrees_and_the_gpu_delegate_takes_it_whole(sav
     interpreter = runtimes.tflite_interpreter(output)
     details = naflex_runtime.tflite_inputs(interpreter)
     assert {k: (tuple(int(v) for v in d["shape"]), np.dtype(d["dtype"]).name) for k, d in details.items()} == {
-        "patches": ((1, 24, 48), "float32"), "patch_coord": ((1, 24, 2), "int32"), "patch_valid": ((1, 24), "bool")}
+        "patches": ((1, 24, 48), "float32"), "patch_coord": ((1, 24, 2), "float32"), "patch_valid": ((1, 24), "float32")}
     # predict reads the file as a NaFlex model too, at its budget
     (result,) = predict(output, [str(_write_png(tmp_path, _png((20, 70))))], top_k=1)
     assert result["predictions"][0]["label"] in ("class_0", "class_1", "class_2")
