@@ -98,6 +98,8 @@ def test_tflite_at_a_fixed_budget_agrees_and_the_gpu_delegate_takes_it_whole(sav
     verdict = gpu_delegate.gpu_delegate_report(content)
     assert verdict.line().startswith("GPU delegate: all "), verdict.line()
     interpreter = runtimes.tflite_interpreter(output)
+    ordered = sorted(interpreter.get_input_details(), key=lambda d: d["index"])
+    assert [d["name"] for d in ordered] == ["patches", "patch_coord", "patch_valid"]  # the order the Android sample writes
     details = naflex_runtime.tflite_inputs(interpreter)
     assert {k: (tuple(int(v) for v in d["shape"]), np.dtype(d["dtype"]).name) for k, d in details.items()} == {
         "patches": ((1, 24, 48), "float32"), "patch_coord": ((1, 24, 2), "float32"), "patch_valid": ((1, 24), "float32")}
