@@ -184,6 +184,25 @@ class Optional(Domain):
         return self.domain.parse(text)
 
 
+class IntSet(Domain):
+    """A set of positive ints, given as a list or as ``"16,24,36"`` on the command line, as a sorted tuple."""
+
+    description = "positive ints, e.g. 64,128,256"
+
+    def normalize(self, value):
+        if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or not value:
+            return _UNSET
+        if not all(_is_int(v) and v >= 1 for v in value):
+            return _UNSET
+        return tuple(sorted({int(v) for v in value}))
+
+    def from_text(self, text):
+        try:
+            return [int(part, 10) for part in str(text).split(",")]
+        except ValueError:
+            return _UNSET
+
+
 POSITIVE_INT = Interval(1, integer=True)
 NON_NEGATIVE_INT = Interval(0, integer=True)
 POSITIVE = Interval(0, closed="()")  # a finite number > 0

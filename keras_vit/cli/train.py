@@ -95,6 +95,9 @@ def add_arguments(parser):
     add("--strategy", choices=config_lib.STRATEGIES, default=None, help="tf.distribute strategy (multi-worker reads TF_CONFIG; default none)")
     add("--save-freq", default=None, help="back up every N optimizer updates (default: each epoch)")
     add("--seed", default=None, help="the seed of the weights, the shuffling and the augmentation (default 0)")
+    add("--naflex", default=None, metavar="BUDGETS",
+        help="NaFlex: train the model's NaFlex form on images of their own aspect ratio (no crop), each batch with "
+        "one of these patch budgets (as timm's NaFlex loader), evaluated at the largest")
     add("--no-tensorboard", dest="tensorboard", action="store_false", default="auto",
         help="no TensorBoard logs (default: written when the tensorboard package is installed)")
     add("--output", default="runs/train", help="output folder")

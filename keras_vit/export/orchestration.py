@@ -13,7 +13,8 @@ Example:
 
 import os
 
-from keras_vit.export import common, data, gpu_delegate, keras_hub, onnx, saved_model, tflite, verify
+from keras_vit.export import common, data, gpu_delegate, keras_hub, naflex, onnx, saved_model, tflite, verify
+from keras_vit.inference import naflex_runtime
 from keras_vit.export.errors import ExportError, ExportVerificationError
 from keras_vit.inference.predictors import softmax
 from keras_vit.architecture.arguments import positive_pair
@@ -48,6 +49,7 @@ def export_model(
     image_size=None,
     overwrite=False,
     progress=None,
+    max_patches=None,
 ):
     """Export ``model``, run the export in its runtime, compare it with Keras.
 
@@ -97,6 +99,9 @@ def export_model(
         progress: ``progress(stage, done=None, total=None)``, called as the
             export goes: a stage starting (``done`` None), or ``done`` of ``total``
             calibration images (the ``keras-vit export`` command draws it).
+        max_patches: a NaFlex model's budget of patches per image (default its own ``max_patches``, else its native
+            grid's): its SavedModel and TFLite exports take each image at its own aspect ratio and are verified on
+            images of three (:mod:`keras_vit.export.naflex`).
 
     Returns:
         The :class:`VerificationReport` (``report.path`` is the export).
@@ -136,6 +141,12 @@ def export_model(
         keras_hub.check_state(model)
     elif format == "tflite":  # a model quantized by Keras: the converter quantizes the float model itself
         tflite.check_state(model)
+    if naflex_runtime.is_naflex(model):
+        return _export_naflex(model, format, output, quantize=quantize, labels=labels, model_path=model_path,
+                              eval_data=eval_data, num_images=num_images, dataset=dataset, max_patches=max_patches,
+                              bars=verify.tolerance_for(format, quantize, max_abs_diff=max_abs_diff,
+                                                        min_top1_agreement=min_top1_agreement),
+                              name=name, version=version, top_k=top_k, report=report, progress=progress)
     model, shape = _at_size(model, format, image_size)
     if format == "keras-hub":
         return _export_keras_hub(model, output, labels, model_path, eval_data, shape, num_images, max_abs_diff, report)
@@ -182,6 +193,25 @@ def export_model(
         result.write_json(report)
     if not result.passed:
         raise ExportVerificationError(result, _state_hint(model, format))
+    return result
+
+
+def _export_naflex(model, format, output, *, labels, model_path, eval_data, num_images, dataset, report, progress,
+                   **options):
+    """A NaFlex model's export (:mod:`keras_vit.export.naflex`), verified on the eval images at three aspect ratios."""
+    labels = common.resolve_labels(model, labels, model_path)
+    progress("reading the verification images")
+    shape = tuple(config_of(model).native_image_size) + (3,)
+    images = data.eval_images(eval_data, shape, num_images, dataset=dataset)
+    result = naflex.export(model, format, output, labels=labels, pixels=images.pixels, progress=progress, **options)
+    if labels is not None:
+        result.details.setdefault("labels", list(labels))
+    result.details["output"] = common.output_kind(model)
+    result.eval_images = images.describe()
+    if report is not None:
+        result.write_json(report)
+    if not result.passed:
+        raise ExportVerificationError(result)
     return result
 
 

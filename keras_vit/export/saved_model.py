@@ -107,6 +107,33 @@ def bytes_image_size(model, image_size=None):
     return h, w
 
 
+def signature_outputs(model, labels, top_k):
+    """``outputs(model output) -> {name: tensor}`` of a signature: ``probabilities`` and the ``top_k_*`` of a
+    classifier (logits served as probabilities), ``embedding`` of a model that returns one."""
+    import tensorflow as tf  # deferred: TensorFlow, not imported under the JAX and PyTorch backends
+
+    k = min(int(top_k), common.num_outputs(model))
+    if k < 1:
+        raise ValueError(f"`top_k` must be positive. Received: top_k={top_k!r}")
+    kind = common.output_kind(model)
+    label_table = None if kind == EMBEDDING_OUTPUT else tf.constant([str(v) for v in labels], dtype=tf.string)
+
+    def outputs_of(outputs):
+        outputs = tf.cast(outputs, tf.float32)
+        if kind == EMBEDDING_OUTPUT:  # no classes: the embedding as the model computes it
+            return {EMBEDDING_OUTPUT: outputs}
+        probabilities = outputs if kind == "probabilities" else tf.nn.softmax(outputs, axis=-1)
+        scores, ids = tf.math.top_k(probabilities, k=k)
+        return {
+            "probabilities": probabilities,
+            "top_k_scores": scores,
+            "top_k_ids": tf.cast(ids, tf.int32),
+            "top_k_labels": tf.gather(label_table, ids),
+        }
+
+    return outputs_of
+
+
 def build_archive(model, labels, top_k=5, *, image_size=None):
     """A ``keras.export.ExportArchive`` holding both serving signatures.
 
@@ -118,28 +145,14 @@ def build_archive(model, labels, top_k=5, *, image_size=None):
     _, mh, mw, c = model.input_shape
     dynamic = mh is None or mw is None
     h, w = bytes_image_size(model, image_size)
-    classes = common.num_outputs(model)
-    k = min(int(top_k), classes)
-    if k < 1:
-        raise ValueError(f"`top_k` must be positive. Received: top_k={top_k!r}")
-    kind = common.output_kind(model)
-    label_table = None if kind == EMBEDDING_OUTPUT else tf.constant([str(v) for v in labels], dtype=tf.string)
+
+    serve_outputs = signature_outputs(model, labels, top_k)
 
     def serve(images):
         # TF Serving does not check a request against the signature's static shape: without this an
         # image of another size is regrouped by the reshapes (8 rows for 2 images of twice the size)
         images = tf.ensure_shape(images, (None, mh, mw, c), name="check_image_shape")
-        outputs = tf.cast(model(images, training=False), tf.float32)
-        if kind == EMBEDDING_OUTPUT:  # no classes: the embedding as the model computes it
-            return {EMBEDDING_OUTPUT: outputs}
-        probabilities = outputs if kind == "probabilities" else tf.nn.softmax(outputs, axis=-1)
-        scores, ids = tf.math.top_k(probabilities, k=k)
-        return {
-            "probabilities": probabilities,
-            "top_k_scores": scores,
-            "top_k_ids": tf.cast(ids, tf.int32),
-            "top_k_labels": tf.gather(label_table, ids),
-        }
+        return serve_outputs(model(images, training=False))
 
     def serve_bytes(image_bytes):
         # the one decoder and resize rule, as keras-vit predict reads files (keras_vit.inference.decoding)
@@ -246,6 +259,7 @@ def run_bytes_signature(loaded, files):
 
 def export_saved_model(
     model, base_path, name=None, *, version=None, labels=None, top_k=5, warmup_images=None, check=None, image_size=None,
+    archive=None,
 ):
     """Write a TF Serving version folder atomically.
 
@@ -263,6 +277,8 @@ def export_saved_model(
         check: optional ``check(tmp_path)`` run on the finished temporary
             folder before it is renamed into place; raising aborts the export.
         image_size: ``(H, W)`` of ``serving_bytes``'s resize (see :func:`build_archive`).
+        archive: the ``ExportArchive`` to write (default :func:`build_archive`'s; a NaFlex model's:
+            :func:`keras_vit.export.naflex_graph.build_archive`).
 
     Returns:
         ``(path, details)``: the version folder and facts for the report.
@@ -277,7 +293,7 @@ def export_saved_model(
     tmp = saving.temporary_path(target)
     details = {"name": name, "version": version, "signatures": [SERVING_SIGNATURE, BYTES_SIGNATURE]}
     try:
-        build_archive(model, labels, top_k, image_size=image_size).write_out(tmp, verbose=False)
+        (archive or build_archive(model, labels, top_k, image_size=image_size)).write_out(tmp, verbose=False)
         os.makedirs(os.path.join(tmp, "assets"), exist_ok=True)
         if labels is not None:  # an embedding has no classes to name
             with open(os.path.join(tmp, "assets", "labels.txt"), "w", encoding="utf-8") as f:

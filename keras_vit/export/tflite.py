@@ -32,7 +32,7 @@ import warnings
 import zipfile
 
 from keras_vit.architecture.state import model_state
-from keras_vit.export import common
+from keras_vit.export import common, naflex_graph
 from keras_vit.export.errors import ExportError
 from keras_vit.hardware.terminal import native_stderr_filtered
 from keras_vit.inference import labels as labels_lib
@@ -88,7 +88,8 @@ def conversion_error(quantize, error):
     return ExportError(f"TFLite conversion ({quantize}) with builtin ops only failed{ops}: {'; '.join(errors)}")
 
 
-def convert(model, quantize="float32", representative_images=None, *, batch_size=1, float_ops=(), on_calibration_image=None):
+def convert(model, quantize="float32", representative_images=None, *, batch_size=1, float_ops=(), on_calibration_image=None,
+            max_patches=None):
     """Convert a Keras model to a TFLite flatbuffer (bytes), builtin ops only, its output named for what it is.
 
     The output tensor is named ``probabilities``, ``logits`` or ``embedding``
@@ -102,12 +103,15 @@ def convert(model, quantize="float32", representative_images=None, *, batch_size
         batch_size: the fixed batch of the input.
         float_ops: ``int8`` only: TFLite op names (e.g. ``"SOFTMAX"``) kept in float.
         on_calibration_image: ``int8`` only: called with the count of calibration images fed so far.
+        max_patches: a NaFlex model's fixed budget: its three inputs at ``(batch_size, max_patches, ...)``
+            (:func:`keras_vit.export.naflex_graph.frozen_function`); None for an image model.
 
     Returns:
         The flatbuffer bytes.
     """
-    return name_output(_convert(model, quantize, representative_images, batch_size, float_ops, on_calibration_image),
-                       common.output_kind(model))
+    return name_output(
+        _convert(model, quantize, representative_images, batch_size, float_ops, on_calibration_image, max_patches),
+        common.output_kind(model))
 
 
 def check_state(model):
@@ -138,14 +142,16 @@ def name_output(content, name):
     return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
 
 
-def _convert(model, quantize, representative_images, batch_size, float_ops, on_calibration_image):
+def _convert(model, quantize, representative_images, batch_size, float_ops, on_calibration_image, max_patches=None):
     import tensorflow as tf  # deferred: TensorFlow, not imported under the JAX and PyTorch backends
 
     common.check_quantize(quantize)
     check_op_names(float_ops)
     if int(batch_size) < 1:
         raise ValueError(f"`batch_size` must be positive. Received: batch_size={batch_size!r}")
-    converter = tf.lite.TFLiteConverter.from_concrete_functions([_frozen_function(model, int(batch_size))])
+    frozen = (_frozen_function(model, int(batch_size)) if max_patches is None
+              else naflex_graph.frozen_function(model, int(batch_size), int(max_patches)))
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([frozen])
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
     if quantize == "float16":
         converter.optimizations = [tf.lite.Optimize.DEFAULT]

@@ -22,6 +22,7 @@ from keras_vit.domains import check_arguments
 from keras_vit.hardware import onednn
 from keras_vit.inference import images as images_lib
 from keras_vit.inference import labels as labels_lib
+from keras_vit.inference import naflex_runtime
 from keras_vit.inference import runtimes
 from keras_vit.inference.options import PREDICT_DOMAINS
 
@@ -125,8 +126,9 @@ class Predictor:
     :class:`~keras_vit.inference.runtimes.Runtime`).
     """
 
-    def __init__(self, runtime, model_format, path=None, *, labels=None):
+    def __init__(self, runtime, model_format, path=None, *, labels=None, naflex=None):
         self.runtime = runtime
+        self.naflex = naflex  # a NaFlex model: (patch_size, max_patches); it takes images of any shape
         self.format = model_format
         self.path = path
         self.image_size = tuple(int(v) for v in runtime.image_size)
@@ -143,7 +145,12 @@ class Predictor:
         )
 
     def __call__(self, images):
-        """``(batch, h, w, 3)`` RGB in [0, 255] -> ``(batch, num_classes)`` probabilities (an embedding as it is)."""
+        """``(batch, h, w, 3)`` RGB in [0, 255] -> ``(batch, num_classes)`` probabilities (an embedding as it is).
+
+        A NaFlex model takes a list of images of any shapes (each at its own aspect ratio, by the grid rule)."""
+        if self.naflex is not None:
+            outputs = self.runtime.run([np.asarray(image, dtype="float32") for image in images])
+            return np.asarray(outputs, "float32") if self.embedding else to_probabilities(outputs, self.runtime.atol)
         images = np.asarray(images, dtype="float32")
         if images.shape[1:3] != self.image_size:
             raise ValueError(f"Expected images of size {self.image_size}. Received: shape={images.shape}")
@@ -167,7 +174,7 @@ def _advise_onednn():
         warnings.warn(notice, stacklevel=3)
 
 
-def load_predictor(model, labels=None, include_preprocessing=None, image_size=None):
+def load_predictor(model, labels=None, include_preprocessing=None, image_size=None, max_patches=None):
     """Load a model for :func:`predict`: a ``keras.Model``, or a path to a ``.keras``/SavedModel/``.tflite``.
 
     Args:
@@ -182,22 +189,33 @@ def load_predictor(model, labels=None, include_preprocessing=None, image_size=No
             (``image_size=None``) or its SavedModel; default its native size (for a SavedModel, the
             size keras_vit's export recorded, what its ``serving_bytes`` resizes to). A fixed-size
             model takes only its own size: another is refused, naming both.
+        max_patches: a NaFlex model's budget of patches per image (:mod:`keras_vit.inference.naflex_runtime`): a
+            ``.keras`` NaFlex model takes each image at its own aspect ratio, no crop, under it.
     """
     if isinstance(model, Predictor):
         if image_size is not None:
             runtimes.input_size(model.image_size, image_size)  # a loaded predictor keeps its size
         return model
+    naflex = None
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
         kind = runtimes.model_format(path)
-        if kind == "keras":
-            runtime = runtimes.keras_runtime(saving.load_model(path), include_preprocessing, image_size)
+        loaded = saving.load_model(path) if kind == "keras" else None
+        if kind == "keras" and naflex_runtime.is_naflex(loaded):
+            runtime, naflex = naflex_runtime.keras_runtime(loaded, include_preprocessing, max_patches)
+        elif kind == "tflite" and naflex_runtime.tflite_inputs(runtimes.tflite_interpreter(path)) is not None:
+            runtime, naflex = naflex_runtime.tflite_runtime(path, include_preprocessing)
+        elif kind == "keras":
+            runtime = runtimes.keras_runtime(loaded, include_preprocessing, image_size)
         elif kind == "saved_model":
             runtime = runtimes.saved_model_runtime(path, include_preprocessing, image_size)
         elif kind == "onnx":
             runtime = runtimes.onnx_runtime(path, include_preprocessing, image_size)
         else:
             runtime = runtimes.tflite_runtime(path, include_preprocessing, image_size)
+    elif naflex_runtime.is_naflex(model):
+        path, kind = None, "keras"
+        runtime, naflex = naflex_runtime.keras_runtime(model, include_preprocessing, max_patches)
     else:
         path, kind = None, "keras"
         runtime = runtimes.keras_runtime(model, include_preprocessing, image_size)
@@ -205,10 +223,11 @@ def load_predictor(model, labels=None, include_preprocessing=None, image_size=No
     # a Keras model under the TensorFlow backend and a SavedModel, gets the oneDNN advice
     if kind == "saved_model" or (kind == "keras" and keras.backend.backend() == "tensorflow"):
         _advise_onednn()
-    return Predictor(runtime, kind, path, labels=labels)
+    return Predictor(runtime, kind, path, labels=labels, naflex=naflex)
 
 
-def predict(model, images, top_k=5, *, labels=None, batch_size=16, include_preprocessing=None, image_size=None):
+def predict(model, images, top_k=5, *, labels=None, batch_size=16, include_preprocessing=None, image_size=None,
+            max_patches=None):
     """Top-k classes of image files with any supported model format.
 
     Args:
@@ -219,7 +238,8 @@ def predict(model, images, top_k=5, *, labels=None, batch_size=16, include_prepr
         labels: class names (list or label file); default: stored with the
             model, ImageNet for 1000/21843 classes, else ``class_i``.
         batch_size: images per forward pass.
-        include_preprocessing, image_size: see :func:`load_predictor`.
+        include_preprocessing, image_size, max_patches: see :func:`load_predictor`. A NaFlex model reads each
+            image at its own size and aspect ratio (no crop, no resize to a square).
 
     Returns:
         One dict per image file, in order: ``{"path", "predictions": [{"index",
@@ -242,7 +262,8 @@ def predict(model, images, top_k=5, *, labels=None, batch_size=16, include_prepr
     ('red.png', 2, ['index', 'label', 'probability'])
     """
     top_k, batch_size = check_arguments(PREDICT_DOMAINS, top_k=top_k, batch_size=batch_size).values()
-    predictor = load_predictor(model, labels=labels, include_preprocessing=include_preprocessing, image_size=image_size)
+    predictor = load_predictor(model, labels=labels, include_preprocessing=include_preprocessing, image_size=image_size,
+                               max_patches=max_patches)
     top_k = min(int(top_k), predictor.num_classes)
     results = []
     pending = []  # (result, image) waiting for a batch
@@ -250,7 +271,8 @@ def predict(model, images, top_k=5, *, labels=None, batch_size=16, include_prepr
     def flush():
         if not pending:
             return
-        probs = predictor(np.stack([image for _, image in pending]))
+        images = [image for _, image in pending]
+        probs = predictor(images if predictor.naflex else np.stack(images))
         for (result, _), row in zip(pending, probs):
             if predictor.embedding:
                 result["embedding"] = [float(v) for v in row]
@@ -271,7 +293,7 @@ def predict(model, images, top_k=5, *, labels=None, batch_size=16, include_prepr
             result = {"path": path}
             results.append(result)
             try:
-                image = images_lib.load_image(path, predictor.image_size)
+                image = images_lib.load_image(path, None if predictor.naflex else predictor.image_size)
             except (OSError, ValueError) as error:
                 result["error"] = str(error)
                 continue

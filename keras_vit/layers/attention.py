@@ -313,8 +313,8 @@ class SelfAttention(SublayerPolicies, keras.layers.Layer):
                                       ops.reshape(key, (batch, tokens, heads, head_dim)), heads_first=False)
         query = heads_first(query, (0, 2, 1, 3)) * ops.cast(1.0 / math.sqrt(head_dim), dtype)  # (B, heads, N, hd)
         scores = ops.matmul(query, heads_first(key, (0, 2, 3, 1)))  # (B, heads, N, N)
-        if key_mask is not None:
-            scores = mask_scores(scores, key_mask)
+        if key_mask is not None:  # float ops only: the GPU delegate takes no bool tensor there
+            scores = formulation.masked_scores(scores, key_mask)
         weights = kernels.softmax(scores, dtype)
         out = ops.transpose(ops.matmul(weights, heads_first(value, (0, 2, 1, 3))), (0, 2, 1, 3))  # (B, N, heads, hd)
         if plain:

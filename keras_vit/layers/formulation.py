@@ -139,3 +139,22 @@ def take_token(x, index):
     [[4.0, 5.0, 6.0, 7.0]]
     """
     return ops.reshape(x[:, index : index + 1], (-1, x.shape[-1]))
+
+
+MASK_BIAS = -30000.0  # added to a left-out key's score: exp() of it is 0 in float32, and it is finite in float16
+
+
+def masked_scores(scores, key_mask):
+    """``scores`` ``(B, heads, N_q, N)`` with the keys ``key_mask`` ``(B, N)`` (bool or 0/1 floats) leaves out pushed
+    down by :data:`MASK_BIAS`: float ops only (no bool tensor reshaped or selected, which the GPU delegate refuses),
+    the same softmax as :func:`keras_vit.layers.attention.mask_scores` wherever a key is kept.
+
+    Example:
+    >>> scores = ops.zeros((1, 1, 1, 3))
+    >>> ops.convert_to_numpy(ops.softmax(masked_scores(scores, ops.convert_to_tensor([[1.0, 0.0, 1.0]])))).tolist()
+    [[[[0.5, 0.0, 0.5]]]]
+    """
+    bias = (1.0 - ops.cast(key_mask, "float32")) * MASK_BIAS
+    bias = ops.reshape(bias, (ops.shape(key_mask)[0], 1, 1, ops.shape(key_mask)[1]))
+    return scores + ops.cast(bias, scores.dtype)
+

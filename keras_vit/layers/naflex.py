@@ -29,7 +29,7 @@ of the paper's ViT loads into its NaFlex form unchanged; the factorised tables a
 import keras
 from keras import ops
 
-from keras_vit.layers import kernels
+from keras_vit.layers import formulation, kernels
 from keras_vit.layers import resampling as resampling_lib
 from keras_vit.layers.checks import PACKAGE as _PACKAGE, built_when_created, check_rate, pair, positive_int
 from keras_vit.layers.policies import SublayerPolicies
@@ -128,6 +128,8 @@ class NaFlexPatchEncoder(SublayerPolicies, keras.layers.Layer):
 
     def positions(self, coords, valid):
         """``(B, N, D)`` float32: each patch's position, the table resampled to its image's grid at its coordinates."""
+        if formulation.active():
+            return self._float_positions(coords, valid)
         rows, cols = self.grid_size
         grid_h, grid_w = image_grids(coords, valid)
         if self.aspect_preserving:
@@ -146,6 +148,29 @@ class NaFlexPatchEncoder(SublayerPolicies, keras.layers.Layer):
         shape = ops.shape(both)
         table = ops.convert_to_tensor(self.position_embedding)[0, int(self.prefix_positions):]  # (rows * cols, D)
         return ops.matmul(ops.reshape(both, (shape[0], shape[1], rows * cols)), table)
+
+    def _float_positions(self, coords, valid):
+        """:meth:`positions` in float32 ops of rank 4 at most, for the TFLite export (:func:`formulation.rank4`):
+        the coordinates and the mask cast first, no strided slice dropping an axis, the 2-D weights as a batched
+        matmul of a column and a row (the GPU delegate takes every tensor of it)."""
+        rows, cols = self.grid_size
+        coords = ops.cast(coords, "float32")
+        keep = ops.expand_dims(ops.cast(valid, "float32"), -1)  # (B, N, 1)
+        batch, tokens = ops.shape(coords)[0], ops.shape(coords)[1]
+        grid = ops.max(coords * keep, axis=1, keepdims=True) + 1.0  # (B, 1, 2)
+        new_h, new_w = (ops.reshape(g, (batch, 1)) for g in ops.split(grid, 2, axis=-1))  # (B, 1) each
+        if self.aspect_preserving:
+            new_h = new_w = ops.maximum(new_h, new_w)
+        y, x = (ops.reshape(c, (batch, tokens)) for c in ops.split(coords, 2, axis=-1))  # (B, N) each
+        method = FACTORIZED_RESAMPLING if self.factorized else self.resampling
+        w_rows = resampling_lib.sample_weights(y, new_h, rows, method=method)  # (B, N, rows)
+        w_cols = resampling_lib.sample_weights(x, new_w, cols, method=method)  # (B, N, cols)
+        if self.factorized:
+            return ops.matmul(w_rows, ops.convert_to_tensor(self.rows_table[0])) + ops.matmul(
+                w_cols, ops.convert_to_tensor(self.cols_table[0]))
+        both = ops.matmul(ops.reshape(w_rows, (batch * tokens, rows, 1)), ops.reshape(w_cols, (batch * tokens, 1, cols)))
+        table = ops.convert_to_tensor(self.position_embedding)[0, int(self.prefix_positions):]  # (rows * cols, D)
+        return ops.matmul(ops.reshape(both, (batch, tokens, rows * cols)), table)
 
     def call(self, inputs, training=None):
         patches, coords, valid = inputs
@@ -199,10 +224,11 @@ class TokenMask(keras.layers.Layer):
         built_when_created(self)
 
     def call(self, valid):
-        valid = ops.cast(valid, "bool")
+        dtype = "float32" if formulation.active() else "bool"  # the TFLite graph: 0/1 floats (no bool concatenation)
+        valid = ops.cast(valid, dtype)
         if not self.num_prefix_tokens:
             return valid
-        prefix = ops.full((ops.shape(valid)[0], self.num_prefix_tokens), self.prefix_valid, "bool")
+        prefix = ops.full((ops.shape(valid)[0], self.num_prefix_tokens), self.prefix_valid, dtype)
         return ops.concatenate([prefix, valid], axis=1)
 
     def compute_output_spec(self, valid):
@@ -246,8 +272,12 @@ class MaskedPooling(keras.layers.Layer):
     def call(self, inputs):
         x, valid = inputs
         if self.mode == "token":
-            return x[:, 0]
+            return formulation.take_token(x, 0) if formulation.active() else x[:, 0]
         patches = x[:, self.num_prefix_tokens:]
+        if formulation.active() and self.mode == "gap":  # the TFLite graph: float ops only
+            weights = ops.expand_dims(ops.cast(valid, patches.dtype), -1)
+            count = ops.maximum(ops.sum(weights, axis=1), ops.cast(1.0, patches.dtype))
+            return ops.sum(patches * weights, axis=1) * (1.0 / count)
         keep = ops.expand_dims(ops.cast(valid, "bool"), -1)
         if self.mode == "max":
             return ops.max(ops.where(keep, patches, ops.cast(float("-inf"), patches.dtype)), axis=1)

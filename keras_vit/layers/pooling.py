@@ -103,7 +103,7 @@ class AttentionPooling(SublayerPolicies, keras.layers.Layer):
         else:
             scores = kernels.matmul_transposed(query, key)  # (B, heads, 1, N)
         if key_mask is not None:
-            scores = mask_scores(scores, key_mask)
+            scores = formulation.masked_scores(scores, key_mask) if rank4 else mask_scores(scores, key_mask)
         weights = kernels.softmax(scores, dtype)
         y = ops.reshape(ops.transpose(ops.matmul(weights, value), (0, 2, 1, 3)), (batch, 1, width))
         y = kernels.dense(y, self.output_dense)

@@ -28,7 +28,7 @@ ValueError: The backup in runs/demo/backup was made by another model: --model: s
 import dataclasses
 import os
 
-from keras_vit.domains import FRACTION, NON_NEGATIVE, POSITIVE_INT, PROBABILITY, SEED, Choice, Interval, Optional
+from keras_vit.domains import FRACTION, NON_NEGATIVE, POSITIVE_INT, PROBABILITY, SEED, Choice, Interval, IntSet, Optional
 from keras_vit.train import choices
 from keras_vit.train.choices import AUGMENTATIONS
 from keras_vit.train.choices import MNIST_NAMES
@@ -47,7 +47,7 @@ DEFAULTS = dict(
 RUN_SETTINGS = (
     "model", "dataset", "image_size", "epochs", "steps_per_epoch", "batch_size", "accumulate", "ema", "lr", "optimizer",
     "weight_decay", "warmup_epochs", "label_smoothing", "layer_decay", "freeze_blocks", "lora", "drop_path", "weights",
-    "augment", "randaugment", "mixup", "cutmix", "validation_fraction", "mixed_precision", "seed",
+    "augment", "randaugment", "mixup", "cutmix", "validation_fraction", "mixed_precision", "seed", "naflex",
 )  # fmt: skip
 # the domain of each field (None: not set); `keras-vit train` builds its flags' types from this table
 FIELD_DOMAINS = {
@@ -75,6 +75,7 @@ FIELD_DOMAINS = {
     "strategy": Optional(Choice(*STRATEGIES)),
     "save_freq": Optional(POSITIVE_INT),
     "seed": Optional(SEED),
+    "naflex": Optional(IntSet()),  # patch budgets: a NaFlex model on images of their own aspect ratio
     "verbose": Choice("auto", 0, 1, 2),
 }
 
@@ -126,6 +127,9 @@ class TrainConfig:
         strategy: ``"none"``, ``"mirrored"`` or ``"multi-worker"`` (reads ``TF_CONFIG``).
         save_freq: back up every N steps (default: each epoch).
         seed: the seed of the weights, the shuffling and the augmentation (default 0).
+        naflex: None, or the patch budgets (e.g. ``(64, 128, 256)``) of a NaFlex run: the model's NaFlex form takes
+            each image at its own aspect ratio, each batch one budget (:mod:`keras_vit.train.naflex_data`);
+            evaluation at the largest.
         tensorboard: write TensorBoard logs (``"auto"``: when the package is installed).
         output: the output folder.
         verbose: ``"auto"`` (a progress bar on a terminal, one line per
@@ -161,6 +165,7 @@ class TrainConfig:
     strategy: str | None = None
     save_freq: int | None = None
     seed: int | None = None
+    naflex: tuple | None = None
     tensorboard: bool | str = "auto"
     output: str = "runs/train"
     verbose: int | str = "auto"
@@ -173,6 +178,16 @@ class TrainConfig:
                 "--lora freezes every weight but the LoRA factors and the head; --freeze-blocks has nothing left to "
                 f"freeze. Received: lora={self.lora}, freeze_blocks={self.freeze_blocks}"
             )
+        if self.naflex:
+            refused = {name: getattr(self, name) for name in ("randaugment", "mixup", "cutmix") if getattr(self, name)}
+            if self.strategy not in (None, "none"):
+                refused["strategy"] = self.strategy  # batches of varying sizes: one device only
+            if refused:
+                raise ValueError(
+                    "--naflex batches images of many shapes by their number of patches, on one device: RandAugment, "
+                    f"MixUp, CutMix and a distribution strategy are not available with it. Received: naflex={self.naflex}, "
+                    + ", ".join(f"{name}={value!r}" for name, value in refused.items())
+                )
 
     def given(self):
         """``{name: value}`` of the run settings that are set (not None)."""
@@ -221,6 +236,8 @@ def _comparable(name, value):
         return value or None  # 0 is no average
     if name == "mixed_precision":
         return {None: False, "float32": False, "none": False, "mixed": True, "auto": True}.get(value, value)
+    if name == "naflex":  # a JSON list in the backup, a tuple here
+        return tuple(value) if value else None
     if name == "dataset" and isinstance(value, str) and value.lower() in MNIST_NAMES:
         return "mnist"
     return _as_path(name, value)

@@ -34,6 +34,7 @@ import tensorflow as tf
 
 from keras_vit.domains import FRACTION
 from keras_vit.train import augment as augment_lib
+from keras_vit.train import naflex_data
 from keras_vit.train.choices import MNIST_NAMES
 from keras_vit.train.dataset import ImageDataset
 from keras_vit.train.image_folder import load_image_folder
@@ -220,6 +221,7 @@ def make_pipeline(
     repeat=False,
     drop_remainder=None,
     image_dtype="float32",
+    naflex=None,
 ):
     """Batch a split of an :class:`ImageDataset` for ``model.fit``/``evaluate``.
 
@@ -255,6 +257,11 @@ def make_pipeline(
             so a uint8 batch computes what the same float32 whole-level batch does.
             Resizing, MixUp and CutMix give fractional levels, which uint8 rounds
             (at most half a level, 1/255 of the [-1, 1] range).
+        naflex: None (images of ``image_size``), or a
+            :class:`~keras_vit.train.naflex_data.NaFlexBatching` for a NaFlex model: each image kept at its own
+            aspect ratio as the dict ``{patches, patch_coord, patch_valid}``, batched by sequence length
+            (:func:`keras_vit.train.naflex_data.pipeline`; ``image_size`` and ``crop_fraction`` unused; RandAugment,
+            MixUp and CutMix refused).
 
     Returns:
         A batched, prefetched ``tf.data.Dataset`` of ``(images in [0, 255] of
@@ -280,6 +287,16 @@ def make_pipeline(
             f"{count} images make no batch of {batch_size}: the partial batch is dropped (drop_remainder), so this "
             f"pipeline yields no batch and training on it runs 0 steps. Pass a batch_size of at most {count}, "
             f"drop_remainder=False or repeat=True. Received: batch_size={batch_size}, {count} images"
+        )
+    if naflex is not None:
+        mixing = {"randaugment": randaugment, "mixup": mixup, "cutmix": cutmix}
+        if any(mixing.values()):
+            raise ValueError("RandAugment, MixUp and CutMix work on batches of images of one size; a NaFlex batch "
+                             f"holds patches of images of many shapes. Received: {mixing}")
+        return naflex_data.pipeline(
+            dataset, naflex.patch_size, naflex.budgets, batch_size, training=training, augment=augment,
+            num_classes=num_classes, seed=seed, shuffle_buffer=shuffle_buffer, repeat=repeat,
+            drop_remainder=drop_remainder, image_dtype=image_dtype,
         )
     options = tf.data.Options()
     options.deterministic = True

@@ -89,7 +89,7 @@ METRICS = (
     "epochs", "steps_per_epoch", "steps", "resumed_from_step", "train_seconds",
     "dataset", "num_train_examples", "num_validation_examples",
     "model", "parameters", "image_size", "batch_size", "accumulate", "ema", "learning_rate", "optimizer", "layer_decay", "augment",
-    "mixed_precision", "jit_compile", "strategy", "workers", "replicas",
+    "mixed_precision", "jit_compile", "strategy", "workers", "replicas", "naflex",
 )  # fmt: skip
 
 def make_strategy(name):
@@ -168,12 +168,18 @@ def _image_dtype():
     return "uint8" if gpu_info() else "float32"
 
 
-def _pipelines(dataset, config, strategy, *, per_worker):
-    """``(train, validation or None, test)``: datasets for ``model.fit``, dataset functions for a multi-worker run."""
+def _pipelines(dataset, config, strategy, *, per_worker, patch_size=None):
+    """``(train, validation or None, test)``: datasets for ``model.fit``, dataset functions for a multi-worker run.
+
+    ``patch_size``: the model's, for a NaFlex run (``config.naflex``).
+    """
     from keras_vit.train import data  # deferred: TensorFlow (see the imports above)
+    from keras_vit.train.naflex_data import NaFlexBatching  # deferred: TensorFlow (see the imports above)
 
     # on a GPU the batches go as uint8 (the model rescales inside): a quarter of float32's host-to-device bytes
     common = dict(image_size=config.image_size, num_classes=dataset.num_classes, image_dtype=_image_dtype())
+    if config.naflex:
+        common["naflex"] = NaFlexBatching(patch_size, config.naflex)
     augmented = dict(
         training=True, augment=config.augment, seed=config.seed, randaugment=config.randaugment,
         mixup=config.mixup, cutmix=config.cutmix, repeat=True,
@@ -227,12 +233,12 @@ def _train(config, strategy, *, fit_batch=False):
         )
     for notice in notices:
         _say(f"warning: {notice.message}")
-    train, validation, test = _pipelines(dataset, config, strategy, per_worker=custom_loop)
 
     keras.utils.set_random_seed(config.seed)
     with strategy.scope():
         model = recipes.build_model(
-            config.model, dataset.num_classes, config.image_size, weights=config.weights, drop_path_rate=config.drop_path
+            config.model, dataset.num_classes, config.image_size, weights=config.weights, drop_path_rate=config.drop_path,
+            naflex=bool(config.naflex),
         )
         report = getattr(model, "load_report", None)
         if config.weights is not None and report is not None:
@@ -248,8 +254,12 @@ def _train(config, strategy, *, fit_batch=False):
         )
         model_setup.compile_model(model, optimizer, config.label_smoothing, jit_compile=config.jit)
     replicas = strategy.num_replicas_in_sync
+    patch_size = model.vit_config.patch_size if config.naflex else None
+    train, validation, test = _pipelines(dataset, config, strategy, per_worker=custom_loop, patch_size=patch_size)
+    shape = (f"NaFlex, patch budgets {', '.join(map(str, config.naflex))}" if config.naflex
+             else f"input {config.image_size}x{config.image_size}")
     _say(
-        f"model {config.model}: {model.count_params():,} parameters, input {config.image_size}x{config.image_size}; "
+        f"model {config.model}: {model.count_params():,} parameters, {shape}; "
         f"{config.epochs} epochs x {steps_per_epoch} steps of {config.batch_size * config.accumulate}"
         + (f" ({config.accumulate} accumulated batches of {config.batch_size})" if config.accumulate > 1 else "")
         + (f"; weight EMA, decay {config.ema}" if config.ema is not None else "")
@@ -326,9 +336,12 @@ def _train(config, strategy, *, fit_batch=False):
         "strategy": config.strategy,
         "workers": num_workers,
         "replicas": replicas,
+        "naflex": list(config.naflex) if config.naflex else None,
     }
     if chief:
         metadata = {"class_names": dataset.class_names, "dataset": dataset.name, "image_size": config.image_size}
+        if config.naflex:
+            metadata["naflex"] = list(config.naflex)
         check_space(os.path.join(output, "model.keras"), model)  # HDF5 on a full disk: a crash
         saving.save_model(  # the deliverable: no optimizer state (the backups have it)
             model, os.path.join(output, "model.keras"), metadata=dict(metadata, model=config.model), include_optimizer=False

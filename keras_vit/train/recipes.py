@@ -81,8 +81,13 @@ def recipe(model_name, fine_tune=False):
     return dict(RECIPES.get(model_name, DEFAULT_RECIPE))
 
 
-def build_model(model_name, num_classes, image_size=None, *, weights=None, drop_path_rate=0.0):
+def build_model(model_name, num_classes, image_size=None, *, weights=None, drop_path_rate=0.0, naflex=False):
     """Build a model by name: a small config, a paper variant or the hybrid.
+
+    ``naflex=True`` builds the model's NaFlex form (``input_mode="naflex"``, any number of patches: its position
+    table stored for ``image_size``), which takes each image at its own aspect ratio
+    (:mod:`keras_vit.train.naflex_data`); a model with a conv stem, or a hybrid, has none (refused by name), and
+    ``pretrained`` weights must be of a NaFlex model already.
 
     ``weights`` (any source a builder takes: an original ``.npz``, a preset
     tag, ``hf://``, a timm or transformers checkpoint, or a ``.keras`` model saved by
@@ -95,11 +100,17 @@ def build_model(model_name, num_classes, image_size=None, *, weights=None, drop_
     if model_name == PRETRAINED:
         if weights is None:
             source_image_size(None)  # the error: pretrained needs weights
-        return pretrained.from_pretrained(
+        model = pretrained.from_pretrained(
             weights, num_classes=num_classes, image_size=image_size, include_top=True, classifier_activation="softmax",
             drop_path_rate=drop_path_rate,
         )
+        if naflex and model.vit_config.input_mode != "naflex":
+            raise ValueError(f"--naflex trains a NaFlex model: the weights {str(weights)!r} are of a model of "
+                             f"input_mode={model.vit_config.input_mode!r}. Received: weights={weights!r}")
+        return model
     image_size = image_size or default_image_size(model_name)
+    if naflex:
+        return _naflex_model(model_name, num_classes, image_size, weights=weights, drop_path_rate=drop_path_rate)
     if model_name in SMALL_MODELS:
         config = dict(SMALL_MODELS[model_name], image_size=image_size)
         if weights is not None and config["stem_channels"]:
@@ -121,6 +132,19 @@ def build_model(model_name, num_classes, image_size=None, *, weights=None, drop_
     if model_name in HYBRID_BUILDERS:
         return HYBRID_BUILDERS[model_name](num_classes=num_classes, image_size=image_size, weights=weights, drop_path_rate=drop_path_rate)
     raise ValueError(f"Unknown model: expected one of {model_names()}. Received: model={model_name!r}")
+
+
+def _naflex_model(model_name, num_classes, image_size, *, weights, drop_path_rate):
+    """The NaFlex form of a small model without a stem or of a paper variant (its table stored for ``image_size``)."""
+    fields = dict(num_classes=num_classes, image_size=image_size, weights=weights, drop_path_rate=drop_path_rate,
+                  input_mode="naflex", max_patches=None)
+    if model_name in SMALL_MODELS and not SMALL_MODELS[model_name]["stem_channels"]:
+        config = {k: v for k, v in SMALL_MODELS[model_name].items() if k not in ("stem_channels", "image_size")}
+        return models.ViT(name=f"vit_{model_name}", **config, **fields)
+    if model_name in models.BUILDERS:
+        return models.BUILDERS[model_name](**fields)
+    raise ValueError(f"Model {model_name!r} has no NaFlex form (a conv stem or a hybrid cuts its own patches): "
+                     f"--naflex takes a plain ViT, e.g. micro, tiny or a paper variant. Received: model={model_name!r}")
 
 
 def mnist_job(seed=0):

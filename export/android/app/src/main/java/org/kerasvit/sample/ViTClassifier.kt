@@ -74,6 +74,22 @@ class ViTClassifier(context: Context, modelAsset: String = "vit.tflite", labelsA
         return topK(scores, k)
     }
 
+    /**
+     * The k most probable classes of a NaFlex file (`--max-patches N` at export): the bitmap at its own aspect
+     * ratio, resized by the grid rule and cut into patches (NaFlexInput), no crop. Its three inputs, in the file's
+     * order: patches, patch_coord, patch_valid (NaFlexInput's contract).
+     */
+    fun classifyNaFlex(bitmap: Bitmap, patchSize: Int, maxPatches: Int, k: Int = 5): List<Prediction> {
+        val input = NaFlexInput.fromBitmap(bitmap, patchSize, patchSize, maxPatches)
+        inputBuffers[0].writeFloat(input.patches)  // patches
+        inputBuffers[1].writeFloat(input.coords)   // patch_coord
+        inputBuffers[2].writeFloat(input.valid)    // patch_valid
+        model.run(inputBuffers, outputBuffers)
+        val scores = outputBuffers[0].readFloat()
+        require(scores.size == labels.size) { "labels.txt has ${labels.size} names, the model ${scores.size} classes" }
+        return topK(scores, k)
+    }
+
     fun topK(scores: FloatArray, k: Int): List<Prediction> =
         scores.indices.sortedByDescending { scores[it] }.take(k).map { Prediction(labels[it], it, scores[it]) }
 

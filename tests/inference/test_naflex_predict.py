@@ -1,0 +1,69 @@
+"""`predict` with a NaFlex model: image files of any shape read without a crop, each resized by the grid rule under the
+model's budget (keras_vit.inference.naflex_runtime), equal to the model on the NumPy rule's patches."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from PIL import Image
+
+from keras_vit.architecture.config import ViTConfig
+from keras_vit.architecture.model import VisionTransformer
+from keras_vit.inference import decoding
+from keras_vit.inference.predictors import load_predictor, predict
+from keras_vit.layers import naflex_grid
+
+SIZES = ((48, 48), (45, 80), (90, 30))  # 1:1, 16:9, 1:3
+
+
+def tiny(max_patches=None):
+    config = ViTConfig(image_size=16, patch_size=4, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64, num_classes=3,
+                       input_mode="naflex", max_patches=max_patches, pooling="gap", class_token=False)
+    model = VisionTransformer.from_vit_config(config)
+    rng = np.random.default_rng(0)
+    for variable in model.weights:
+        variable.assign(rng.normal(0.0, 0.2, variable.shape).astype("float32"))
+    return model
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("shapes")
+    rng = np.random.default_rng(1)
+    paths = []
+    for h, w in SIZES:
+        paths.append(str(root / f"{h}x{w}.png"))
+        Image.fromarray(rng.integers(0, 255, (h, w, 3), dtype=np.uint8)).save(paths[-1])
+    return paths
+
+
+def expected(model, paths, budget):
+    """The NumPy grid rule (keras_vit.layers.naflex_grid) on the pixels of the files, resized by the one rule."""
+    pixels = [np.asarray(Image.open(p).convert("RGB"), "float32") for p in paths]
+    resized = [decoding.resize(tf.constant(p), naflex_grid.target_size(p.shape[:2], 4, budget)).numpy() for p in pixels]
+    return np.asarray(model(naflex_grid.batch(resized, 4, budget)))
+
+
+def test_predict_reads_each_image_at_its_own_aspect_ratio(files):
+    model = tiny()
+    results = predict(model, files, top_k=3, labels=["a", "b", "c"])
+    got = np.array([[p["probability"] for p in sorted(r["predictions"], key=lambda p: p["index"])] for r in results])
+    want = expected(model, files, 16)  # no max_patches: the native grid's 4 x 4 patches
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+    # the grids differ by aspect ratio: the wide image has more columns than rows, the tall one more rows
+    assert [naflex_grid.grid_for(s, 4, 16) for s in SIZES] == [(4, 4), (3, 5), (6, 2)]
+    np.testing.assert_allclose(
+        np.array([[p["probability"] for p in sorted(r["predictions"], key=lambda p: p["index"])]
+                  for r in predict(model, files, top_k=3, max_patches=30)]),
+        expected(model, files, 30), rtol=0, atol=1e-5)
+
+
+def test_a_fixed_budget_is_the_model_s_own(files, tmp_path):
+    model = tiny(max_patches=20)
+    predictor = load_predictor(model)
+    assert predictor.naflex == ((4, 4), 20)
+    with pytest.raises(ValueError, match=r"max_patches=20 patches per image only\. Received: max_patches=16"):
+        load_predictor(model, max_patches=16)
+    path = str(tmp_path / "naflex.keras")
+    model.save(path)
+    (result,) = predict(path, files[2:], top_k=1)
+    assert result["predictions"][0]["index"] == int(np.argmax(expected(model, files[2:], 20)[0]))
