@@ -129,6 +129,8 @@ class ViTConfig:
         proj_bias, mlp_bias: biases on the attention's output projection, and on the MLP's layers.
         input_mode, max_patches, position_aspect_preserving, factorized_positions: ``"image"`` (the default), or
             ``"naflex"``: each image at its own aspect ratio under a budget of patches (:mod:`keras_vit.architecture.naflex`).
+        grid_rule: the rule that gives a NaFlex image its grid under the budget, as the weights were trained
+            (``"timm"`` or ``"siglip2"``: :data:`keras_vit.layers.naflex_grid.GRID_RULES`).
     """
 
     image_size: tuple | int | None = 224
@@ -183,6 +185,7 @@ class ViTConfig:
     max_patches: int | None = None
     position_aspect_preserving: bool = False
     factorized_positions: bool = False
+    grid_rule: str = "timm"
 
     def __post_init__(self):
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731  (a frozen dataclass)

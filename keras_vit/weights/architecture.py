@@ -121,7 +121,7 @@ FAMILY = (
     "mlp_activation", "mlp_type", "qkv_bias", "pre_norm", "final_norm", "fc_norm", "projection_dim",
     "rope", "rope_temperature", "rope_grid_indexing", "rope_grid_offset", "rope_reference_grid", "position_embedding",
     "norm_type", "patch_norm", "proj_bias", "mlp_bias",
-    "input_mode", "position_aspect_preserving", "factorized_positions",
+    "input_mode", "position_aspect_preserving", "factorized_positions", "grid_rule",
 )
 FACTORIZED_KEYS = ("Transformer/posembed_input/pos_embedding_rows", "Transformer/posembed_input/pos_embedding_cols")
 
@@ -166,6 +166,7 @@ def family_of(info):
         "mlp_bias": block + "MlpBlock_3/Dense_1/bias" in shapes,
         "rope_reference_grid": None, "position_embedding": POSEMB_KEY in shapes or FACTORIZED_KEYS[0] in shapes,
         "input_mode": "image", "position_aspect_preserving": False, "factorized_positions": FACTORIZED_KEYS[0] in shapes,
+        "grid_rule": "timm",
     }
     return {field: declared[field].value if field in declared else value for field, value in seen.items()}
 
