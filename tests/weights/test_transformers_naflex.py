@@ -94,6 +94,9 @@ def test_siglip2_reads_as_the_image_model_unless_a_budget_is_asked_for(tmp_path)
         got = np.asarray(any_length(naflex_grid.batch(pixels, P, budget)))
         expected = np.stack([transformers_forward(image, sd, vision) for image in pixels])
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
+    path = str(tmp_path / "s2.keras")  # the grid rule is saved with the model
+    any_length.save(path)
+    assert keras_vit.load_model(path).vit_config == any_length.vit_config
     # the square image at the table's grid: the image model and the NaFlex model agree (the resampling is the identity)
     square = np.random.default_rng(1).uniform(0, 255, (1, 16, 16, 3)).astype("float32")
     np.testing.assert_allclose(np.asarray(any_length(naflex_grid.batch(list(square), P, 16))), np.asarray(image_model(square)),
