@@ -130,6 +130,11 @@ BLOCKS = {
     "docs/models-and-weights.md: model = keras_vit.R50ViTB16(weights=\"R50+ViT-B_16.npz\", imag": Row(drop={
         "R50ViTB16(": "a full-size R50+ViT-B/16 (98M parameters) for its checkpoint; tests/models load tiny hybrid "
                       "checkpoints of that layout (tests/hybrid_helpers.py)"}),
+    "docs/naflex.md: print(naflex_grid.target_size((360, 640), 16, 256, rule=\"sig": Row(),
+    "docs/naflex.md: model = keras_vit.ViT(image_size=32, patch_size=8, hidden_si": Row(),
+    "docs/naflex.md: model = keras_vit.from_pretrained(\"hf://timm/naflexvit_base_": Skip(
+        "two Hub downloads (ViT-B sizes); tests/architecture/test_naflex.py and tests/weights/test_transformers_naflex.py "
+        "load folders of both layouts offline"),
     "docs/resolution.md: model = keras_vit.ViT(image_size=None, native_image_size=32,": Row(),
     "docs/resolution.md: model = keras_vit.ViT(image_size=32, patch_size=8, hidden_si": Row(),
     "docs/resolution.md: keras-vit resize runs/flowers/model.keras --image-size 384 -": Row(made=("runs/flowers/model.keras",)),

@@ -128,7 +128,9 @@ class ViTConfig:
 
     NaFlex (:mod:`keras_vit.architecture.naflex`): ``input_mode`` ``"image"`` (the default) or ``"naflex"``, each
     image at its own aspect ratio under a budget of ``max_patches`` patches, with ``position_aspect_preserving`` and
-    ``factorized_positions`` for timm's other position tables.
+    ``factorized_positions`` for timm's other position tables, and ``grid_rule``, the rule that gives an image its
+    grid under the budget as the weights were trained (``"timm"`` or ``"siglip2"``:
+    :data:`keras_vit.layers.naflex_grid.GRID_RULES`).
 
     NormFormer's sub-LayerNorms (EVA-02 B / L and its CLIP towers, timm's ``scale_mlp`` / ``scale_attn_inner``; BEiT-3's
     ``scale_mlp_norm`` / ``scale_attn_norm``), each a LayerNorm of ``layer_norm_epsilon`` in every block:
@@ -194,6 +196,7 @@ class ViTConfig:
     factorized_positions: bool = False
     mlp_norm: bool = False
     attention_norm: bool = False
+    grid_rule: str = "timm"
 
     def __post_init__(self):
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731  (a frozen dataclass)

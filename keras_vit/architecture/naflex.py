@@ -12,6 +12,8 @@ their ``(row, col)`` coordinates and a validity mask (timm's ``NaFlexVit`` dict 
   (:class:`keras_vit.layers.naflex.NaFlexPatchEncoder`): in 2-D by ``position_resampling``, optionally
   ``position_aspect_preserving`` (timm's ``pos_embed_ar_preserving``), or as ``factorized_positions`` (a row and a
   column table, timm's ``pos_embed='factorized'``);
+* ``grid_rule`` names the rule that gives each image its grid (:data:`keras_vit.layers.naflex_grid.GRID_RULES`):
+  the model takes the patches as they come, and whoever cuts them (``naflex_grid.target_size(..., rule=)``) reads it;
 * the padding is masked: every block's attention reads the valid keys only, and the pooling (``token``, ``gap``,
   ``avg``, ``max``, ``map``) reads the valid patches only. ``pooling=None`` returns every token, padding included.
 
@@ -33,13 +35,13 @@ import keras
 
 from keras_vit.architecture import graph
 from keras_vit.layers.naflex import GRID_RESAMPLING, MaskedPooling, NaFlexPatchEncoder, TokenMask
-from keras_vit.layers.naflex_grid import KEYS
+from keras_vit.layers.naflex_grid import GRID_RULES, KEYS
 from keras_vit.layers.pooling import AttentionPooling
 from keras_vit.layers.normalization import make_norm
 
 INPUT_MODES = ("image", "naflex")
 # the NaFlex fields with their values in an image model (each read only with input_mode="naflex")
-DEFAULTS = {"max_patches": None, "position_aspect_preserving": False, "factorized_positions": False}
+DEFAULTS = {"max_patches": None, "position_aspect_preserving": False, "factorized_positions": False, "grid_rule": "timm"}
 POOLINGS = ("token", "gap", "avg", "max", "map", None)
 
 
@@ -67,6 +69,8 @@ def validate(config, set_):
                 raise ValueError(f"`{name}` is read only with input_mode='naflex'. Received: input_mode='image', "
                                  f"{name}={getattr(config, name)!r}")
         return
+    if config.grid_rule not in GRID_RULES:
+        raise ValueError(f"Unknown `grid_rule`: expected one of {tuple(GRID_RULES)}. Received: grid_rule={config.grid_rule!r}")
     budget = config.max_patches
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, numbers.Integral) or budget < 1):
         raise ValueError(f"`max_patches` must be a positive int, or None for any length. Received: max_patches={budget!r}")

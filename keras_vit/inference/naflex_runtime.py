@@ -29,9 +29,23 @@ def is_naflex(model):
         return False
 
 
+def check_grid_rule(config, what):
+    """Refuse a model whose weights were trained under another grid rule than timm's, the one the TensorFlow input
+    path (:mod:`keras_vit.inference.naflex_input`) computes: its images would get other grids without a word."""
+    if config.grid_rule != "timm":
+        raise ValueError(
+            f"{what} cuts the images by timm's NaFlex grid rule, in TensorFlow; this model's weights were trained "
+            f"with grid_rule={config.grid_rule!r}, whose TensorFlow form keras_vit does not have yet. Run the Keras model "
+            f"on naflex_grid.batch of the images resized by keras_vit.layers.naflex_grid.resize_to_budget(image, "
+            f"patch_size, max_patches, rule={config.grid_rule!r}) instead."
+        )
+
+
 def budget_of(config, max_patches=None):
     """The patches per image a NaFlex model of ``config`` runs at: its own ``max_patches`` (another is refused), else
-    ``max_patches``, else its native grid's ``rows * cols``."""
+    ``max_patches``, else its native grid's ``rows * cols``; a model of another grid rule than timm's is refused
+    (:func:`check_grid_rule`)."""
+    check_grid_rule(config, "keras_vit's NaFlex prediction and export")
     if config.max_patches is not None:
         if max_patches is not None and int(max_patches) != config.max_patches:
             raise ValueError(f"The NaFlex model takes max_patches={config.max_patches} patches per image only. "

@@ -50,6 +50,8 @@ def from_pretrained(source, **overrides):
         **overrides: ``num_classes`` (another number than the file's: a new, zero-initialised
             head for fine-tuning), ``image_size`` (position embeddings resampled in 2-D),
             ``include_top``, ``pooling`` (None with ``include_top=False``: the token sequence),
+            ``max_patches`` (a NaFlex model's budget; with SigLIP 2's weights, or ``input_mode="naflex"``, it
+            reads them as the NaFlex model rather than at their table's grid),
             ``dropout``, ``attention_dropout``, ``drop_path_rate``, ``classifier_activation``
             (default ``"softmax"``), ``include_preprocessing``, ``input_tensor``, ``name``; and
             ``num_heads`` for a timm file without a config naming it. The sizes fixed by the
@@ -81,6 +83,8 @@ def from_pretrained(source, **overrides):
     """
     path, preset = locate(source, overrides.get("image_size"))
     info = formats.describe(path, architecture=getattr(preset, "architecture", None))  # a Hub preset may name one
+    if info.naflex is not None and (overrides.get("max_patches") is not None or overrides.get("input_mode") == "naflex"):
+        info = info.as_naflex()  # SigLIP 2's weights as the NaFlex model: each image at its own grid
     saved = saved_config(path, info)
     arch = saved_architecture(saved) if saved else architecture.infer(info, str(source), known_heads=_registered_heads())
     kwargs = arguments(arch, overrides, source, no_head=[f"{k}: {v}" for k, v in info.skipped.items() if k.startswith("head")])

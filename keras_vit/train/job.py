@@ -60,6 +60,7 @@ import keras
 
 from keras_vit import saving
 from keras_vit.hardware.gpu import gpu_info
+from keras_vit.inference import naflex_runtime
 from keras_vit.models import lora
 from keras_vit.train import model_setup
 from keras_vit.train import optimizers
@@ -255,6 +256,8 @@ def _train(config, strategy, *, fit_batch=False):
         model_setup.compile_model(model, optimizer, config.label_smoothing, jit_compile=config.jit)
     replicas = strategy.num_replicas_in_sync
     patch_size = model.vit_config.patch_size if config.naflex else None
+    if config.naflex:
+        naflex_runtime.check_grid_rule(model.vit_config, "keras-vit train --naflex")
     train, validation, test = _pipelines(dataset, config, strategy, per_worker=custom_loop, patch_size=patch_size)
     shape = (f"NaFlex, patch budgets {', '.join(map(str, config.naflex))}" if config.naflex
              else f"input {config.image_size}x{config.image_size}")

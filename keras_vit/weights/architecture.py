@@ -124,7 +124,7 @@ FAMILY = (
     "mlp_activation", "mlp_type", "qkv_bias", "pre_norm", "final_norm", "fc_norm", "projection_dim",
     "rope", "rope_temperature", "rope_grid_indexing", "rope_grid_offset", "rope_reference_grid", "position_embedding",
     "norm_type", "patch_norm", "proj_bias", "mlp_bias",
-    "input_mode", "position_aspect_preserving", "factorized_positions",
+    "input_mode", "position_aspect_preserving", "factorized_positions", "grid_rule",
     "mlp_norm", "attention_norm",
     "map_num_heads", "map_mlp_dim",
 )
@@ -176,6 +176,7 @@ def family_of(info):
         "attention_norm": block + "MultiHeadDotProductAttention_1/LayerNorm_0/scale" in shapes,
         # the attention pooling head's MLP width shows in its weights; its heads only where a file declares them
         "map_num_heads": None, "map_mlp_dim": int(map_mlp[-1]) if map_mlp else None,
+        "grid_rule": "timm",
     }
     return {field: declared[field].value if field in declared else value for field, value in seen.items()}
 

@@ -16,6 +16,22 @@ from keras_vit.errors import CheckpointError
 
 
 @dataclasses.dataclass
+class NaFlexForm:
+    """How a source whose model runs at its native grid and at any other (SigLIP 2's) reads as keras_vit's NaFlex
+    model, asked for by ``from_pretrained(..., max_patches=N)`` or ``input_mode="naflex"``.
+
+    Attributes:
+        declared: ``{ViTConfig field: Declaration}`` that replace the source's own (``input_mode``, ``grid_rule``...).
+        position_resampling: the rule that resamples the position table to each image's grid.
+        note: a sentence for the load report.
+    """
+
+    declared: dict
+    position_resampling: str
+    note: str
+
+
+@dataclasses.dataclass
 class Reading:
     """What a source's files say beyond the tensors: one typed result, whatever the layout.
 
@@ -32,6 +48,7 @@ class Reading:
         skipped: ``{keys: reason}`` of the tensors left out on purpose (a text tower, a decoder).
         position_resampling: the source's rule for resampling its position embeddings, or None (the model's).
         classifier_activation: ``(activation, said)`` when the source declares its head's activation, else ``()``.
+        naflex: a :class:`NaFlexForm` where the source's model also takes each image at its own grid, else None.
         layout: the source's own conversion switches (a typed object of that source, read by its
             :meth:`Source.arrays` only), or None.
 
@@ -52,6 +69,7 @@ class Reading:
     skipped: dict = dataclasses.field(default_factory=dict)
     position_resampling: str | None = None
     classifier_activation: tuple = ()
+    naflex: NaFlexForm | None = None
     layout: object = None
 
     num_heads = property(lambda self: self.declared["num_heads"].value if "num_heads" in self.declared else None)
@@ -101,8 +119,17 @@ class CheckpointInfo:
     position_resampling: str | None = None
     notes: list = dataclasses.field(default_factory=list)
     classifier_activation: tuple = ()
+    naflex: NaFlexForm | None = None
     num_heads = Reading.num_heads
     layer_norm_epsilon = Reading.layer_norm_epsilon
+
+    def as_naflex(self):
+        """This checkpoint read as keras_vit's NaFlex model (its :class:`NaFlexForm` applied), or a ``ValueError``."""
+        if self.naflex is None:
+            raise ValueError(f"{self.path!r} ({self.format}) has no NaFlex form: its model takes images of one size.")
+        return dataclasses.replace(self, declared={**self.declared, **self.naflex.declared}, naflex=None,
+                                   position_resampling=self.naflex.position_resampling,
+                                   notes=[*self.notes, self.naflex.note])
 
 
 class Source:

@@ -107,6 +107,8 @@ def test_keras_file_round_trip(tmp_path):
     (dict(input_mode="naflex", pooling="feature_map", include_top=False), "pooling='feature_map'"),
     (dict(input_mode="naflex", position_resampling="bicubic_torch"), "position_resampling='bicubic_torch'"),
     (dict(input_mode="flex"), "input_mode='flex'"),
+    (dict(grid_rule="siglip2"), "grid_rule='siglip2'"),  # an image model has no grid rule to choose
+    (dict(input_mode="naflex", grid_rule="clip"), r"Unknown `grid_rule`.*grid_rule='clip'"),
 ])
 def test_impossible_configs_are_refused_by_name(changes, match):
     with pytest.raises(ValueError, match=match):

@@ -67,3 +67,20 @@ def test_a_fixed_budget_is_the_model_s_own(files, tmp_path):
     model.save(path)
     (result,) = predict(path, files[2:], top_k=1)
     assert result["predictions"][0]["index"] == int(np.argmax(expected(model, files[2:], 20)[0]))
+
+
+def test_a_siglip2_rule_model_is_refused_where_timms_rule_would_cut_its_images(tmp_path):
+    """predict and export cut images by timm's rule in TensorFlow: a model whose weights were trained under SigLIP 2's
+    rule would get other grids silently, so it is refused naming the rule and the way out."""
+    import keras_vit
+    from keras_vit.export import export_model
+    from keras_vit.inference import naflex_runtime
+
+    model = keras_vit.ViT(image_size=32, patch_size=8, hidden_size=32, num_layers=1, num_heads=2, mlp_dim=64,
+                          num_classes=3, class_token=False, pooling="gap", input_mode="naflex", grid_rule="siglip2")
+    with pytest.raises(ValueError, match=r"grid_rule='siglip2'.*resize_to_budget"):
+        naflex_runtime.keras_runtime(model)
+    pixels = np.random.default_rng(0).uniform(0, 255, (2, 32, 32, 3)).astype("float32")
+    with pytest.raises(ValueError, match=r"grid_rule='siglip2'"):
+        export_model(model, "tflite", str(tmp_path / "m.tflite"), eval_data=pixels, max_patches=16)
+    assert not (tmp_path / "m.tflite").exists()

@@ -1,4 +1,5 @@
-"""NaFlex's grid rule (timm's get_image_size_for_seq) and patchification (timm's patchify_image + NaFlexCollator)."""
+"""NaFlex's grid rules (timm's get_image_size_for_seq, SigLIP 2's get_image_size_for_max_num_patches) and
+patchification (timm's patchify_image + NaFlexCollator)."""
 
 import math
 
@@ -94,3 +95,63 @@ def test_batch_stacks_images_of_three_aspect_ratios():
     inputs = naflex_grid.batch(images, 16, 16)
     assert [inputs[k].shape for k in naflex_grid.KEYS] == [(3, 16, 768), (3, 16, 2), (3, 16)]
     assert inputs["patch_valid"].sum(axis=1).tolist() == [16, 15, 16]
+
+
+def siglip2_size(image_height, image_width, patch_size, max_num_patches, eps=1e-5):
+    """transformers 5.24's get_image_size_for_max_num_patches (models/siglip2/image_processing_siglip2.py), as written."""
+
+    def get_scaled_image_size(scale, size, patch_size):
+        scaled_size = size * scale
+        scaled_size = math.ceil(scaled_size / patch_size) * patch_size
+        scaled_size = max(patch_size, scaled_size)
+        return int(scaled_size)
+
+    scale_min, scale_max = eps / 10, 100.0
+    while (scale_max - scale_min) >= eps:
+        scale = (scale_min + scale_max) / 2
+        target_height = get_scaled_image_size(scale, image_height, patch_size)
+        target_width = get_scaled_image_size(scale, image_width, patch_size)
+        num_patches = (target_height / patch_size) * (target_width / patch_size)
+        if num_patches <= max_num_patches:
+            scale_min = scale
+        else:
+            scale_max = scale
+    scale = scale_min
+    return get_scaled_image_size(scale, image_height, patch_size), get_scaled_image_size(scale, image_width, patch_size)
+
+
+@settings(max_examples=200, deadline=None)
+@given(h=sizes, w=sizes, p=patches, budget=budgets)
+def test_siglip2_rule_is_its_processors_search(h, w, p, budget):
+    assert naflex_grid.target_size((h, w), p, budget, rule="siglip2") == siglip2_size(h, w, p, budget)
+
+
+def test_the_rules_part_where_only_a_scale_under_eps_fits():
+    # a 1 x 20,000,000 panorama: two patches of 16 fit only below r = 32 / 2e7 = 1.6e-6 < eps = 1e-5
+    assert siglip2_size(1, 20_000_000, 16, 2) == (16, 32)
+    assert naflex_grid.target_size((1, 20_000_000), 16, 2, rule="siglip2") == (16, 32)
+    with pytest.raises(ValueError, match="timm's binary search fails the same way"):
+        naflex_grid.target_size((1, 20_000_000), 16, 2, rule="timm")
+    # under a budget of 1, SigLIP 2's search ends at its start (1e-6) and gives 2 patches: refused, not padded to -1
+    assert siglip2_size(1, 20_000_000, 16, 1) == (16, 32)
+    with pytest.raises(ValueError, match=r"SigLIP 2's grid rule gives an image of 1x20000000 a size of 16x32"):
+        naflex_grid.target_size((1, 20_000_000), 16, 1, rule="siglip2")
+
+
+def test_a_rule_is_refused_by_name_with_what_it_lacks():
+    with pytest.raises(ValueError, match=r"Unknown NaFlex grid rule.*rule='clip'"):
+        naflex_grid.grid_for((10, 10), 16, 4, rule="clip")
+    with pytest.raises(ValueError, match="no max_ratio"):
+        naflex_grid.target_size((10, 10), 16, 4, rule="siglip2", max_ratio=1.0)
+    with pytest.raises(ValueError, match=r"one square patch size.*patch_size=\(16, 8\)"):
+        naflex_grid.target_size((10, 10), (16, 8), 4, rule="siglip2")
+
+
+def test_resize_to_budget_takes_the_rules_resize():
+    image = np.random.default_rng(0).uniform(0, 255, (30, 50, 3)).astype("float32")
+    import tensorflow as tf
+
+    for rule, method in (("timm", "bicubic"), ("siglip2", "bilinear")):
+        got = naflex_grid.resize_to_budget(image, 8, 12, rule=rule)
+        want = tf.image.resize(image, naflex_grid.target_size((30, 50), 8, 12), method=method, antialias=True).numpy()
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-4)

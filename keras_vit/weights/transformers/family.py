@@ -16,7 +16,7 @@ from keras_vit.weights.declared import activation, declare
 from keras_vit.weights.conventions import CLIP_MEAN_STD, HALF, IMAGENET
 from keras_vit.weights.input_normalization import processor_normalization
 from keras_vit.weights.source import Reading
-from keras_vit.weights.transformers import aimv2
+from keras_vit.weights.transformers import aimv2, siglip2
 
 
 class Family(NamedTuple):
@@ -208,7 +208,8 @@ def settings(config, path, model_type):
     names = config_lib.indexed_names(config.get("id2label"), "id2label", path) or []
     return Reading(declared=record, expected=expected, architecture=architecture, notes=notes,
                    class_names=None if not names or all(n.startswith("LABEL_") for n in names) else names,
-                   position_resampling=row.resampling, layout=classifier or row.layout)
+                   position_resampling=row.resampling, layout=classifier or row.layout,
+                   naflex=siglip2.naflex_form(size, said, path) if "num_patches" in row.defaults else None)
 
 
 def _dinov3(put, read, path):
