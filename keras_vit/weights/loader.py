@@ -105,6 +105,15 @@ def load_checkpoint(model, checkpoint, strict=True, source=None, *, info=None):
         record = npz.declared({k: a.shape for k, a in arrays.items()}, report.path, layout=False)
     else:
         info = info or formats.describe(checkpoint)
+        if info.naflex is not None and config.input_mode == "naflex":  # SigLIP 2 into a NaFlex model: its grid rule
+            info = info.as_naflex()
+            if config.position_resampling != info.position_resampling:  # resampled per image as the model runs
+                raise CheckpointError(
+                    f"{os.fspath(checkpoint)!r}: its NaFlex model resamples the position table to each image's grid by "
+                    f"{info.position_resampling!r}; model {model.name!r} has position_resampling="
+                    f"{config.position_resampling!r}. Build it with position_resampling={info.position_resampling!r}, "
+                    "or use keras_vit.from_pretrained(..., max_patches=N)."
+                )
         report.format = info.format
         report.notes = list(info.notes)
         grid = info.grid

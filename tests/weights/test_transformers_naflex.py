@@ -116,3 +116,17 @@ def test_a_budget_for_a_source_without_a_naflex_form_is_refused_by_name(tmp_path
         keras_vit.from_pretrained(str(folder), max_patches=16)
     with pytest.raises(ValueError, match=r"input_mode='image', fixed by its weights"):
         keras_vit.from_pretrained(str(folder), input_mode="naflex")
+
+
+@pytest.mark.parametrize("change, named", [({"grid_rule": "timm"}, r"grid_rule='timm'"),
+                                           ({"position_resampling": "bicubic_torch_antialias"}, r"bilinear_torch_antialias")])
+def test_siglip2_into_a_naflex_model_built_by_hand_checks_its_rule_and_resampling(tmp_path, change, named):
+    """weights= into a NaFlex model built by hand: SigLIP 2's grid rule and per-image resampling leave no trace in the
+    weights, so a model with another of either is refused naming it; the model from_pretrained builds loads."""
+    import keras_vit
+
+    folder, _, _ = write_folder(tmp_path / "siglip2", "Siglip2VisionModel")
+    config = keras_vit.from_pretrained(folder, max_patches=24).vit_config
+    keras_vit.ViT(**config.to_dict(), weights=folder)
+    with pytest.raises(ValueError, match=named):
+        keras_vit.ViT(**{**config.to_dict(), **change}, weights=folder)
