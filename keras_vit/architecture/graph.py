@@ -83,7 +83,7 @@ def embed(x, config):
     return x
 
 
-def encoder(x, config, key_mask=None):
+def encoder(x, config, *, key_mask=None):
     """``num_layers`` blocks (``transformer_block_{i}``) and the final norm.
 
     Stochastic depth grows linearly with depth from 0 to ``drop_path_rate``; RoPE (``config.rope``) rotates the
