@@ -124,19 +124,8 @@ def _saved_model(model, base, name, version, labels, top_k, images, inputs, expe
         if not report.passed:
             raise ExportVerificationError(report)
 
-    name = name or model.name
-    target, version = saved_model.version_path(base, name, version)
-    archive = naflex_graph.build_archive(model, labels, top_k, budget)
-    try:
-        path, written = saved_model.export_saved_model(
-            model, base, name=name, version=version, labels=labels, top_k=top_k, check=check,
-            image_size=tuple(config_of(model).native_image_size), archive=archive,
-        )
-    except ExportVerificationError as error:
-        error.report.path = target
-        error.report.details["aborted"] = "verification failed; no version folder was written"
-        return error.report
-    result = holder["report"]
-    result.path = path
-    result.details.update(written)
-    return result
+    return saved_model.export_verified(
+        model, base, holder, name=name or model.name, version=version, labels=labels, top_k=top_k, check=check,
+        image_size=tuple(config_of(model).native_image_size),
+        make_archive=lambda: naflex_graph.build_archive(model, labels, top_k, budget),
+    )

@@ -284,21 +284,10 @@ def _export_saved_model(model, base, *, name, version, labels, top_k, images, ex
         if not holder["report"].passed:
             raise ExportVerificationError(holder["report"])
 
-    name = name or model.name
-    target, version = saved_model.version_path(base, name, version)
-    try:
-        path, details = saved_model.export_saved_model(
-            model, base, name=name, version=version, labels=labels, top_k=top_k,
-            warmup_images=images if warmup else None, check=check, image_size=image_size,
-        )
-    except ExportVerificationError as error:
-        error.report.path = target
-        error.report.details["aborted"] = "verification failed; no version folder was written"
-        return error.report
-    result = holder["report"]
-    result.path = path
-    result.details.update(details)
-    return result
+    return saved_model.export_verified(
+        model, base, holder, name=name or model.name, version=version, labels=labels, top_k=top_k,
+        warmup_images=images if warmup else None, check=check, image_size=image_size,
+    )
 
 
 def _silent(stage, done=None, total=None):

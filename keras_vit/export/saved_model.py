@@ -51,6 +51,7 @@ import numpy as np
 from keras_vit import saving
 from keras_vit.architecture.model import config_of
 from keras_vit.export import common
+from keras_vit.export.errors import ExportVerificationError
 from keras_vit.inference import decoding
 from keras_vit.inference.runtimes import SAVED_MODEL_METADATA as METADATA_FILE
 
@@ -315,3 +316,22 @@ def export_saved_model(
             shutil.rmtree(tmp, ignore_errors=True)
     return path, details
 
+
+def export_verified(model, base_path, holder, *, name, version=None, make_archive=None, **kwargs):
+    """:func:`export_saved_model` whose ``check`` (in ``kwargs``) stores its report in ``holder["report"]`` and raises
+    :class:`~keras_vit.export.errors.ExportVerificationError` on a failure: the passed report with the version folder
+    and what was written, or the failed one (its path the version that was not written). An existing version is
+    refused before ``make_archive()`` (an archive other than :func:`build_archive`'s) does any work."""
+    target, version = version_path(base_path, name, version)
+    if make_archive is not None:
+        kwargs["archive"] = make_archive()
+    try:
+        path, written = export_saved_model(model, base_path, name=name, version=version, **kwargs)
+    except ExportVerificationError as error:
+        error.report.path = target
+        error.report.details["aborted"] = "verification failed; no version folder was written"
+        return error.report
+    result = holder["report"]
+    result.path = path
+    result.details.update(written)
+    return result
