@@ -35,7 +35,8 @@ TI = dict(patch_size=16, hidden_size=192, num_layers=12, num_heads=3, mlp_dim=76
 FLOWERS = {"tulips": (200, 30, 40), "daisy": (240, 240, 230), "roses": (30, 40, 200)}
 TI_PRESET_FILE = "augreg/Ti_16-i21k-300ep-lr_0.001-aug_none-wd_0.03-do_0.0-sd_0.0--imagenet2012-steps_20k-lr_0.03-res_224.npz"
 # made/ files: what a page takes as made by an earlier step (a block's row names the ones it needs)
-MADE = ("runs/mnist/model.keras", "runs/flowers/model.keras", "model.keras", "vit.tflite", "model-any.keras")
+MADE = ("runs/mnist/model.keras", "runs/flowers/model.keras", "model.keras", "vit.tflite", "model-any.keras",
+        "naflex.keras")
 
 
 def flowers(root, per_class=20, seed=0):
@@ -149,6 +150,10 @@ def _made(root, inputs):
     keras_vit.save_model(keras_vit.resize_model(model, image_size=None), str(root / "model-any.keras"),
                          metadata={"class_names": names})
     keras_vit.export_model(str(root / "model.keras"), "tflite", str(root / "vit.tflite"), eval_data=str(inputs / "flowers"))
+    naflex = keras_vit.ViT(image_size=32, patch_size=8, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64,
+                           num_classes=len(names), class_token=False, pooling="gap", input_mode="naflex")
+    naflex.get_layer("head").kernel.assign(np.random.default_rng(0).normal(0, 0.05, naflex.get_layer("head").kernel.shape))
+    keras_vit.save_model(naflex, str(root / "naflex.keras"), metadata={"class_names": names})  # a NaFlex model, untrained
 
 
 def build(root):

@@ -55,6 +55,12 @@ def add_arguments(parser):
     parser.add_argument("--min-top1-agreement", type=typed("min_top1_agreement"), help="override the top-1 agreement floor (in [0, 1])")
     parser.add_argument("--no-warmup", action="store_true", help="do not write TF Serving warmup requests")
     parser.add_argument(
+        "--max-patches", type=typed("max_patches"), metavar="N",
+        help="a NaFlex model's budget of patches per image (a positive int; default its own, else its native grid's): "
+        "tflite: the file's fixed budget; saved_model: the budget of serving_bytes, and keras-vit predict's default "
+        "(serving_default takes any length from a model without one). Refused for a non-NaFlex model",
+    )
+    parser.add_argument(
         "--image-size", type=parse_image_size,
         help="N or HxW: export at this size (the model resized); for a model of any size, the fixed size of "
         "TFLite/ONNX and of serving_bytes' resize (default: its native size)",
@@ -76,7 +82,7 @@ def run(args):
             name=args.name, version=args.version, top_k=args.top_k, batch_size=args.batch_size,
             float_ops=float_ops, max_abs_diff=args.max_abs_diff, min_top1_agreement=args.min_top1_agreement,
             warmup=not args.no_warmup, report=args.report, image_size=args.image_size, overwrite=args.overwrite,
-            progress=Progress(),
+            max_patches=args.max_patches, progress=Progress(),
         )
     except ExportVerificationError as error:
         print(f"keras-vit export: FAILED verification\n{error.report.summary()}", file=sys.stderr)

@@ -1,5 +1,8 @@
 """Classify image files (or folders of them) with a .keras, SavedModel, .tflite or .onnx model.
 
+A NaFlex model (any of its .keras, SavedModel and .tflite files) reads each image at its own aspect ratio under its
+budget of patches (--max-patches).
+
 Prints the top-k classes of each image with their probabilities, or JSON with
 --json. A model that returns an embedding (no classification head, e.g. CLIP-like) has no classes:
 its embedding's size and L2 norm are printed (the values with --json). A file that cannot be read is reported on stderr and the others are
@@ -31,6 +34,14 @@ def add_arguments(parser):
         help="size to classify at, for a model of any size (default: its native size, or the size its SavedModel records)",
     )
     parser.add_argument(
+        "--max-patches",
+        type=PREDICT_DOMAINS["max_patches"].argparse_type(),
+        metavar="N",
+        help="a NaFlex model's budget of patches per image (a positive int): each image is resized at its own aspect "
+        "ratio to at most N patches. Default: the model's own budget, else (a SavedModel) the one it was exported at, "
+        "else its native grid's. A .tflite takes only the budget it was exported at; refused for a non-NaFlex model",
+    )
+    parser.add_argument(
         "--input-range",
         choices=sorted(INPUT_RANGES),
         default="auto",
@@ -49,6 +60,7 @@ def run(args):
         batch_size=args.batch_size,
         include_preprocessing=INPUT_RANGES[args.input_range],
         image_size=args.image_size,
+        max_patches=args.max_patches,
     )
     failed = [r for r in results if "error" in r]
     for result in failed:

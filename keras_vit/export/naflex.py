@@ -126,6 +126,6 @@ def _saved_model(model, base, name, version, labels, top_k, images, inputs, expe
 
     return saved_model.export_verified(
         model, base, holder, name=name or model.name, version=version, labels=labels, top_k=top_k, check=check,
-        image_size=tuple(config_of(model).native_image_size),
+        image_size=tuple(config_of(model).native_image_size), metadata={"max_patches": budget},
         make_archive=lambda: naflex_graph.build_archive(model, labels, top_k, budget),
     )

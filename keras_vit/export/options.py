@@ -29,6 +29,7 @@ ARGUMENT_DOMAINS = {
     "top_k": POSITIVE_INT,
     "batch_size": POSITIVE_INT,
     "opset": POSITIVE_INT,
+    "max_patches": Optional(POSITIVE_INT),  # a NaFlex model's budget of patches per image (the grid rule needs one)
     **TOLERANCE_DOMAINS,
 }
 # the domains of quantization_report's numbers; `keras-vit quantization-report` uses them too

@@ -101,7 +101,9 @@ def export_model(
             calibration images (the ``keras-vit export`` command draws it).
         max_patches: a NaFlex model's budget of patches per image (default its own ``max_patches``, else its native
             grid's): its SavedModel and TFLite exports take each image at its own aspect ratio and are verified on
-            images of three (:mod:`keras_vit.export.naflex`).
+            images of three (:mod:`keras_vit.export.naflex`). The TFLite file's fixed budget; the SavedModel's
+            ``serving_bytes`` budget, recorded for ``keras-vit predict`` (its ``serving_default`` takes any length
+            from a model without ``max_patches``). A positive int; refused for a model that is not a NaFlex model.
 
     Returns:
         The :class:`VerificationReport` (``report.path`` is the export).
@@ -117,7 +119,7 @@ def export_model(
     """
     check_arguments(  # before anything is read or written
         ARGUMENT_DOMAINS, num_images=num_images, version=version, top_k=top_k, batch_size=batch_size, opset=opset,
-        max_abs_diff=max_abs_diff, min_top1_agreement=min_top1_agreement,
+        max_abs_diff=max_abs_diff, min_top1_agreement=min_top1_agreement, max_patches=max_patches,
     )
     common.check_format(format)
     common.check_quantize(quantize, format)
@@ -142,11 +144,16 @@ def export_model(
     elif format == "tflite":  # a model quantized by Keras: the converter quantizes the float model itself
         tflite.check_state(model)
     if naflex_runtime.is_naflex(model):
+        _check_naflex_options(model, format, image_size, batch_size)
         return _export_naflex(model, format, output, quantize=quantize, labels=labels, model_path=model_path,
                               eval_data=eval_data, num_images=num_images, dataset=dataset, max_patches=max_patches,
                               bars=verify.tolerance_for(format, quantize, max_abs_diff=max_abs_diff,
                                                         min_top1_agreement=min_top1_agreement),
                               name=name, version=version, top_k=top_k, report=report, progress=progress)
+    if max_patches is not None:  # an image model would ignore it: refused before any work
+        raise ValueError(f"max_patches (keras-vit export --max-patches) is a NaFlex model's budget of patches per "
+                         f"image; model {model.name!r} is not a NaFlex model: it takes images of one size (image_size=, "
+                         f"--image-size). Received: max_patches={max_patches!r}")
     model, shape = _at_size(model, format, image_size)
     if format == "keras-hub":
         return _export_keras_hub(model, output, labels, model_path, eval_data, shape, num_images, max_abs_diff, report)
@@ -213,6 +220,17 @@ def _export_naflex(model, format, output, *, labels, model_path, eval_data, num_
     if not result.passed:
         raise ExportVerificationError(result)
     return result
+
+
+def _check_naflex_options(model, format, image_size, batch_size):
+    """Refuse the image model's options a NaFlex export would not read (before any work)."""
+    if image_size is not None:
+        raise ValueError(f"Model {model.name!r} is a NaFlex model: its exports take each image at its own size under a "
+                         f"budget of patches (max_patches=, --max-patches), at no image size. Received: "
+                         f"image_size={image_size!r}")
+    if format == "tflite" and batch_size != 1:
+        raise ValueError(f"A NaFlex model's TFLite file takes one image at a time (batch 1; its mask and coordinates "
+                         f"are per image). Received: batch_size={batch_size!r}")
 
 
 def _state_hint(model, format):

@@ -34,7 +34,8 @@ Signatures (both with a dynamic batch):
 ``probabilities``, ``logits`` (served as probabilities) or ``embedding``) and the size
 ``serving_bytes`` resizes to (``image_size``), so that ``keras-vit predict``
 classifies files with the SavedModel of an ``image_size=None`` model at that
-size (:data:`METADATA_FILE`).
+size (:data:`METADATA_FILE`); a NaFlex model's also the budget of patches its ``serving_bytes``
+cuts images under (``max_patches``), the one ``keras-vit predict`` uses by default.
 
 The graph holds only TensorFlow ops: it loads with ``tf.saved_model.load`` in a
 process where keras_vit (or Keras) is not importable.
@@ -175,10 +176,11 @@ def build_archive(model, labels, top_k=5, *, image_size=None):
     return archive
 
 
-def write_metadata(path, model, image_size=None):
-    """Write ``assets/keras_vit.json``: the model's ``vit_config`` (if it has one) and ``serving_bytes``'s size."""
+def write_metadata(path, model, image_size=None, extra=None):
+    """Write ``assets/keras_vit.json``: the model's ``vit_config`` (if it has one) and ``serving_bytes``'s size, and
+    ``extra`` (a NaFlex model's: ``max_patches``, the budget its ``serving_bytes`` cuts images under)."""
     size = bytes_image_size(model, image_size)
-    metadata = {"image_size": [int(v) for v in size], "output": common.output_kind(model)}
+    metadata = {"image_size": [int(v) for v in size], "output": common.output_kind(model), **(extra or {})}
     try:
         metadata["vit_config"] = config_of(model).to_dict()
     except ValueError:  # a Keras model that is no keras_vit model: the size only
@@ -260,7 +262,7 @@ def run_bytes_signature(loaded, files):
 
 def export_saved_model(
     model, base_path, name=None, *, version=None, labels=None, top_k=5, warmup_images=None, check=None, image_size=None,
-    archive=None,
+    archive=None, metadata=None,
 ):
     """Write a TF Serving version folder atomically.
 
@@ -280,6 +282,7 @@ def export_saved_model(
         image_size: ``(H, W)`` of ``serving_bytes``'s resize (see :func:`build_archive`).
         archive: the ``ExportArchive`` to write (default :func:`build_archive`'s; a NaFlex model's:
             :func:`keras_vit.export.naflex_graph.build_archive`).
+        metadata: more facts for ``assets/keras_vit.json`` (:func:`write_metadata`).
 
     Returns:
         ``(path, details)``: the version folder and facts for the report.
@@ -299,7 +302,7 @@ def export_saved_model(
         if labels is not None:  # an embedding has no classes to name
             with open(os.path.join(tmp, "assets", "labels.txt"), "w", encoding="utf-8") as f:
                 f.write("".join(f"{label}\n" for label in labels))
-        write_metadata(tmp, model, image_size)
+        write_metadata(tmp, model, image_size, metadata)
         if warmup_images is not None:
             written = write_warmup(tmp, name, warmup_images)
             details["warmup"] = WARMUP_FILE if written else "skipped: tensorflow-serving-api not installed"

@@ -1,10 +1,13 @@
-"""A NaFlex model (``.keras`` or ``.tflite``) as a function of images of any shape: the grid rule, then the model.
+"""A NaFlex model (``.keras``, SavedModel or ``.tflite``) as a function of images of any shape: the grid rule, then
+the model.
 
 A NaFlex model takes the dict ``{patches, patch_coord, patch_valid}`` (:mod:`keras_vit.layers.naflex_grid`);
 ``keras-vit predict`` gives it each image at its own aspect ratio, no crop: resized by the grid rule under the
 model's budget of patches and cut into that dict (:func:`keras_vit.inference.naflex_input.batch`). The budget is
-the model's ``max_patches``, else ``max_patches=`` (``keras-vit predict --max-patches``), else the patches of its
-native grid. A ``.tflite`` export of a NaFlex model has a fixed budget: the length of its inputs.
+the model's ``max_patches``, else ``max_patches=`` (``keras-vit predict --max-patches``), else (a SavedModel) the
+budget its ``serving_bytes`` was exported at, else the patches of its native grid. A SavedModel runs its
+``serving_default`` signature on that dict (the same cut as ``serving_bytes`` does in its graph); a ``.tflite``
+export of a NaFlex model has a fixed budget: the length of its inputs (another ``max_patches`` is refused).
 
 :func:`run_tflite` is also what the exporter verifies a NaFlex ``.tflite`` with.
 """
@@ -13,9 +16,11 @@ import os
 
 import numpy as np
 
+from keras_vit.architecture.config import ViTConfig
 from keras_vit.architecture.model import config_of
 from keras_vit.inference import naflex_input
-from keras_vit.inference.runtimes import EMBEDDING, Runtime, model_takes_pixels, tflite_interpreter, tflite_output
+from keras_vit.inference.runtimes import (EMBEDDING, Runtime, model_takes_pixels, saved_model_metadata, tflite_interpreter,
+                                          tflite_output)
 from keras_vit.layers.naflex_grid import KEYS
 
 _CHUNK = 32  # images per Keras call
@@ -41,20 +46,29 @@ def check_grid_rule(config, what):
         )
 
 
+def check_max_patches(max_patches, name="max_patches"):
+    """``max_patches`` as an int, or a ``ValueError`` naming it: a positive int. The grid rule gives every image at
+    least one patch a side, so a budget of 1 already fits any image (a 1 x 1 grid); 0 or fewer fits none."""
+    if isinstance(max_patches, bool) or not isinstance(max_patches, (int, np.integer)) or max_patches < 1:
+        raise ValueError(f"`{name}` must be a positive int (patches per image; the grid rule needs at least one). "
+                         f"Received: {name}={max_patches!r}")
+    return int(max_patches)
+
+
 def budget_of(config, max_patches=None):
     """The patches per image a NaFlex model of ``config`` runs at: its own ``max_patches`` (another is refused), else
     ``max_patches``, else its native grid's ``rows * cols``; a model of another grid rule than timm's is refused
     (:func:`check_grid_rule`)."""
     check_grid_rule(config, "keras_vit's NaFlex prediction and export")
+    if max_patches is not None:
+        max_patches = check_max_patches(max_patches)
     if config.max_patches is not None:
-        if max_patches is not None and int(max_patches) != config.max_patches:
+        if max_patches is not None and max_patches != config.max_patches:
             raise ValueError(f"The NaFlex model takes max_patches={config.max_patches} patches per image only. "
                              f"Received: max_patches={max_patches!r}")
         return config.max_patches
     if max_patches is not None:
-        if isinstance(max_patches, bool) or not isinstance(max_patches, (int, np.integer)) or max_patches < 1:
-            raise ValueError(f"`max_patches` must be a positive int. Received: max_patches={max_patches!r}")
-        return int(max_patches)
+        return max_patches
     rows, cols = config.grid
     return rows * cols
 
@@ -104,14 +118,19 @@ def run_tflite(interpreter, inputs):
     return np.concatenate(results) if results else np.zeros((0, int(output["shape"][-1])), "float32")
 
 
-def tflite_runtime(path, include_preprocessing=None):
+def tflite_runtime(path, include_preprocessing=None, max_patches=None):
     """A NaFlex ``.tflite`` (three inputs, a fixed budget); its patch size read from the patches' width
-    (``ph * pw * 3``, square patches)."""
+    (``ph * pw * 3``, square patches). ``max_patches`` other than the file's budget is refused: it was fixed at
+    export (``keras-vit export --max-patches``)."""
     interpreter = tflite_interpreter(path)
     details = tflite_inputs(interpreter)
     if details is None:
         raise ValueError(f"{os.fspath(path)!r} is not a NaFlex TFLite model (inputs {', '.join(KEYS)}).")
     budget, width = (int(v) for v in details["patches"]["shape"][1:])
+    if max_patches is not None and check_max_patches(max_patches) != budget:
+        raise ValueError(f"The NaFlex TFLite model {os.fspath(path)!r} takes max_patches={budget} patches per image "
+                         f"only: its budget was fixed at export (keras-vit export --max-patches). Export it again at "
+                         f"the budget you want. Received: max_patches={max_patches!r}")
     patch = int(round((width // 3) ** 0.5))
     if patch * patch * 3 != width:
         raise ValueError(f"{os.fspath(path)!r}: patches of width {width} are not square RGB patches (ph * pw * 3).")
@@ -123,3 +142,75 @@ def tflite_runtime(path, include_preprocessing=None):
     kind = EMBEDDING if output["name"] == EMBEDDING else None
     runtime = Runtime(run, (patch, patch), int(output["shape"][-1]), include_preprocessing is not False, None, 1e-3, kind)
     return runtime, ((patch, patch), budget)
+
+
+def _signature_inputs(path):
+    """The input names of a SavedModel's ``serving_default``, read from ``saved_model.pb`` without loading it."""
+    from tensorflow.core.protobuf import saved_model_pb2  # deferred: TensorFlow, not imported under other backends
+
+    proto = saved_model_pb2.SavedModel()
+    with open(os.path.join(os.fspath(path), "saved_model.pb"), "rb") as f:
+        proto.ParseFromString(f.read())
+    for meta_graph in proto.meta_graphs:
+        if "serving_default" in meta_graph.signature_def:
+            return set(meta_graph.signature_def["serving_default"].inputs)
+    return set()
+
+
+def is_naflex_saved_model(path):
+    """Whether a SavedModel folder is a NaFlex model's export: its recorded ``vit_config`` says so (keras_vit's
+    export), else its ``serving_default`` takes the NaFlex dict (:data:`KEYS`)."""
+    metadata = saved_model_metadata(os.fspath(path))
+    if "vit_config" in metadata:
+        return metadata["vit_config"].get("input_mode") == "naflex"
+    return _signature_inputs(path) == set(KEYS)
+
+
+def saved_model_runtime(path, include_preprocessing=None, max_patches=None):
+    """A NaFlex SavedModel's ``serving_default`` on each image's patch dict, cut here by the grid rule under the
+    budget (:func:`budget_of`; by default the one its ``serving_bytes`` was exported at, which keras_vit's export
+    records): the probabilities (an embedding model's embedding) of ``serving_bytes`` for the same files."""
+    import tensorflow as tf  # deferred: TensorFlow, as above
+
+    path = os.fspath(path)
+    loaded = tf.saved_model.load(path)
+    signature = dict(loaded.signatures).get("serving_default")
+    specs = {} if signature is None else signature.structured_input_signature[1]
+    if set(specs) != set(KEYS):
+        raise ValueError(f"{path!r} is not a NaFlex SavedModel: its serving_default takes {sorted(specs)}, "
+                         f"not {list(KEYS)}.")
+    metadata = saved_model_metadata(path)
+    length, width = specs["patches"].shape[1], int(specs["patches"].shape[-1])
+    if "vit_config" in metadata:
+        config = ViTConfig.from_dict(metadata["vit_config"])
+        patch, native = tuple(config.patch_size), tuple(config.native_image_size)
+        budget = budget_of(config, max_patches if max_patches is not None else metadata.get("max_patches"))
+    else:  # another exporter's: the patch size read from the patches' width, the budget from its length or the caller
+        side = int(round((width // 3) ** 0.5))
+        patch = native = (side, side)
+        if side * side * 3 != width:
+            raise ValueError(f"{path!r}: patches of width {width} are not square RGB patches (ph * pw * 3).")
+        if max_patches is None and length is None:
+            raise ValueError(f"The NaFlex SavedModel {path!r} takes any number of patches and records no budget "
+                             "(assets/keras_vit.json): pass max_patches= (keras-vit predict --max-patches N).")
+        budget = check_max_patches(max_patches) if max_patches is not None else int(length)
+    if length is not None and budget != int(length):
+        raise ValueError(f"The NaFlex SavedModel {path!r} takes max_patches={int(length)} patches per image only. "
+                         f"Received: max_patches={budget!r}")
+    outputs = signature.structured_outputs
+    name = "probabilities" if "probabilities" in outputs else EMBEDDING if EMBEDDING in outputs else None
+    if name is None:
+        raise ValueError(f"The NaFlex SavedModel {path!r} has neither a probabilities nor an embedding output: "
+                         f"{sorted(outputs)}")
+
+    def run(images):
+        chunks = []
+        for i in range(0, len(images), _CHUNK):
+            inputs = naflex_input.batch(images[i : i + _CHUNK], patch, budget)
+            served = signature(**{key: tf.constant(inputs[key], dtype=specs[key].dtype) for key in KEYS})
+            chunks.append(np.asarray(served[name].numpy(), "float32"))
+        return np.concatenate(chunks) if chunks else np.zeros((0, int(outputs[name].shape[-1])), "float32")
+
+    runtime = Runtime(run, native, int(outputs[name].shape[-1]), include_preprocessing is not False, loaded,
+                      output=name)  # served as probabilities (a logits model's through a softmax), or the embedding
+    return runtime, (patch, budget)

@@ -10,6 +10,7 @@ Traceback (most recent call last):
 ValueError: `top_k` must be a positive int. Received: top_k=0
 """
 
-from keras_vit.domains import POSITIVE_INT
+from keras_vit.domains import POSITIVE_INT, Optional
 
-PREDICT_DOMAINS = {"top_k": POSITIVE_INT, "batch_size": POSITIVE_INT}
+# max_patches: a NaFlex model's budget of patches per image (the grid rule needs at least one)
+PREDICT_DOMAINS = {"top_k": POSITIVE_INT, "batch_size": POSITIVE_INT, "max_patches": Optional(POSITIVE_INT)}

@@ -189,12 +189,17 @@ def load_predictor(model, labels=None, include_preprocessing=None, image_size=No
             (``image_size=None``) or its SavedModel; default its native size (for a SavedModel, the
             size keras_vit's export recorded, what its ``serving_bytes`` resizes to). A fixed-size
             model takes only its own size: another is refused, naming both.
-        max_patches: a NaFlex model's budget of patches per image (:mod:`keras_vit.inference.naflex_runtime`): a
-            ``.keras`` NaFlex model takes each image at its own aspect ratio, no crop, under it.
+        max_patches: a NaFlex model's budget of patches per image (:mod:`keras_vit.inference.naflex_runtime`): its
+            ``.keras`` file and its SavedModel take each image at its own aspect ratio, no crop, under it; its
+            ``.tflite`` file has the budget it was exported at (another is refused). A positive int; refused for a
+            model that is not a NaFlex model (it takes images of one size: ``image_size``).
     """
+    max_patches = check_arguments(PREDICT_DOMAINS, max_patches=max_patches)["max_patches"]
     if isinstance(model, Predictor):
         if image_size is not None:
             runtimes.input_size(model.image_size, image_size)  # a loaded predictor keeps its size
+        if max_patches is not None and (model.naflex is None or model.naflex[1] != max_patches):
+            _refuse_max_patches(model.path or getattr(model.model, "name", ""), model.naflex, max_patches)
         return model
     naflex = None
     if isinstance(model, (str, os.PathLike)):
@@ -204,7 +209,9 @@ def load_predictor(model, labels=None, include_preprocessing=None, image_size=No
         if kind == "keras" and naflex_runtime.is_naflex(loaded):
             runtime, naflex = naflex_runtime.keras_runtime(loaded, include_preprocessing, max_patches)
         elif kind == "tflite" and naflex_runtime.tflite_inputs(runtimes.tflite_interpreter(path)) is not None:
-            runtime, naflex = naflex_runtime.tflite_runtime(path, include_preprocessing)
+            runtime, naflex = naflex_runtime.tflite_runtime(path, include_preprocessing, max_patches)
+        elif kind == "saved_model" and naflex_runtime.is_naflex_saved_model(path):
+            runtime, naflex = naflex_runtime.saved_model_runtime(path, include_preprocessing, max_patches)
         elif kind == "keras":
             runtime = runtimes.keras_runtime(loaded, include_preprocessing, image_size)
         elif kind == "saved_model":
@@ -219,11 +226,27 @@ def load_predictor(model, labels=None, include_preprocessing=None, image_size=No
     else:
         path, kind = None, "keras"
         runtime = runtimes.keras_runtime(model, include_preprocessing, image_size)
+    if naflex is None and max_patches is not None:
+        _refuse_max_patches(path or getattr(model, "name", ""), None, max_patches)
+    if naflex is not None and image_size is not None:
+        raise ValueError(
+            f"The NaFlex model {path or getattr(model, 'name', '')!r} takes each image at its own size and aspect "
+            f"ratio under a budget of patches: it has no image size to classify at. Drop image_size= (--image-size); "
+            f"max_patches= (--max-patches) sets the budget. Received: image_size={image_size!r}")
     # after loading (a SavedModel starts TensorFlow under another backend): what runs on TensorFlow's kernels,
     # a Keras model under the TensorFlow backend and a SavedModel, gets the oneDNN advice
     if kind == "saved_model" or (kind == "keras" and keras.backend.backend() == "tensorflow"):
         _advise_onednn()
     return Predictor(runtime, kind, path, labels=labels, naflex=naflex)
+
+
+def _refuse_max_patches(what, naflex, max_patches):
+    if naflex is not None:  # a loaded NaFlex predictor keeps its budget
+        raise ValueError(f"The NaFlex predictor of {what!r} was loaded at max_patches={naflex[1]} patches per image; "
+                         f"load it again at another. Received: max_patches={max_patches!r}")
+    raise ValueError(
+        f"max_patches (keras-vit predict --max-patches) is a NaFlex model's budget of patches per image; {what!r} is "
+        f"not a NaFlex model: it takes images of one size (image_size=, --image-size). Received: max_patches={max_patches!r}")
 
 
 def predict(model, images, top_k=5, *, labels=None, batch_size=16, include_preprocessing=None, image_size=None,

@@ -23,6 +23,7 @@ from keras_vit.hardware.terminal import native_stderr_filtered
 
 FORMATS = ("keras", "saved_model", "tflite", "onnx")  # what model_format tells apart
 # written by keras_vit's SavedModel export: {"image_size": [H, W] (what serving_bytes resizes to), "vit_config": {...}}
+# (a NaFlex model's also "max_patches": the budget its serving_bytes cuts images under)
 SAVED_MODEL_METADATA = os.path.join("assets", "keras_vit.json")
 
 Runtime = collections.namedtuple(
@@ -178,7 +179,7 @@ def saved_model_runtime(path, include_preprocessing=None, image_size=None):
     input_name, spec = next(iter(inputs.items()))
     if spec.shape.rank != 4:
         raise ValueError(f"Expected a (batch, height, width, 3) image input. Received: {input_name}: {spec.shape}")
-    metadata = _saved_model_metadata(path)
+    metadata = saved_model_metadata(path)
     config = ViTConfig.from_dict(metadata["vit_config"]) if "vit_config" in metadata else None
     size = input_size(
         tuple(spec.shape[1:3]), image_size, default=metadata.get("image_size"), config=config,
@@ -204,7 +205,7 @@ def saved_model_runtime(path, include_preprocessing=None, image_size=None):
     return Runtime(run, size, outputs[output_name].shape[-1], include_preprocessing is not False, loaded, output=output)
 
 
-def _saved_model_metadata(path):
+def saved_model_metadata(path):
     """What keras_vit's export recorded beside a SavedModel (:data:`SAVED_MODEL_METADATA`), or ``{}``."""
     file = os.path.join(path, SAVED_MODEL_METADATA)
     if not os.path.isfile(file):

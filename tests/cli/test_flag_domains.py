@@ -54,7 +54,8 @@ def test_every_numeric_flag_has_a_declared_domain():
                 "--weight-decay", "--warmup-epochs", "--label-smoothing", "--layer-decay", "--freeze-blocks",
                 "--drop-path", "--mixup", "--cutmix", "--validation-fraction", "--save-freq", "--seed", "--progress"}
     assert expected <= set(TRAIN_FLAGS), expected - set(TRAIN_FLAGS)
-    assert {"--version", "--num-images", "--batch-size", "--top-k", "--max-abs-diff", "--min-top1-agreement"} <= set(EXPORT_FLAGS)
+    assert {"--version", "--num-images", "--batch-size", "--top-k", "--max-abs-diff", "--min-top1-agreement",
+            "--max-patches"} <= set(EXPORT_FLAGS)
 
 
 def _parse(prefix, flag, value):
