@@ -73,6 +73,16 @@ def budget_of(config, max_patches=None):
     return rows * cols
 
 
+def _batch(images, patch_size, budget, takes_pixels):
+    """:func:`naflex_input.batch` of ``images`` (``[0, 255]``); a model that does not scale its inputs itself
+    (``include_preprocessing=False``) gets the patches in ``[-1, 1]``, as :func:`~keras_vit.inference.predictors.
+    preprocess_input` gives the image models (after the grid rule's resize, which clips to ``[0, 255]``)."""
+    inputs = naflex_input.batch(images, patch_size, budget)
+    if not takes_pixels:
+        inputs = {**inputs, "patches": np.asarray(inputs["patches"], "float32") / 127.5 - 1.0}
+    return inputs
+
+
 def keras_runtime(model, include_preprocessing=None, max_patches=None):
     """A NaFlex ``keras.Model``: ``run(list of float32 (H, W, 3) images)`` -> ``(n, classes)``."""
     config = config_of(model)
@@ -81,7 +91,8 @@ def keras_runtime(model, include_preprocessing=None, max_patches=None):
         include_preprocessing = model_takes_pixels(model)
 
     def run(images):
-        chunks = [model.predict_on_batch(naflex_input.batch(images[i : i + _CHUNK], config.patch_size, budget))
+        chunks = [model.predict_on_batch(_batch(images[i : i + _CHUNK], config.patch_size, budget,
+                                                      include_preprocessing))
                   for i in range(0, len(images), _CHUNK)]
         return np.concatenate(chunks, axis=0) if chunks else np.zeros((0, model.output_shape[-1]), "float32")
 
@@ -137,7 +148,7 @@ def tflite_runtime(path, include_preprocessing=None, max_patches=None):
     output = tflite_output(interpreter)
 
     def run(images):
-        return run_tflite(interpreter, naflex_input.batch(images, patch, budget))
+        return run_tflite(interpreter, _batch(images, patch, budget, include_preprocessing is not False))
 
     kind = EMBEDDING if output["name"] == EMBEDDING else None
     runtime = Runtime(run, (patch, patch), int(output["shape"][-1]), include_preprocessing is not False, None, 1e-3, kind)
@@ -206,7 +217,7 @@ def saved_model_runtime(path, include_preprocessing=None, max_patches=None):
     def run(images):
         chunks = []
         for i in range(0, len(images), _CHUNK):
-            inputs = naflex_input.batch(images[i : i + _CHUNK], patch, budget)
+            inputs = _batch(images[i : i + _CHUNK], patch, budget, include_preprocessing is not False)
             served = signature(**{key: tf.constant(inputs[key], dtype=specs[key].dtype) for key in KEYS})
             chunks.append(np.asarray(served[name].numpy(), "float32"))
         return np.concatenate(chunks) if chunks else np.zeros((0, int(outputs[name].shape[-1])), "float32")

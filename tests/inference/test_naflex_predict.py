@@ -84,3 +84,15 @@ def test_a_siglip2_rule_model_is_refused_where_timms_rule_would_cut_its_images(t
     with pytest.raises(ValueError, match=r"grid_rule='siglip2'"):
         export_model(model, "tflite", str(tmp_path / "m.tflite"), eval_data=pixels, max_patches=16)
     assert not (tmp_path / "m.tflite").exists()
+
+
+def test_a_model_without_its_own_scaling_gets_scaled_pixels(files):
+    """A NaFlex model built with include_preprocessing=False takes [-1, 1] patches, as the image models do; predict
+    scales the [0, 255] pixels of each file for it (before, the NaFlex path fed them raw: a silent wrong answer)."""
+    model = tiny()
+    bare = VisionTransformer.from_vit_config(
+        ViTConfig(**{**model.vit_config.to_dict(), "include_preprocessing": False}))
+    bare.set_weights(model.get_weights())
+    results = predict(bare, files, top_k=3)
+    got = np.array([[p["probability"] for p in sorted(r["predictions"], key=lambda p: p["index"])] for r in results])
+    np.testing.assert_allclose(got, expected(model, files, 16), rtol=0, atol=1e-5)
