@@ -120,29 +120,30 @@ def torch_bicubic_antialias(image, size, scale_factor=(None, None)):
     return out
 
 
-def _linear_taps(input_size, output_size, scale_factor, align_corners):
-    """Per output index: ``[(input index, weight)] * 2`` (``compute_source_index_and_lambda``)."""
+def _linear_taps(input_size, output_size, scale_factor, align_corners, real_type=float):
+    """Per output index: ``[(input index, weight)] * 2`` (``compute_source_index_and_lambda``); ``real_type``
+    ``np.float32``: the scale and the source coordinate rounded as torch's ``opmath_t`` of a float32 tensor."""
     if align_corners:
-        scale = (input_size - 1) / (output_size - 1) if output_size > 1 else 0.0
+        scale = real_type(input_size - 1) / real_type(output_size - 1) if output_size > 1 else real_type(0.0)
     else:
-        scale = _scale(input_size, output_size, scale_factor)
+        scale = real_type(_scale(input_size, output_size, scale_factor))
     taps = []
     for i in range(output_size):
         if output_size == input_size:  # "scale_factor = 1, simply copy"
             taps.append([(i, 1.0), (i, 0.0)])
             continue
-        real = scale * i if align_corners else max(scale * (i + 0.5) - 0.5, 0.0)
+        real = scale * real_type(i) if align_corners else max(scale * (real_type(i) + real_type(0.5)) - real_type(0.5), 0.0)
         index = min(math.floor(real), input_size - 1)  # guard_index_and_lambda
-        lambda1 = min(max(real - index, 0.0), 1.0)
+        lambda1 = float(min(max(real - real_type(index), 0.0), 1.0))
         second = index + (1 if index < input_size - 1 else 0)
         taps.append([(index, 1.0 - lambda1), (second, lambda1)])
     return taps
 
 
-def torch_bilinear(image, size, scale_factor=(None, None), align_corners=False):
-    """``(H, W)`` -> ``size``: each output pixel the sum of its 2 x 2 taps."""
-    rows = _linear_taps(image.shape[0], size[0], scale_factor[0], align_corners)
-    cols = _linear_taps(image.shape[1], size[1], scale_factor[1], align_corners)
+def torch_bilinear(image, size, scale_factor=(None, None), align_corners=False, real_type=float):
+    """``(H, W)`` -> ``size``: each output pixel the sum of its 2 x 2 taps (their weights in ``real_type``)."""
+    rows = _linear_taps(image.shape[0], size[0], scale_factor[0], align_corners, real_type)
+    cols = _linear_taps(image.shape[1], size[1], scale_factor[1], align_corners, real_type)
     out = np.zeros(size)
     for y in range(size[0]):
         for x in range(size[1]):

@@ -18,8 +18,9 @@ output sample ``i`` on input sample ``j``, selected by name
   is the identity bit for bit. It is also torch's
   ``F.interpolate(mode="bilinear", align_corners=True, antialias=False)`` (C-RADIO v3-B / H's position tables in
   timm's NaFlexVit, ``pos_embed_align_corners=True``): ``UpSample.h`` samples output ``i`` at
-  ``i * (o - 1) / (n - 1)`` (0 for one output sample) between its two neighbours, the same triangle, up to torch's
-  float32 rounding of that coordinate.
+  ``i * (o - 1) / (n - 1)`` (0 for one output sample) between its two neighbours, the same triangle. torch rounds
+  that coordinate in float32, ``(o - 1) / (n - 1)`` first and then times ``i`` (1e-5 off the exact one near 127);
+  the per-token rows of a NaFlex model (:func:`sample_weights`) round it the same way, the matrix here is exact.
 * ``"bilinear_torch"``: ``F.interpolate(mode="bilinear", align_corners=False, antialias=False)`` (C-RADIO's
   position tables in timm's NaFlexVit, ``pos_embed_antialias=False``): the triangle ``max(0, 1 - |x - j|)`` at
   ``x = s * (i + 0.5) - 0.5`` clamped to ``[0, o - 1]`` (``area_pixel_compute_source_index`` with ``cubic=false``
@@ -179,9 +180,10 @@ def sample_weights(index, new, old, xp=ops, dtype="float32", method="bicubic_tor
     i = xp.expand_dims(_cast(xp, index, dtype), -1)
     scale = _cast(xp, old, dtype) / xp.expand_dims(_cast(xp, new, dtype), -1)
     j = _cast(xp, np.arange(old), dtype)
-    if method == "linear_aligned":  # the matrix's formula, M[i, j] = max(0, 1 - |i (o - 1) - j (n - 1)| / (n - 1))
+    if method == "linear_aligned":  # the matrix's triangle at i (o - 1) / (n - 1), in torch's order of rounding:
+        # area_pixel_compute_scale's (o - 1) / (n - 1) first, then times i (C-RADIO v3's 128-sample tables)
         span = xp.maximum(xp.expand_dims(_cast(xp, new, dtype), -1) - 1.0, 1.0)
-        return xp.maximum(1.0 - xp.abs(i * (old - 1) - j * span) / span, 0.0)
+        return _triangle(j - _cast(xp, old - 1, dtype) / span * i, xp)
     if method in ("linear_torch", "bilinear_torch"):
         return _linear_torch(i, scale, old, xp, dtype)
     if method not in ("bicubic_torch_antialias", "bilinear_torch_antialias"):

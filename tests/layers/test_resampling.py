@@ -102,6 +102,22 @@ def test_bilinear_without_antialias_per_token_in_the_graph(method, old, new):
         expected - per_channel(torch_bilinear_aligned, grid.astype("float64"), new)).max() > 1e-2  # the two differ
 
 
+@pytest.mark.parametrize("new", [(6, 11), (21, 21), (27, 9)])
+def test_aligned_per_token_rounds_as_torch_does(new):
+    """torch rounds the aligned source coordinate in float32, (o - 1) / (n - 1) first, then times i (opmath_t of a
+    float32 tensor): 1e-5 from the exact coordinate on C-RADIO v3's 128 x 128 table. The graph's per-token rows round
+    the same way, so they meet the float32 loops far closer than that."""
+    from keras_vit.layers.resampling import sample_weights
+
+    grid = random_grid((128, 128), channels=1, seed=7)[..., 0].astype("float32")
+    y, x = np.meshgrid(np.arange(new[0]), np.arange(new[1]), indexing="ij")
+    w_rows = sample_weights(tf.constant(y.reshape(-1)), tf.constant(new[0]), 128, method="linear_aligned")
+    w_cols = sample_weights(tf.constant(x.reshape(-1)), tf.constant(new[1]), 128, method="linear_aligned")
+    got = tf.einsum("tr,tc,rc->t", w_rows, w_cols, tf.constant(grid)).numpy().reshape(new)
+    expected = torch_bilinear(grid.astype("float64"), new, align_corners=True, real_type=np.float32)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)
+
+
 @pytest.mark.parametrize("old, new", SIZES)
 def test_antialiased_bicubic_equals_pillow(old, new):
     pil_image = pytest.importorskip("PIL.Image")
