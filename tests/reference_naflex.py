@@ -2,7 +2,9 @@
 
 Written from timm 1.0.31's ``naflexvit.py`` (``NaFlexEmbeds`` per image, ``global_pool_naflex``, ``AttentionPoolLatent``)
 and torch's ``F.interpolate`` kernels as Pillow writes them (a window per output sample, a filter, the row normalised).
-It shares no code with keras_vit: it reads the model's weights by their paths.
+C-RADIO's tables (``antialias=False``) take the loops of ``reference_resampling.torch_bilinear``, with
+``align_corners`` False (``"bilinear_torch"``) or True (``"linear_aligned"``). It shares no code with keras_vit: it
+reads the model's weights by their paths.
 """
 
 import math
@@ -10,6 +12,7 @@ import math
 import numpy as np
 
 from reference import gelu, layer_norm, softmax
+from reference_resampling import torch_bilinear
 
 
 def _cubic(x, a=-0.5):
@@ -65,6 +68,11 @@ def positions(w, grid, cfg):
     rows, cols = cfg["grid"]
     table = w["patch_encoder/position_embedding"][0].reshape(rows, cols, -1)
     kernel = cfg["kernel"]
+    if kernel in ("bilinear_torch", "linear_aligned"):  # F.interpolate(mode='bilinear', antialias=False)
+        out = np.stack([torch_bilinear(table[..., d], L, align_corners=kernel == "linear_aligned")
+                        for d in range(table.shape[-1])], axis=-1)
+        return out[:h, :wd].reshape(h * wd, -1)
+    kernel = "bilinear" if kernel.startswith("bilinear") else "bicubic"  # antialiased
     out = np.einsum("ir,rcd->icd", antialiased(L[0], rows, kernel), table)
     out = np.einsum("jc,icd->ijd", antialiased(L[1], cols, kernel), out)
     return out[:h, :wd].reshape(h * wd, -1)

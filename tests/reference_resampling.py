@@ -15,6 +15,12 @@ no code with keras_vit.layers.resampling (which builds dense matrices instead of
   ``A = -0.5``; ``separable_upsample_generic_Nd_kernel_impl``: the last axis first, then the other, an
   axis of the same size left as it is), itself taken from Pillow's ``src/libImaging/Resample.c``
   (``precompute_coeffs``, ``bicubic_filter``, ``ImagingResampleInner``).
+* :func:`torch_bilinear`: ``F.interpolate(mode="bilinear", antialias=False)`` with ``align_corners`` False or True on
+  CPU: ``UpSample.h`` (``area_pixel_compute_scale``: ``(in - 1) / (out - 1)`` aligned, 0 for one output sample;
+  ``area_pixel_compute_source_index`` with ``cubic=false``: ``scale * i`` aligned, else ``scale * (i + 0.5) - 0.5``
+  floored at 0; ``compute_source_index_and_lambda``: a copy at the same size, else ``guard_index_and_lambda`` and
+  the second tap ``index + 1`` only below ``size - 1``) and ``UpSampleKernel.cpp`` (``HelperInterpLinear``: each
+  output pixel the sum of its 2 x 2 taps).
 """
 
 import math
@@ -112,3 +118,39 @@ def torch_bicubic_antialias(image, size, scale_factor=(None, None)):
     if size[0] != out.shape[0]:
         out = _antialias_pass(out.T, size[0], scale_factor[0]).T
     return out
+
+
+def _linear_taps(input_size, output_size, scale_factor, align_corners, real_type=float):
+    """Per output index: ``[(input index, weight)] * 2`` (``compute_source_index_and_lambda``); ``real_type``
+    ``np.float32``: the scale and the source coordinate rounded as torch's ``opmath_t`` of a float32 tensor."""
+    if align_corners:
+        scale = real_type(input_size - 1) / real_type(output_size - 1) if output_size > 1 else real_type(0.0)
+    else:
+        scale = real_type(_scale(input_size, output_size, scale_factor))
+    taps = []
+    for i in range(output_size):
+        if output_size == input_size:  # "scale_factor = 1, simply copy"
+            taps.append([(i, 1.0), (i, 0.0)])
+            continue
+        real = scale * real_type(i) if align_corners else max(scale * (real_type(i) + real_type(0.5)) - real_type(0.5), 0.0)
+        index = min(math.floor(real), input_size - 1)  # guard_index_and_lambda
+        lambda1 = float(min(max(real - real_type(index), 0.0), 1.0))
+        second = index + (1 if index < input_size - 1 else 0)
+        taps.append([(index, 1.0 - lambda1), (second, lambda1)])
+    return taps
+
+
+def torch_bilinear(image, size, scale_factor=(None, None), align_corners=False, real_type=float):
+    """``(H, W)`` -> ``size``: each output pixel the sum of its 2 x 2 taps (their weights in ``real_type``)."""
+    rows = _linear_taps(image.shape[0], size[0], scale_factor[0], align_corners, real_type)
+    cols = _linear_taps(image.shape[1], size[1], scale_factor[1], align_corners, real_type)
+    out = np.zeros(size)
+    for y in range(size[0]):
+        for x in range(size[1]):
+            out[y, x] = sum(wy * sum(wx * image[iy, ix] for ix, wx in cols[x]) for iy, wy in rows[y])
+    return out
+
+
+def torch_bilinear_aligned(image, size):
+    """:func:`torch_bilinear` with ``align_corners=True``."""
+    return torch_bilinear(image, size, align_corners=True)

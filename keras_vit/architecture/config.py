@@ -89,9 +89,12 @@ class ViTConfig:
         projection_dim: a bias-free projection of the pooled vector (CLIP's ``visual_projection``), or None.
         position_resampling: how the position embeddings are resampled for another grid (at load, by
             ``resize_model`` and in the graph of an ``image_size=None`` model): ``"linear_aligned"`` (the
-            paper's code, ``scipy.ndimage.zoom(order=1)``), ``"bicubic_torch"`` (transformers'
-            ``interpolate_pos_encoding``), ``"bicubic_torch_antialias"`` (timm's ``resample_abs_pos_embed``) or
-            ``"bicubic_tf"`` (``tf.image.resize``'s bicubic: keras-hub's DINOv2 on TensorFlow).
+            paper's code, ``scipy.ndimage.zoom(order=1)``; also torch's bilinear with ``align_corners=True``),
+            ``"bicubic_torch"`` (transformers' ``interpolate_pos_encoding``), ``"bicubic_torch_antialias"`` (timm's
+            ``resample_abs_pos_embed``), ``"bicubic_tf"`` (``tf.image.resize``'s bicubic: keras-hub's DINOv2 on
+            TensorFlow), ``"bilinear_torch_antialias"`` (SigLIP 2 NaFlex) or ``"bilinear_torch"`` (torch's bilinear
+            without antialiasing, ``align_corners=False``: C-RADIO); a NaFlex model resamples per image with
+            ``"linear_aligned"`` or one of the bilinear ones or ``"bicubic_torch_antialias"``.
         input_mean, input_std: per channel, in [0, 1] units: the model scales [0, 255] pixels to
             ``(x / 255 - mean) / std`` (``include_preprocessing``). 0.5 and 0.5 give the paper's [-1, 1].
 

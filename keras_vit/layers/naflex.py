@@ -6,7 +6,8 @@ Each image has its own grid ``(h, w)`` (``1 + the largest row and column of its 
 embeddings are the stored table resampled to that grid, as timm's ``NaFlexEmbeds`` does per image:
 
 * a learned table ``(rows, cols, D)`` (:class:`NaFlexPatchEncoder` ``factorized=False``): resampled in 2-D to
-  ``(h, w)`` by ``resampling`` (timm's ``F.interpolate(mode=bicubic | bilinear, antialias=True)``:
+  ``(h, w)`` by ``resampling`` (timm's ``F.interpolate(mode=bicubic | bilinear, antialias=True)``, or C-RADIO's
+  ``mode='bilinear', antialias=False`` with ``align_corners`` False or True: :data:`GRID_RESAMPLING`,
   :mod:`keras_vit.layers.resampling`), or with ``aspect_preserving`` to the square ``(L, L)``, ``L = max(h, w)``, and
   its top-left ``(h, w)`` kept (timm's ``pos_embed_ar_preserving``);
 * a factorised one (``factorized=True``, timm's ``pos_embed='factorized'``): a row table ``(rows, D)`` and a column
@@ -35,7 +36,9 @@ from keras_vit.layers.checks import PACKAGE as _PACKAGE, built_when_created, che
 from keras_vit.layers.policies import SublayerPolicies
 
 FACTORIZED_RESAMPLING = "linear_torch"  # timm's factorised tables: F.interpolate(mode='linear', align_corners=False)
-GRID_RESAMPLING = ("linear_aligned", "bicubic_torch_antialias", "bilinear_torch_antialias")  # per-token rules of a 2-D table
+# per-token rules of a 2-D table: "bilinear_torch" is F.interpolate(mode='bilinear', antialias=False,
+# align_corners=False), "linear_aligned" the same with align_corners=True (keras_vit.layers.resampling)
+GRID_RESAMPLING = ("linear_aligned", "bicubic_torch_antialias", "bilinear_torch_antialias", "bilinear_torch")
 
 
 def image_grids(coords, valid):

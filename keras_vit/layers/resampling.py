@@ -15,7 +15,17 @@ output sample ``i`` on input sample ``j``, selected by name
       ``M[i, j] = max(0, 1 - |i * (o - 1) - j * (n - 1)| / (n - 1))``
 
   The numerator is an integer, so the weights are exact: at the same size ``M``
-  is the identity bit for bit.
+  is the identity bit for bit. It is also torch's
+  ``F.interpolate(mode="bilinear", align_corners=True, antialias=False)`` (C-RADIO v3-B / H's position tables in
+  timm's NaFlexVit, ``pos_embed_align_corners=True``): ``UpSample.h`` samples output ``i`` at
+  ``i * (o - 1) / (n - 1)`` (0 for one output sample) between its two neighbours, the same triangle. torch rounds
+  that coordinate in float32, ``(o - 1) / (n - 1)`` first and then times ``i`` (1e-5 off the exact one near 127);
+  the per-token rows of a NaFlex model (:func:`sample_weights`) round it the same way, the matrix here is exact.
+* ``"bilinear_torch"``: ``F.interpolate(mode="bilinear", align_corners=False, antialias=False)`` (C-RADIO's
+  position tables in timm's NaFlexVit, ``pos_embed_antialias=False``): the triangle ``max(0, 1 - |x - j|)`` at
+  ``x = s * (i + 0.5) - 0.5`` clamped to ``[0, o - 1]`` (``area_pixel_compute_source_index`` with ``cubic=false``
+  floors it at 0, ``guard_index_and_lambda`` puts all the weight on the last sample past it), also when
+  downsampling (no widening: samples between the taps are skipped); at the same size the copy torch makes.
 * ``"bicubic_torch"``: ``torch.nn.functional.interpolate(mode="bicubic",
   align_corners=False)`` (transformers' ViT, DINOv2, CLIP ``interpolate_pos_encoding``):
   Keys' cubic convolution with ``A = -0.75`` at the source coordinate
@@ -54,7 +64,8 @@ import keras
 import numpy as np
 from keras import ops
 
-RESAMPLING_METHODS = ("linear_aligned", "bicubic_torch", "bicubic_torch_antialias", "bicubic_tf", "bilinear_torch_antialias")
+RESAMPLING_METHODS = ("linear_aligned", "bicubic_torch", "bicubic_torch_antialias", "bicubic_tf", "bilinear_torch_antialias",
+                      "bilinear_torch")
 """The names :func:`interpolation_matrix` and :func:`resize_grid` take as ``method``."""
 
 
@@ -73,7 +84,7 @@ def check_method(method, scale_factor=None):
     >>> check_method("bicubic")
     Traceback (most recent call last):
     ...
-    ValueError: Unknown resampling method 'bicubic'; expected one of 'linear_aligned', 'bicubic_torch', 'bicubic_torch_antialias', 'bicubic_tf', 'bilinear_torch_antialias'.
+    ValueError: Unknown resampling method 'bicubic'; expected one of 'linear_aligned', 'bicubic_torch', 'bicubic_torch_antialias', 'bicubic_tf', 'bilinear_torch_antialias', 'bilinear_torch'.
     """
     if method not in RESAMPLING_METHODS:
         names = ", ".join(repr(name) for name in RESAMPLING_METHODS)
@@ -145,6 +156,14 @@ def _triangle(x, xp):
     return xp.maximum(1.0 - xp.abs(x), 0.0)
 
 
+def _linear_torch(i, scale, old, xp, dtype):
+    """``antialias=False, align_corners=False`` weights on ``old`` samples of output indices ``i`` (``i.shape + (old,)``):
+    the triangle at ``s * (i + 0.5) - 0.5`` clamped to ``[0, old - 1]`` (``UpSample.h``
+    ``compute_source_index_and_lambda``)."""
+    source = xp.minimum(xp.maximum(scale * (i + 0.5) - 0.5, 0.0), _cast(xp, old - 1, dtype))
+    return _triangle(_cast(xp, np.arange(old), dtype) - source, xp)
+
+
 def sample_weights(index, new, old, xp=ops, dtype="float32", method="bicubic_torch_antialias"):
     """``index.shape + (old,)``: the weights of output samples ``index`` of ``old`` samples resampled to ``new``.
 
@@ -152,7 +171,7 @@ def sample_weights(index, new, old, xp=ops, dtype="float32", method="bicubic_tor
     of a batch resamples the table to its own grid): ``index`` and ``new`` are tensors that broadcast together.
     ``"linear_aligned"``, the antialiased torch rules (``"bicubic_torch_antialias"``, ``"bilinear_torch_antialias"``) and ``"linear_torch"``
     (``F.interpolate(mode="linear", align_corners=False)``: the source ``x = s (i + 0.5) - 0.5`` clamped to
-    ``[0, old - 1]``, timm's factorised NaFlex tables).
+    ``[0, old - 1]``, timm's factorised NaFlex tables), whose weights along each axis are ``"bilinear_torch"``'s.
 
     Example:
     >>> sample_weights(np.array([0, 2]), np.array([3, 3]), 2, xp=np, method="linear_torch").tolist()
@@ -161,15 +180,15 @@ def sample_weights(index, new, old, xp=ops, dtype="float32", method="bicubic_tor
     i = xp.expand_dims(_cast(xp, index, dtype), -1)
     scale = _cast(xp, old, dtype) / xp.expand_dims(_cast(xp, new, dtype), -1)
     j = _cast(xp, np.arange(old), dtype)
-    if method == "linear_aligned":  # the matrix's formula, M[i, j] = max(0, 1 - |i (o - 1) - j (n - 1)| / (n - 1))
+    if method == "linear_aligned":  # the matrix's triangle at i (o - 1) / (n - 1), in torch's order of rounding:
+        # area_pixel_compute_scale's (o - 1) / (n - 1) first, then times i (C-RADIO v3's 128-sample tables)
         span = xp.maximum(xp.expand_dims(_cast(xp, new, dtype), -1) - 1.0, 1.0)
-        return xp.maximum(1.0 - xp.abs(i * (old - 1) - j * span) / span, 0.0)
-    if method == "linear_torch":
-        source = xp.minimum(xp.maximum(scale * (i + 0.5) - 0.5, 0.0), _cast(xp, old - 1, dtype))
-        return _triangle(j - source, xp)
+        return _triangle(j - _cast(xp, old - 1, dtype) / span * i, xp)
+    if method in ("linear_torch", "bilinear_torch"):
+        return _linear_torch(i, scale, old, xp, dtype)
     if method not in ("bicubic_torch_antialias", "bilinear_torch_antialias"):
-        raise ValueError(f"sample_weights has 'linear_aligned', 'bicubic_torch_antialias', 'bilinear_torch_antialias' and 'linear_torch'. "
-                         f"Received: method={method!r}")
+        raise ValueError(f"sample_weights has 'linear_aligned', 'bicubic_torch_antialias', 'bilinear_torch_antialias', "
+                         f"'bilinear_torch' and 'linear_torch'. Received: method={method!r}")
     inverse = 1.0 / xp.maximum(scale, _cast(xp, 1.0, dtype))
     distance = (j - scale * (i + 0.5) + 0.5) * inverse
     weights = _cubic(distance, -0.5, xp) if method == "bicubic_torch_antialias" else _triangle(distance, xp)
@@ -238,6 +257,9 @@ def interpolation_matrix(new, old, xp=ops, dtype="float32", method="linear_align
         return _bicubic_tf(new, old, xp, dtype, scale)
     if method == "bilinear_torch_antialias":
         return sample_weights(xp.arange(new), new, old, xp, dtype, method)
+    if method == "bilinear_torch":  # torch copies at the same size, whatever its scale_factor (UpSample.h)
+        scale = xp.where(_cast(xp, new, dtype) == _cast(xp, old, dtype), _cast(xp, 1.0, dtype), scale)
+        return _linear_torch(xp.expand_dims(_cast(xp, xp.arange(new), dtype), 1), scale, old, xp, dtype)
     return _bicubic_torch_antialias(new, old, xp, dtype, scale)
 
 

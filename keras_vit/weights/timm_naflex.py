@@ -1,20 +1,23 @@
 """timm's ``NaFlexVit`` class (``timm/models/naflexvit.py``) where it is the paper's ViT with a NaFlex input path.
 
-``naflexvit_base_patch16_gap`` / ``_par_gap`` / ``_parfac_gap`` (``e300_s576_in1k``) and the SigLIP 2 NaFlex towers
-(``naflexvit_{base,so400m}_patch16_siglip``) build ``NaFlexVit(NaFlexVitCfg(...))``: timm's ``Block`` (pre-norm,
+``naflexvit_base_patch16_gap`` / ``_par_gap`` / ``_parfac_gap`` (``e300_s576_in1k``), the SigLIP 2 NaFlex towers
+(``naflexvit_{base,so400m}_patch16_siglip``) and C-RADIO (``naflexvit_{base,large,huge,giant}_patch16_radio_v3``,
+``naflexvit_{so400m,huge}_patch16_radio_v4``) build ``NaFlexVit(NaFlexVitCfg(...))``: timm's ``Block`` (pre-norm,
 fused ``qkv``, an ``Mlp``, LayerScale with ``init_values``), a linear patch embedding of flattened ``(ph, pw, C)``
 patches (``embeds.proj``), a learned ``(1, rows, cols, D)`` table (``embeds.pos_embed``; ``pos_embed_grid_size``
-``(16, 16)``) or a factorised pair (``embeds.pos_embed_y`` ``(1, rows, D)``, ``embeds.pos_embed_x`` ``(1, cols, D)``),
-resampled per image (bicubic or bilinear with antialiasing; ``pos_embed_ar_preserving``: to the square of the longer
-side, cropped), register tokens without positions, and the masked pooling. That is keras_vit's ViT with
-``input_mode="naflex"`` (:mod:`keras_vit.architecture.naflex`).
+``(16, 16)``, C-RADIO's ``(128, 128)``) or a factorised pair (``embeds.pos_embed_y`` ``(1, rows, D)``,
+``embeds.pos_embed_x`` ``(1, cols, D)``), resampled per image (``F.interpolate``, :data:`RESAMPLING`: bicubic or
+bilinear with antialiasing, or C-RADIO's bilinear without it, ``pos_embed_antialias=False``, with
+``pos_embed_align_corners`` False or True (v3-B / H); ``pos_embed_ar_preserving``: to the square of the longer side,
+cropped), register tokens without positions (C-RADIO's summary tokens past the first), and the masked pooling. That
+is keras_vit's ViT with ``input_mode="naflex"`` (:mod:`keras_vit.architecture.naflex`).
 
 :func:`read` turns a registration's ``cfg`` into VisionTransformer's argument names (for
-:mod:`keras_vit.weights.timm_models`) plus :data:`ARGS`, or names what keras_vit lacks: C-RADIO
-(``naflexvit_*_radio_*``) resamples its ``(128, 128)`` table bilinearly without antialiasing (and v3-B / H with
-``align_corners=True``), which keras_vit's NaFlex path does not have; every other switch of ``NaFlexVitCfg`` (RoPE,
-EVA attention, SwiGLU, a normalised embedding...) keeps its registration refused by name. :func:`to_vit_layout` renames
-the state dict into timm's ``VisionTransformer`` keys, as timm's ``checkpoint_filter_fn`` does the other way.
+:mod:`keras_vit.weights.timm_models`) plus :data:`ARGS`, or names what keras_vit lacks: a learned table resampled by
+a rule :data:`RESAMPLING` does not have (bicubic without antialiasing, antialiasing with ``align_corners=True``,
+``pos_embed_use_grid_sample``), RoPE, EVA attention, SwiGLU, a normalised embedding... keep their registration
+refused by name. :func:`to_vit_layout` renames the state dict into timm's ``VisionTransformer`` keys, as timm's
+``checkpoint_filter_fn`` does the other way.
 """
 
 import math
@@ -24,16 +27,19 @@ import numpy as np
 from keras_vit.errors import CheckpointError
 
 # the NaFlex arguments keras_vit reads (beside VisionTransformer's), with their values in a classic timm ViT
-ARGS = {"naflex": False, "naflex_pos_embed": "learned", "naflex_ar_preserving": False, "naflex_interp": "bicubic",
-        "naflex_grid": None}
-RESAMPLING = {"bicubic": "bicubic_torch_antialias", "bilinear": "bilinear_torch_antialias"}  # with antialias=True
+ARGS = {"naflex": False, "naflex_pos_embed": "learned", "naflex_ar_preserving": False,
+        "naflex_resampling": "bicubic_torch_antialias", "naflex_grid": None}
+# (pos_embed_interp_mode, pos_embed_antialias, pos_embed_align_corners) of F.interpolate -> position_resampling
+RESAMPLING = {("bicubic", True, False): "bicubic_torch_antialias", ("bilinear", True, False): "bilinear_torch_antialias",
+              ("bilinear", False, False): "bilinear_torch", ("bilinear", False, True): "linear_aligned"}
 # NaFlexVitCfg fields that are VisionTransformer's under the same name and meaning
 SHARED = ("patch_size", "embed_dim", "depth", "num_heads", "mlp_ratio", "qkv_bias", "class_token", "reg_tokens",
           "init_values", "global_pool", "fc_norm", "final_norm", "pre_norm", "act_layer")
 NEUTRAL = ("attn_drop_rate", "drop_rate", "pos_drop_rate", "patch_drop_rate", "proj_drop_rate", "drop_path_rate",
            "weight_init", "fix_init", "dataclass", "enable_patch_interpolator", "use_key_only_attn_mask",
            "rope_temperature", "rope_grid_indexing", "rope_grid_offset", "num_classes", "device", "dtype", "img_size",
-           "pos_embed_grid_size", "pos_embed", "pos_embed_ar_preserving", "pos_embed_interp_mode")
+           "pos_embed_grid_size", "pos_embed", "pos_embed_ar_preserving", "pos_embed_interp_mode",
+           "pos_embed_antialias", "pos_embed_align_corners")  # the last three: read together below (RESAMPLING)
 # NaFlexVitCfg fields keras_vit has only at these values: what each is otherwise
 ONLY = {
     "embed_proj_type": ("linear", "a convolutional patch embedding"),
@@ -49,8 +55,6 @@ ONLY = {
     "qkv_fused": (True, "separate q / k / v"), "attn_only_layer_scale": (False, "LayerScale on attention only"),
     "pool_include_prefix": (False, "pooling over the prefix tokens too"),
     "attn_pool_num_heads": (None, "attention pooling of other heads"), "attn_pool_mlp_ratio": (None, "attention pooling of another MLP"),
-    "pos_embed_antialias": (True, "position tables resampled without antialiasing (C-RADIO's 128 x 128 table)"),
-    "pos_embed_align_corners": (False, "position tables resampled with align_corners=True (C-RADIO v3)"),
     "pos_embed_use_grid_sample": (False, "position tables sampled with grid_sample"),
     "dynamic_img_pad": (False, "image padding"), "patchify_channels_last": (True, "patches flattened channels first"),
     "in_chans": (3, "input channels other than RGB"),
@@ -74,9 +78,11 @@ def read(args, defaults):
             lacking.append(f"NaFlexVitCfg.{name}={value!r}, which keras_vit does not know")
     if cfg.get("global_pool") not in ("avg", "token", "map", ""):
         lacking.append(f"pooling global_pool={cfg.get('global_pool')!r}")
-    interp = cfg.get("pos_embed_interp_mode", "bicubic")
-    if cfg.get("pos_embed") == "learned" and interp not in RESAMPLING:
-        lacking.append(f"position tables resampled by {interp!r} (pos_embed_interp_mode)")
+    rule = (cfg.get("pos_embed_interp_mode", "bicubic"), cfg.get("pos_embed_antialias", True),
+            cfg.get("pos_embed_align_corners", False))
+    if cfg.get("pos_embed") == "learned" and rule not in RESAMPLING:  # the factorised tables: linear, whatever these say
+        lacking.append(f"position tables resampled by F.interpolate(mode={rule[0]!r}, antialias={rule[1]!r}, "
+                       f"align_corners={rule[2]!r}) (pos_embed_interp_mode, pos_embed_antialias, pos_embed_align_corners)")
     if cfg.get("pos_embed") not in ("learned", "factorized", "none", "", None):
         lacking.append(f"position embeddings pos_embed={cfg.get('pos_embed')!r}")
     grid = cfg.get("pos_embed_grid_size")
@@ -87,7 +93,8 @@ def read(args, defaults):
     patch = int(cfg["patch_size"]) if not isinstance(cfg["patch_size"], (list, tuple)) else int(cfg["patch_size"][0])
     out.update(no_embed_class=True, img_size=[int(grid[0]) * patch, int(grid[1]) * patch], naflex=True,
                naflex_pos_embed=cfg.get("pos_embed") or "none", naflex_ar_preserving=bool(cfg["pos_embed_ar_preserving"]),
-               naflex_interp=interp, norm_eps=1e-6, naflex_grid=[int(grid[0]), int(grid[1])],
+               naflex_resampling=RESAMPLING.get(rule, ARGS["naflex_resampling"]), norm_eps=1e-6,
+               naflex_grid=[int(grid[0]), int(grid[1])],
                use_abs_pos_emb=cfg.get("pos_embed") == "learned")  # a (1, rows * cols, D) 'pos_embed' (timm_eva's reading)
     if out.get("act_layer") is None:
         out.pop("act_layer", None)
@@ -101,7 +108,7 @@ def fields(args):
         return {}
     out = {"input_mode": "naflex", "position_aspect_preserving": bool(args["naflex_ar_preserving"]),
            "factorized_positions": args["naflex_pos_embed"] == "factorized",
-           "position_resampling": RESAMPLING.get(args["naflex_interp"], "bicubic_torch_antialias")}
+           "position_resampling": args["naflex_resampling"]}
     if out["factorized_positions"]:  # positions without a 'pos_embed' table (timm_eva.fields says none)
         out["position_embedding"] = True
     return out
@@ -110,7 +117,7 @@ def fields(args):
 def resampling(resolved):
     """The ``position_resampling`` of a resolved NaFlex registration, or None for a classic timm ViT."""
     naflex = resolved.get("naflex", (False, None))[0]
-    return RESAMPLING[resolved["naflex_interp"][0]] if naflex else None
+    return resolved["naflex_resampling"][0] if naflex else None
 
 
 def image_size(resolved):

@@ -117,7 +117,7 @@ def test_input_mean_and_std_scale_pixels_per_channel():
     np.testing.assert_allclose(scaled, (pixels / 255.0 - np.array(mean)) / np.array(std), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("method", ["bicubic_torch", "bicubic_torch_antialias"])
+@pytest.mark.parametrize("method", ["bicubic_torch", "bicubic_torch_antialias", "bilinear_torch"])
 def test_position_resampling_is_the_same_rule_in_the_graph_and_the_loader(method):
     from keras_vit.weights.posemb import resize_position_embedding
 

@@ -23,13 +23,20 @@ CASES = {
     "factorized_gap": dict(pooling="gap", class_token=False, num_register_tokens=1, factorized_positions=True,
                            position_aspect_preserving=True, fc_norm=True, final_norm=False),
     "bilinear_map": dict(pooling="map", class_token=False, position_resampling="bilinear_torch_antialias"),
+    # C-RADIO (timm's naflexvit_*_radio_*): a larger table resampled bilinearly without antialiasing to the square of
+    # the longer side (down for every grid here), align_corners False (v3-L / g, v4) or True (v3-B / H)
+    "radio_token": dict(image_size=7 * P, pooling="token", prefix_positions=False, num_register_tokens=3,
+                        final_norm=False, layer_scale_init=1e-5, position_aspect_preserving=True,
+                        position_resampling="bilinear_torch"),
+    "radio_v3_token": dict(image_size=7 * P, pooling="token", prefix_positions=False, num_register_tokens=3,
+                           final_norm=False, position_aspect_preserving=True, position_resampling="linear_aligned"),
 }
 
 
 def tiny(case, **overrides):
     kwargs = dict(image_size=4 * P, patch_size=P, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64, num_classes=5,
-                  classifier_activation=None, input_mode="naflex", max_patches=BUDGET, **CASES[case])
-    kwargs.update(overrides)
+                  classifier_activation=None, input_mode="naflex", max_patches=BUDGET)
+    kwargs.update(CASES[case], **overrides)
     model = VisionTransformer.from_vit_config(ViTConfig(**kwargs))
     rng = np.random.default_rng(1)
     for variable in model.weights:  # random weights everywhere (the zero head and near-zero LayerScale included)
@@ -48,7 +55,7 @@ def reference_config(model):
     return dict(patch=P, grid=c.grid, layers=c.num_layers, heads=c.num_heads, class_token=c.class_token,
                 registers=c.num_register_tokens, pooling="gap" if c.pooling == "avg" else c.pooling,
                 aspect_preserving=c.position_aspect_preserving, factorized=c.factorized_positions,
-                kernel="bilinear" if c.position_resampling.startswith("bilinear") else "bicubic")
+                kernel=c.position_resampling)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

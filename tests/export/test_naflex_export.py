@@ -14,12 +14,15 @@ from keras_vit.layers import formulation
 
 POOLINGS = {"gap": dict(pooling="gap", class_token=False, num_register_tokens=1),
             "token": dict(pooling="token", position_aspect_preserving=True),
-            "map": dict(pooling="map", class_token=False, factorized_positions=True)}
+            "map": dict(pooling="map", class_token=False, factorized_positions=True),
+            # C-RADIO's rule: the table resampled bilinearly without antialiasing to the square of the longer side
+            "radio": dict(image_size=28, pooling="token", num_register_tokens=2, prefix_positions=False,
+                          position_aspect_preserving=True, position_resampling="bilinear_torch")}
 
 
 def tiny(pooling="gap", **overrides):
-    config = ViTConfig(image_size=16, patch_size=4, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64, num_classes=3,
-                       input_mode="naflex", **{**POOLINGS[pooling], **overrides})
+    config = ViTConfig(**{**dict(image_size=16, patch_size=4, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64,
+                                 num_classes=3, input_mode="naflex"), **POOLINGS[pooling], **overrides})
     model = VisionTransformer.from_vit_config(config)
     rng = np.random.default_rng(0)
     for variable in model.weights:
@@ -35,6 +38,7 @@ def saved(tmp_path_factory):
 
 
 EVAL = np.random.default_rng(5).uniform(0, 255, (6, 16, 16, 3)).astype("float32")
+EVAL_28 = np.random.default_rng(6).uniform(0, 255, (6, 28, 28, 3)).astype("float32")  # the "radio" model's size
 
 
 @pytest.mark.parametrize("pooling", sorted(POOLINGS))
@@ -106,6 +110,26 @@ def test_tflite_at_a_fixed_budget_agrees_and_the_gpu_delegate_takes_it_whole(sav
     # predict reads the file as a NaFlex model too, at its budget
     (result,) = predict(output, [str(_write_png(tmp_path, _png((20, 70))))], top_k=1)
     assert result["predictions"][0]["label"] in ("class_0", "class_1", "class_2")
+
+
+@pytest.mark.slow  # the same graph, fast: test_the_float_graph_computes_what_keras_computes[radio]
+@pytest.mark.parametrize("position_resampling", ["bilinear_torch", "linear_aligned"])
+def test_c_radio_resampling_exports_to_tflite_verified(tmp_path, position_resampling):
+    """The 7 x 7 table resampled per image without antialiasing (align_corners False, True) inside the TFLite graph:
+    verified by the exporter against Keras at 1:1, 16:9 and 1:3, the GPU delegate taking every op."""
+    path = tmp_path / "radio.keras"
+    tiny("radio", position_resampling=position_resampling).save(path)
+    report = export_model(str(path), "tflite", str(tmp_path / "radio.tflite"), eval_data=EVAL_28, max_patches=20)
+    assert report.passed and report.max_abs_diff <= 1e-4, report.summary()
+    assert report.details["gpu_delegate"].startswith("GPU delegate: all "), report.details["gpu_delegate"]
+
+
+@pytest.mark.slow
+def test_c_radio_resampling_exports_to_a_saved_model_verified(tmp_path):
+    path = tmp_path / "radio.keras"
+    tiny("radio").save(path)
+    report = export_model(str(path), "saved_model", str(tmp_path / "serving"), eval_data=EVAL_28, warmup=False)
+    assert report.passed and report.max_abs_diff <= 1e-5 and report.details["serving_bytes"]["passed"]
 
 
 def _png(size):

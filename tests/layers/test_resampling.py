@@ -1,6 +1,7 @@
 """The resampling rules of keras_vit.layers.resampling against the frameworks they copy.
 
-torch is not installed here: ``bicubic_torch`` and ``bicubic_torch_antialias`` are compared with the loops of
+torch is not installed here: ``bicubic_torch``, ``bicubic_torch_antialias`` and ``bilinear_torch`` (and
+``linear_aligned`` as torch's bilinear with ``align_corners=True``) are compared with the loops of
 ``reference_resampling.py``, transcribed from PyTorch's C++ (``UpSample.h``, ``cpu/UpSampleKernel.cpp``), and
 the antialiased rule also with Pillow, whose ``ImagingResample`` torch's antialias follows (the other with
 OpenCV's ``INTER_CUBIC`` where OpenCV is installed; it is not a dependency). The NumPy path runs
@@ -15,9 +16,11 @@ from hypothesis import given, settings, strategies as st
 
 import keras
 from keras_vit.layers.resampling import RESAMPLING_METHODS, interpolation_matrix, resize_grid
-from reference_resampling import torch_bicubic, torch_bicubic_antialias
+from reference_resampling import torch_bicubic, torch_bicubic_antialias, torch_bilinear, torch_bilinear_aligned
 
-TORCH = {"bicubic_torch": torch_bicubic, "bicubic_torch_antialias": torch_bicubic_antialias}
+TORCH = {"bicubic_torch": torch_bicubic, "bicubic_torch_antialias": torch_bicubic_antialias, "bilinear_torch": torch_bilinear}
+# without antialiasing, align_corners False and True (C-RADIO's position tables in timm's NaFlexVit)
+BILINEAR = {"bilinear_torch": torch_bilinear, "linear_aligned": torch_bilinear_aligned}
 
 # (old, new): down, up, the ViT-family resolutions (DINOv2 37 <-> 16, 14 -> 24), one sample either way, non-square
 SIZES = [((37, 37), (16, 16)), ((16, 16), (37, 37)), ((14, 14), (24, 24)), ((7, 7), (3, 3)), ((1, 1), (4, 4)),
@@ -33,7 +36,8 @@ def per_channel(reference, grid, new, **kwargs):
 
 
 def test_the_names():
-    assert RESAMPLING_METHODS == ("linear_aligned", "bicubic_torch", "bicubic_torch_antialias", "bicubic_tf", "bilinear_torch_antialias")
+    assert RESAMPLING_METHODS == ("linear_aligned", "bicubic_torch", "bicubic_torch_antialias", "bicubic_tf",
+                                  "bilinear_torch_antialias", "bilinear_torch")
 
 
 @pytest.mark.parametrize("method", RESAMPLING_METHODS)
@@ -61,6 +65,57 @@ def test_torch_methods_equal_the_loops_of_torch_source(method, old, new):
     grid = random_grid(old)
     expected = per_channel(TORCH[method], grid, new)
     np.testing.assert_allclose(resize_grid(grid, new, xp=np, method=method), expected, atol=1e-12)
+
+
+@pytest.mark.parametrize("old, new", SIZES + [((128, 128), (6, 9)), ((128, 128), (11, 11))])
+def test_linear_aligned_is_torchs_bilinear_with_align_corners(old, new):
+    """C-RADIO v3-B / H's rule (F.interpolate(mode='bilinear', align_corners=True, antialias=False)): the same
+    triangle at i * (o - 1) / (n - 1), downsampling the 128 x 128 table too."""
+    grid = random_grid(old, channels=2)
+    np.testing.assert_allclose(resize_grid(grid, new, xp=np, method="linear_aligned"),
+                               per_channel(torch_bilinear_aligned, grid, new), atol=1e-12)
+
+
+@pytest.mark.parametrize("method", sorted(BILINEAR))
+@pytest.mark.parametrize("old, new", [((5, 9), (11, 4)), ((3, 12), (7, 5)), ((37, 16), (8, 29)), ((128, 128), (6, 11)),
+                                      ((1, 7), (4, 1)), ((6, 6), (6, 6))])
+def test_bilinear_without_antialias_per_token_in_the_graph(method, old, new):
+    """NaFlex's per-token rows (keras.ops, float32, the new size a tensor known when the graph runs) make the 2-D table
+    torch's F.interpolate(mode='bilinear', antialias=False) makes: odd, non-square, up and down (C-RADIO's 128 down)."""
+    from keras_vit.layers.resampling import sample_weights
+
+    grid = random_grid(old, channels=3, seed=6).astype("float32")
+
+    @tf.function(input_signature=[tf.TensorSpec((), tf.int32)] * 2)
+    def resample(rows, cols):  # every output pixel a token: its row and column weights, as NaFlexPatchEncoder
+        y, x = tf.meshgrid(tf.range(rows), tf.range(cols), indexing="ij")
+        w_rows = sample_weights(tf.reshape(y, (-1,)), rows, old[0], method=method)  # (tokens, old rows)
+        w_cols = sample_weights(tf.reshape(x, (-1,)), cols, old[1], method=method)  # (tokens, old cols)
+        return tf.einsum("tr,tc,rcd->td", w_rows, w_cols, tf.constant(grid))
+
+    got = resample(tf.constant(new[0]), tf.constant(new[1])).numpy().reshape(new + (3,))
+    expected = per_channel(BILINEAR[method], grid.astype("float64"), new)
+    # float32's source coordinate, as torch's own (its spacing is 7.6e-6 near 127, C-RADIO's table): its error times
+    # the step between two neighbours (up to ~4 here)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5 if max(old) < 64 else 6e-5)
+    assert method == "linear_aligned" or new == old or np.abs(
+        expected - per_channel(torch_bilinear_aligned, grid.astype("float64"), new)).max() > 1e-2  # the two differ
+
+
+@pytest.mark.parametrize("new", [(6, 11), (21, 21), (27, 9)])
+def test_aligned_per_token_rounds_as_torch_does(new):
+    """torch rounds the aligned source coordinate in float32, (o - 1) / (n - 1) first, then times i (opmath_t of a
+    float32 tensor): 1e-5 from the exact coordinate on C-RADIO v3's 128 x 128 table. The graph's per-token rows round
+    the same way, so they meet the float32 loops far closer than that."""
+    from keras_vit.layers.resampling import sample_weights
+
+    grid = random_grid((128, 128), channels=1, seed=7)[..., 0].astype("float32")
+    y, x = np.meshgrid(np.arange(new[0]), np.arange(new[1]), indexing="ij")
+    w_rows = sample_weights(tf.constant(y.reshape(-1)), tf.constant(new[0]), 128, method="linear_aligned")
+    w_cols = sample_weights(tf.constant(x.reshape(-1)), tf.constant(new[1]), 128, method="linear_aligned")
+    got = tf.einsum("tr,tc,rc->t", w_rows, w_cols, tf.constant(grid)).numpy().reshape(new)
+    expected = torch_bilinear(grid.astype("float64"), new, align_corners=True, real_type=np.float32)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)
 
 
 @pytest.mark.parametrize("old, new", SIZES)
