@@ -200,7 +200,8 @@ def _declared(resolved, pretrained, expected, path, weights, tensors, labelled=F
             if said is not None:
                 declare(record, field, activation(value) if name == "act_layer" else value, said, path)
         return record, Conversion(), []
-    shapes = timm_eva.vit_shapes(timm_naflex.vit_shapes(tensors.shapes))
+    stand_ins = {k: np.broadcast_to(np.float32(0), shape) for k, shape in tensors.shapes.items()}  # shapes, no data
+    shapes = {k: tuple(v.shape) for k, v in timm_eva.to_vit_layout(timm_naflex.to_vit_layout(stand_ins)).items()}
     seen = timm_config.observe(shapes, weights)
     timm_config.consistent(resolved, seen, path)
     sizes = [value for quantity, _, value in expected if quantity == "image_size"]
