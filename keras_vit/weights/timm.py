@@ -183,8 +183,8 @@ def settings(config, path="<config>", weights=None, tensors=None, architecture=N
 
 def _declared(resolved, pretrained, expected, path, weights, tensors, labelled=False):
     """``(declared record, Conversion, notes)`` of a timm file."""
-    act, act_said = resolved["act_layer"]
-    if act_said is not None and act is not None and not isinstance(act, str):
+    act = resolved["act_layer"][0]  # said by someone unless it is the default None
+    if act is not None and not isinstance(act, str):
         raise CheckpointError(f"{path!r}: model_args.act_layer={act!r}, expected the name of an activation.")
     mlp_layer = resolved["mlp_layer"]
     if mlp_layer[0] not in timm_config.MLP_LAYERS + timm_config.GLU_LAYERS + timm_config.SWIGLU_LAYERS:
@@ -205,12 +205,13 @@ def _declared(resolved, pretrained, expected, path, weights, tensors, labelled=F
     seen = timm_config.observe(shapes, weights)
     timm_config.consistent(resolved, seen, path)
     sizes = [value for quantity, _, value in expected if quantity == "image_size"]
+    pool_heads = resolved["attn_pool_num_heads"]  # Eva's (Perception Encoder's 8); None: the blocks', as timm's ViT
     extra = {
         "mlp_activation": timm_config.activation_of(resolved, seen, path),
         "layer_norm_epsilon": timm_config.epsilon_of(resolved, seen, path, weights),
         "prefix_positions": timm_config.prefix_positions(resolved, seen, shapes, sizes[0] if sizes else None, weights),
         "pooling": timm_config.pooling_of(resolved, seen, path),
-        "map_num_heads": timm_config.map_heads_of(resolved, seen),  # Perception Encoder's 8
+        "map_num_heads": pool_heads if seen["map"][0] and pool_heads[0] is not None else (None, None),
         **timm_eva.declared(resolved, shapes, tensors.shapes),  # RoPE-ViT's rotary and absolute positions
         **timm_naflex.declared(resolved),  # NaFlexVit's input path and position tables
     }

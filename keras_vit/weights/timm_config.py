@@ -225,9 +225,7 @@ def activation_of(resolved, seen, path):
                 "(gelu, gelu_tanh, quick_gelu, silu), or use a registered architecture name."
             )
         return "gelu", None
-    if act is not None and not isinstance(act, str):
-        raise CheckpointError(f"{path!r}: model_args.act_layer={act!r}, expected the name of an activation.")
-    name = declared_lib.activation(act)
+    name = declared_lib.activation(act)  # not a string: refused by timm._declared
     if name not in MLP_ACTIVATIONS:
         raise CheckpointError(
             f"{path!r}: {said or f'act_layer={act!r}'}: keras_vit's MLP has no such activation "
@@ -303,15 +301,6 @@ def pooling_of(resolved, seen, path):
     return POOLING[pool], said
 
 
-def map_heads_of(resolved, seen):
-    """``(heads, said)`` of the attention pooling head where the file states them (Eva's ``attn_pool_num_heads``);
-    ``(None, None)``: the blocks' heads, as timm's ``VisionTransformer`` pools (nothing to declare)."""
-    heads, said = resolved["attn_pool_num_heads"]
-    if not seen["map"][0] or heads is None or said is None:
-        return None, None
-    return heads, said
-
-
 def head_is_projection(seen, tensors):
     """Whether ``head`` is CLIP's projection: a pre-norm tower whose head bias is all zeros.
 
@@ -326,29 +315,17 @@ def head_is_projection(seen, tensors):
 
 
 def record(resolved, seen, extra, config_path, weights):
-    """The declared record of a timm file: ``resolved`` (config and table) first, what the weights show after.
-
-    ``extra``: ``{field: (value, said)}`` already decided (activation, epsilon, prefix positions, pooling,
-    projection). ``config_path`` and ``weights`` are the origins named in messages.
-    """
-    out = {}
-
-    def stated(name, field, value=None):
-        given, said = resolved[name]
-        if said is not None:
-            declare(out, field, given if value is None else value, said, config_path)
-
-    stated("num_heads", "num_heads")
-    stated("embed_dim", "hidden_size")
-    stated("depth", "num_layers")
+    """The declared record of a timm file: ``resolved`` (config and table) first, ``extra`` (``{field: (value,
+    said)}`` already decided) next, what the weights show last; ``config_path`` and ``weights``: the origins."""
     width, ratio = resolved["embed_dim"], resolved["mlp_ratio"]
-    if ratio[1] is not None and width[1] is not None:
-        mlp = int(width[0] * ratio[0]) // (2 if resolved["mlp_layer"][0] in GLU_LAYERS else 1)  # SwiGLU's: the width
-        declare(out, "mlp_dim", mlp, f"{ratio[1]} (x width {width[0]})", config_path)
-    stated("qkv_bias", "qkv_bias")
-    stated("class_token", "class_token")
-    stated("norm_type", "norm_type")
-    for field, (value, said) in extra.items():
+    mlp = (None, None)
+    if ratio[1] is not None and width[1] is not None:  # SwiGLUPacked's width: half the outputs of fc1
+        mlp = (int(width[0] * ratio[0]) // (2 if resolved["mlp_layer"][0] in GLU_LAYERS else 1),
+               f"{ratio[1]} (x width {width[0]})")
+    stated = {"num_heads": resolved["num_heads"], "hidden_size": width, "num_layers": resolved["depth"], "mlp_dim": mlp,
+              "qkv_bias": resolved["qkv_bias"], "class_token": resolved["class_token"], "norm_type": resolved["norm_type"]}
+    out = {}
+    for field, (value, said) in [*stated.items(), *extra.items()]:  # what resolve says starts with one of these
         if said is not None:
             declare(out, field, value, said, config_path if said.startswith(("model_args", "architecture", "global_pool")) else weights)
     for field, part in (("class_token", "class_token"), ("distillation_token", "distilled"), ("num_register_tokens", "reg_tokens"),
