@@ -1,12 +1,10 @@
 """timm's ViT state dict (``.safetensors``) -> the original checkpoint layout, for the whole ViT family.
 
 timm's own ``_load_weights`` (its reader of the original ``.npz``) defines the correspondence inverted here: the
-tables below, PyTorch's layouts undone by :func:`keras_vit.weights.conventions.torch_tensors` (``qkv`` split into
-query, key and value; ``attn_pool.kv`` into key and value). Attention kernels come back with their head axes merged
-(a state dict does not store the number of heads; the loader splits them with the model's). A CLIP tower's
-``head`` with an all-zero bias is CLIP's projection (:func:`keras_vit.weights.timm_config.head_is_projection`);
-its patch embedding has no bias (timm: ``bias=not pre_norm``): zeros stand in, exactly, and the load report says
-so. Parts keras_vit does not implement are refused by name (:data:`_UNSUPPORTED`).
+tables below, PyTorch's layouts undone by :func:`keras_vit.weights.conventions.torch_tensors`, attention kernels
+with their head axes merged (the loader splits them with the model's heads). A CLIP tower's all-zero ``head`` bias
+marks CLIP's projection (:func:`keras_vit.weights.timm_config.head_is_projection`); its patch embedding has no bias
+(``bias=not pre_norm``): zeros stand in, exactly. Parts keras_vit does not implement are refused by name.
 """
 
 import re
@@ -96,19 +94,12 @@ class Conversion(NamedTuple):
 
 
 def to_original(tensors, path="<arrays>", conversion=None):
-    """Rename and transpose a timm ViT state dict into the original ``.npz`` layout.
-
-    Args:
-        tensors: ``{timm key: array}`` (arrays, or stand-ins with the right shape).
-        path: named in errors.
-        conversion: the :class:`Conversion` :func:`settings` read; None: neither switch.
-
-    Returns:
-        ``{original key: array}``; attention kernels have merged head axes.
+    """Rename and transpose a timm ViT state dict (``{timm key: array}``, arrays or stand-ins) into the original
+    ``.npz`` layout, as the :class:`Conversion` ``conversion`` says (None: no switch); ``path`` is named in errors.
 
     Raises:
-        CheckpointError: a key that is neither a ViT family weight nor a known
-            unsupported part, or a fused qkv weight that is not ``(3D, D)``.
+        CheckpointError: a key that is neither a ViT family weight nor a known unsupported part, or a fused qkv
+            weight that is not ``(3D, D)``.
 
     Example:
     >>> d = 8
@@ -144,15 +135,10 @@ def to_original(tensors, path="<arrays>", conversion=None):
 
 
 def settings(config, path="<config>", weights=None, tensors=None, architecture=None):
-    """What a timm file says beyond its tensors: heads, epsilon, activation, the family's switches, labels,
-    input normalisation; read from ``config.json``, timm's registration of its ``architecture``
-    (:mod:`keras_vit.weights.timm_models`) and the state dict (``tensors``, a
-    :class:`~keras_vit.weights.safetensors_files.Tensors`, when there is one).
-
-    Returns a :class:`~keras_vit.weights.source.Reading`: the sizes it states go to ``expected``, to be checked
-    against the weights (:func:`keras_vit.weights.config.check_against_weights`); what it declares about the
-    architecture goes to ``declared``, to be compared with the model's (:func:`keras_vit.weights.declared.check`).
-    ``architecture`` replaces the config's (a preset naming timm's quick_gelu registration of a Hub repository).
+    """The :class:`~keras_vit.weights.source.Reading` of a timm file: what ``config.json``, timm's registration of
+    its ``architecture`` (or of ``architecture``, which replaces the config's) and the state dict (``tensors``, when
+    there is one) say beyond the tensors: the sizes it states (``expected``), the architecture it declares
+    (``declared``), labels, input normalisation.
 
     Example:
     >>> s = settings({"architecture": "deit_small_patch16_224", "pretrained_cfg": {"mean": [0.485, 0.456, 0.406]}})
@@ -171,7 +157,7 @@ def settings(config, path="<config>", weights=None, tensors=None, architecture=N
     architecture = resolved["architecture"][0]
     expected = timm_hybrid.on_feature_map(_expected(config, args, pretrained, resolved, path), resolved, tensors, path)
     names = config_lib.indexed_names(config.get("label_names"), "label_names", path)
-    declared, conversion, notes = _declared(resolved, pretrained, expected, path, weights, tensors, bool(names))
+    declared, conversion, notes = _declared(resolved, expected, path, weights, tensors, bool(names))
     timm_hybrid.declare_backbone(declared, tensors, weights)
     descriptions = config.get("label_descriptions") or {}
     if names and isinstance(descriptions, dict):
@@ -181,7 +167,7 @@ def settings(config, path="<config>", weights=None, tensors=None, architecture=N
                    position_resampling=timm_naflex.resampling(resolved) or POSITION_RESAMPLING, layout=conversion)
 
 
-def _declared(resolved, pretrained, expected, path, weights, tensors, labelled=False):
+def _declared(resolved, expected, path, weights, tensors, labelled=False):
     """``(declared record, Conversion, notes)`` of a timm file."""
     act = resolved["act_layer"][0]  # said by someone unless it is the default None
     if act is not None and not isinstance(act, str):
@@ -235,24 +221,13 @@ def _declared(resolved, pretrained, expected, path, weights, tensors, labelled=F
 def _expected(config, args, pretrained, resolved, path):
     """``[(quantity, field, value), ...]``: the sizes a timm config states, as timm builds the model from them."""
     expected = []
-
-    def integer(source, field, quantity, label):
-        value = config_lib.number(source, field, None, path, integer=True)
+    for source, name, quantity in ((args, "embed_dim", "hidden_size"), (config, "num_features", "num_features"),
+                                   (args, "depth", "num_layers"), (args, "patch_size", "patch_size")):
+        value = config_lib.number(source, name, None, path, integer=True)
         if value is not None:
-            expected.append((quantity, f"{label}={value!r}", value))
-
-    def stated(name, quantity):  # the registration's or the name's, where model_args does not override it
-        value, said = resolved[name]
-        if said is not None and name not in args:
-            expected.append((quantity, said, value))
-
-    integer(args, "embed_dim", "hidden_size", "model_args.embed_dim")
-    stated("embed_dim", "hidden_size")
-    integer(config, "num_features", "num_features", "num_features")
-    integer(args, "depth", "num_layers", "model_args.depth")
-    stated("depth", "num_layers")
-    integer(args, "patch_size", "patch_size", "model_args.patch_size")
-    stated("patch_size", "patch_size")
+            expected.append((quantity, f"{'model_args.' if source is args else ''}{name}={value!r}", value))
+        elif name in resolved and resolved[name][1] is not None:  # the registration's or the name's
+            expected.append((quantity, resolved[name][1], resolved[name][0]))
     for source, label in ((args, "model_args.num_classes"), (config, "num_classes")):
         value = source.get("num_classes")
         if value is not None and value != 0:  # 0: timm's model without a head

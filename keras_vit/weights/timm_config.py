@@ -53,10 +53,8 @@ def _check_model_args(model_args, path):
 
 
 def _check_rope_args(model_args, architecture, path):
-    """RoPE's ``model_args`` (:data:`~keras_vit.weights.timm_eva.ROPE_ARGS`) only where timm builds them: an Eva
-    registration (timm's VisionTransformer takes none of them), and never a ``rope_type`` that changes the rotation
-    order, which timm keeps from the registration (``rope_rotate_half``: DINOv3's halves, RoPE-ViT's interleaved
-    pairs) while keras_vit's kind fixes it."""
+    """RoPE's ``model_args`` only for an Eva registration (timm's VisionTransformer takes none), and never a
+    ``rope_type`` whose rotation order (keras_vit's kind fixes it) is not the registration's ``rope_rotate_half``."""
     stated = sorted(set(model_args) & (set(timm_eva.ROPE_ARGS) | set(timm_eva.POOL_ARGS)))
     row = registration(architecture)
     if not stated or row is None:
@@ -171,9 +169,6 @@ def observe(shapes, path):
 
 def consistent(resolved, seen, config_path):
     """Refuse a config whose stated architecture the state dict contradicts (naming the setting and the key)."""
-    def stated(name):
-        return resolved[name][1] is not None
-
     use_fc_norm = resolved["global_pool"][0] in ("avg", "avgmax", "max") if resolved["fc_norm"][0] is None else resolved["fc_norm"][0]
     final = resolved["final_norm"][0]
     checks = [
@@ -194,13 +189,14 @@ def consistent(resolved, seen, config_path):
         ("fc_norm", "fc_norm", bool(final and use_fc_norm)),
         ("final_norm", "norm", bool(final and not use_fc_norm)),
     ]
-    if seen["patch_norm"][0] and not stated("patch_norm"):
+    if seen["patch_norm"][0] and resolved["patch_norm"][1] is None:
         raise CheckpointError(
             f"{config_path!r}: the weights have {seen['patch_norm'][1]}, and no timm registration or config.json says "
             "which norm it is (LayerNorm or RmsNorm, its epsilon): name the registered architecture it was trained as."
         )
     for name, part, expected in checks:
-        relied = [n for n in ((name, "global_pool", "fc_norm") if part in ("fc_norm", "norm") else (name,)) if stated(n)]
+        relied = [n for n in ((name, "global_pool", "fc_norm") if part in ("fc_norm", "norm") else (name,))
+                  if resolved[n][1] is not None]
         have, said = seen[part]
         if relied and have != expected:
             raise CheckpointError(
@@ -302,13 +298,9 @@ def pooling_of(resolved, seen, path):
 
 
 def head_is_projection(seen, tensors):
-    """Whether ``head`` is CLIP's projection: a pre-norm tower whose head bias is all zeros.
-
-    timm's ``_convert_openai_clip`` (and its OpenCLIP ``visual.head.proj`` path) put CLIP's bias-free
-    ``proj`` (width -> embedding) into ``head.weight`` and write ``head.bias = torch.zeros(...)``; a trained
-    classifier's bias is never exactly zero. Such a head is keras_vit's ``projection`` (``projection_dim``):
-    the model gives CLIP's image embedding, as timm's does (``num_classes=512`` for ViT-B).
-    """
+    """Whether ``head`` is CLIP's projection (keras_vit's ``projection_dim``): a pre-norm tower whose head bias is all
+    zeros. timm's ``_convert_openai_clip`` (and its OpenCLIP ``visual.head.proj`` path) put CLIP's bias-free ``proj``
+    into ``head.weight`` with ``head.bias = torch.zeros(...)``; a trained classifier's bias is never exactly zero."""
     if not seen["pre_norm"][0] or "head.bias" not in tensors.shapes or "head_dist.weight" in tensors.shapes:
         return False
     return not np.any(tensors.array("head.bias"))
