@@ -21,7 +21,6 @@ from keras_vit.weights.mapping import POSEMB_KEY
 from keras_vit.weights.source import Reading
 from keras_vit.weights.state_dict import StateDictSource
 
-FORMAT = "timm"
 POSITION_RESAMPLING = "bicubic_torch_antialias"  # timm's resample_abs_pos_embed (bicubic, antialias=True)
 
 _BLOCK = re.compile(r"^blocks\.(\d+)\.(.+)$")
@@ -55,32 +54,10 @@ _UNSUPPORTED = {
     r"\.mlp\.fc1_[gx]\.": "an unpacked SwiGLU MLP (fc1_g / fc1_x; keras_vit reads timm's SwiGLUPacked)",
     r"^attn_pool\.pos_embed$": "position embeddings in the attention pooling",
 }
-MARKERS = ("patch_embed.proj.weight", "blocks.0.attn.qkv.weight")
-SEPARATE_QKV = "blocks.0.attn.q_proj.weight"  # Eva's EvaAttention(qkv_fused=False), EVA-02 B / L: instead of MARKERS[1]
-
-
-def matches(keys):
-    """Whether a state dict with these keys is a timm ViT.
-
-    Example:
-    >>> matches(["cls_token", "patch_embed.proj.weight", "blocks.0.attn.qkv.weight"]), matches(["cls"])
-    (True, False)
-    """
-    keys = set(keys)
-    patches = MARKERS[0] in keys or "embeds.proj.weight" in keys  # NaFlexVit: embeds.proj
-    return patches and (MARKERS[1] in keys or SEPARATE_QKV in keys)  # EVA-02 B / L: q_proj, k_proj, v_proj
-
-
-def refuse_unsupported(keys, path):
-    """Raise a ``CheckpointError`` naming the first timm feature in ``keys`` that keras_vit does not implement."""
-    for pattern, what in _UNSUPPORTED.items():
-        found = sorted(k for k in keys if re.search(pattern, k))
-        if found:
-            raise CheckpointError(
-                f"Checkpoint {path!r} is a timm model with {what} (keys {', '.join(map(repr, found[:6]))}"
-                f"{', ...' if len(found) > 6 else ''}): keras_vit's ViT has no such part, "
-                "so these weights cannot be loaded without changing what the model computes."
-            )
+# the keys that make a state dict timm's: a patch embedding (NaFlexVit's embeds.proj) and attention (EVA-02 B / L's
+# EvaAttention(qkv_fused=False) has q_proj, k_proj, v_proj)
+MARKERS = (("patch_embed.proj.weight", "embeds.proj.weight"),
+           ("blocks.0.attn.qkv.weight", "blocks.0.attn.q_proj.weight"))
 
 
 class Conversion(NamedTuple):
@@ -110,13 +87,21 @@ def to_original(tensors, path="<arrays>", conversion=None):
     """
     conversion = conversion or Conversion()
     tensors = timm_eva.to_vit_layout(timm_naflex.to_vit_layout(tensors, path))  # NaFlexVit's embeds.*; Eva's SwiGLU, q / v biases
-    refuse_unsupported([k for k in tensors if not (conversion.mixed_rope and k == timm_eva.FREQS)], path)
+    freqs = timm_eva.FREQS if conversion.mixed_rope else None  # RoPE-Mixed's, read by timm_eva.to_original
+    for pattern, what in _UNSUPPORTED.items():  # named, before any key is called unknown
+        found = sorted(k for k in tensors if re.search(pattern, k) and k != freqs)
+        if found:
+            raise CheckpointError(
+                f"Checkpoint {path!r} is a timm model with {what} (keys {', '.join(map(repr, found[:6]))}"
+                f"{', ...' if len(found) > 6 else ''}): keras_vit's ViT has no such part, "
+                "so these weights cannot be loaded without changing what the model computes."
+            )
     out = timm_hybrid.to_original(tensors, path)  # a hybrid's backbone (patch_embed.backbone.*), else nothing
     out.update(timm_eva.to_original(tensors, path) if conversion.mixed_rope else {})
     unknown = []
     for key, array in tensors.items():
         block = _BLOCK.match(key)
-        if key.startswith(timm_hybrid.PREFIX) or (conversion.mixed_rope and key == timm_eva.FREQS):
+        if key.startswith(timm_hybrid.PREFIX) or key == freqs:
             continue
         if conversion.head_is_projection and key in ("head.weight", "head.bias"):
             name = "projection/kernel" if key == "head.weight" else None  # CLIP's bias-free proj: the zero bias dropped
@@ -252,11 +237,18 @@ class TimmSource(StateDictSource):
     """timm's ViT-family state dicts: a ``.safetensors`` file, or a Hub repository folder (``config.json`` with
     ``"architecture"``, ``model.safetensors``), recognised by :data:`MARKERS`."""
 
-    name = FORMAT
+    name = "timm"
     label = "timm ViT"
 
     def matches(self, keys):
-        return matches(keys)
+        """Whether a state dict with these keys is a timm ViT (:data:`MARKERS`).
+
+        Example:
+        >>> SOURCE.matches(["patch_embed.proj.weight", "blocks.0.attn.qkv.weight"]), SOURCE.matches(["cls"])
+        (True, False)
+        """
+        keys = set(keys)
+        return all(any(key in keys for key in either) for either in MARKERS)
 
     def claims(self, opened):
         """timm's keys, unless a transformers ``config.json`` (a ``model_type``, no timm ``architecture``) says the
