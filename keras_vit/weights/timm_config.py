@@ -66,16 +66,14 @@ def _check_rope_args(model_args, architecture, path):
             f"{'RoPE' if stated[0] in timm_eva.ROPE_ARGS else 'attention pooling size'} argument (timm's Eva does); timm "
             "could not have built this model."
         )
-    if "rope_type" in model_args:
-        registered_half = bool(row["args"].get("rope_rotate_half", False))
-        if (model_args["rope_type"] == "dinov3") != registered_half:
-            raise CheckpointError(
-                f"{path!r}: model_args.rope_type={model_args['rope_type']!r} with the registration's "
-                f"rope_rotate_half={registered_half!r} of {architecture.partition('.')[0]!r}: timm rotates "
-                f"{'the halves' if registered_half else 'interleaved pairs'} of each head, keras_vit's "
-                f"{model_args['rope_type']!r} RoPE the {'halves' if model_args['rope_type'] == 'dinov3' else 'interleaved pairs'}"
-                "; it would compute another model."
-            )
+    rope_type, half = model_args.get("rope_type"), bool(row["args"].get("rope_rotate_half", False))
+    if "rope_type" in model_args and (rope_type == "dinov3") != half:  # as timm_eva.read: DINOv3's halves only
+        raise CheckpointError(
+            f"{path!r}: model_args.rope_type={rope_type!r} with the registration's rope_rotate_half={half!r} of "
+            f"{architecture.partition('.')[0]!r}: timm rotates {'the halves' if half else 'interleaved pairs'} of each "
+            f"head, keras_vit's {rope_type!r} RoPE the {'halves' if rope_type == 'dinov3' else 'interleaved pairs'}; it "
+            "would compute another model."
+        )
 
 
 def resolve(config, path, architecture=None):
