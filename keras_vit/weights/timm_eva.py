@@ -82,8 +82,7 @@ def read(args, defaults):
     full = {**defaults, **args}
     rope = {**ROPE_ARGS, **{k: v for k, v in out.items() if k in ROPE_ARGS}}
     dinov3 = rope["use_rot_pos_emb"] and rope["rope_type"] == "dinov3"
-    # EvaAttention (attn_type='eva': q_bias, a zero k bias, v_bias, fused or not; its inner norm is scale_attn_inner) is
-    # the paper's attention; read without RoPE (EVA-01), with DINOv3's and with EVA-02's axial one, checked against timm
+    # EvaAttention (attn_type='eva') is the paper's attention, read where PHRASES['attn_type'] says, checked against timm
     eva02 = rope["use_rot_pos_emb"] and rope["rope_type"] == "cat" and rope["ref_feat_shape"] is not None
     if full["attn_type"] != "rope" and not ((dinov3 or eva02 or not rope["use_rot_pos_emb"]) and full["attn_type"] == "eva"):
         lacking.append(f"{PHRASES['attn_type']} (attn_type={full['attn_type']!r})")
