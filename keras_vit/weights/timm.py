@@ -1,12 +1,10 @@
 """timm's ViT state dict (``.safetensors``) -> the original checkpoint layout, for the whole ViT family.
 
 timm's own ``_load_weights`` (its reader of the original ``.npz``) defines the correspondence inverted here: the
-tables below, PyTorch's layouts undone by :func:`keras_vit.weights.conventions.torch_tensors` (``qkv`` split into
-query, key and value; ``attn_pool.kv`` into key and value). Attention kernels come back with their head axes merged
-(a state dict does not store the number of heads; the loader splits them with the model's). A CLIP tower's
-``head`` with an all-zero bias is CLIP's projection (:func:`keras_vit.weights.timm_config.head_is_projection`);
-its patch embedding has no bias (timm: ``bias=not pre_norm``): zeros stand in, exactly, and the load report says
-so. Parts keras_vit does not implement are refused by name (:data:`_UNSUPPORTED`).
+tables below, PyTorch's layouts undone by :func:`keras_vit.weights.conventions.torch_tensors`, attention kernels
+with their head axes merged (the loader splits them with the model's heads). A CLIP tower's all-zero ``head`` bias
+marks CLIP's projection (:func:`keras_vit.weights.timm_config.head_is_projection`); its patch embedding has no bias
+(``bias=not pre_norm``): zeros stand in, exactly. Parts keras_vit does not implement are refused by name.
 """
 
 import re
@@ -23,7 +21,6 @@ from keras_vit.weights.mapping import POSEMB_KEY
 from keras_vit.weights.source import Reading
 from keras_vit.weights.state_dict import StateDictSource
 
-FORMAT = "timm"
 POSITION_RESAMPLING = "bicubic_torch_antialias"  # timm's resample_abs_pos_embed (bicubic, antialias=True)
 
 _BLOCK = re.compile(r"^blocks\.(\d+)\.(.+)$")
@@ -57,32 +54,10 @@ _UNSUPPORTED = {
     r"\.mlp\.fc1_[gx]\.": "an unpacked SwiGLU MLP (fc1_g / fc1_x; keras_vit reads timm's SwiGLUPacked)",
     r"^attn_pool\.pos_embed$": "position embeddings in the attention pooling",
 }
-MARKERS = ("patch_embed.proj.weight", "blocks.0.attn.qkv.weight")
-SEPARATE_QKV = "blocks.0.attn.q_proj.weight"  # Eva's EvaAttention(qkv_fused=False), EVA-02 B / L: instead of MARKERS[1]
-
-
-def matches(keys):
-    """Whether a state dict with these keys is a timm ViT.
-
-    Example:
-    >>> matches(["cls_token", "patch_embed.proj.weight", "blocks.0.attn.qkv.weight"]), matches(["cls"])
-    (True, False)
-    """
-    keys = set(keys)
-    patches = MARKERS[0] in keys or "embeds.proj.weight" in keys  # NaFlexVit: embeds.proj
-    return patches and (MARKERS[1] in keys or SEPARATE_QKV in keys)  # EVA-02 B / L: q_proj, k_proj, v_proj
-
-
-def refuse_unsupported(keys, path):
-    """Raise a ``CheckpointError`` naming the first timm feature in ``keys`` that keras_vit does not implement."""
-    for pattern, what in _UNSUPPORTED.items():
-        found = sorted(k for k in keys if re.search(pattern, k))
-        if found:
-            raise CheckpointError(
-                f"Checkpoint {path!r} is a timm model with {what} (keys {', '.join(map(repr, found[:6]))}"
-                f"{', ...' if len(found) > 6 else ''}): keras_vit's ViT has no such part, "
-                "so these weights cannot be loaded without changing what the model computes."
-            )
+# the keys that make a state dict timm's: a patch embedding (NaFlexVit's embeds.proj) and attention (EVA-02 B / L's
+# EvaAttention(qkv_fused=False) has q_proj, k_proj, v_proj)
+MARKERS = (("patch_embed.proj.weight", "embeds.proj.weight"),
+           ("blocks.0.attn.qkv.weight", "blocks.0.attn.q_proj.weight"))
 
 
 class Conversion(NamedTuple):
@@ -96,19 +71,12 @@ class Conversion(NamedTuple):
 
 
 def to_original(tensors, path="<arrays>", conversion=None):
-    """Rename and transpose a timm ViT state dict into the original ``.npz`` layout.
-
-    Args:
-        tensors: ``{timm key: array}`` (arrays, or stand-ins with the right shape).
-        path: named in errors.
-        conversion: the :class:`Conversion` :func:`settings` read; None: neither switch.
-
-    Returns:
-        ``{original key: array}``; attention kernels have merged head axes.
+    """Rename and transpose a timm ViT state dict (``{timm key: array}``, arrays or stand-ins) into the original
+    ``.npz`` layout, as the :class:`Conversion` ``conversion`` says (None: no switch); ``path`` is named in errors.
 
     Raises:
-        CheckpointError: a key that is neither a ViT family weight nor a known
-            unsupported part, or a fused qkv weight that is not ``(3D, D)``.
+        CheckpointError: a key that is neither a ViT family weight nor a known unsupported part, or a fused qkv
+            weight that is not ``(3D, D)``.
 
     Example:
     >>> d = 8
@@ -119,13 +87,21 @@ def to_original(tensors, path="<arrays>", conversion=None):
     """
     conversion = conversion or Conversion()
     tensors = timm_eva.to_vit_layout(timm_naflex.to_vit_layout(tensors, path))  # NaFlexVit's embeds.*; Eva's SwiGLU, q / v biases
-    refuse_unsupported([k for k in tensors if not (conversion.mixed_rope and k == timm_eva.FREQS)], path)
+    freqs = timm_eva.FREQS if conversion.mixed_rope else None  # RoPE-Mixed's, read by timm_eva.to_original
+    for pattern, what in _UNSUPPORTED.items():  # named, before any key is called unknown
+        found = sorted(k for k in tensors if re.search(pattern, k) and k != freqs)
+        if found:
+            raise CheckpointError(
+                f"Checkpoint {path!r} is a timm model with {what} (keys {', '.join(map(repr, found[:6]))}"
+                f"{', ...' if len(found) > 6 else ''}): keras_vit's ViT has no such part, "
+                "so these weights cannot be loaded without changing what the model computes."
+            )
     out = timm_hybrid.to_original(tensors, path)  # a hybrid's backbone (patch_embed.backbone.*), else nothing
     out.update(timm_eva.to_original(tensors, path) if conversion.mixed_rope else {})
     unknown = []
     for key, array in tensors.items():
         block = _BLOCK.match(key)
-        if key.startswith(timm_hybrid.PREFIX) or (conversion.mixed_rope and key == timm_eva.FREQS):
+        if key.startswith(timm_hybrid.PREFIX) or key == freqs:
             continue
         if conversion.head_is_projection and key in ("head.weight", "head.bias"):
             name = "projection/kernel" if key == "head.weight" else None  # CLIP's bias-free proj: the zero bias dropped
@@ -144,15 +120,10 @@ def to_original(tensors, path="<arrays>", conversion=None):
 
 
 def settings(config, path="<config>", weights=None, tensors=None, architecture=None):
-    """What a timm file says beyond its tensors: heads, epsilon, activation, the family's switches, labels,
-    input normalisation; read from ``config.json``, timm's registration of its ``architecture``
-    (:mod:`keras_vit.weights.timm_models`) and the state dict (``tensors``, a
-    :class:`~keras_vit.weights.safetensors_files.Tensors`, when there is one).
-
-    Returns a :class:`~keras_vit.weights.source.Reading`: the sizes it states go to ``expected``, to be checked
-    against the weights (:func:`keras_vit.weights.config.check_against_weights`); what it declares about the
-    architecture goes to ``declared``, to be compared with the model's (:func:`keras_vit.weights.declared.check`).
-    ``architecture`` replaces the config's (a preset naming timm's quick_gelu registration of a Hub repository).
+    """The :class:`~keras_vit.weights.source.Reading` of a timm file: what ``config.json``, timm's registration of
+    its ``architecture`` (or of ``architecture``, which replaces the config's) and the state dict (``tensors``, when
+    there is one) say beyond the tensors: the sizes it states (``expected``), the architecture it declares
+    (``declared``), labels, input normalisation.
 
     Example:
     >>> s = settings({"architecture": "deit_small_patch16_224", "pretrained_cfg": {"mean": [0.485, 0.456, 0.406]}})
@@ -171,7 +142,7 @@ def settings(config, path="<config>", weights=None, tensors=None, architecture=N
     architecture = resolved["architecture"][0]
     expected = timm_hybrid.on_feature_map(_expected(config, args, pretrained, resolved, path), resolved, tensors, path)
     names = config_lib.indexed_names(config.get("label_names"), "label_names", path)
-    declared, conversion, notes = _declared(resolved, pretrained, expected, path, weights, tensors, bool(names))
+    declared, conversion, notes = _declared(resolved, expected, path, weights, tensors, bool(names))
     timm_hybrid.declare_backbone(declared, tensors, weights)
     descriptions = config.get("label_descriptions") or {}
     if names and isinstance(descriptions, dict):
@@ -181,10 +152,10 @@ def settings(config, path="<config>", weights=None, tensors=None, architecture=N
                    position_resampling=timm_naflex.resampling(resolved) or POSITION_RESAMPLING, layout=conversion)
 
 
-def _declared(resolved, pretrained, expected, path, weights, tensors, labelled=False):
+def _declared(resolved, expected, path, weights, tensors, labelled=False):
     """``(declared record, Conversion, notes)`` of a timm file."""
-    act, act_said = resolved["act_layer"]
-    if act_said is not None and act is not None and not isinstance(act, str):
+    act = resolved["act_layer"][0]  # said by someone unless it is the default None
+    if act is not None and not isinstance(act, str):
         raise CheckpointError(f"{path!r}: model_args.act_layer={act!r}, expected the name of an activation.")
     mlp_layer = resolved["mlp_layer"]
     if mlp_layer[0] not in timm_config.MLP_LAYERS + timm_config.GLU_LAYERS + timm_config.SWIGLU_LAYERS:
@@ -200,16 +171,18 @@ def _declared(resolved, pretrained, expected, path, weights, tensors, labelled=F
             if said is not None:
                 declare(record, field, activation(value) if name == "act_layer" else value, said, path)
         return record, Conversion(), []
-    shapes = timm_eva.vit_shapes(timm_naflex.vit_shapes(tensors.shapes))
+    stand_ins = {k: np.broadcast_to(np.float32(0), shape) for k, shape in tensors.shapes.items()}  # shapes, no data
+    shapes = {k: tuple(v.shape) for k, v in timm_eva.to_vit_layout(timm_naflex.to_vit_layout(stand_ins)).items()}
     seen = timm_config.observe(shapes, weights)
     timm_config.consistent(resolved, seen, path)
     sizes = [value for quantity, _, value in expected if quantity == "image_size"]
+    pool_heads = resolved["attn_pool_num_heads"]  # Eva's (Perception Encoder's 8); None: the blocks', as timm's ViT
     extra = {
         "mlp_activation": timm_config.activation_of(resolved, seen, path),
         "layer_norm_epsilon": timm_config.epsilon_of(resolved, seen, path, weights),
         "prefix_positions": timm_config.prefix_positions(resolved, seen, shapes, sizes[0] if sizes else None, weights),
         "pooling": timm_config.pooling_of(resolved, seen, path),
-        "map_num_heads": timm_config.map_heads_of(resolved, seen),  # Perception Encoder's 8
+        "map_num_heads": pool_heads if seen["map"][0] and pool_heads[0] is not None else (None, None),
         **timm_eva.declared(resolved, shapes, tensors.shapes),  # RoPE-ViT's rotary and absolute positions
         **timm_naflex.declared(resolved),  # NaFlexVit's input path and position tables
     }
@@ -233,24 +206,13 @@ def _declared(resolved, pretrained, expected, path, weights, tensors, labelled=F
 def _expected(config, args, pretrained, resolved, path):
     """``[(quantity, field, value), ...]``: the sizes a timm config states, as timm builds the model from them."""
     expected = []
-
-    def integer(source, field, quantity, label):
-        value = config_lib.number(source, field, None, path, integer=True)
+    for source, name, quantity in ((args, "embed_dim", "hidden_size"), (config, "num_features", "num_features"),
+                                   (args, "depth", "num_layers"), (args, "patch_size", "patch_size")):
+        value = config_lib.number(source, name, None, path, integer=True)
         if value is not None:
-            expected.append((quantity, f"{label}={value!r}", value))
-
-    def stated(name, quantity):  # the registration's or the name's, where model_args does not override it
-        value, said = resolved[name]
-        if said is not None and name not in args:
-            expected.append((quantity, said, value))
-
-    integer(args, "embed_dim", "hidden_size", "model_args.embed_dim")
-    stated("embed_dim", "hidden_size")
-    integer(config, "num_features", "num_features", "num_features")
-    integer(args, "depth", "num_layers", "model_args.depth")
-    stated("depth", "num_layers")
-    integer(args, "patch_size", "patch_size", "model_args.patch_size")
-    stated("patch_size", "patch_size")
+            expected.append((quantity, f"{'model_args.' if source is args else ''}{name}={value!r}", value))
+        elif name in resolved and resolved[name][1] is not None:  # the registration's or the name's
+            expected.append((quantity, resolved[name][1], resolved[name][0]))
     for source, label in ((args, "model_args.num_classes"), (config, "num_classes")):
         value = source.get("num_classes")
         if value is not None and value != 0:  # 0: timm's model without a head
@@ -275,11 +237,18 @@ class TimmSource(StateDictSource):
     """timm's ViT-family state dicts: a ``.safetensors`` file, or a Hub repository folder (``config.json`` with
     ``"architecture"``, ``model.safetensors``), recognised by :data:`MARKERS`."""
 
-    name = FORMAT
+    name = "timm"
     label = "timm ViT"
 
     def matches(self, keys):
-        return matches(keys)
+        """Whether a state dict with these keys is a timm ViT (:data:`MARKERS`).
+
+        Example:
+        >>> SOURCE.matches(["patch_embed.proj.weight", "blocks.0.attn.qkv.weight"]), SOURCE.matches(["cls"])
+        (True, False)
+        """
+        keys = set(keys)
+        return all(any(key in keys for key in either) for either in MARKERS)
 
     def claims(self, opened):
         """timm's keys, unless a transformers ``config.json`` (a ``model_type``, no timm ``architecture``) says the

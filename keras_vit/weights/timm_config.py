@@ -53,10 +53,8 @@ def _check_model_args(model_args, path):
 
 
 def _check_rope_args(model_args, architecture, path):
-    """RoPE's ``model_args`` (:data:`~keras_vit.weights.timm_eva.ROPE_ARGS`) only where timm builds them: an Eva
-    registration (timm's VisionTransformer takes none of them), and never a ``rope_type`` that changes the rotation
-    order, which timm keeps from the registration (``rope_rotate_half``: DINOv3's halves, RoPE-ViT's interleaved
-    pairs) while keras_vit's kind fixes it."""
+    """RoPE's ``model_args`` only for an Eva registration (timm's VisionTransformer takes none), and never a
+    ``rope_type`` whose rotation order (keras_vit's kind fixes it) is not the registration's ``rope_rotate_half``."""
     stated = sorted(set(model_args) & (set(timm_eva.ROPE_ARGS) | set(timm_eva.POOL_ARGS)))
     row = registration(architecture)
     if not stated or row is None:
@@ -68,16 +66,14 @@ def _check_rope_args(model_args, architecture, path):
             f"{'RoPE' if stated[0] in timm_eva.ROPE_ARGS else 'attention pooling size'} argument (timm's Eva does); timm "
             "could not have built this model."
         )
-    if "rope_type" in model_args:
-        registered_half = bool(row["args"].get("rope_rotate_half", False))
-        if (model_args["rope_type"] == "dinov3") != registered_half:
-            raise CheckpointError(
-                f"{path!r}: model_args.rope_type={model_args['rope_type']!r} with the registration's "
-                f"rope_rotate_half={registered_half!r} of {architecture.partition('.')[0]!r}: timm rotates "
-                f"{'the halves' if registered_half else 'interleaved pairs'} of each head, keras_vit's "
-                f"{model_args['rope_type']!r} RoPE the {'halves' if model_args['rope_type'] == 'dinov3' else 'interleaved pairs'}"
-                "; it would compute another model."
-            )
+    rope_type, half = model_args.get("rope_type"), bool(row["args"].get("rope_rotate_half", False))
+    if "rope_type" in model_args and (rope_type == "dinov3") != half:  # as timm_eva.read: DINOv3's halves only
+        raise CheckpointError(
+            f"{path!r}: model_args.rope_type={rope_type!r} with the registration's rope_rotate_half={half!r} of "
+            f"{architecture.partition('.')[0]!r}: timm rotates {'the halves' if half else 'interleaved pairs'} of each "
+            f"head, keras_vit's {rope_type!r} RoPE the {'halves' if rope_type == 'dinov3' else 'interleaved pairs'}; it "
+            "would compute another model."
+        )
 
 
 def resolve(config, path, architecture=None):
@@ -171,9 +167,6 @@ def observe(shapes, path):
 
 def consistent(resolved, seen, config_path):
     """Refuse a config whose stated architecture the state dict contradicts (naming the setting and the key)."""
-    def stated(name):
-        return resolved[name][1] is not None
-
     use_fc_norm = resolved["global_pool"][0] in ("avg", "avgmax", "max") if resolved["fc_norm"][0] is None else resolved["fc_norm"][0]
     final = resolved["final_norm"][0]
     checks = [
@@ -194,13 +187,14 @@ def consistent(resolved, seen, config_path):
         ("fc_norm", "fc_norm", bool(final and use_fc_norm)),
         ("final_norm", "norm", bool(final and not use_fc_norm)),
     ]
-    if seen["patch_norm"][0] and not stated("patch_norm"):
+    if seen["patch_norm"][0] and resolved["patch_norm"][1] is None:
         raise CheckpointError(
             f"{config_path!r}: the weights have {seen['patch_norm'][1]}, and no timm registration or config.json says "
             "which norm it is (LayerNorm or RmsNorm, its epsilon): name the registered architecture it was trained as."
         )
     for name, part, expected in checks:
-        relied = [n for n in ((name, "global_pool", "fc_norm") if part in ("fc_norm", "norm") else (name,)) if stated(n)]
+        relied = [n for n in ((name, "global_pool", "fc_norm") if part in ("fc_norm", "norm") else (name,))
+                  if resolved[n][1] is not None]
         have, said = seen[part]
         if relied and have != expected:
             raise CheckpointError(
@@ -225,9 +219,7 @@ def activation_of(resolved, seen, path):
                 "(gelu, gelu_tanh, quick_gelu, silu), or use a registered architecture name."
             )
         return "gelu", None
-    if act is not None and not isinstance(act, str):
-        raise CheckpointError(f"{path!r}: model_args.act_layer={act!r}, expected the name of an activation.")
-    name = declared_lib.activation(act)
+    name = declared_lib.activation(act)  # not a string: refused by timm._declared
     if name not in MLP_ACTIVATIONS:
         raise CheckpointError(
             f"{path!r}: {said or f'act_layer={act!r}'}: keras_vit's MLP has no such activation "
@@ -303,52 +295,27 @@ def pooling_of(resolved, seen, path):
     return POOLING[pool], said
 
 
-def map_heads_of(resolved, seen):
-    """``(heads, said)`` of the attention pooling head where the file states them (Eva's ``attn_pool_num_heads``);
-    ``(None, None)``: the blocks' heads, as timm's ``VisionTransformer`` pools (nothing to declare)."""
-    heads, said = resolved["attn_pool_num_heads"]
-    if not seen["map"][0] or heads is None or said is None:
-        return None, None
-    return heads, said
-
-
 def head_is_projection(seen, tensors):
-    """Whether ``head`` is CLIP's projection: a pre-norm tower whose head bias is all zeros.
-
-    timm's ``_convert_openai_clip`` (and its OpenCLIP ``visual.head.proj`` path) put CLIP's bias-free
-    ``proj`` (width -> embedding) into ``head.weight`` and write ``head.bias = torch.zeros(...)``; a trained
-    classifier's bias is never exactly zero. Such a head is keras_vit's ``projection`` (``projection_dim``):
-    the model gives CLIP's image embedding, as timm's does (``num_classes=512`` for ViT-B).
-    """
+    """Whether ``head`` is CLIP's projection (keras_vit's ``projection_dim``): a pre-norm tower whose head bias is all
+    zeros. timm's ``_convert_openai_clip`` (and its OpenCLIP ``visual.head.proj`` path) put CLIP's bias-free ``proj``
+    into ``head.weight`` with ``head.bias = torch.zeros(...)``; a trained classifier's bias is never exactly zero."""
     if not seen["pre_norm"][0] or "head.bias" not in tensors.shapes or "head_dist.weight" in tensors.shapes:
         return False
     return not np.any(tensors.array("head.bias"))
 
 
 def record(resolved, seen, extra, config_path, weights):
-    """The declared record of a timm file: ``resolved`` (config and table) first, what the weights show after.
-
-    ``extra``: ``{field: (value, said)}`` already decided (activation, epsilon, prefix positions, pooling,
-    projection). ``config_path`` and ``weights`` are the origins named in messages.
-    """
-    out = {}
-
-    def stated(name, field, value=None):
-        given, said = resolved[name]
-        if said is not None:
-            declare(out, field, given if value is None else value, said, config_path)
-
-    stated("num_heads", "num_heads")
-    stated("embed_dim", "hidden_size")
-    stated("depth", "num_layers")
+    """The declared record of a timm file: ``resolved`` (config and table) first, ``extra`` (``{field: (value,
+    said)}`` already decided) next, what the weights show last; ``config_path`` and ``weights``: the origins."""
     width, ratio = resolved["embed_dim"], resolved["mlp_ratio"]
-    if ratio[1] is not None and width[1] is not None:
-        mlp = int(width[0] * ratio[0]) // (2 if resolved["mlp_layer"][0] in GLU_LAYERS else 1)  # SwiGLU's: the width
-        declare(out, "mlp_dim", mlp, f"{ratio[1]} (x width {width[0]})", config_path)
-    stated("qkv_bias", "qkv_bias")
-    stated("class_token", "class_token")
-    stated("norm_type", "norm_type")
-    for field, (value, said) in extra.items():
+    mlp = (None, None)
+    if ratio[1] is not None and width[1] is not None:  # SwiGLUPacked's width: half the outputs of fc1
+        mlp = (int(width[0] * ratio[0]) // (2 if resolved["mlp_layer"][0] in GLU_LAYERS else 1),
+               f"{ratio[1]} (x width {width[0]})")
+    stated = {"num_heads": resolved["num_heads"], "hidden_size": width, "num_layers": resolved["depth"], "mlp_dim": mlp,
+              "qkv_bias": resolved["qkv_bias"], "class_token": resolved["class_token"], "norm_type": resolved["norm_type"]}
+    out = {}
+    for field, (value, said) in [*stated.items(), *extra.items()]:  # what resolve says starts with one of these
         if said is not None:
             declare(out, field, value, said, config_path if said.startswith(("model_args", "architecture", "global_pool")) else weights)
     for field, part in (("class_token", "class_token"), ("distillation_token", "distilled"), ("num_register_tokens", "reg_tokens"),

@@ -1,48 +1,34 @@
-"""timm's ``Eva`` class (``timm/models/eva.py``) where it is the paper's ViT with rotary position embeddings: the
-RoPE-ViT models of Heo et al. (``vit_{small,base,large}_patch16_rope{,_mixed}{,_ape}_224``, Naver's weights) and
-DINOv3 (``vit_{tiny,small,small_plus,base,large,huge_plus,7b}_patch16_dinov3{,_qkvb}``, Meta's weights).
+"""timm's ``Eva`` class (``timm/models/eva.py``) where it is the paper's ViT with other position embeddings.
 
-Those registrations build ``Eva(attn_type='rope', use_rot_pos_emb=True, ...)``: the blocks are the pre-norm ViT's
-(``EvaBlock`` with timm's ``AttentionRope``: one fused ``qkv`` Linear with its bias, ``proj``; an ``Mlp`` of exact
-GELU; LayerScale ``gamma_1`` / ``gamma_2``; timm's ``LayerNorm``, eps 1e-6), the class token and the final norm
-are the ViT's, and the positions are RoPE (:mod:`keras_vit.layers.rope`): ``rope_type='cat'`` (axial, fixed
-frequencies) or ``'mixed'`` (``rope.freqs`` ``(2, depth, heads, head_dim / 2)``, learnable), with an absolute table
-besides for ``*_ape`` (``use_abs_pos_emb=True``, ``no_embed_class=True``). So its state dict is timm's ViT layout
-(:mod:`keras_vit.weights.timm`) with ``rope.freqs`` added and ``pos_embed`` absent without ``_ape``;
-:func:`to_original` splits ``rope.freqs`` by block.
+RoPE-ViT (Heo et al., ``vit_*_patch16_rope{,_mixed}{,_ape}_224``) builds ``Eva(attn_type='rope',
+use_rot_pos_emb=True)``: the pre-norm ViT's blocks (``AttentionRope``: a fused ``qkv`` with its bias, an ``Mlp`` of
+exact GELU, LayerScale ``gamma_1`` / ``gamma_2``, LayerNorm eps 1e-6) with RoPE (:mod:`keras_vit.layers.rope`) of
+``rope_type='cat'`` (axial, fixed) or ``'mixed'`` (``rope.freqs`` ``(2, depth, heads, head_dim / 2)``, learned,
+split by block in :func:`to_original`), and for ``*_ape`` an absolute table (``no_embed_class=True``). So its state
+dict is timm's ViT layout (:mod:`keras_vit.weights.timm`) with ``rope.freqs``, without ``pos_embed`` but for ``_ape``.
 
-DINOv3's registrations build ``Eva(rope_type='dinov3', rope_rotate_half=True, num_reg_tokens=4,
-use_abs_pos_emb=False, norm_layer=partial(LayerNorm, eps=1e-5), init_values=1e-5)``: the same blocks with
-ViTConfig's ``rope="dinov3"`` (:mod:`keras_vit.layers.rope`), four register ("storage") tokens after the class
-token and average pooling of the patch tokens (``global_pool='avg'``, Eva's default; DINOv3's own is the class
-token: pass ``pooling="token"``). ``_qkvb``: the fused ``qkv`` has a bias (its key part zero in Meta's weights;
-loaded as it is). The ``*_plus`` models' MLP is timm's ``SwiGLU`` (``swiglu_align_to``: separate ``fc1_g``,
-``fc1_x`` of ``int(dim * mlp_ratio)`` rounded up to the alignment, ``silu(fc1_g x) * fc1_x x``): ViTConfig's
-``mlp_type="glu"`` with :func:`pack_swiglu` joining the two into timm's packed ``fc1`` ``[gate; value]``.
-``dynamic_img_size`` changes nothing without an absolute table: keras_vit builds the RoPE grid of the image size
-it is given.
+DINOv3 (``vit_*_patch16_dinov3{,_qkvb}``) adds ``rope_type='dinov3'`` (``rope_rotate_half=True``), four register
+tokens after the class token, no absolute table, LayerNorm eps 1e-5 and Eva's ``global_pool='avg'`` (DINOv3's own
+pooling is the class token: ``pooling="token"``); ``_qkvb``: a ``qkv`` bias (its key part zero in Meta's weights).
+The ``*_plus`` MLP is timm's ``SwiGLU`` (``fc1_g``, ``fc1_x`` of ``int(dim * mlp_ratio)`` rounded up to
+``swiglu_align_to``), packed by :func:`to_vit_layout` into ``fc1`` ``[gate; value]``: ViTConfig's ``mlp_type="glu"``.
+``dynamic_img_size`` changes nothing without an absolute table: keras_vit builds the RoPE grid of its image size.
 
-:func:`read` turns an Eva registration into the arguments keras_vit reads (``VisionTransformer``'s names, for
-:mod:`keras_vit.weights.timm_models`, plus :data:`ROPE_ARGS`), or names what keras_vit lacks: every other Eva
-switch (post-norm blocks, MRoPE, coordinate augmentation, grouped-query attention...) keeps the model refused by name.
+EVA-02 Ti / S and ``vit_*_patch16_rope_reg*_gap_256`` build ``Eva(attn_type='eva', ref_feat_shape=(16, 16))``:
+``EvaAttention`` (``q_bias`` / ``v_bias``), a packed SwiGLU or the ViT's MLP, and axial RoPE on a reference grid
+(ViTConfig's ``rope_reference_grid``). EVA-02 B / L add ``qkv_fused=False`` (``q_proj``, ``k_proj`` without bias,
+``v_proj``, joined by :func:`to_vit_layout`) and ``scale_mlp`` (a LayerNorm before ``fc2``), the CLIP towers
+``scale_attn_inner`` (one before ``attn.proj``): ViTConfig's ``mlp_norm`` / ``attention_norm``. EVA-01
+(``eva_giant_patch14_*``) is ``EvaAttention`` without RoPE.
 
-EVA-02 Ti / S (``eva02_{tiny,small}_patch14_{224,336}``) and the ``vit_*_patch16_rope_reg*_gap_256`` models build
-``Eva(attn_type='eva', use_rot_pos_emb=True, ref_feat_shape=(16, 16))``: ``EvaAttention`` (fused ``qkv`` with
-``q_bias`` / ``v_bias``, no inner norm), the packed SwiGLU (``GluMlp``) or the ViT's MLP, and axial RoPE whose
-coordinates timm scales to the reference grid (ViTConfig's ``rope_reference_grid``; timm hands ``ref_feat_shape``
-to ``rope_type='cat'`` only). EVA-02 B / L (``eva02_{base,large}_patch14_*``) add ``qkv_fused=False`` (``q_proj``,
-``k_proj`` without bias, ``v_proj``: joined by :func:`to_vit_layout`) and ``scale_mlp`` (timm's ``SwiGLU`` with a
-LayerNorm before ``fc2``), the CLIP towers ``scale_attn_inner`` (a LayerNorm before ``attn.proj``): VisionTransformer's
-``scale_mlp_norm`` / ``scale_attn_norm`` (:data:`SCALE_NORMS`), ViTConfig's ``mlp_norm`` / ``attention_norm``. EVA-01
-(``eva_giant_patch14_*``) is ``EvaAttention`` without RoPE, the ViT's MLP and its table.
+Perception Encoder (``vit_pe_*``) builds ``Eva(attn_type='rope')`` with axial RoPE on a reference grid
+(``rope_grid_offset=1`` after a class token, ``rope_grid_indexing='xy'``), the absolute table besides,
+``use_pre_transformer_norm`` (ViTConfig's ``pre_norm``, no patch bias) and either ``global_pool='map'`` (core:
+``attn_pool_num_heads`` / ``attn_pool_mlp_ratio``, ViTConfig's ``map_num_heads`` / ``map_mlp_dim``, then PE's
+bias-free ``proj`` as ``head``) or the mean of the patch tokens without final norm (lang, spatial).
 
-Perception Encoder (``vit_pe_{core,lang,spatial}_*``, Meta's weights) builds ``Eva(attn_type='rope', ...)`` with
-EVA-02's axial RoPE on a reference grid (``rope_grid_offset=1`` where a class token precedes the patches,
-``rope_grid_indexing='xy'``), the absolute table besides, ``use_pre_transformer_norm`` (ViTConfig's ``pre_norm``;
-its patch embedding has no bias, as CLIP's), and one of two heads: ``global_pool='map'`` (core: timm's
-``AttentionPoolLatent`` with ``attn_pool_num_heads`` and ``attn_pool_mlp_ratio``, ViTConfig's ``map_num_heads`` and
-``map_mlp_dim``, then ``head``, PE's bias-free ``proj`` with timm's zero bias) or the mean of the patch tokens with
-neither a final norm nor ``fc_norm`` (lang, spatial: ``use_post_transformer_norm=False``, ``use_fc_norm=False``).
+:func:`read` turns an Eva registration into ``VisionTransformer``'s argument names plus :data:`ROPE_ARGS`; every other
+Eva switch (post-norm blocks, MRoPE, coordinate augmentation, grouped-query attention...) is refused by name.
 """
 
 import numpy as np
@@ -54,26 +40,23 @@ from keras_vit.weights.conventions import joined
 ROPE_ARGS = {"use_abs_pos_emb": True, "use_rot_pos_emb": False, "rope_type": "cat", "rope_temperature": 10000.0,
              "rope_grid_indexing": "ij", "rope_grid_offset": 0.0, "ref_feat_shape": None}
 ROPE_TYPES = {"cat": "axial", "mixed": "mixed", "dinov3": "dinov3"}  # timm's rope_type -> ViTConfig.rope
-# Eva arguments that are VisionTransformer's under the same name and meaning
+# Eva arguments that are VisionTransformer's under the same name, or change nothing a trained model computes
 SHARED = ("patch_size", "embed_dim", "depth", "num_heads", "mlp_ratio", "qkv_bias", "class_token", "no_embed_class",
-          "init_values", "global_pool", "img_size")
-# Eva arguments that do not change what a trained model computes (initialisation, dropout, placement)
-NEUTRAL = ("drop_rate", "pos_drop_rate", "patch_drop_rate", "proj_drop_rate", "attn_drop_rate", "drop_path_rate",
-           "num_classes", "device", "dtype", "head_init_scale")
-# Eva arguments keras_vit has only at these values (besides the class's own defaults): what each is otherwise
-ONLY = {
-    "attn_type": ("rope", "EVA's own attention (q_bias / v_bias, a zero k bias; keras_vit reads it without RoPE, EVA-01's, "
-                         "with DINOv3's RoPE and with axial RoPE on a reference grid, EVA-02's, only)"),
-    "qkv_fused": (True, "separate q / k / v projections (keras_vit reads EVA's own, attn_type='eva', only)"),
-    "in_chans": (3, "input channels other than RGB"),
-}
+          "init_values", "global_pool", "img_size", "drop_rate", "pos_drop_rate", "patch_drop_rate", "proj_drop_rate",
+          "attn_drop_rate", "drop_path_rate", "num_classes", "device", "dtype", "head_init_scale")
 # Eva's NormFormer sub-LayerNorms -> VisionTransformer's names of the same norms (ViTConfig mlp_norm, attention_norm)
 SCALE_NORMS = {"scale_mlp": "scale_mlp_norm", "scale_attn_inner": "scale_attn_norm"}
+# Eva arguments read together in read (not one by one)
+TOGETHER = ("norm_layer", "rope_rotate_half", "swiglu_mlp", "swiglu_align_to", "dynamic_img_size", "num_reg_tokens",
+            "attn_type", "use_pre_transformer_norm", "use_post_transformer_norm", "use_fc_norm", "attn_pool_num_heads",
+            "attn_pool_mlp_ratio")
+POOL_ARGS = ("attn_pool_num_heads", "attn_pool_mlp_ratio")  # AttentionPoolLatent's sizes (None: the blocks')
 PHRASES = {  # a switch keras_vit lacks, in words (any value other than Eva's default)
-    "swiglu_mlp": "a SwiGLU MLP", "swiglu_align_to": "an aligned SwiGLU", "qk_norm": "query/key normalisation",
-    "use_post_norm": "post-norm blocks",
-    "num_reg_tokens": "register tokens", "dynamic_img_size": "dynamic image size", "dynamic_img_pad": "image padding",
-    "num_kv_heads": "grouped-query attention",
+    "attn_type": "EVA's own attention (q_bias / v_bias, a zero k bias; keras_vit reads it without RoPE, EVA-01's, "
+                 "with DINOv3's RoPE and with axial RoPE on a reference grid, EVA-02's, only)",
+    "qkv_fused": "separate q / k / v projections (keras_vit reads EVA's own, attn_type='eva', only)",
+    "in_chans": "input channels other than RGB", "qk_norm": "query/key normalisation", "use_post_norm": "post-norm blocks",
+    "dynamic_img_pad": "image padding", "num_kv_heads": "grouped-query attention",
     "attn_only_layer_scale": "LayerScale on the attention branch only", "rope_shift_coords": "RoPE coordinate augmentation",
     "rope_jitter_coords": "RoPE coordinate augmentation", "rope_rescale_coords": "RoPE coordinate augmentation",
     "rope_mrope_section": "MRoPE sections",
@@ -82,20 +65,11 @@ FREQS = "rope.freqs"  # timm's RotaryEmbeddingMixed.freqs: (2, depth, heads, hea
 ROPE_KEY = "Transformer/encoderblock_{}/MultiHeadDotProductAttention_1/rope_frequencies"  # keras_vit's, per block
 
 
-NORM_EPS = 1e-6  # Eva's norm_layer default: timm.layers.LayerNorm
-# Eva arguments read together in read (not one by one)
-TOGETHER = ("norm_layer", "rope_rotate_half", "swiglu_mlp", "swiglu_align_to", "dynamic_img_size", "num_reg_tokens",
-            "attn_type", "use_pre_transformer_norm", "use_post_transformer_norm", "use_fc_norm", "attn_pool_num_heads",
-            "attn_pool_mlp_ratio")
-# Eva's attention pooling sizes (None: the blocks'), the arguments keras_vit reads under timm's names
-POOL_ARGS = {"attn_pool_num_heads": None, "attn_pool_mlp_ratio": None}
-
-
 def read(args, defaults):
     """``(arguments or None, lacking)`` of an Eva registration's ``args`` (``defaults``: Eva's, from the table)."""
     out, lacking = {}, []
     for name, value in args.items():
-        if name in SHARED or name in NEUTRAL or name in ROPE_ARGS:
+        if name in SHARED or name in ROPE_ARGS:
             out[name] = value
         elif name in SCALE_NORMS:  # Eva's and VisionTransformer's norms sit alike: before fc2, before attn.proj
             out[SCALE_NORMS[name]] = bool(value)
@@ -103,19 +77,15 @@ def read(args, defaults):
             continue  # EvaAttention's q_proj / k_proj (no bias) / v_proj: joined by to_vit_layout
         elif name in TOGETHER:
             continue
-        elif name in ONLY:
-            if value != ONLY[name][0] and value != defaults.get(name):
-                lacking.append(f"{ONLY[name][1]} ({name}={value!r})")
         elif value != defaults.get(name):
             lacking.append(f"{PHRASES.get(name, 'timm argument ' + name)} ({name}={value!r})")
     full = {**defaults, **args}
     rope = {**ROPE_ARGS, **{k: v for k, v in out.items() if k in ROPE_ARGS}}
     dinov3 = rope["use_rot_pos_emb"] and rope["rope_type"] == "dinov3"
-    # EvaAttention (attn_type='eva': q_bias, a zero k bias, v_bias, fused or not; its inner norm is scale_attn_inner) is
-    # the paper's attention; read without RoPE (EVA-01), with DINOv3's and with EVA-02's axial one, checked against timm
+    # EvaAttention (attn_type='eva') is the paper's attention, read where PHRASES['attn_type'] says, checked against timm
     eva02 = rope["use_rot_pos_emb"] and rope["rope_type"] == "cat" and rope["ref_feat_shape"] is not None
     if full["attn_type"] != "rope" and not ((dinov3 or eva02 or not rope["use_rot_pos_emb"]) and full["attn_type"] == "eva"):
-        lacking.append(f"{ONLY['attn_type'][1]} (attn_type={full['attn_type']!r})")
+        lacking.append(f"{PHRASES['attn_type']} (attn_type={full['attn_type']!r})")
     if rope["use_rot_pos_emb"] and rope["rope_type"] not in ROPE_TYPES:
         lacking.append(f"timm's {rope['rope_type']!r} RoPE (rope_type={rope['rope_type']!r}; keras_vit has 'cat', 'mixed' and 'dinov3')")
     if rope["use_rot_pos_emb"] and rope["rope_type"] == "mixed" and rope["rope_grid_offset"]:
@@ -129,7 +99,7 @@ def read(args, defaults):
                        "it bicubically at each size)")
     norm = full["norm_layer"]
     if norm == "LayerNorm" or (isinstance(norm, dict) and norm.get("callable") == "LayerNorm"):
-        out["norm_eps"] = norm.get("eps", NORM_EPS) if isinstance(norm, dict) else NORM_EPS
+        out["norm_eps"] = norm.get("eps", 1e-6) if isinstance(norm, dict) else 1e-6  # timm.layers.LayerNorm's
     else:
         lacking.append(f"a norm other than timm's LayerNorm (norm_layer={norm!r})")
     if full["num_reg_tokens"]:
@@ -146,9 +116,8 @@ def read(args, defaults):
 
 
 def _norms_and_pooling(full, out):
-    """Eva's norms around the blocks and its attention pooling as VisionTransformer's arguments in ``out``
-    (``pre_norm``; ``final_norm`` and ``fc_norm``, which timm's VisionTransformer ties together; the pooling head's
-    sizes). Returns what keras_vit lacks."""
+    """Eva's norms around the blocks (``pre_norm``, ``final_norm``, ``fc_norm``) and its attention pooling sizes as
+    VisionTransformer's arguments in ``out``; returns what keras_vit lacks."""
     lacking = []
     out["pre_norm"] = bool(full["use_pre_transformer_norm"])  # PatchEmbed(bias=not use_pre_transformer_norm), as CLIP's
     fc = full["global_pool"] == "avg" if full["use_fc_norm"] is None else bool(full["use_fc_norm"])  # Eva.__init__
@@ -168,9 +137,8 @@ def _norms_and_pooling(full, out):
 
 
 def _swiglu(full, out):
-    """timm's SwiGLU (``swiglu_mlp``) as VisionTransformer's ``SwiGLUPacked`` arguments in ``out``: its hidden width
-    ``int(dim * mlp_ratio)`` (rounded up to ``swiglu_align_to``) is half of the packed ``fc1``'s outputs. Returns
-    what keras_vit lacks."""
+    """timm's SwiGLU (``swiglu_mlp``) as ``SwiGLUPacked`` arguments in ``out`` (its aligned hidden width is half the
+    packed ``fc1``); returns what keras_vit lacks."""
     if not full["swiglu_mlp"]:
         return [] if not full["swiglu_align_to"] else [f"an aligned MLP without SwiGLU (swiglu_align_to={full['swiglu_align_to']!r})"]
     dim, align = int(full["embed_dim"]), int(full["swiglu_align_to"] or 0)
@@ -263,9 +231,3 @@ def to_vit_layout(tensors):
             q, v = out.pop(key), out.pop(value)
             out[key[:-len("q_bias")] + "qkv.bias"] = joined([q, np.zeros_like(q), v], axis=0)
     return out
-
-
-def vit_shapes(shapes):
-    """:func:`to_vit_layout` of ``{key: shape}``."""
-    stand_ins = {k: np.broadcast_to(np.zeros((), np.float32), shape) for k, shape in shapes.items()}
-    return {k: tuple(v.shape) for k, v in to_vit_layout(stand_ins).items()}

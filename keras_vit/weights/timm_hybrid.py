@@ -1,16 +1,12 @@
 """timm's hybrid ViT (``patch_embed.backbone.*``) -> the original hybrid ``.npz`` keys, and what its backbone computes.
 
-timm builds the paper's hybrids (``vision_transformer_hybrid.py``: ``vit_base_r50_s16_224``...) as a
-``VisionTransformer`` whose ``patch_embed`` is a ``HybridEmbed`` over ``_resnetv2(layers)`` (for ``layers=()`` its
-stem alone, whose modules then sit right under ``backbone``). timm's own reader of the original ``.npz`` (its
-hybrid branch of ``_load_weights``) defines the correspondence inverted here (:data:`ROOT_KEYS`, :data:`UNIT_KEYS`).
-
-The graph and the padding are keras_vit's (``stem_type='same'`` and ``StdConv2dSame`` pad as TensorFlow's ``SAME``;
-``padding_same=False`` is refused, :func:`refuse_switches`); the normalisation constants differ
-(``StdConv2dSame(eps=1e-8)`` on the variance, ``GroupNormAct`` epsilon 1e-5), so a timm hybrid declares
-``resnet_norms="timm"`` (:func:`declare_backbone`) and keras_vit's hybrid computes with them
-(:data:`keras_vit.layers.resnet.RESNET_NORMS`); ``tools/check_timm_hybrids.py`` checks it numerically. Other timm
-backbones (ResNet-D, MobileCLIP's ``ConvStem``) are refused by name.
+timm builds the paper's hybrids (``vision_transformer_hybrid.py``) as a ``VisionTransformer`` whose ``patch_embed``
+is a ``HybridEmbed`` over ``_resnetv2(layers)`` (for ``layers=()`` its stem alone, right under ``backbone``); the
+hybrid branch of its ``_load_weights`` defines the correspondence inverted here. The graph and the padding are
+keras_vit's (``StdConv2dSame`` pads as TensorFlow's ``SAME``); the normalisation constants differ (``eps=1e-8`` on
+the variance, ``GroupNormAct`` eps 1e-5), so a timm hybrid declares ``resnet_norms="timm"``
+(:data:`keras_vit.layers.resnet.RESNET_NORMS`; ``tools/check_timm_hybrids.py`` checks it against timm). Other
+backbones (ResNet-D, MobileCLIP's ``ConvStem``) and ``padding_same=False`` are refused by name.
 """
 
 import re
@@ -52,12 +48,6 @@ def is_hybrid(keys):
     return any(key.startswith(PREFIX) for key in keys)
 
 
-def _conv(key, array, path):
-    if array.ndim != 4:
-        raise CheckpointError(f"Checkpoint {path!r}: {key!r} has shape {tuple(array.shape)}, expected (O, I, kh, kw).")
-    return array.transpose(2, 3, 1, 0)
-
-
 def to_original(tensors, path="<arrays>"):
     """``{original key: array}`` of the ResNet-v2 in a timm hybrid's state dict (its other keys are ignored).
 
@@ -65,14 +55,19 @@ def to_original(tensors, path="<arrays>"):
         CheckpointError: a backbone that is not the paper's ResNet-v2, named; a key of it with no original.
 
     Example:
-    >>> import numpy as np
     >>> arrays = {"patch_embed.backbone.stem.conv.weight": np.zeros((32, 3, 7, 7)),
     ...           "patch_embed.backbone.stages.0.blocks.1.norm3.bias": np.zeros(128), "cls_token": np.zeros((1, 1, 8))}
     >>> {k: v.shape for k, v in to_original(arrays).items()}
     {'conv_root/kernel': (7, 7, 3, 32), 'block1/unit2/gn3/bias': (128,)}
     """
     backbone = {key[len(PREFIX):]: array for key, array in tensors.items() if key.startswith(PREFIX)}
-    _refuse_other_backbones(backbone, path)
+    for pattern, what in _OTHER_BACKBONES.items():
+        found = sorted(PREFIX + key for key in backbone if re.search(pattern, key))
+        if found:
+            raise CheckpointError(
+                f"Checkpoint {path!r} is a timm hybrid with {what} (keys {', '.join(map(repr, found[:3]))}, ...): "
+                "keras_vit's hybrid is the paper's ResNet-v2 (timm's vit_*_r*_s* models), so these weights cannot be loaded."
+            )
     stem = "stem." if any(key.startswith(("stem.", "stages.")) for key in backbone) else ""  # layers=(): the stem alone
     out, unknown = {}, []
     for key, array in backbone.items():
@@ -84,23 +79,16 @@ def to_original(tensors, path="<arrays>"):
         else:
             unknown.append(PREFIX + key)
             continue
-        out[name] = _conv(PREFIX + key, array, path) if name.endswith("/kernel") else array
+        if name.endswith("/kernel") and array.ndim != 4:
+            raise CheckpointError(f"Checkpoint {path!r}: {PREFIX + key!r} has shape {tuple(array.shape)}, "
+                                  "expected (O, I, kh, kw).")
+        out[name] = array.transpose(2, 3, 1, 0) if name.endswith("/kernel") else array
     if unknown:
         raise CheckpointError(
             f"Checkpoint {path!r} is a timm hybrid whose backbone has {len(unknown)} key(s) that keras_vit's ResNet-v2 "
             f"(timm's _resnetv2 of vision_transformer_hybrid.py) does not have: {', '.join(sorted(unknown)[:10])}"
         )
     return out
-
-
-def _refuse_other_backbones(backbone, path):
-    for pattern, what in _OTHER_BACKBONES.items():
-        found = sorted(PREFIX + key for key in backbone if re.search(pattern, key))
-        if found:
-            raise CheckpointError(
-                f"Checkpoint {path!r} is a timm hybrid with {what} (keys {', '.join(map(repr, found[:3]))}, ...): "
-                "keras_vit's hybrid is the paper's ResNet-v2 (timm's vit_*_r*_s* models), so these weights cannot be loaded."
-            )
 
 
 def refuse_switches(model_args, path):
@@ -120,36 +108,27 @@ def refuse_switches(model_args, path):
         )
 
 
-def stages(shapes, resolved, path):
-    """``(block_units, said)`` of a timm hybrid's backbone from its keys, checked against the registration of its
-    ``architecture`` (``backbone_layers``); None for a state dict without a backbone, which a hybrid's registration refuses."""
-    hybrid = is_hybrid(shapes)
+def on_feature_map(expected, resolved, tensors, path):
+    """``expected`` (what a timm config states) with its image size read on the backbone's feature map, where the
+    hybrid's patches are cut (``ceil(size / stride)``, the ``SAME`` rule); unchanged for a plain ViT. The stages in
+    the state dict are checked against the registration's (``backbone_layers``)."""
+    if tensors is None:
+        return expected
     layers, said = resolved.get("backbone_layers", (None, None))
-    if not hybrid:
+    if not is_hybrid(tensors.shapes):
         if said is not None:
             raise CheckpointError(
                 f"{path!r}: config.json says {said} but the weights have no backbone ('{PREFIX}*'): "
                 "the config belongs to another model, or the weights do."
             )
-        return None
-    stand_ins = {k: np.broadcast_to(np.float32(0), v) for k, v in shapes.items() if k.startswith(PREFIX)}  # no data
-    found = block_units_of(to_original(stand_ins, path))
-    if said is not None and tuple(layers) != found:
+        return expected
+    stand_ins = {k: np.broadcast_to(np.float32(0), v) for k, v in tensors.shapes.items() if k.startswith(PREFIX)}
+    units = block_units_of(to_original(stand_ins, path))  # from the shapes, no data
+    if said is not None and tuple(layers) != units:
         raise CheckpointError(
-            f"{path!r}: config.json says {said} but the weights' backbone has stages of {found} units "
+            f"{path!r}: config.json says {said} but the weights' backbone has stages of {units} units "
             f"('{PREFIX}stages.*'): the config belongs to another model, or the weights do."
         )
-    return found
-
-
-def on_feature_map(expected, resolved, tensors, path):
-    """``expected`` (what a timm config states) with its image size read on the backbone's feature map, where the
-    hybrid's patches are cut (``ceil(size / stride)``, the ``SAME`` rule); unchanged for a plain ViT."""
-    if tensors is None:
-        return expected
-    units = stages(tensors.shapes, resolved, path)
-    if units is None:
-        return expected
     stride = backbone_stride(units)
     out = []
     for quantity, field, value in expected:

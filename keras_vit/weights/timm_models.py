@@ -1,17 +1,12 @@
 """timm's registered ViT family, as data: architecture name -> the arguments timm builds it with, read from timm.
 
-A timm Hub repository's ``config.json`` names its ``architecture`` (``"vit_small_patch14_dinov2"``) and
-usually carries no ``model_args``: timm builds the model from the function registered under that name. What
-the weights do not show (the MLP activation, the LayerNorm epsilon, LayerScale's initial value, the pooling,
-a block that is not the paper's) is read here; ``model_args`` in the config.json override it
-(:mod:`keras_vit.weights.timm_config`), and the state dict's shapes are checked against both.
-
-The table is ``data/timm_registrations.json``, written by ``tools/timm_registrations.py`` from timm itself
-(every ``@register_model`` function of ``vision_transformer.py``, ``vision_transformer_hybrid.py``,
-``deit.py``, ``eva.py`` and ``naflexvit.py`` called with timm's builder replaced by a recorder): never copied
-by hand. A new timm release is a rerun of that script. :func:`registered` turns a registration into the
-arguments keras_vit reads (:data:`DEFAULTS`' names); :func:`lacking` names every switch of a registration that
-keras_vit's ViT does not have, so such an architecture is refused by name before anything is built.
+A timm Hub ``config.json`` names its ``architecture`` and seldom has ``model_args`` (which override it,
+:mod:`keras_vit.weights.timm_config`): what the weights do not show (the activation, the epsilon, LayerScale's
+initial value, the pooling, a block that is not the paper's) is timm's registration of that name. The table,
+``data/timm_registrations.json``, is written by ``tools/timm_registrations.py`` from timm itself (each
+``@register_model`` of its ViT-family modules called with timm's builder replaced by a recorder), never by hand.
+:func:`registered` turns a registration into :data:`DEFAULTS`' names; :func:`lacking` names each switch keras_vit's
+ViT does not have, so such an architecture is refused by name before anything is built.
 """
 
 import functools
@@ -46,18 +41,11 @@ SWITCHES = {
     "dynamic_img_pad": (False, "padding of images to a multiple of the patch (dynamic_img_pad=True)"),
     "in_chans": (3, "input channels other than RGB (in_chans)"),
 }
-# timm model classes that are not the paper's ViT; each of their registrations is refused with its switches
+# timm model classes that are not the paper's ViT: their reader into VisionTransformer's arguments (or what it lacks)
 OTHER_CLASSES = {
-    "Eva": "timm's Eva class (eva.py)",
-    "NaFlexVit": "timm's NaFlexVit class (naflexvit.py: native aspect ratio and resolution, NaFlex)",
-}
-# the Eva / NaFlexVit arguments that name a switch keras_vit lacks, in words
-OTHER_SWITCHES = {
-    "use_rot_pos_emb": "rotary position embeddings (RoPE)", "attn_type": "its attention", "rope_type": "RoPE",
-    "swiglu_mlp": "an unpacked SwiGLU MLP", "scale_mlp": "a norm inside the MLP (scale_mlp)",
-    "scale_attn_inner": "a norm inside attention (scale_attn_inner)", "qk_norm": "query/key normalisation",
-    "use_post_norm": "post-norm blocks", "use_fc_norm": "a norm after pooling", "norm_layer": "its norm",
-    "num_reg_tokens": "register tokens", "dynamic_img_size": "dynamic image size",
+    "Eva": ("timm's Eva class (eva.py)", timm_eva.read),
+    "NaFlexVit": ("timm's NaFlexVit class (naflexvit.py: native aspect ratio and resolution, NaFlex)",
+                  timm_naflex.read),
 }
 
 
@@ -78,11 +66,6 @@ def registration(architecture):
     if not isinstance(architecture, str):
         return None
     return table()["architectures"].get(architecture.partition(".")[0])
-
-
-def _tag_of(architecture, row):
-    tag = architecture.partition(".")[2] or row.get("default_tag")
-    return row["tags"].get(tag) or row.get("default_cfg") or {}
 
 
 # timm's norm layers keras_vit has: name -> (ViTConfig.norm_type, the class's default eps)
@@ -108,10 +91,8 @@ def _mlp(value):
         return None, None, None
     if isinstance(value, dict) and value.get("callable") == "GluMlp" and value.get("gate_last") is False:
         return "SwiGLUPacked", value.get("act_layer"), None  # timm's SwiGLUPacked: GluMlp(gate_last=False)
-    if value == "SwiGLUPacked":
-        return "SwiGLUPacked", None, None
-    if value == "SwiGLU":  # fc1_g, fc1_x: packed into SwiGLUPacked's fc1 [gate; value] (timm_eva.to_vit_layout)
-        return "SwiGLU", None, None
+    if value in ("SwiGLUPacked", "SwiGLU"):  # SwiGLU's fc1_g, fc1_x: packed into fc1 (timm_eva.to_vit_layout)
+        return value, None, None
     name = value.get("callable") if isinstance(value, dict) else value
     return None, None, f"an MLP of timm's {name} (mlp_layer={name}; keras_vit has Mlp, SwiGLUPacked and SwiGLU)"
 
@@ -156,22 +137,12 @@ def _read(architecture):
         return None, ()
     args, lacking = dict(row["args"]), []
     cls = row["model_class"]
-    if cls == "Eva":  # the paper's blocks with RoPE (RoPE-ViT) are read; any other Eva switch is refused below
-        out, why = timm_eva.read(args, table()["classes"][cls])
+    if cls in OTHER_CLASSES:  # the paper's blocks with RoPE or NaFlex inputs are read; any other switch is refused
+        what, read = OTHER_CLASSES[cls]
+        out, why = read(args, table()["classes"][cls])
         if out is None:
-            return None, (OTHER_CLASSES[cls] + ": " + ", ".join(dict.fromkeys(why)),)
+            return None, (what + ": " + ", ".join(dict.fromkeys(why)),)
         args, cls = out, "VisionTransformer"
-    if cls == "NaFlexVit":  # the paper's blocks with the NaFlex input path are read; any other switch is refused below
-        out, why = timm_naflex.read(args, table()["classes"][cls])
-        if out is None:
-            return None, (OTHER_CLASSES[cls] + ": " + ", ".join(why),)
-        args, cls = out, "VisionTransformer"
-    if cls in OTHER_CLASSES:
-        defaults = table()["classes"][cls]
-        switches = [f"{OTHER_SWITCHES[name]} ({name}={value!r})" for name, value in sorted(args.items())
-                    if name in OTHER_SWITCHES and value != defaults.get(name) and value not in (None, False, "standard")]
-        lacking.append(OTHER_CLASSES[cls] + (": " + ", ".join(switches) if switches else ""))
-        return None, tuple(lacking)
     out = {}
     for name, value in args.items():
         if name == "mlp_layer":
@@ -203,8 +174,9 @@ def _read(architecture):
         out.pop("norm_eps", None)
     if cls == "VisionTransformerDistilled":
         out["distilled"] = True
-    if "img_size" not in out:
-        size = _tag_of(architecture, row).get("input_size")
+    if "img_size" not in out:  # the pretrained tag's input size
+        tag = architecture.partition(".")[2] or row.get("default_tag")
+        size = (row["tags"].get(tag) or row.get("default_cfg") or {}).get("input_size")
         if size:
             out["img_size"] = size[1] if size[1] == size[2] else list(size[1:])
     return out, tuple(lacking)
