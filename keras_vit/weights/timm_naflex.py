@@ -141,12 +141,6 @@ def declared(resolved):
     return {name: (value, said) for name, value in values.items() if name != "position_resampling"}  # the Reading's
 
 
-def vit_shapes(shapes):
-    """:func:`to_vit_layout` of ``{key: shape}``."""
-    stand_ins = {k: np.broadcast_to(np.zeros((), np.float32), shape) for k, shape in shapes.items()}
-    return {k: tuple(v.shape) for k, v in to_vit_layout(stand_ins).items()}
-
-
 def to_vit_layout(tensors, path="<arrays>"):
     """timm's ``VisionTransformer`` keys of a NaFlexVit state dict: ``embeds.proj`` ``(D, ph * pw * C)`` as the patch
     convolution ``(D, C, ph, pw)``, ``embeds.pos_embed`` ``(1, rows, cols, D)`` as ``pos_embed`` ``(1, rows * cols, D)``,
