@@ -23,7 +23,8 @@ loads the classic state dict through ``naflexvit.checkpoint_filter_fn`` (what ``
 that. This side loads the CLASSIC folder with ``keras_vit.from_pretrained(FOLDER, include_top=False,
 input_mode="naflex", max_patches=BUDGET)``. Where the classic table holds the class token's position, keras_vit keeps
 it as a row of its own (``prefix_positions=True``, added to the token as the model runs) where timm adds it to
-``cls_token``: keras_vit has ``hidden_size`` parameters more, counted as such.
+``cls_token``; a pre-norm model (CLIP) has a zero patch-embedding bias and EVA zero key biases where timm's has none,
+as keras_vit's image model does: ``hidden_size`` parameters more for each, counted as such.
 """
 
 import argparse
@@ -100,7 +101,13 @@ def _writer(jobs_path):
                       patches=batch["patches"].numpy())
         np.savez(os.path.join(job["folder"], "reference.npz"), **arrays)
         params = int(sum(p.numel() for p in model.parameters()))
-        print(json.dumps({"name": job["name"], "params": params, "type": type(model).__name__}), flush=True)
+        names, width = dict(model.named_parameters()), model.embed_dim
+        stand_ins = {  # biases timm's model lacks where keras_vit's layers have a zero one (the image model's too)
+            "a zero patch-embedding bias (a pre-norm model's has none)": 0 if "embeds.proj.bias" in names else width,
+            "zero key biases (EVA's q_bias / v_bias only)": width * sum(
+                n.endswith("attn.q_bias") and n[:-len("q_bias")] + "k_bias" not in names for n in names)}
+        print(json.dumps({"name": job["name"], "params": params, "type": type(model).__name__, "stand_ins": stand_ins}),
+              flush=True)
     grids = [list(get_image_size_for_seq((h, w), p, n)[1]) for h, w, p, n in jobs["grid_cases"]]
     print(json.dumps({"grids": grids}), flush=True)
 
@@ -156,6 +163,7 @@ def main(argv=None):
     lines = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
     params = {r["name"]: r["params"] for r in lines if "name" in r}
     types = {r["name"]: r["type"] for r in lines if "name" in r}
+    stand_ins = {r["name"]: r["stand_ins"] for r in lines if "name" in r}
     failed = 0
     from keras_vit.layers import naflex_grid
 
@@ -177,11 +185,15 @@ def main(argv=None):
             continue
         model, relative = result
         config = model.vit_config
-        kept = config.hidden_size if config.class_token and config.prefix_positions else 0  # the class position's row
-        ok = relative <= TOLERANCE and model.count_params() == params[job["name"]] + kept
+        # keras_vit's own rows: the class token's position (timm adds it to cls_token), the zero patch-embedding bias
+        # standing in for the one timm's pre-norm models lack (as in the image model)
+        kept = {"the class token's position kept as a row": config.hidden_size * (config.class_token and config.prefix_positions),
+                **stand_ins[job["name"]]}
+        kept = {why: n for why, n in kept.items() if n}
+        ok = relative <= TOLERANCE and model.count_params() == params[job["name"]] + sum(kept.values())
         failed += not ok
         through = f"classic weights through timm's use_naflex=True ({types[job['name']]}), " if job["classic"] else ""
-        extra = f" + {kept:,}: the class token's position kept as a row" if kept else ""
+        extra = "".join(f" + {n:,}: {why}" for why, n in kept.items())
         print(f"{'matched' if ok else 'WRONG':>8}  {job['name']} ({through}depth {args.depth}, budget {args.budget}, "
               f"1:1 + 16:9 + 1:3 in one batch): relative error {relative:.2e}, {model.count_params():,} parameters "
               f"(timm {params[job['name']]:,}{extra}); position_resampling={config.position_resampling!r}", flush=True)

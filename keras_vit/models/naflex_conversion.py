@@ -48,7 +48,16 @@ def asked(info, arch, overrides):
 
 def lacking(arch, architecture=None):
     """What keeps the classic architecture ``arch`` (an :func:`~keras_vit.weights.architecture.infer` dict) from
-    keras_vit's NaFlex model, each naming its switch; ``architecture``: the timm registration the file names."""
+    keras_vit's NaFlex model, each naming its switch; ``architecture``: the timm registration the file names.
+
+    Example:
+    >>> arch = dict(image_size=224, patch_size=16, rope="axial", distillation_token=True, pooling="token")
+    >>> lacking(arch)  # doctest: +NORMALIZE_WHITESPACE
+    ["RoPE (rope='axial'): keras_vit's NaFlex path has no rotary positions on each image's own grid yet",
+     "DeiT's distillation token (distillation_token=True)"]
+    >>> lacking(dict(arch, rope=None, distillation_token=False))
+    []
+    """
     out = []
     if arch.get("rope") is not None:
         out.append(f"RoPE (rope={arch['rope']!r}): keras_vit's NaFlex path has no rotary positions on each image's "
