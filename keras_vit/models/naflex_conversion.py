@@ -112,12 +112,13 @@ def convert(arch, info, source, overrides):
         notes.append("the class token's stored position is added to it, as checkpoint_filter_fn folds pos_embed[:, 0] "
                      "into cls_token")
     prefix = int(arch["class_token"]) + int(arch["num_register_tokens"])
+    pooling = overrides.get("pooling", arch["pooling"])
     pooled = {"map": "attention pooling of the valid patch tokens only (NaFlexVit's pool_include_prefix=False)",
-              "token": "the class token", "gap": "the mean of the valid patch tokens"}.get(arch["pooling"])
-    if pooled:
-        notes.append(f"pooling={arch['pooling']!r} ({pooled}), fc_norm={arch['fc_norm']!r}, final_norm={arch['final_norm']!r}: "
+              "token": "the class token", "gap": "the mean of the valid patch tokens"}.get(pooling)
+    if pooled and "pooling" not in overrides:
+        notes.append(f"pooling={pooling!r} ({pooled}), fc_norm={arch['fc_norm']!r}, final_norm={arch['final_norm']!r}: "
                      f"the classic model's global_pool and norms, which timm's conversion keeps"
-                     + (f" ({prefix} prefix token(s) no longer attended to by the pooling)" if arch["pooling"] == "map" and prefix else ""))
+                     + (f" ({prefix} prefix token(s) no longer attended to by the pooling)" if pooling == "map" and prefix else ""))
     info = dataclasses.replace(info, position_resampling=resampling, notes=[*info.notes, *notes])
     return arch, info
 

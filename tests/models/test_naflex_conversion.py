@@ -116,6 +116,21 @@ def test_at_the_tables_own_grid_the_naflex_model_is_the_classic_one(tmp_path):
     np.testing.assert_allclose(np.asarray(saved(batch)), np.asarray(naflex(batch)), rtol=0, atol=1e-6 * np.abs(expected).max())
 
 
+def test_a_rectangular_table_converts_at_the_grid_its_config_states(tmp_path):
+    """A 4 x 6 table (transformers' ``image_size: [32, 48]``), which timm's checkpoint_filter_fn cannot reshape: the
+    NaFlex model's table is 4 x 6, and a 32 x 48 image gives the classic model's logits."""
+    from foreign_files import transformers_folder
+
+    folder = transformers_folder(tmp_path / "hf", vit_checkpoint(grid=(4, 6), scale=0.5), eps=1e-6, image_size=[32, 48])
+    classic = keras_vit.from_pretrained(folder, classifier_activation=None)
+    naflex = keras_vit.from_pretrained(folder, max_patches=30, classifier_activation=None)
+    assert naflex.vit_config.grid == (4, 6)
+    image = np.random.default_rng(0).uniform(0, 255, (32, 48, 3)).astype("float32")
+    expected = np.asarray(classic(image[None]))
+    np.testing.assert_allclose(np.asarray(naflex(naflex_grid.batch([image], 8, 30))), expected, rtol=0,
+                               atol=1e-5 * np.abs(expected).max())
+
+
 def test_registers_without_a_class_position_and_gap(tmp_path):
     """timm's reg4 gap layout (no class token, registers without positions, ``no_embed_class``): nothing to fold, the
     mean of the valid patches with fc_norm, the table resampled bicubically; against the reference on the model's
