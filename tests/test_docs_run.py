@@ -133,6 +133,7 @@ BLOCKS = {
     "docs/naflex.md: print(naflex_grid.target_size((360, 640), 16, 256, rule=\"sig": Row(),
     "docs/naflex.md: model = keras_vit.ViT(image_size=32, patch_size=8, hidden_si": Row(),
     "docs/naflex.md: keras-vit export naflex.keras --format saved_model --output ": Row(made=("naflex.keras",)),
+    "docs/naflex.md: model = keras_vit.from_pretrained(\"ViT-B_16.npz\", max_patche": Row(),
     "docs/naflex.md: model = keras_vit.from_pretrained(\"hf://timm/naflexvit_base_": Skip(
         "two Hub downloads (ViT-B sizes); tests/architecture/test_naflex.py and tests/weights/test_transformers_naflex.py "
         "load folders of both layouts offline"),

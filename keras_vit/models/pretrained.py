@@ -13,6 +13,7 @@ import warnings
 
 from keras_vit.architecture import variants
 from keras_vit.architecture.config import ViTConfig
+from keras_vit.models import naflex_conversion
 from keras_vit.models.build import build_model
 from keras_vit.weights import architecture, declared, download, formats, imagenet, keras_file, presets, sources
 
@@ -51,7 +52,8 @@ def from_pretrained(source, **overrides):
             head for fine-tuning), ``image_size`` (position embeddings resampled in 2-D),
             ``include_top``, ``pooling`` (None with ``include_top=False``: the token sequence),
             ``max_patches`` (a NaFlex model's budget; with SigLIP 2's weights, or ``input_mode="naflex"``, it
-            reads them as the NaFlex model rather than at their table's grid),
+            reads them as the NaFlex model rather than at their table's grid; with a classic ViT's, as the NaFlex
+            model timm builds from them with ``use_naflex=True``: :mod:`keras_vit.models.naflex_conversion`),
             ``dropout``, ``attention_dropout``, ``drop_path_rate``, ``classifier_activation``
             (default ``"softmax"``), ``include_preprocessing``, ``input_tensor``, ``name``; and
             ``num_heads`` for a timm file without a config naming it. The sizes fixed by the
@@ -87,6 +89,8 @@ def from_pretrained(source, **overrides):
         info = info.as_naflex()  # SigLIP 2's weights as the NaFlex model: each image at its own grid
     saved = saved_config(path, info)
     arch = saved_architecture(saved) if saved else architecture.infer(info, str(source), known_heads=_registered_heads())
+    if naflex_conversion.asked(info, arch, overrides):  # a classic ViT as timm's use_naflex=True model
+        arch, info = naflex_conversion.convert(arch, info, str(source), overrides)
     kwargs = arguments(arch, overrides, source, no_head=[f"{k}: {v}" for k, v in info.skipped.items() if k.startswith("head")])
     for field, value in (("input_mean", info.mean), ("input_std", info.std), ("position_resampling", info.position_resampling)):
         if value is not None and field not in overrides:  # the source's preprocessing and resampling rule

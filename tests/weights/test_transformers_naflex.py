@@ -103,7 +103,10 @@ def test_siglip2_reads_as_the_image_model_unless_a_budget_is_asked_for(tmp_path)
                                rtol=1e-4, atol=1e-5)
 
 
-def test_a_budget_for_a_source_without_a_naflex_form_is_refused_by_name(tmp_path):
+def test_a_budget_for_a_source_without_a_naflex_form_reads_it_as_timms_conversion(tmp_path):
+    """SigLIP (1), whose model takes one image size: ``max_patches`` reads it as the NaFlex model timm builds from a
+    classic ViT with ``use_naflex=True`` (keras_vit/models/naflex_conversion.py; tests/models/test_naflex_conversion.py
+    checks its outputs): timm's grid rule and bicubic resampling, not SigLIP 2's."""
     import keras_vit
 
     config = dict({k: v for k, v in _VISION.items() if k != "num_patches"}, image_size=16,
@@ -112,10 +115,10 @@ def test_a_budget_for_a_source_without_a_naflex_form_is_refused_by_name(tmp_path
     os.makedirs(folder)
     safetensors_numpy.save_file(ref.state_dict("siglip_vision_model", config), str(folder / "model.safetensors"))
     (folder / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ValueError, match=r"`max_patches` is read only with input_mode='naflex'"):
-        keras_vit.from_pretrained(str(folder), max_patches=16)
-    with pytest.raises(ValueError, match=r"input_mode='image', fixed by its weights"):
-        keras_vit.from_pretrained(str(folder), input_mode="naflex")
+    c = keras_vit.from_pretrained(str(folder), max_patches=16).vit_config
+    assert (c.input_mode, c.max_patches, c.grid_rule, c.position_resampling, c.pooling) == (
+        "naflex", 16, "timm", "bicubic_torch_antialias", "map")
+    assert keras_vit.from_pretrained(str(folder), input_mode="naflex").vit_config.max_patches is None
 
 
 @pytest.mark.parametrize("change, named", [({"grid_rule": "timm"}, r"grid_rule='timm'"),
