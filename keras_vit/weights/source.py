@@ -1,12 +1,6 @@
 """One kind of checkpoint: the :class:`Source` interface, the typed :class:`Reading` every reader returns, and
-:class:`CheckpointInfo`, what :func:`keras_vit.weights.formats.describe` hands on.
-
-A source (``.npz``, ``.keras``, timm, transformers, keras-hub) is one object that says which paths it reads
-(:meth:`Source.claims`), what a path describes (:meth:`Source.describe`) and its arrays under the original keys
-(:meth:`Source.arrays`). :mod:`keras_vit.weights.formats` loops over its registry of them and knows no key
-of any layout. Not :mod:`keras_vit.weights.sources`, which turns a builder's ``weights=`` into a local path.
-
-This module imports no source and no reader: the sources import it, never each other.
+:class:`CheckpointInfo`, what :func:`keras_vit.weights.formats.describe` hands on (how a source is written:
+docs/architecture.md, "Adding a weight source"). This module imports no source: the sources import it.
 """
 
 import copy
@@ -95,8 +89,7 @@ class CheckpointInfo:
 
     Attributes:
         path: the file or folder.
-        format: the :attr:`Source.name` that read it (``"npz"``, ``"timm"``, ``"transformers"``, ``"keras"``,
-            ``"keras-hub"``).
+        format: the :attr:`Source.name` that read it (``"npz"``, ``"timm"``, ``"transformers"``, ``"keras"``...).
         shapes: ``{original key: shape}`` (attention kernels of foreign layouts with merged head axes).
         grid: ``(rows, cols)`` of the position embeddings when the file says (a ``.keras`` model, a config's image
             size), else None (a square is assumed).
@@ -133,7 +126,7 @@ class CheckpointInfo:
 
 
 class Source:
-    """One kind of checkpoint keras_vit reads (how to write one: docs/architecture.md, "Adding a weight source").
+    """One kind of checkpoint keras_vit reads.
 
     Attributes:
         name: the :attr:`CheckpointInfo.format` of what it reads (``"timm"``).
