@@ -1,7 +1,5 @@
-"""What several weight sources share: the input normalisations they declare, and PyTorch's tensor layout.
-
-The sources (:mod:`~keras_vit.weights.timm`, :mod:`~keras_vit.weights.transformers`,
-:mod:`~keras_vit.weights.keras_hub`) import these from here, never from each other.
+"""What several weight sources share (they import it from here, never from each other): the input normalisations
+they declare, and PyTorch's tensor layout.
 """
 
 import numpy as np
@@ -77,11 +75,7 @@ def joined(parts, axis=-1):
 
 
 def finish(out, unknown, path, layout):
-    """Refuse the keys no ViT has (named, at most 10 shown); returns ``out``.
-
-    A file without query/key/value biases keeps none: it declares ``qkv_bias=False``
-    (:func:`keras_vit.weights.formats.describe`) and loads into a model built without them.
-    """
+    """Refuse the keys no ViT has (named, at most 10 shown); returns ``out``."""
     if unknown:
         raise CheckpointError(
             f"Checkpoint {path!r} ({layout} layout) has {len(unknown)} key(s) that are not part of a ViT: "

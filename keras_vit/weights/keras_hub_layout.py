@@ -9,27 +9,12 @@ and ``image_converter.json``.
 The variable paths are those Keras 3 writes (``keras/src/saving/saving_lib.py``: ``_save_state`` walks a
 functional model's ``layers`` first, then every attribute in sorted order, private ones last, and names a
 layer inside a list by its class name in snake case, ``_get_unique_name`` adding ``_1``, ``_2``...; a layer's
-own variables go to ``<path>/vars/<i>`` in creation order, ``H5IOStore``). keras-hub's ``ViTBackbone``
-(``keras_hub/src/models/vit/vit_backbone.py``, ``vit_layers.py``) is a functional model of three layers,
-``InputLayer``, ``ViTPatchingAndEmbedding`` and ``ViTEncoder``, so:
-
-* ``layers/vi_t_patching_and_embedding/vars/0``: the class token ``(1, 1, D)`` (its own ``add_weight``);
-  ``.../patch_embedding/vars/0, 1``: the ``Conv2D`` kernel ``(P, P, C, D)`` and bias;
-  ``.../position_embedding/vars/0``: the ``Embedding`` table ``(tokens, D)``, class token first;
-* ``layers/vi_t_encoder/encoder_layers/vi_t_encoder_block[_i]/``: block ``i`` (the list ``encoder_layers``),
-  with ``layer_norm_1``, ``layer_norm_2`` (gamma, beta), ``mha/{query,key,value}_dense`` (Keras
-  ``MultiHeadAttention``'s ``EinsumDense``: kernel ``(D, heads, head_dim)``, bias ``(heads, head_dim)``),
-  ``mha/output_dense`` (``(heads, head_dim, D)``, ``(D,)``), ``mlp/dense_1``, ``mlp/dense_2`` (exact GELU
-  between them);
-* ``layers/vi_t_encoder/layer_norm/vars/0, 1``: the final LayerNorm.
-
-``ViTImageClassifier`` (``vit_image_classifier.py``) is a functional model too; ``save_task_weights`` skips
-the backbone's layers, leaving its ``Dense`` layers by class name in graph order: ``layers/dense`` (the tanh
-``pre_logits`` when ``intermediate_dim`` is set) and ``layers/dense_1``, else ``layers/dense``, the
-``predictions`` head. Every group's ``vars`` carries the layer's name as the attribute ``name``, which the
-reader prefers to the order. These are the original checkpoint's tensors in the original layouts (Flax's
-``(in, out)`` kernels, the attention's heads apart), so the mapping is a renaming (the position table gains
-its batch axis).
+own variables go to ``<path>/vars/<i>`` in creation order, ``H5IOStore``, with the layer's name as the attribute
+``name``). keras-hub's ``ViTBackbone`` (``keras_hub/src/models/vit/vit_backbone.py``, ``vit_layers.py``) is a
+functional model of ``InputLayer``, ``ViTPatchingAndEmbedding`` and ``ViTEncoder`` (:func:`backbone_groups`);
+``ViTImageClassifier`` (``vit_image_classifier.py``) a functional model whose ``save_task_weights`` skips the
+backbone's layers (:func:`task_groups`). Its tensors are the original checkpoint's in the original layouts (Flax's
+``(in, out)`` kernels, the attention's heads apart), so the mapping is a renaming.
 """
 
 from keras_vit.weights.mapping import POSEMB_KEY
@@ -72,8 +57,10 @@ def block_path(i):
 
 def backbone_groups(num_layers, *, class_token=True, mha_bias=True, mlp_bias=True, patch_bias=True):
     """``[(group, layer name, [canonical key, ...]), ...]``: every ``vars`` group of a ``ViTBackbone``'s
-    ``model.weights.h5``, the name Keras stores with it, and the original checkpoint keys of its variables
-    in order (``vars/0``, ``vars/1``). Groups without variables are listed too, as Keras writes them.
+    ``model.weights.h5`` (those without variables too, as Keras writes them), the name Keras stores with it, and the
+    original checkpoint keys of its variables in order: the class token, the patch ``Conv2D``, the position
+    ``Embedding`` ``(tokens, D)``; in each block two LayerNorms, ``MultiHeadAttention``'s ``EinsumDense``
+    (``(D, heads, head_dim)``, ``(heads, head_dim, D)``) and the MLP; the final LayerNorm.
 
     Example:
     >>> groups = backbone_groups(1)
@@ -119,7 +106,9 @@ def backbone_groups(num_layers, *, class_token=True, mha_bias=True, mlp_bias=Tru
 
 
 def task_groups(pre_logits):
-    """The groups of a ``ViTImageClassifier``'s ``task.weights.h5`` (the head, and the tanh pre-logits layer).
+    """The groups of a ``ViTImageClassifier``'s ``task.weights.h5``: its ``Dense`` layers by class name in graph
+    order, ``layers/dense`` (the tanh pre-logits, with ``intermediate_dim``) and ``layers/dense_1``, else
+    ``layers/dense``, the ``predictions`` head.
 
     Example:
     >>> [(g, n) for g, n, keys in task_groups(True) if keys]
