@@ -18,13 +18,12 @@ from keras_vit.weights.source import Source
 FORMAT = "keras-hub"
 FAMILIES = {row.backbone: row for row in (dinov2.FAMILY, siglip.FAMILY, clip.FAMILY, deit.FAMILY, dinov3.FAMILY)}
 READS = (f"ViT presets ({layout.BACKBONE}, {layout.TASK}), {', '.join(FAMILIES)} (the image towers of SigLIP and CLIP)")
-is_preset = preset.is_preset
 
 
 def preset_folder(path):
     """The keras-hub preset folder ``path`` is or whose ``.weights.h5`` it is, else None."""
     folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
-    if (os.path.isdir(path) or path.endswith(".weights.h5")) and is_preset(folder):
+    if (os.path.isdir(path) or path.endswith(".weights.h5")) and preset.is_preset(folder):
         return folder
     return None
 

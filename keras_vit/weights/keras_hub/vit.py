@@ -1,11 +1,8 @@
-"""keras-hub's ``ViTBackbone`` and ``ViTImageClassifier`` presets: what their JSON files declare, and where each
-weight lies in their ``.weights.h5`` files (the groups of :mod:`keras_vit.weights.keras_hub_layout`).
-
-``config.json`` declares the backbone (heads, layers, width, MLP, epsilon, ``use_class_token``, biases, patch size,
-image shape), ``task.json`` the classifier (``pooling``, ``intermediate_dim``, ``num_classes``, ``activation``),
-``metadata.json`` the class names a keras_vit export wrote there. What keras_vit cannot compute the same way
-(keras-hub's ``"gap"`` pooling over the class token too, ``"token"`` pooling without one, channels-first inputs)
-is refused by name; the biases keras-hub's switches leave out are zeros (the same computation).
+"""keras-hub's ``ViTBackbone`` and ``ViTImageClassifier`` presets: what their ``config.json``, ``task.json`` and
+``metadata.json`` (the class names a keras_vit export wrote) declare, and where each weight lies in their
+``.weights.h5`` files (the groups of :mod:`keras_vit.weights.keras_hub_layout`). What keras_vit cannot compute the
+same way (keras-hub's ``"gap"`` pooling over the class token too, ``"token"`` pooling without one, channels-first
+inputs) is refused by name; the biases keras-hub's switches leave out are zeros (the same computation).
 """
 
 import os
