@@ -1,7 +1,7 @@
 """A keras_vit model as a keras-hub preset (``ViTBackbone`` + ``ViTImageClassifier``), keras-hub not imported.
 
 ``export_model(model, "keras-hub", DIR)`` writes what keras-hub's ``save_to_preset`` writes (its files and
-variable paths: :mod:`keras_vit.weights.keras_hub_layout`), so ``keras_hub.models.ImageClassifier.from_preset(DIR)``
+variable paths: :mod:`keras_vit.weights.keras_hub.preset`), so ``keras_hub.models.ImageClassifier.from_preset(DIR)``
 and ``keras_hub.models.Backbone.from_preset(DIR)`` load it: ``config.json``, ``model.weights.h5``,
 ``metadata.json`` (with the class names), ``task.json``, ``task.weights.h5``, ``preprocessor.json``,
 ``image_converter.json`` (the model's input scaling as keras-hub's ``scale`` and ``offset``) and a model card
@@ -28,7 +28,7 @@ from keras_vit.architecture.state import require_float
 from keras_vit.export import verify
 from keras_vit.export.errors import ExportError, ExportVerificationError
 from keras_vit.saving import remove_stale_temporaries, temporary_path
-from keras_vit.weights import keras_hub_layout as layout
+from keras_vit.weights.keras_hub import preset as layout
 from keras_vit.weights.mapping import POSEMB_KEY, targets_of
 
 FORMAT = "keras-hub"

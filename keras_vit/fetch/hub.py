@@ -1,7 +1,7 @@
 """``hf://ORG/NAME[@revision]``: a Hugging Face Hub repository fetched (and cached) by ``huggingface_hub``.
 
 Only ``config.json``, ``preprocessor_config.json`` and ``.safetensors`` files, and a keras-hub
-preset's JSON files and ``.weights.h5`` (:mod:`keras_vit.weights.keras_hub_layout`), are
+preset's JSON files and ``.weights.h5`` (:mod:`keras_vit.weights.keras_hub.preset`), are
 fetched (``snapshot_download`` with ``allow_patterns``), so ``HF_HOME``,
 ``HF_HUB_CACHE``, ``HF_HUB_OFFLINE``, ``HF_ENDPOINT`` and tokens work as with
 every Hugging Face library. Pickle weights (``pytorch_model.bin``) are never
@@ -22,7 +22,7 @@ from keras_vit.errors import CheckpointError
 SCHEME = "hf://"
 ALLOW_PATTERNS = [
     "config.json", "preprocessor_config.json", "*.safetensors", "*.safetensors.index.json",
-    # a keras-hub preset (keras_vit.weights.keras_hub_layout)
+    # a keras-hub preset (keras_vit.weights.keras_hub.preset)
     "task.json", "image_converter.json", "preprocessor.json", "metadata.json", "*.weights.h5", "model.weights.json",
 ]
 

@@ -9,6 +9,7 @@ import re
 from keras_vit.errors import CheckpointError
 from keras_vit.layers.resnet import GROUP_NORM_GROUPS, ROOT_WIDTH, backbone_stride
 from keras_vit.weights.mapping import POSEMB_KEY, block_units_of
+from keras_vit.weights.source import CheckpointInfo
 
 _BLOCK = re.compile(r"^Transformer/encoderblock_(\d+)/")
 
@@ -33,7 +34,6 @@ def infer(info, source=None, known_heads=None):
             shape; the message names ``source`` and the key.
 
     Example:
-    >>> from keras_vit.weights.formats import CheckpointInfo
     >>> shapes = {"embedding/kernel": (16, 16, 3, 192), "cls": (1, 1, 192), POSEMB_KEY: (1, 197, 192),
     ...           "Transformer/encoderblock_0/MlpBlock_3/Dense_0/kernel": (192, 768),
     ...           "Transformer/encoderblock_0/MultiHeadDotProductAttention_1/query/kernel": (192, 3, 64),
@@ -118,16 +118,6 @@ def _grid(positions, declared, source):
     return side, side
 
 
-# the ViT family's ViTConfig fields that the weights (and what the file declares) fix
-FAMILY = (
-    "class_token", "distillation_token", "num_register_tokens", "prefix_positions", "layer_scale_init",
-    "mlp_activation", "mlp_type", "qkv_bias", "pre_norm", "final_norm", "fc_norm", "projection_dim",
-    "rope", "rope_temperature", "rope_grid_indexing", "rope_grid_offset", "rope_reference_grid", "position_embedding",
-    "norm_type", "patch_norm", "proj_bias", "mlp_bias",
-    "input_mode", "position_aspect_preserving", "factorized_positions", "grid_rule",
-    "mlp_norm", "attention_norm",
-    "map_num_heads", "map_mlp_dim",
-)
 FACTORIZED_KEYS = ("Transformer/posembed_input/pos_embedding_rows", "Transformer/posembed_input/pos_embedding_cols")
 
 
@@ -135,7 +125,6 @@ def family_of(info):
     """The family's switches a checkpoint fixes: what it declares, else what its canonical keys show.
 
     Example:
-    >>> from keras_vit.weights.formats import CheckpointInfo
     >>> shapes = {"cls": (1, 1, 8), "reg": (1, 4, 8), "Transformer/encoderblock_0/LayerScale_1/gamma": (8,),
     ...           "Transformer/encoderblock_0/MlpBlock_3/Dense_0/kernel": (8, 64),
     ...           "Transformer/encoderblock_0/MlpBlock_3/Dense_1/kernel": (32, 8)}
@@ -164,21 +153,24 @@ def family_of(info):
         "projection_dim": int(projection[-1]) if projection else None,
         # RoPE-Mixed's frequencies show in the weights; axial RoPE and its settings only where a file declares them
         "rope": "mixed" if block + "MultiHeadDotProductAttention_1/rope_frequencies" in shapes else None,
-        "rope_temperature": None, "rope_grid_indexing": "xy", "rope_grid_offset": 0.0,
-        "rope_reference_grid": None, "position_embedding": POSEMB_KEY in shapes,
+        "rope_temperature": None, "rope_grid_indexing": "xy", "rope_grid_offset": 0.0, "rope_reference_grid": None,
+        "position_embedding": POSEMB_KEY in shapes or FACTORIZED_KEYS[0] in shapes,
         # a norm without a bias is RMSNorm only where a file declares it (a LayerNorm's bias may be missing)
         "norm_type": "layernorm", "patch_norm": "embedding_norm/scale" in shapes,
         "proj_bias": block + "MultiHeadDotProductAttention_1/out/bias" in shapes,
         "mlp_bias": block + "MlpBlock_3/Dense_1/bias" in shapes,
-        "rope_reference_grid": None, "position_embedding": POSEMB_KEY in shapes or FACTORIZED_KEYS[0] in shapes,
         "input_mode": "image", "position_aspect_preserving": False, "factorized_positions": FACTORIZED_KEYS[0] in shapes,
+        "grid_rule": "timm",
         "mlp_norm": block + "MlpBlock_3/LayerNorm_0/scale" in shapes,
         "attention_norm": block + "MultiHeadDotProductAttention_1/LayerNorm_0/scale" in shapes,
         # the attention pooling head's MLP width shows in its weights; its heads only where a file declares them
         "map_num_heads": None, "map_mlp_dim": int(map_mlp[-1]) if map_mlp else None,
-        "grid_rule": "timm",
     }
     return {field: declared[field].value if field in declared else value for field, value in seen.items()}
+
+
+# the ViT family's ViTConfig fields that the weights (and what the file declares) fix: those family_of reads
+FAMILY = tuple(family_of(CheckpointInfo(path="", format="", shapes={})))
 
 
 def _pooling(info, class_token):

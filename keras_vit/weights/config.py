@@ -1,12 +1,9 @@
-"""Fields of a timm or transformers ``config.json``: read with their types checked, then checked against the weights.
+"""Fields of a ``config.json``: read with their types checked, then checked against the weights.
 
-A config file is written by hand as often as by a library, and the one beside a
-state dict may belong to another model. Every field keras_vit reads is checked
-for its type here (an error names the file, the field and the value), the class
-names of ``id2label`` / ``label_names`` are taken only when they name each index
-of the head once, and every size a config states is compared with the weights'
-shapes by :func:`check_against_weights`, so a config cannot give the weights
-another model's number of heads or epsilon without an error.
+A config file is written by hand as often as by a library, and the one beside a state dict may belong to another
+model: every field keras_vit reads is type-checked here (an error names the file, the field and the value), class
+names are taken only when they name each index of the head once (:func:`indexed_names`), and every size a config
+states is compared with the weights' shapes (:func:`check_against_weights`).
 """
 
 import json
@@ -117,10 +114,8 @@ def size_pair(value, path, field):
 def indexed_names(mapping, field, path):
     """The names of a head's outputs from ``{"0": name, "1": name, ...}`` (or a list), in index order.
 
-    Keys may come in any order; they must be the indices ``0 .. N-1``, each once. Anything else
-    (a gap, a stray or repeated index, a key that is no number) would shift names onto the wrong
-    outputs, so the names are not used: a warning names the file, the field and the problem, and
-    the weights load without class names.
+    The keys must be the indices ``0 .. N-1``, each once, in any order; anything else would shift names onto the
+    wrong outputs: a warning names the file, the field and the problem, and the weights load without class names.
 
     Example:
     >>> indexed_names({"1": "dog", "0": "cat"}, "id2label", "config.json")
@@ -160,16 +155,15 @@ def check_against_weights(expected, shapes, has_qkv_bias, path, position_prefix=
 
     Args:
         expected: ``[(quantity, field, value), ...]``: what the config states. ``quantity`` is one of
-            ``hidden_size``, ``num_layers``, ``mlp_dim``, ``patch_size``, ``image_size`` (an
-            ``(height, width)`` pair, compared as a grid of patches with the position embeddings),
-            ``num_channels``, ``qkv_bias``, ``class_token``, ``num_classes``, ``num_features``; ``field`` is how the
-            config says it (``"model_args.embed_dim=64"``, or ``"has no hidden_size (...)"`` for a
-            default standing in for an absent field).
+            ``hidden_size``, ``num_layers``, ``mlp_dim``, ``patch_size``, ``image_size`` (``(height, width)``,
+            compared as a grid of patches with the position embeddings), ``num_channels``, ``qkv_bias``,
+            ``class_token``, ``num_classes``, ``num_features``; ``field`` how the config says it
+            (``"model_args.embed_dim=64"``, or ``"has no hidden_size (...)"`` for a default).
         shapes: ``{original key: shape}`` of the converted weights.
         has_qkv_bias: whether the file holds query/key/value biases.
         path: the config file, named in the error.
-        position_prefix: how many position embeddings precede the patches' (the class and distillation
-            tokens', or none: timm's ``no_embed_class``); default: the class token's, if there is one.
+        position_prefix: how many position embeddings precede the patches' (none: timm's ``no_embed_class``);
+            default: the class and distillation tokens'.
 
     Example:
     >>> check_against_weights([("hidden_size", "hidden_size=8", 8)], {"embedding/kernel": (4, 4, 3, 16)}, True, "m")

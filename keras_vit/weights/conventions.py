@@ -1,7 +1,5 @@
-"""What several weight sources share: the input normalisations they declare, and PyTorch's tensor layout.
-
-The sources (:mod:`~keras_vit.weights.timm`, :mod:`~keras_vit.weights.transformers`,
-:mod:`~keras_vit.weights.keras_hub`) import these from here, never from each other.
+"""What several weight sources share (they import it from here, never from each other): the input normalisations
+they declare, and PyTorch's tensor layout.
 """
 
 import numpy as np
@@ -24,23 +22,11 @@ def norm(name, canonical):
     return {f"{name}.weight": f"{canonical}/scale", f"{name}.bias": f"{canonical}/bias"}
 
 
-def patch_kernel(key, array, path):
-    """A PyTorch patch-embedding convolution ``(D, C, P, P)`` as the original ``embedding/kernel`` ``(P, P, C, D)``.
-
-    Example:
-    >>> patch_kernel("patch_embed.proj.weight", np.zeros((8, 3, 4, 4)), "m.safetensors").shape
-    (4, 4, 3, 8)
-    """
-    if array.ndim != 4:
-        raise CheckpointError(f"Checkpoint {path!r}: {key!r} has shape {array.shape}, expected (D, C, P, P).")
-    return array.transpose(2, 3, 1, 0)
-
-
 def torch_tensors(key, name, array, path):
     """``{original key: array}`` of the PyTorch tensor ``key`` going to ``name``: ``nn.Linear`` weights ``(out, in)``
-    transposed, the patch ``Conv2d`` as :func:`patch_kernel`, ``nn.Embedding`` positions ``(N, D)`` as ``(1, N, D)``, a
-    ``(D,)`` class token as ``(1, 1, D)``; a fused ``.../qkv/...`` (``[query; key; value]``) or ``.../kv/...`` tensor
-    split into its parts, keys first, as timm's ``Attention`` and ``nn.MultiheadAttention`` reshape it.
+    transposed, the patch ``Conv2d`` ``(D, C, P, P)`` as ``(P, P, C, D)``, ``nn.Embedding`` positions ``(N, D)`` as
+    ``(1, N, D)``, a ``(D,)`` class token as ``(1, 1, D)``; a fused ``.../qkv/...`` (``[query; key; value]``) or
+    ``.../kv/...`` tensor split into its parts, keys first, as timm's ``Attention`` and ``nn.MultiheadAttention`` do.
 
     Example:
     >>> out = torch_tensors("attn.qkv.weight", "MHA/qkv/kernel", np.zeros((24, 8)), "m")
@@ -49,8 +35,10 @@ def torch_tensors(key, name, array, path):
     """
     fused = next((f for f in ("qkv", "kv") if f"/{f}/" in name), None)
     if fused is None:
-        if name == "embedding/kernel":
-            return {name: patch_kernel(key, array, path)}
+        if name == "embedding/kernel":  # the patch Conv2d (D, C, P, P) -> (P, P, C, D)
+            if array.ndim != 4:
+                raise CheckpointError(f"Checkpoint {path!r}: {key!r} has shape {array.shape}, expected (D, C, P, P).")
+            return {name: array.transpose(2, 3, 1, 0)}
         if name == "Transformer/posembed_input/pos_embedding" and array.ndim == 2:
             return {name: array[None]}
         if name == "cls" and array.ndim == 1:
@@ -77,11 +65,7 @@ def joined(parts, axis=-1):
 
 
 def finish(out, unknown, path, layout):
-    """Refuse the keys no ViT has (named, at most 10 shown); returns ``out``.
-
-    A file without query/key/value biases keeps none: it declares ``qkv_bias=False``
-    (:func:`keras_vit.weights.formats.describe`) and loads into a model built without them.
-    """
+    """Refuse the keys no ViT has (named, at most 10 shown); returns ``out``."""
     if unknown:
         raise CheckpointError(
             f"Checkpoint {path!r} ({layout} layout) has {len(unknown)} key(s) that are not part of a ViT: "

@@ -3,11 +3,10 @@
 Attention kernels stored with their heads merged have the same shapes for 2 heads or 4, and no tensor says its
 LayerNorm epsilon, MLP activation or query/key/value bias: such weights loaded into a model built with other values
 give other logits without an error. So every source returns, besides the shapes, a *declared record*
-``{field: Declaration(value, said, origin)}``: the ``ViTConfig`` field (or one it lacks, compared with keras_vit's
-fixed choice: :data:`FIXED`), its value in the config's terms, how the file says it (``num_attention_heads=4``) and
-the file that says it. :func:`check` compares a record with a model's config and names every difference at once;
-the loader calls it before anything is written, the builders before anything is built, after taking from the file
-the fields in :data:`ADOPTED` that the caller did not set.
+``{field: Declaration(value, said, origin)}``: the ``ViTConfig`` field, its value in the config's terms, how the file
+says it (``num_attention_heads=4``) and the file that says it. :func:`check` compares a record with a model's config
+and names every difference at once; the loader calls it before anything is written, the builders before anything is
+built, after taking from the file the fields in :data:`ADOPTED` that the caller did not set.
 
 The image and patch sizes a file states are checked against its own weights
 (:func:`keras_vit.weights.config.check_against_weights`), not the model's: another resolution or patch size is
@@ -27,10 +26,8 @@ ACTIVATIONS = {
     "quick_gelu": "quick_gelu", "QuickGELU": "quick_gelu",
     "silu": "silu", "swish": "silu", "SiLU": "silu", "nn.SiLU": "silu", "torch.nn.SiLU": "silu",
 }
-# fields a builder takes from the file when its caller did not set them (a field ViTConfig lacks is skipped)
+# fields a builder takes from the file when its caller did not set them
 ADOPTED = ("layer_norm_epsilon", "mlp_activation", "resnet_norms")
-# the paper's attention and MLP, for a config object without these fields (a ViTConfig has both)
-FIXED = {"mlp_activation": "gelu", "qkv_bias": True}
 # fields whose None means the blocks' value (the attention pooling head's heads and MLP width), with pooling="map"
 FOLLOWS = {"map_num_heads": "num_heads", "map_mlp_dim": "mlp_dim"}
 # fields whose None is a value (no LayerScale, no projection), compared like any other
@@ -80,19 +77,19 @@ OUTPUT_POOLINGS = ("avg", "max", "feature_map")
 
 
 def model_value(config, field):
-    """The model's value of a declared ``field``: the config's, or keras_vit's fixed choice where it has none.
+    """The model's value of a declared ``field`` (None: nothing to compare, a field ``ViTConfig`` lacks too).
 
     A model without a head pooled as ``keras.applications`` spells it (:data:`OUTPUT_POOLINGS`) has no
     pooling to compare: the file's pooling chose its classifier's input, which such a model does not use.
     """
-    if field == "pooling" and not getattr(config, "include_top", True) and getattr(config, "pooling", None) in OUTPUT_POOLINGS:
+    if field == "pooling" and not config.include_top and config.pooling in OUTPUT_POOLINGS:
         return None
     if field in FOLLOWS:  # nothing to compare without an attention pooling head
-        if getattr(config, "pooling", None) != "map":
+        if config.pooling != "map":
             return None
-        value = getattr(config, field, None)
+        value = getattr(config, field)
         return getattr(config, FOLLOWS[field]) if value is None else value
-    return getattr(config, field, FIXED.get(field))
+    return getattr(config, field, None)
 
 
 def _agrees(field, declared, have):
@@ -137,18 +134,9 @@ def mismatches(record, config):
 
 
 def check(record, config, path, model_name=None):
-    """Refuse a checkpoint whose declared architecture differs from ``config``, naming every difference at once.
-
-    Args:
-        record: the checkpoint's declared record (``CheckpointInfo.declared``).
-        config: the model's :class:`~keras_vit.architecture.config.ViTConfig`.
-        path: the checkpoint, named in the error.
-        model_name: the model's name, if it is built.
-
-    Raises:
-        CheckpointError: a declared field differs from the model's; the message names the file, each source
-            field with its value, and the model's field with its value.
-    """
+    """Refuse a checkpoint (``path``) whose declared ``record`` (``CheckpointInfo.declared``) differs from the model's
+    ``config`` (a ``ViTConfig``; ``model_name`` if it is built): a ``CheckpointError`` naming the file, each field as
+    the file says it, and the model's field with its value."""
     found = mismatches(record or {}, config)
     if not found:
         return
@@ -162,14 +150,10 @@ def check(record, config, path, model_name=None):
 
 
 def adopt(config, record, given):
-    """``config`` with the :data:`ADOPTED` fields the file declares and the caller did not set (in ``given``).
-
-    A field ``ViTConfig`` does not have (yet), or a value it refuses (an activation keras_vit lacks), is left to
-    :func:`check`, which refuses a value other than the model's by name.
-    """
-    fields = getattr(type(config), "__dataclass_fields__", {})
+    """``config`` with the :data:`ADOPTED` fields the file declares and the caller did not set (in ``given``); a
+    value ``ViTConfig`` refuses (an activation keras_vit lacks) is left to :func:`check`, which names it."""
     for field in ADOPTED:
-        if field in record and field in fields and field not in given:
+        if field in record and field not in given:
             try:
                 config = config.replace(**{field: record[field].value})
             except ValueError:  # a value keras_vit has no such layer for (gelu_new): check() names it

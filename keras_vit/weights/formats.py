@@ -1,8 +1,6 @@
-"""The checkpoint dispatcher: a loop over :data:`SOURCES`, the first source that claims a path reads it.
-
-How a source is written and registered, and the order they are asked in: docs/architecture.md ("Adding a
-weight source"). :func:`describe` gives a :class:`CheckpointInfo`, :func:`read` the arrays under the original
-keys; pickle files are refused, never unpickled.
+"""The checkpoint dispatcher: a loop over :data:`SOURCES`, the first source that claims a path reads it
+(docs/architecture.md, "Adding a weight source"); :func:`describe` gives a :class:`CheckpointInfo`, :func:`read`
+the arrays under the original keys.
 """
 
 from keras_vit.errors import CheckpointError

@@ -1,13 +1,8 @@
 """The ImageNet-1k and ImageNet-21k class lists of the original checkpoints' heads, and which one a pretrained head has.
 
-The lists under ``keras_vit/weights/assets/`` come from timm 1.0.31
-(``timm/data/_info/``, Apache-2.0): the WordNet ids in the order of the
-original ViT heads (``imagenet21k_goog_synsets.txt`` for the 21,843-class
-imagenet21k checkpoints) joined with their lemmas. A model built from
-pretrained weights takes its class names from here when the weights' tag says
-the head was trained on one of them (:func:`imagenet_dataset_of`); predict
-uses them for a head of 1000 or 21843 classes
-(:func:`keras_vit.inference.labels.class_names`).
+The lists under ``keras_vit/weights/assets/`` come from timm 1.0.31 (``timm/data/_info/``, Apache-2.0): the WordNet
+ids in the order of the original ViT heads (``imagenet21k_goog_synsets.txt`` for the 21,843-class imagenet21k
+checkpoints) joined with their lemmas.
 """
 
 import functools
@@ -43,12 +38,8 @@ def imagenet_labels(dataset=IMAGENET1K):
 
 
 def imagenet_dataset_of(tag, num_classes):
-    """The ImageNet label set a pretrained head was trained on, from its tag, or None.
-
-    ``tag`` is a preset tag (``"imagenet21k+imagenet2012"``, ``"augreg_in21k_ft_in1k"``) or a timm
-    pretrained tag (``"augreg2_in21k_ft_in1k"``, ``"fb_in1k"``): the dataset it ends with names the
-    head's classes when their number is that dataset's (1000 for ImageNet-1k / ILSVRC-2012, 21843
-    for the ImageNet-21k head of the original checkpoints).
+    """The ImageNet label set a pretrained head was trained on, or None: the dataset its preset or timm ``tag`` ends
+    with, when the number of classes is that dataset's.
 
     Example:
     >>> imagenet_dataset_of("augreg_in21k_ft_in1k", 1000), imagenet_dataset_of("imagenet21k", 21843)

@@ -1,10 +1,6 @@
-"""A foreign model's input normalisation: where it is read, its check, and its folding into the patch embedding.
-
-keras_vit models scale pixels to [-1, 1]. A timm or transformers model trained
-on inputs normalised with another mean and standard deviation than 0.5 (timm's
-``pretrained_cfg.mean`` / ``std``, a transformers ``preprocessor_config.json``)
-gets them folded into the patch embedding (:func:`fold_normalization`; exact:
-the embedding is linear), so it takes keras_vit's inputs.
+"""A foreign model's input normalisation: where it is read (timm's ``pretrained_cfg.mean`` / ``std``, a
+transformers ``preprocessor_config.json``), its check, and its folding into the patch embedding for a model that
+scales its pixels otherwise (:func:`fold_normalization`; exact: the embedding is linear).
 """
 
 import os
@@ -92,13 +88,12 @@ def read_normalization(path, reading, config_path):
 
 
 def fold_normalization(arrays, mean, std, model_mean=None, model_std=None):
-    """Make a model trained on ``(x / 255 - mean) / std`` inputs take ``(x / 255 - model_mean) / model_std``.
+    """Make a model trained on ``(x / 255 - mean) / std`` inputs take ``(x / 255 - model_mean) / model_std``
+    (default: keras_vit's ``x / 127.5 - 1``, ``model_mean = model_std = 0.5``).
 
-    The model's default is keras_vit's ``x / 127.5 - 1`` (``model_mean = model_std = 0.5``). With
-    ``u = (x / 255 - m') / s'``, ``(x / 255 - mean) / std = u s' / std + (m' - mean) / std``: the
-    patch embedding's kernel is scaled per input channel and the constant goes into its bias.
-    Nothing changes when the two agree (a model built with the file's ``input_mean`` and ``input_std``,
-    as :func:`keras_vit.from_pretrained` builds it), or when ``mean`` and ``std`` are None.
+    With ``u = (x / 255 - m') / s'``, ``(x / 255 - mean) / std = u s' / std + (m' - mean) / std``: the patch
+    embedding's kernel is scaled per input channel and the constant goes into its bias. Nothing changes when the two
+    agree (a model built with the file's ``input_mean`` and ``input_std``), or when ``mean`` and ``std`` are None.
 
     Example:
     >>> arrays = {"embedding/kernel": np.ones((1, 1, 3, 1)), "embedding/bias": np.zeros(1)}

@@ -60,8 +60,6 @@ DECLARED = ("num_heads", "layer_norm_epsilon", "hidden_size", "num_layers", "mlp
 def declared(config, path):
     """The declared record (:mod:`keras_vit.weights.declared`) of a saved model's ``ViTConfig``.
 
-    A field the config does not have (``mlp_activation`` before it exists) is not declared.
-
     Example:
     >>> from keras_vit.architecture.config import ViTConfig
     >>> declared(ViTConfig(num_heads=4, hidden_size=32, mlp_dim=64), "m.keras")["num_heads"]
@@ -69,26 +67,8 @@ def declared(config, path):
     """
     record = {}
     for field in DECLARED:
-        if hasattr(config, field):
-            value = getattr(config, field)
-            declare(record, field, value, f"vit_config.{field}={value!r}", path)
+        declare(record, field, getattr(config, field), f"vit_config.{field}={getattr(config, field)!r}", path)
     return record
-
-
-def read(path):
-    """``{original key: np.ndarray}`` (and ``keras/...`` keys) of a ``.keras`` file.
-
-    Example:
-    >>> import tempfile, keras_vit
-    >>> model = keras_vit.ViT(image_size=32, patch_size=8, hidden_size=32, num_layers=1, num_heads=4, mlp_dim=64)
-    >>> path = os.path.join(tempfile.mkdtemp(), "m.keras")
-    >>> keras_vit.save_model(model, path)
-    >>> read(path)["embedding/kernel"].shape
-    (8, 8, 3, 32)
-    """
-    arrays = dict(contents(path)[0])
-    _contents.cache_clear()  # read once for the builder's describe and load, not held for the process
-    return arrays
 
 
 class KerasFileSource(Source):
@@ -106,7 +86,9 @@ class KerasFileSource(Source):
                               class_names=class_names, grid=config.grid)
 
     def arrays(self, opened, architecture=None, input_mean=None, input_std=None):
-        return read(opened.path)  # a keras_vit model's inputs are its own: nothing to fold
+        arrays = dict(contents(opened.path)[0])  # a keras_vit model's inputs are its own: nothing to fold
+        _contents.cache_clear()  # read once for the builder's describe and load, not held for the process
+        return arrays
 
 
 SOURCE = KerasFileSource()

@@ -1,7 +1,6 @@
-"""Loading a checkpoint into a built keras_vit model, all or nothing, with a report (:func:`load_checkpoint`).
-
-Position embeddings are resampled to the model's grid, the patch kernel to its patch size (FlexiViT); a head of
-another size is left at zero (the paper's fine-tuning).
+"""Loading a checkpoint into a built keras_vit model, all or nothing, with a report (:func:`load_checkpoint`):
+position embeddings resampled to the model's grid, the patch kernel to its patch size (FlexiViT), a head of
+another size left at zero (the paper's fine-tuning).
 """
 
 import dataclasses
@@ -74,16 +73,12 @@ def load_checkpoint(model, checkpoint, strict=True, source=None, *, info=None):
         A :class:`LoadReport`.
 
     Raises:
-        CheckpointError: the file declares an architecture the model does not have (heads, LayerNorm
-            epsilon, MLP activation, query/key/value bias, sizes, class token, pooling: every difference
-            named, see :mod:`keras_vit.weights.declared`), a key the model needs is missing, a tensor has a
-            shape that cannot be mapped (the message names the key and both
-            shapes), a dtype that is not a real number (bool, complex,
-            string, object) or NaN/infinite values (the message names the
-            key). Nothing is written into the model in that case.
+        CheckpointError: the file declares an architecture the model does not have (every difference named:
+            :mod:`keras_vit.weights.declared`), a key the model needs is missing, a tensor has a shape that cannot
+            be mapped (the key and both shapes named), a dtype that is not a real number, or NaN/infinite values.
+            Nothing is written into the model in that case.
         ValueError: the model is quantized or has LoRA enabled (:func:`keras_vit.architecture.state.require_float`:
-            float weights would become zeros in integer kernels, or sit under old LoRA factors); refused before
-            the file is read.
+            float weights would become zeros in integer kernels, or sit under old LoRA factors).
 
     Example:
     >>> import keras_vit
@@ -187,12 +182,8 @@ def load_checkpoint(model, checkpoint, strict=True, source=None, *, info=None):
 
 
 def load_into(model, path, source=None, *, info=None):
-    """What a builder's ``weights=path`` does once its model is built: load, and keep the report on the model.
-
-    This is the one place that sets ``model.load_report`` (the :class:`LoadReport`
-    of the builder's load, printed by ``keras-vit train``); a model built
-    without ``weights`` has no such attribute. To load into a model yourself,
-    call :func:`load_checkpoint`, which returns the report.
+    """What a builder's ``weights=path`` does once its model is built: load, and keep the :class:`LoadReport` on
+    the model as ``model.load_report`` (the one place that sets it; a model built without ``weights`` has none).
 
     Example:
     >>> model = keras_vit.ViTB16(weights="ViT-B_16.npz")  # doctest: +SKIP
@@ -228,10 +219,9 @@ def _check_values(path, key, array):
 
 
 def _square_grid(model, array, target):
-    """The grid of position embeddings whose file states none: the square they make (the original layout's, as
-    :func:`~keras_vit.weights.architecture.infer` reads it), so that a model of another grid of the same count
-    (2 x 8 for 4 x 4) gets them resampled, not read row by row as its own; None for a count that is no square
-    (only a model of that count can take it, as it is)."""
+    """The square grid of position embeddings whose file states none (as :func:`~keras_vit.weights.architecture.infer`
+    reads it), so that a model of another grid of the same count (2 x 8 for 4 x 4) gets them resampled, not read
+    row by row; None for a count that is no square."""
     positions = array.shape[1] - (target.shape[1] - int(np.prod(model_grid(model)))) if array.ndim == 3 else 0
     side = math.isqrt(max(positions, 0))
     return (side, side) if side and side * side == positions else None

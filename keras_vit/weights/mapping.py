@@ -1,10 +1,6 @@
-"""Where each checkpoint key goes in a keras_vit model: checkpoint keys -> model variables, per architecture.
-
-The variables are found by their paths (``transformer_block_0/attention/query/kernel``),
-the same names ``.keras`` files store, never through private attributes of
-the layers. The choice of mapping is explicit: :func:`targets_of` uses
-:func:`vit_targets` for every model and adds :func:`hybrid_targets` when the
-model's configuration has a ResNet stem (``model.vit_config.stem == "resnet"``).
+"""Where each checkpoint key goes in a keras_vit model (:func:`targets_of`): the variables found by their paths
+(``transformer_block_0/attention/query/kernel``, the names ``.keras`` files store), never through private
+attributes of the layers.
 """
 
 import dataclasses
@@ -46,24 +42,18 @@ ATTENTION_NORM_KEYS = {f"MultiHeadDotProductAttention_1/LayerNorm_0/{key}": f"at
 FAMILY_KEYS = {
     "dist": "patch_encoder/distillation_token",
     "reg": "patch_encoder/register_tokens",
-    "Transformer/pre_norm/scale": "pre_norm/gamma",
-    "Transformer/pre_norm/bias": "pre_norm/beta",
-    "embedding_norm/scale": "patch_encoder/patch_norm/gamma",  # a norm of the patch embeddings (AIMv2's)
-    "embedding_norm/bias": "patch_encoder/patch_norm/beta",
-    "fc_norm/scale": "fc_norm/gamma",
-    "fc_norm/bias": "fc_norm/beta",
+    **{f"{key}/{weight}": f"{path}/{name}" for key, path in (
+        ("Transformer/pre_norm", "pre_norm"), ("embedding_norm", "patch_encoder/patch_norm"),  # AIMv2's patch norm
+        ("fc_norm", "fc_norm")) for weight, name in _NORM_WEIGHTS.items()},
     "projection/kernel": "projection/kernel",
     "head_dist/kernel": "head_distillation/kernel",
     "head_dist/bias": "head_distillation/bias",
     "MAPHead_0/probe": "map_head/probe",
     "Transformer/posembed_input/pos_embedding_rows": "patch_encoder/position_embedding_rows",  # NaFlex's factorised
     "Transformer/posembed_input/pos_embedding_cols": "patch_encoder/position_embedding_cols",  # tables (1, n, D)
-    "MAPHead_0/LayerNorm_0/scale": "map_head/layer_norm/gamma",
-    "MAPHead_0/LayerNorm_0/bias": "map_head/layer_norm/beta",
-    "MAPHead_0/MlpBlock_0/Dense_0/kernel": "map_head/mlp_dense_1/kernel",
-    "MAPHead_0/MlpBlock_0/Dense_0/bias": "map_head/mlp_dense_1/bias",
-    "MAPHead_0/MlpBlock_0/Dense_1/kernel": "map_head/mlp_dense_2/kernel",
-    "MAPHead_0/MlpBlock_0/Dense_1/bias": "map_head/mlp_dense_2/bias",
+    **{f"MAPHead_0/LayerNorm_0/{key}": f"map_head/layer_norm/{name}" for key, name in _NORM_WEIGHTS.items()},
+    **{f"MAPHead_0/MlpBlock_0/Dense_{i}/{kind}": f"map_head/mlp_dense_{i + 1}/{kind}"
+       for i in (0, 1) for kind in ("kernel", "bias")},
 }
 # the MAP head's attention: big_vision's (D, heads, head_dim) kernels, or merged (D, D) as timm and transformers
 # store them -> keras_vit's (D, D) Dense kernels
@@ -104,12 +94,8 @@ class GroupNormTarget(Target):
 
 
 def layer_weights(layer):
-    """``{"<layer name>/<path inside the layer>": variable}`` for one layer of a model.
-
-    Variable paths start with the name scopes the layer was built under; the
-    part from the layer's own name on is what ``.keras`` files and the
-    checkpoint mapping rely on.
-    """
+    """``{"<layer name>/<path inside the layer>": variable}`` for one layer of a model: a variable's path from the
+    layer's own name on (past the name scopes it was built under)."""
     found = {}
     marker = f"/{layer.name}/"
     for variable in layer.weights:
@@ -189,11 +175,7 @@ def _has_block_key(config, key):
         return config.mlp_bias
     if "/out/" in key:
         return config.proj_bias
-    return config.qkv_bias or not _is_qkv_bias(key)
-
-
-def _is_qkv_bias(key):
-    return key.endswith("/bias") and any(f"/{name}/" in key for name in ("query", "key", "value"))
+    return config.qkv_bias or not any(f"/{name}/" in key for name in ("query", "key", "value"))
 
 
 _UNIT_NAME = re.compile(r"^block(\d+)_unit(\d+)$")
@@ -215,15 +197,10 @@ def _resnet_layer_targets(checkpoint_prefix, layer):
 
 
 def hybrid_targets(model):
-    """Checkpoint keys of the ResNet part: ``conv_root``, ``gn_root``, ``block{i}/unit{j}/...``.
-
-    The embedding, Transformer and head are mapped by :func:`vit_targets` as for
-    the plain ViT; :func:`targets_of` joins the two.
-    """
+    """Checkpoint keys of a hybrid's ResNet part: ``conv_root``, ``gn_root``, ``block{i}/unit{j}/...``."""
     layers = {layer.name: layer for layer in model.layers}
-    targets = {}
-    targets.update(_resnet_layer_targets("conv_root", layers["conv_root"]))
-    targets.update(_resnet_layer_targets("gn_root", layers["gn_root"]))
+    targets = {**_resnet_layer_targets("conv_root", layers["conv_root"]),
+               **_resnet_layer_targets("gn_root", layers["gn_root"])}
     for name, layer in layers.items():
         match = _UNIT_NAME.match(name)
         if match and isinstance(layer, ResidualUnit):
@@ -249,11 +226,8 @@ def targets_of(model):
 
 
 def keras_targets(model, targets):
-    """``{"keras/<layer>/<weight>": Target}`` for the weights of ``model`` that ``targets`` leaves out.
-
-    A conv stem's weights have no key in the original layout; a ``.keras``
-    source (:mod:`keras_vit.weights.keras_file`) carries them under these keys,
-    and the loader writes them into a model with the same layers.
+    """``{"keras/<layer>/<weight>": Target}`` for the weights of ``model`` that ``targets`` leaves out (a conv
+    stem's, which have no key in the original layout: only a ``.keras`` source carries them).
 
     Example:
     >>> from keras_vit.models.small import conv_stem_vit

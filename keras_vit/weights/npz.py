@@ -1,12 +1,9 @@
 """Reading the original Google ViT ``.npz`` under canonical keys: arrays, or shapes only (from the array headers).
 
-Reads the files of google-research/vision_transformer (imagenet21k,
-imagenet21k+imagenet2012 and AugReg releases), in both the original naming
-(``MultiHeadDotProductAttention_1``, ``LayerNorm_2``, ``MlpBlock_3``) and the
-newer Flax naming (``..._0``, ``LayerNorm_1``, ``MlpBlock_0``, optional
-``params/`` prefix), and files saved with their ``flax.optim`` optimizer
-(``opt/target/`` prefix). Every key is returned in the original naming.
-Which format a path holds is :mod:`keras_vit.weights.formats`' job.
+Reads the files of google-research/vision_transformer (imagenet21k, imagenet21k+imagenet2012 and AugReg releases)
+in the original naming (``MultiHeadDotProductAttention_1``, ``LayerNorm_2``, ``MlpBlock_3``), the newer Flax naming
+(``..._0``, ``LayerNorm_1``, ``MlpBlock_0``, optional ``params/`` prefix), and files saved with their ``flax.optim``
+optimizer (``opt/target/`` prefix); every key is returned in the original naming.
 """
 
 import contextlib
@@ -31,11 +28,8 @@ _BLOCK_RENAMES = {
 
 
 def canonical_key(key):
-    """Map a checkpoint key of any supported naming to the original naming.
-
-    Handles the Flax ``params/`` prefix and the ``opt/target/`` prefix of files
-    saved with their ``flax.optim`` optimizer (``opt/state/...`` keys, the
-    optimizer's moments, are dropped by :func:`canonical_arrays` and :func:`npz_arrays`).
+    """Map a checkpoint key of any supported naming to the original naming (the optimizer's ``opt/state/...``
+    moments are dropped by :func:`canonical_arrays` and :func:`npz_arrays`).
 
     Example:
     >>> canonical_key("params/Transformer/encoderblock_3/MlpBlock_0/Dense_1/bias")
@@ -50,8 +44,7 @@ def canonical_key(key):
     return "/".join(parts)
 
 
-def _optimizer_state(key):
-    """True for the optimizer-state arrays saved beside ``opt/target/`` (not weights)."""
+def _optimizer_state(key):  # the optimizer-state arrays saved beside opt/target/ (not weights)
     return key.startswith("opt/") and not key.startswith("opt/target/")
 
 
@@ -87,7 +80,10 @@ def npz_arrays(path, shapes_only=False):
     path = os.fspath(path)
     out = {}
     with _reading(path), zipfile.ZipFile(path) as archive:
-        for member, key in _members(archive):
+        for member in archive.namelist():
+            key = member[: -len(".npy")] if member.endswith(".npy") else member
+            if _optimizer_state(key):
+                continue
             out[canonical_key(key)] = _entry_header(path, archive, member)
             if not shapes_only:
                 with archive.open(member) as stream:
@@ -98,11 +94,8 @@ def npz_arrays(path, shapes_only=False):
 
 
 def verify_npz(path):
-    """Read every member of an ``.npz`` through, or raise ``CheckpointError`` naming the file and what is wrong.
-
-    Checks what a build would only meet while loading: each member's zip CRC-32 (checked when its
-    last byte is read), its ``.npy`` header, and that its data is as long as the header's shape
-    (a short member is refused). Reads in blocks: nothing is allocated for the arrays.
+    """Read every member of an ``.npz`` through in blocks (its zip CRC-32 checked at its last byte, its ``.npy``
+    header, its data as long as the header's shape), or raise ``CheckpointError`` naming the file and what is wrong.
     """
     path = os.fspath(path)
     with _reading(path), zipfile.ZipFile(path) as archive:
@@ -120,11 +113,9 @@ _HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.f
 
 
 def declared(shapes, path, layout=True):
-    """What an original checkpoint declares (:mod:`keras_vit.weights.declared`): its heads, and its epsilon.
-
-    The attention kernels are ``(D, heads, head_dim)``: the heads axis declares the number of heads. The
-    original code's LayerNorms use epsilon 1e-6, which ``layout`` declares (an ``.npz``; not a dict of
-    arrays, which may come from anywhere).
+    """What an original checkpoint declares (:mod:`keras_vit.weights.declared`): its heads (the attention kernels'
+    ``(D, heads, head_dim)``), and with ``layout`` (an ``.npz``, not a dict of arrays from anywhere) the original
+    code's LayerNorm epsilon 1e-6.
 
     Example:
     >>> declared({QUERY_KERNEL: (32, 2, 16)}, "c.npz")["num_heads"].said
@@ -142,20 +133,9 @@ def declared(shapes, path, layout=True):
     return record
 
 
-def _members(archive):
-    """``(member, key)`` of each array in an ``.npz`` archive, the optimizer state left out."""
-    for member in archive.namelist():
-        key = member[: -len(".npy")] if member.endswith(".npy") else member
-        if not _optimizer_state(key):
-            yield member, key
-
-
 def _entry_header(path, archive, member):
-    """The shape in an archive entry's ``.npy`` header, refused when its data cannot fit the entry's size.
-
-    A corrupt or hostile header can claim any shape (1e13 elements): checked
-    here, that is an error naming the entry, never a ``MemoryError``.
-    """
+    """The shape in an archive entry's ``.npy`` header, refused when its data cannot fit the entry's size (a corrupt
+    or hostile header can claim 1e13 elements: an error naming the entry, never a ``MemoryError``)."""
     with archive.open(member) as stream:
         version = np.lib.format.read_magic(stream)
         reader = _HEADER_READERS.get(version)

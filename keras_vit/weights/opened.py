@@ -1,13 +1,147 @@
 """A checkpoint path looked at once for every source that is asked about it (:class:`Opened`).
+
+Its kind is told by its first bytes rather than its name (:func:`sniff`): a zip archive is a keras_vit ``.keras``
+model when it holds the entries ``model.save`` writes (:func:`keras_vit.weights.keras_file.is_keras_archive`), a
+PyTorch archive (refused) when it holds a ``data.pkl``, else an ``.npz``; a ``.safetensors`` file starts with the
+8-byte little-endian size of its JSON header and ``{``. Pickle files (PyTorch's ``.bin``, ``.pth``, ``.pt``,
+``.ckpt``, ``.pkl``, ``.pickle`` and ``torch.save`` zip archives) run code when unpickled: they are refused by name
+and by their first byte, never unpickled (:func:`refuse_pickle`).
+
+A ``save_pretrained`` folder holds one ``model.safetensors`` or, for large models, shards listed by an index
+(``{"weight_map": {tensor: shard file}}``): :func:`folder_files` finds the files to read; :func:`check_index`
+checks, once they are read, that each tensor is in the shard its index names (shards of two downloads mixed up
+would load another model's tensors).
 """
 
 import os
+import struct
+import zipfile
 
 from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
-from keras_vit.weights import shards
+from keras_vit.weights import keras_file
 from keras_vit.weights.safetensors_files import Tensors
-from keras_vit.weights.sniff import sniff
+
+PICKLE_SUFFIXES = (".bin", ".pth", ".pt", ".ckpt", ".pkl", ".pickle")
+
+
+def refuse_pickle(path, what=None):
+    """Raise the ``CheckpointError`` that refuses ``path``: ``what`` it is (default: a pickle file) and what to use instead."""
+    raise CheckpointError(
+        f"Checkpoint {path!r} is {what or 'a pickle file (PyTorch .bin/.pth)'}: keras_vit never unpickles weights. "
+        "Use the .safetensors file that the same model publishes (model.safetensors on the Hugging Face Hub), "
+        "or save one with safetensors.torch.save_file(model.state_dict(), 'model.safetensors')."
+    )
+
+
+def sniff(path):
+    """``"npz"``, ``"keras"``, ``"safetensors"``, or a ``CheckpointError`` naming the file and what it really is."""
+    if not os.path.isfile(path):
+        raise CheckpointError(f"Checkpoint not found: {path!r}")
+    if path.lower().endswith(PICKLE_SUFFIXES):
+        refuse_pickle(path)
+    with open(path, "rb") as f:
+        head = f.read(16)
+    if head.startswith(b"PK"):
+        try:
+            with zipfile.ZipFile(path) as archive:
+                names = archive.namelist()
+        except zipfile.BadZipFile as error:
+            raise CheckpointError(f"Cannot read checkpoint {path!r}: a damaged zip/.npz archive ({error}).") from error
+        if any(name.endswith("data.pkl") for name in names):
+            refuse_pickle(path, "a PyTorch archive (torch.save, pickled)")
+        return keras_file.FORMAT if keras_file.is_keras_archive(names) else "npz"
+    if head.startswith(b"\x93NUMPY"):
+        raise CheckpointError(f"Checkpoint {path!r} is a single NumPy array (.npy), not an .npz checkpoint of named arrays.")
+    if len(head) >= 9 and head[8:9] == b"{" and struct.unpack("<Q", head[:8])[0] < os.path.getsize(path):
+        return "safetensors"
+    if head[:1] == b"\x80":
+        refuse_pickle(path)
+    raise CheckpointError(
+        f"Checkpoint {path!r} is neither an .npz archive nor a .safetensors file (it starts with {head[:8]!r}). "
+        "The file may be truncated or corrupt; download it again."
+    )
+
+
+def folder_files(folder):
+    """The ``.safetensors`` files of a folder and its ``config.json`` (or None)."""
+    config = os.path.join(folder, "config.json")
+    index = os.path.join(folder, "model.safetensors.index.json")
+    if os.path.isfile(index):
+        files = [os.path.join(folder, shard) for shard in sorted(set(read_index(index).values()))]
+    elif os.path.isfile(os.path.join(folder, "model.safetensors")):
+        files = [os.path.join(folder, "model.safetensors")]
+    else:
+        files = sorted(os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".safetensors"))
+    if not files:
+        pickles = sorted(n for n in os.listdir(folder) if n.endswith(PICKLE_SUFFIXES))
+        if pickles:
+            refuse_pickle(os.path.join(folder, pickles[0]), f"a folder whose only weights are pickle files ({', '.join(pickles)})")
+        presets = sorted(n for n in os.listdir(folder) if n.endswith(".weights.h5"))
+        if presets:  # a keras-hub preset whose config.json does not say so
+            raise CheckpointError(
+                f"Folder {folder!r} holds {', '.join(presets)} and no .safetensors file, as a keras-hub preset does, "
+                "but its config.json has no 'registered_name' starting with 'keras_hub>' (keras-hub's save_to_preset "
+                "writes one, e.g. 'keras_hub>ViTBackbone'), so it is read as no preset. Fix config.json, or save the "
+                "preset again with save_to_preset."
+            )
+        raise CheckpointError(f"Folder {folder!r} holds no model.safetensors (nor any .safetensors file).")
+    return files, (config if os.path.isfile(config) else None)
+
+
+def read_index(index):
+    """The ``weight_map`` of a sharded index, checked: a JSON object of tensor name -> shard file in the folder.
+
+    Every value must be the name of a file beside the index (a relative path that stays inside the
+    folder: no absolute path, no ``..``); an index that is not of that shape is refused naming the
+    file and the key, before any shard is opened.
+
+    Example:
+    >>> import json, os, tempfile
+    >>> index = os.path.join(tempfile.mkdtemp(), "model.safetensors.index.json")
+    >>> with open(index, "w") as f:
+    ...     json.dump({"weight_map": {"x": 3}}, f)
+    >>> read_index(index)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    keras_vit.errors.CheckpointError: '...index.json': weight_map['x']=3, expected the name of a shard file (a string).
+    """
+    content = config_lib.read_json(index)
+    if "weight_map" not in content:
+        raise CheckpointError(f"{index!r} has no weight_map (tensor name -> shard file); the index is damaged.")
+    weight_map = config_lib.json_object(content["weight_map"], index, "weight_map")
+    for key, shard in weight_map.items():
+        if not isinstance(shard, str) or not shard:
+            raise CheckpointError(
+                f"{index!r}: weight_map[{key!r}]={shard!r}, expected the name of a shard file (a string)."
+            )
+        normal = os.path.normpath(shard)
+        if os.path.isabs(shard) or normal == ".." or normal.startswith(".." + os.sep) or normal == "." or "\0" in shard:
+            raise CheckpointError(
+                f"{index!r}: weight_map[{key!r}]={shard!r} is not a file inside the folder of the index "
+                "(an absolute path or one that leaves it with '..'); shards are named relative to the folder."
+            )
+    return weight_map
+
+
+def check_index(folder, tensors):
+    """The shards of a sharded folder hold exactly the tensors its index maps to them (no mixed-up shard)."""
+    index = os.path.join(folder, "model.safetensors.index.json")
+    if not os.path.isfile(index):
+        return
+    weight_map = read_index(index)
+    found = {key: os.path.basename(file) for key, file in tensors.where.items()}
+    wrong = sorted(k for k in set(weight_map) | set(found) if found.get(k) != weight_map.get(k))
+    if wrong:
+        shown = "; ".join(
+            f"{k!r}: index says {weight_map.get(k)!r}, found in {repr(found[k]) if k in found else 'no shard'}"
+            for k in wrong[:5]
+        )
+        raise CheckpointError(
+            f"{index!r} does not match its shards ({len(wrong)} tensor(s): {shown}"
+            f"{' ...' if len(wrong) > 5 else ''}); "
+            "the shards and the index come from different downloads. Download the model again."
+        )
 
 
 class Opened:
@@ -38,7 +172,7 @@ class Opened:
         beside it) or folder (``model.safetensors`` or its shards, checked against their index), read once."""
         if self._state_dict is None:
             if self.kind == "folder":
-                files, config_path = shards.folder_files(self.path)
+                files, config_path = folder_files(self.path)
             elif self.kind == "safetensors":
                 files = [self.path]
                 beside = os.path.join(os.path.dirname(os.path.abspath(self.path)), "config.json")
@@ -47,7 +181,7 @@ class Opened:
                 raise CheckpointError(f"Checkpoint {self.path!r} is no .safetensors file or folder.")
             tensors = Tensors(files)
             if self.kind == "folder":
-                shards.check_index(self.path, tensors)
+                check_index(self.path, tensors)
             config = config_lib.read_json(config_path) if config_path else None
             self._state_dict = tensors, config, config_path
         return self._state_dict

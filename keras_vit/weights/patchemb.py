@@ -1,29 +1,20 @@
 """Patch-size resampling of the patch-embedding kernel: FlexiViT's pseudo-inverse resize (Beyer et al., 2023).
 
-A patch ``x`` of ``P x P`` pixels, resized to ``P' x P'``, is ``B x``, where
-``B`` is the ``(P'^2, P^2)`` matrix of the bilinear resize that big_vision
-applies to images (``tf.image.resize(method="bilinear")``: half-pixel centres,
-no antialiasing). A kernel ``w`` is moved to the new patch size by the kernel
-``w'`` that gives the same token on the resized patch, in the least-squares
-sense over all patches (Sec. 3.4 of the FlexiViT paper):
-
-    ``w' = argmin ||<x, w> - <B x, w'>||  =  pinv(B^T) w``
-
-Growing the patch (``P' >= P``), ``B`` has full column rank and
-``<B x, w'> = <x, w>`` holds for every patch ``x`` (the paper's property, a
-test); shrinking it, ``w'`` is the least-squares solution. Plain interpolation
-of the kernel gives neither. Each input channel and output unit is resampled
-alike (``w`` is ``(P, P, C, D)``). Computed in float64 with NumPy.
+A patch ``x`` of ``P x P`` pixels, resized to ``P' x P'``, is ``B x``, where ``B`` is the ``(P'^2, P^2)`` matrix of
+the bilinear resize big_vision applies to images (``tf.image.resize(method="bilinear")``: half-pixel centres, no
+antialiasing). A kernel ``w`` moves to the new patch size as the ``w'`` that gives the same token on the resized
+patch, in the least-squares sense over all patches (Sec. 3.4 of the FlexiViT paper):
+``w' = argmin ||<x, w> - <B x, w'>|| = pinv(B^T) w``. Growing the patch, ``B`` has full column rank and
+``<B x, w'> = <x, w>`` for every patch (a test); shrinking it, ``w'`` is the least-squares solution. Each input
+channel and output unit is resampled alike, in float64.
 """
 
 import numpy as np
 
 
 def bilinear_matrix(new, old):
-    """``(new, old)``: 1-D bilinear resize with half-pixel centres and clamped edges, no antialiasing.
-
-    The resize of ``tf.image.resize(method="bilinear")`` (and of big_vision's
-    ``resample_patchemb``) along one axis.
+    """``(new, old)``: ``tf.image.resize(method="bilinear")``'s resize along one axis (half-pixel centres, clamped
+    edges, no antialiasing), as big_vision's ``resample_patchemb``.
 
     Example:
     >>> bilinear_matrix(4, 2).tolist()

@@ -1,11 +1,5 @@
-"""Position-embedding resampling (Sec. 3.2 of the paper): fine-tuning at another resolution.
-
-The checkpoint's grid of learned position embeddings is resampled in 2-D to the
-model's patch grid, by default as ``scipy.ndimage.zoom(order=1)`` does in the
-original code, or by another framework's rule named by ``method`` (one of
-:data:`keras_vit.layers.resampling.RESAMPLING_METHODS`: torch's bicubic, with or
-without antialiasing), with the formula a model built with ``image_size=None``
-runs in its graph (:func:`keras_vit.layers.resampling.resize_grid`), here in float64.
+"""Position-embedding resampling (Sec. 3.2 of the paper): fine-tuning at another resolution, by the formula a model
+built with ``image_size=None`` runs in its graph (:func:`keras_vit.layers.resampling.resize_grid`), here in float64.
 """
 
 import math
@@ -31,13 +25,9 @@ def model_grid(model):
 
 def resize_position_embedding(posemb, new_grid, old_grid=None, num_prefix_tokens=1, method="linear_aligned",
                               scale_factor=None):
-    """Resample ``(1, prefix + gh*gw, D)`` position embeddings to ``new_grid``.
-
-    The prefix (class token) positions are kept as they are; the grid is
-    resampled by ``method``: by default bilinear interpolation with aligned
-    corners, as ``scipy.ndimage.zoom(order=1)`` does in the original code.
-    Resizing to the same grid returns the input unchanged (as timm, transformers
-    and DINOv2 return their embeddings when the grid is the same).
+    """Resample ``(1, prefix + gh*gw, D)`` position embeddings to ``new_grid``, the prefix (class token) positions
+    kept; by default bilinearly with aligned corners, as ``scipy.ndimage.zoom(order=1)`` in the original code. The
+    same grid returns the input unchanged (as timm, transformers and DINOv2 do).
 
     Args:
         posemb: array ``(1, tokens, D)``.

@@ -1,10 +1,8 @@
 """Named pretrained weights: the original Google checkpoints, as one table of data.
 
-A preset is (variant, tag, resolution) -> a file in the ``vit_models`` bucket of
-google-research/vision_transformer. Builders resolve ``weights="<tag>"`` through
-:func:`find` (with their variant and ``image_size``); :mod:`keras_vit.weights.download`
-fetches and caches the file. ``KERAS_VIT_WEIGHTS_URL`` replaces :data:`BASE_URL`
-for every preset (a mirror, an air-gapped site).
+A preset is (variant, tag, resolution) -> a file in the ``vit_models`` bucket of google-research/vision_transformer,
+found by :func:`find`, fetched by :mod:`keras_vit.weights.download`; ``KERAS_VIT_WEIGHTS_URL`` replaces
+:data:`BASE_URL` for every preset (a mirror, an air-gapped site).
 
 Every file name below was looked up, none composed:
 
@@ -239,10 +237,8 @@ def presets_of(variant):
 
 
 def variant_named(name):
-    """The variant with presets that ``name`` writes, as the registry or the messages do, or None.
-
-    ``"ViT-B/16"`` and ``"R50+ViT-B/16"`` (how the messages print a variant) and any letter case
-    name the registry's ``"B/16"`` and ``"R50+B/16"``.
+    """The variant with presets that ``name`` writes, as the registry (``"B/16"``) or the messages (``"ViT-B/16"``)
+    do, in any letter case, or None.
 
     Example:
     >>> variant_named("ViT-Ti/16"), variant_named("r50+vit-b/16"), variant_named("X/16")
@@ -253,10 +249,8 @@ def variant_named(name):
 
 
 def find(variant, tag, image_size=None):
-    """The preset ``tag`` of ``variant`` closest to ``image_size`` (its own file where one exists).
-
-    The file at another resolution than ``image_size`` loads too: its position
-    embeddings are resampled in 2-D (the paper's fine-tuning at a higher resolution).
+    """The preset ``tag`` of ``variant`` closest to ``image_size`` (its own file where one exists; another loads with
+    its position embeddings resampled).
 
     Args:
         variant: the registry name (``"Ti/16"``, ``"R50+B/16"``).
@@ -291,19 +285,14 @@ def find(variant, tag, image_size=None):
     return min(candidates, key=lambda p: (abs(p.image_size - h) + abs(p.image_size - w), -p.image_size))
 
 
-def base_url():
-    """``$KERAS_VIT_WEIGHTS_URL`` (without a trailing ``/``) if set, else :data:`BASE_URL`."""
-    return (os.environ.get(URL_ENV) or BASE_URL).rstrip("/")
-
-
 def url_of(preset):
-    """The URL a preset is downloaded from, under :func:`base_url`.
+    """The URL a preset is downloaded from, under ``$KERAS_VIT_WEIGHTS_URL`` if set, else :data:`BASE_URL`.
 
     Example:
     >>> url_of(find("B/16", "imagenet21k"))
     'https://storage.googleapis.com/vit_models/imagenet21k/ViT-B_16.npz'
     """
-    return f"{base_url()}/{preset.file}"
+    return f"{(os.environ.get(URL_ENV) or BASE_URL).rstrip('/')}/{preset.file}"
 
 
 def _title(variant):

@@ -1,12 +1,6 @@
 """One kind of checkpoint: the :class:`Source` interface, the typed :class:`Reading` every reader returns, and
-:class:`CheckpointInfo`, what :func:`keras_vit.weights.formats.describe` hands on.
-
-A source (``.npz``, ``.keras``, timm, transformers, keras-hub) is one object that says which paths it reads
-(:meth:`Source.claims`), what a path describes (:meth:`Source.describe`) and its arrays under the original keys
-(:meth:`Source.arrays`). :mod:`keras_vit.weights.formats` loops over its registry of them and knows no key
-of any layout. Not :mod:`keras_vit.weights.sources`, which turns a builder's ``weights=`` into a local path.
-
-This module imports no source and no reader: the sources import it, never each other.
+:class:`CheckpointInfo`, what :func:`keras_vit.weights.formats.describe` hands on (how a source is written:
+docs/architecture.md, "Adding a weight source"). This module imports no source: the sources import it.
 """
 
 import copy
@@ -31,15 +25,13 @@ class NaFlexForm:
     note: str
 
 
-@dataclasses.dataclass
-class Reading:
-    """What a source's files say beyond the tensors: one typed result, whatever the layout.
+@dataclasses.dataclass(kw_only=True)
+class Said:
+    """What a source's files say beyond the tensors, the fields :class:`Reading` and :class:`CheckpointInfo` share.
 
     Attributes:
         declared: ``{ViTConfig field: Declaration}`` (:mod:`keras_vit.weights.declared`): the architecture, each
             field with the place of the file that says it; compared with the model's before a load.
-        expected: ``[(quantity, said, value), ...]``: the sizes the files state, checked against the weights'
-            shapes (:func:`keras_vit.weights.config.check_against_weights`).
         architecture: the timm model name, transformers class or keras-hub class, if known.
         tag: the pretrained tag of a timm file, if known.
         class_names: names of the head's outputs, or None.
@@ -49,17 +41,9 @@ class Reading:
         position_resampling: the source's rule for resampling its position embeddings, or None (the model's).
         classifier_activation: ``(activation, said)`` when the source declares its head's activation, else ``()``.
         naflex: a :class:`NaFlexForm` where the source's model also takes each image at its own grid, else None.
-        layout: the source's own conversion switches (a typed object of that source, read by its
-            :meth:`Source.arrays` only), or None.
-
-    Example:
-    >>> from keras_vit.weights.declared import declare
-    >>> Reading(declared=declare({}, "num_heads", 4, "num_heads=4", "config.json")).num_heads
-    4
     """
 
     declared: dict = dataclasses.field(default_factory=dict)
-    expected: list = dataclasses.field(default_factory=list)
     architecture: str | None = None
     tag: str | None = None
     class_names: list | None = None
@@ -70,11 +54,30 @@ class Reading:
     position_resampling: str | None = None
     classifier_activation: tuple = ()
     naflex: NaFlexForm | None = None
-    layout: object = None
 
     num_heads = property(lambda self: self.declared["num_heads"].value if "num_heads" in self.declared else None)
     layer_norm_epsilon = property(
         lambda self: self.declared["layer_norm_epsilon"].value if "layer_norm_epsilon" in self.declared else None)
+
+
+@dataclasses.dataclass(kw_only=True)
+class Reading(Said):
+    """What a source's files say beyond the tensors: one typed result, whatever the layout (:class:`Said`), and
+
+    Attributes:
+        expected: ``[(quantity, said, value), ...]``: the sizes the files state, checked against the weights'
+            shapes (:func:`keras_vit.weights.config.check_against_weights`).
+        layout: the source's own conversion switches (a typed object of that source, read by its
+            :meth:`Source.arrays` only), or None.
+
+    Example:
+    >>> from keras_vit.weights.declared import declare
+    >>> Reading(declared=declare({}, "num_heads", 4, "num_heads=4", "config.json")).num_heads
+    4
+    """
+
+    expected: list = dataclasses.field(default_factory=list)
+    layout: object = None
 
     def info(self, path, format, shapes, origin, declared=None):
         """The :class:`CheckpointInfo` of this reading with the weights' ``shapes`` (heads checked against their
@@ -84,19 +87,18 @@ class Reading:
             raise CheckpointError(f"{origin!r}: {self.num_heads} heads do not divide the width {kernel[3]} of the weights.")
         size = next((tuple(value) for quantity, _, value in self.expected if quantity == "image_size"), None)
         grid = (size[0] // kernel[0], size[1] // kernel[1]) if size and len(kernel) == 4 and kernel[0] else None
-        shared = {field: copy.copy(getattr(self, field)) for field in CheckpointInfo.__dataclass_fields__ if hasattr(self, field)}
+        shared = {field.name: copy.copy(getattr(self, field.name)) for field in dataclasses.fields(Said)}
         return CheckpointInfo(**{**shared, "declared": self.declared if declared is None else declared}, path=path,
                               format=format, shapes=shapes, grid=grid, image_size=size)
 
 
-@dataclasses.dataclass
-class CheckpointInfo:
-    """What a checkpoint holds, read without its tensor data; the fields it shares with :class:`Reading` mean the same.
+@dataclasses.dataclass(kw_only=True)
+class CheckpointInfo(Said):
+    """What a checkpoint holds, read without its tensor data: what its files say (:class:`Said`), and
 
     Attributes:
         path: the file or folder.
-        format: the :attr:`Source.name` that read it (``"npz"``, ``"timm"``, ``"transformers"``, ``"keras"``,
-            ``"keras-hub"``).
+        format: the :attr:`Source.name` that read it (``"npz"``, ``"timm"``, ``"transformers"``, ``"keras"``...).
         shapes: ``{original key: shape}`` (attention kernels of foreign layouts with merged head axes).
         grid: ``(rows, cols)`` of the position embeddings when the file says (a ``.keras`` model, a config's image
             size), else None (a square is assumed).
@@ -107,21 +109,8 @@ class CheckpointInfo:
     path: str
     format: str
     shapes: dict
-    declared: dict = dataclasses.field(default_factory=dict)
-    class_names: list | None = None
-    architecture: str | None = None
-    tag: str | None = None
-    mean: list | None = None
-    std: list | None = None
     grid: tuple | None = None
     image_size: tuple | None = None
-    skipped: dict = dataclasses.field(default_factory=dict)
-    position_resampling: str | None = None
-    notes: list = dataclasses.field(default_factory=list)
-    classifier_activation: tuple = ()
-    naflex: NaFlexForm | None = None
-    num_heads = Reading.num_heads
-    layer_norm_epsilon = Reading.layer_norm_epsilon
 
     def as_naflex(self):
         """This checkpoint read as keras_vit's NaFlex model (its :class:`NaFlexForm` applied), or a ``ValueError``."""
@@ -133,7 +122,7 @@ class CheckpointInfo:
 
 
 class Source:
-    """One kind of checkpoint keras_vit reads (how to write one: docs/architecture.md, "Adding a weight source").
+    """One kind of checkpoint keras_vit reads.
 
     Attributes:
         name: the :attr:`CheckpointInfo.format` of what it reads (``"timm"``).

@@ -4,27 +4,25 @@
 the ``ViTBackbone`` / ``ViTImageClassifier`` presets, :mod:`~keras_vit.weights.keras_hub.family` every family row
 (``dinov2``, ``dinov3``, ``siglip``, ``clip``, ``deit``; a new family is a module with its row, listed in :data:`FAMILIES`).
 The image converter's ``scale`` and ``offset`` become the model's ``input_mean`` / ``input_std``
-(:func:`keras_vit.weights.keras_hub_layout.mean_std`).
+(:func:`keras_vit.weights.keras_hub.preset.mean_std`).
 """
 
 import os
 
 from keras_vit.weights import config as config_lib
-from keras_vit.weights import keras_hub_layout as layout
 from keras_vit.weights.input_normalization import fold_normalization
 from keras_vit.weights.keras_hub import clip, deit, dinov2, dinov3, family, preset, siglip, vit
 from keras_vit.weights.source import Source
 
 FORMAT = "keras-hub"
 FAMILIES = {row.backbone: row for row in (dinov2.FAMILY, siglip.FAMILY, clip.FAMILY, deit.FAMILY, dinov3.FAMILY)}
-READS = (f"ViT presets ({layout.BACKBONE}, {layout.TASK}), {', '.join(FAMILIES)} (the image towers of SigLIP and CLIP)")
-is_preset = preset.is_preset
+READS = (f"ViT presets ({preset.BACKBONE}, {preset.TASK}), {', '.join(FAMILIES)} (the image towers of SigLIP and CLIP)")
 
 
 def preset_folder(path):
     """The keras-hub preset folder ``path`` is or whose ``.weights.h5`` it is, else None."""
     folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
-    if (os.path.isdir(path) or path.endswith(".weights.h5")) and is_preset(folder):
+    if (os.path.isdir(path) or path.endswith(".weights.h5")) and preset.is_preset(folder):
         return folder
     return None
 
@@ -32,8 +30,8 @@ def preset_folder(path):
 def reading(folder):
     """``(Preset, Reading, reader module)`` of a preset folder: what its JSON files say (see the module docstring)."""
     files = preset.Preset(folder, READS)
-    config, path = files.object(layout.CONFIG_FILE, (layout.BACKBONE,) + tuple(FAMILIES))
-    name = files.class_name(layout.CONFIG_FILE)
+    config, path = files.object(preset.CONFIG_FILE, (preset.BACKBONE,) + tuple(FAMILIES))
+    name = files.class_name(preset.CONFIG_FILE)
     if name not in FAMILIES:
         return files, vit.reading(files, config, path), vit
     row = FAMILIES[name]
@@ -55,7 +53,7 @@ class KerasHubSource(Source):
         folder = preset_folder(opened.path)
         files, found, reader = reading(folder)
         shapes = {key: tuple(array.shape) for key, array in reader.arrays(files, found, stand_ins=True).items()}
-        config_path = os.path.join(folder, layout.CONFIG_FILE)
+        config_path = os.path.join(folder, preset.CONFIG_FILE)
         config_lib.check_against_weights(found.expected, shapes, found.declared["qkv_bias"].value, config_path)
         return found.info(folder, self.name, shapes, config_path)
 

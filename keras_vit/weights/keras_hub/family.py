@@ -3,7 +3,7 @@
 A family module (``dinov2``, ``dinov3``, ``siglip``, ``clip``, ``deit``) holds one row: the "read from" text of each field is
 generated from its field table, every switch it does not state is the paper's
 (:data:`keras_vit.architecture.family.PAPER`), and its key layout maps the variable paths Keras 3's
-``save_weights`` gives the layers (the rules in :mod:`keras_vit.weights.keras_hub_layout`; checked against
+``save_weights`` gives the layers (the rules in :mod:`keras_vit.weights.keras_hub.preset`; checked against
 keras-hub 0.32's ``save_to_preset`` by ``benchmarks/keras_hub_presets.py``). SigLIP's and CLIP's position
 embeddings are gathered at the indices their ``position_ids`` variable holds, as keras-hub computes them.
 """

@@ -1,11 +1,8 @@
-"""keras-hub's ``ViTBackbone`` and ``ViTImageClassifier`` presets: what their JSON files declare, and where each
-weight lies in their ``.weights.h5`` files (the groups of :mod:`keras_vit.weights.keras_hub_layout`).
-
-``config.json`` declares the backbone (heads, layers, width, MLP, epsilon, ``use_class_token``, biases, patch size,
-image shape), ``task.json`` the classifier (``pooling``, ``intermediate_dim``, ``num_classes``, ``activation``),
-``metadata.json`` the class names a keras_vit export wrote there. What keras_vit cannot compute the same way
-(keras-hub's ``"gap"`` pooling over the class token too, ``"token"`` pooling without one, channels-first inputs)
-is refused by name; the biases keras-hub's switches leave out are zeros (the same computation).
+"""keras-hub's ``ViTBackbone`` and ``ViTImageClassifier`` presets: what their ``config.json``, ``task.json`` and
+``metadata.json`` (the class names a keras_vit export wrote) declare, and where each weight lies in their
+``.weights.h5`` files (the groups of :mod:`keras_vit.weights.keras_hub.preset`). What keras_vit cannot compute the
+same way (keras-hub's ``"gap"`` pooling over the class token too, ``"token"`` pooling without one, channels-first
+inputs) is refused by name; the biases keras-hub's switches leave out are zeros (the same computation).
 """
 
 import os
@@ -15,14 +12,13 @@ import numpy as np
 
 from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
-from keras_vit.weights import keras_hub_layout as layout
 from keras_vit.weights.declared import declare
 from keras_vit.weights.keras_hub import preset as preset_files
 from keras_vit.weights.keras_hub.family import Reader, channels_last, locate
 from keras_vit.weights.mapping import POSEMB_KEY
 from keras_vit.weights.source import Reading
 
-BACKBONE, TASK = layout.BACKBONE, layout.TASK
+BACKBONE, TASK = preset_files.BACKBONE, preset_files.TASK
 LAYER_NORM_EPSILON = 1e-6  # ViTBackbone's default layer_norm_epsilon
 _FLAGS = ("use_class_token", "use_mha_bias", "use_mlp_bias", "use_patch_bias")
 
@@ -77,21 +73,21 @@ def reading(preset, config, path):
         if not flags[flag]:
             found.notes.append(f"config.{flag}=false: zeros stand in for {what} (the same computation)")
     task = None
-    if os.path.isfile(preset.file(layout.TASK_FILE)):
+    if os.path.isfile(preset.file(preset_files.TASK_FILE)):
         task = _task(preset, flags["use_class_token"], record)
         found.expected.append(("num_classes", f"task.json config.num_classes={task.num_classes!r}", task.num_classes))
         found.architecture = TASK
         activation = None if task.activation in (None, "linear") else task.activation
         found.classifier_activation = (activation, f"task.json config.activation={task.activation!r}")
     found.layout = Weights(flags, record["num_layers"].value, record["hidden_size"].value, record["mlp_dim"].value, task)
-    preset.normalization(found, layout.IMAGE_CONVERTER)
+    preset.normalization(found, preset_files.IMAGE_CONVERTER)
     found.class_names = preset.class_names()
     return found
 
 
 def _task(preset, class_token, record):
     """``task.json``'s head: pooling, pre-logits width, classes, activation, all checked."""
-    config, path = preset.object(layout.TASK_FILE, layout.TASK)
+    config, path = preset.object(preset_files.TASK_FILE, preset_files.TASK)
     pooling = config.get("pooling", "token")
     if pooling == "gap" and class_token:
         raise CheckpointError(
@@ -126,16 +122,17 @@ def plan(preset, found):
     """``{canonical key: (file, dataset path)}`` of every tensor, checked complete and with nothing left over; the
     task's head found by the name Keras stored (``predictions``, ``pre_logits``) where it did."""
     weights, flags = found.layout, found.layout.flags
-    parts = [(preset.weight_files(), _table(layout.backbone_groups(
+    parts = [(preset.weight_files(), _table(preset_files.backbone_groups(
         weights.num_layers, class_token=flags["use_class_token"], mha_bias=flags["use_mha_bias"],
         mlp_bias=flags["use_mlp_bias"], patch_bias=flags["use_patch_bias"])), {})]
     if weights.task is not None:
-        task_file = preset.file(layout.TASK_WEIGHTS_FILE)
+        task_file = preset.file(preset_files.TASK_WEIGHTS_FILE)
         if not os.path.isfile(task_file):
-            raise CheckpointError(f"keras-hub preset {preset.folder!r} has {layout.TASK_FILE} but no {layout.TASK_WEIGHTS_FILE}.")
+            raise CheckpointError(f"keras-hub preset {preset.folder!r} has {preset_files.TASK_FILE} but no "
+                                  f"{preset_files.TASK_WEIGHTS_FILE}.")
         stored = {name: group for group, name in preset_files.group_names(task_file).items()}
         groups = [(stored.get(name, group) if name in ("predictions", "pre_logits") else group, name, keys)
-                  for group, name, keys in layout.task_groups(weights.task.intermediate_dim is not None)]
+                  for group, name, keys in preset_files.task_groups(weights.task.intermediate_dim is not None)]
         parts.append(([task_file], _table(groups), {}))
     return locate(preset, parts, "ViT", "config.json / task.json")[0]
 

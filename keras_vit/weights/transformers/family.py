@@ -230,40 +230,33 @@ def _dinov3(put, read, path):
 
 
 def _mlp(put, read, row, vision, width, path, where, expected):
-    """The MLP: a ratio of the width (DINOv2, TIPSv2) or ``intermediate_size``; a SiLU-gated one with ``use_swiglu_ffn``."""
+    """The MLP: a ratio of the width (DINOv2, TIPSv2) or ``intermediate_size``; gated with ``use_gated_mlp``
+    (DINOv3ViTGatedMLP: ``act(gate_proj x) * up_proj x``) or ``use_swiglu_ffn`` (SiLU)."""
     act = vision.get("hidden_act", row.defaults["hidden_act"])
-    ratio_said = None
+    gated = "use_gated_mlp" in row.defaults and read.flag("use_gated_mlp")
     if "mlp_ratio" in row.defaults:
         ratio = read.number("mlp_ratio", integer=False)
         ratio_said = read.said("mlp_ratio", vision.get("mlp_ratio", ratio))
-    if "use_gated_mlp" in row.defaults and read.flag("use_gated_mlp"):  # DINOv3ViTGatedMLP: act(gate) * up
-        mlp, said = read.number("intermediate_size"), read.said("intermediate_size", read.number("intermediate_size"))
-        if not isinstance(act, str) or act not in ACTIVATIONS:
-            raise CheckpointError(f"{path!r}: {where}hidden_act={act!r} is no activation keras_vit's MLP has.")
-        put("mlp_type", "glu", "use_gated_mlp=True")
-        put("mlp_activation", activation(act), read.said("hidden_act", act) + " (gated: act(gate_proj x) * up_proj x)")
-        expected.append(("mlp_dim", said, 2 * mlp))  # gate_proj and up_proj joined
-    elif "use_swiglu_ffn" in row.defaults and read.flag("use_swiglu_ffn"):
-        # Dinov2SwiGLUFFN: weights_in (2 h, D), silu(x1) * x2, h = (int(int(D * mlp_ratio) * 2 / 3) + 7) // 8 * 8
+    swiglu = "use_swiglu_ffn" in row.defaults and read.flag("use_swiglu_ffn")
+    if not swiglu and (not isinstance(act, str) or act not in ACTIVATIONS):
+        raise CheckpointError(f"{path!r}: {where}hidden_act={act!r} is no activation keras_vit's MLP has "
+                              f"(transformers' {', '.join(map(repr, ACTIVATIONS))}).")
+    if swiglu:  # Dinov2SwiGLUFFN: weights_in (2 h, D), silu(x1) * x2, h = (int(int(D * mlp_ratio) * 2 / 3) + 7) // 8 * 8
         mlp = (int(int(width * ratio) * 2 / 3) + 7) // 8 * 8
         said = f"{ratio_said} with use_swiglu_ffn=True ((int({int(width * ratio)} * 2 / 3) + 7) // 8 * 8)"
         put("mlp_type", "glu", "use_swiglu_ffn=True")
         put("mlp_activation", "silu", "use_swiglu_ffn=True (SiLU-gated MLP)")
-        expected.append(("mlp_dim", said, 2 * mlp))  # the weights' first layer has both halves
     else:
-        if ratio_said is not None:  # Dinov2MLP: int(hidden_size * mlp_ratio)
+        if "mlp_ratio" in row.defaults:  # Dinov2MLP: int(hidden_size * mlp_ratio)
             mlp, said = int(width * ratio), f"{ratio_said} (x hidden_size {width})"
         else:
             mlp = read.number("intermediate_size")
             said = read.said("intermediate_size", mlp)
-        if not isinstance(act, str) or act not in ACTIVATIONS:
-            raise CheckpointError(
-                f"{path!r}: {where}hidden_act={act!r} is no activation keras_vit's MLP has "
-                f"(transformers' {', '.join(map(repr, ACTIVATIONS))})."
-            )
-        put("mlp_type", "mlp", "no gated MLP" + (" (use_swiglu_ffn=False)" if "use_swiglu_ffn" in row.defaults else ""))
-        put("mlp_activation", activation(act), read.said("hidden_act", act))
-        expected.append(("mlp_dim", said, mlp))
+        swiglu_off = " (use_swiglu_ffn=False)" if "use_swiglu_ffn" in row.defaults else ""
+        put("mlp_type", "glu" if gated else "mlp", "use_gated_mlp=True" if gated else "no gated MLP" + swiglu_off)
+        put("mlp_activation", activation(act),
+            read.said("hidden_act", act) + (" (gated: act(gate_proj x) * up_proj x)" if gated else ""))
+    expected.append(("mlp_dim", said, 2 * mlp if gated or swiglu else mlp))  # a gated MLP's first layer: both halves
     put("mlp_dim", mlp, said)
 
 

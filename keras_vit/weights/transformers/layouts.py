@@ -22,46 +22,38 @@ POSEMB = "Transformer/posembed_input/pos_embedding"
 MAP_ATT = "MAPHead_0/MultiHeadDotProductAttention_0"
 
 
-# inside encoder layer i (transformers' names -> the original names under Transformer/encoderblock_{i}/)
-VIT_LAYER = {  # ViTLayer, DeiTLayer, ViTMAELayer
-    **_norm("layernorm_before", "LayerNorm_0"),
-    **{k: v for n in ("query", "key", "value") for k, v in _linear(f"attention.attention.{n}", f"{ATT}/{n}").items()},
-    **_linear("attention.output.dense", f"{ATT}/out"),
-    **_norm("layernorm_after", "LayerNorm_2"),
-    **_linear("intermediate.dense", "MlpBlock_3/Dense_0"),
-    **_linear("output.dense", "MlpBlock_3/Dense_1"),
-}
-DINOV2_LAYER = {  # Dinov2Layer: norm1, attention, layer_scale1, norm2, mlp (Dinov2MLP or Dinov2SwiGLUFFN), layer_scale2
-    **_norm("norm1", "LayerNorm_0"),
-    **{k: v for n in ("query", "key", "value") for k, v in _linear(f"attention.attention.{n}", f"{ATT}/{n}").items()},
-    **_linear("attention.output.dense", f"{ATT}/out"),
-    "layer_scale1.lambda1": "LayerScale_1/gamma",
-    **_norm("norm2", "LayerNorm_2"),
-    **_linear("mlp.fc1", "MlpBlock_3/Dense_0"),
-    **_linear("mlp.fc2", "MlpBlock_3/Dense_1"),
-    **_linear("mlp.weights_in", "MlpBlock_3/Dense_0"),  # SwiGLU: (2 * hidden, D), silu(first half) * second half
-    **_linear("mlp.weights_out", "MlpBlock_3/Dense_1"),
-    "layer_scale2.lambda1": "LayerScale_3/gamma",
-}
-DINOV3_LAYER = {  # DINOv3ViTLayer: norm1, attention (q/k/v/o_proj), layer_scale1, norm2, mlp, layer_scale2
-    **_norm("norm1", "LayerNorm_0"),
-    **{k: v for n, c in (("q", "query"), ("k", "key"), ("v", "value"), ("o", "out"))
-       for k, v in _linear(f"attention.{n}_proj", f"{ATT}/{c}").items()},
-    "layer_scale1.lambda1": "LayerScale_1/gamma",
-    **_norm("norm2", "LayerNorm_2"),
-    **_linear("mlp.up_proj", "MlpBlock_3/Dense_0"),  # DINOv3ViTMLP's first layer; the gated MLP's value half
-    **_linear("mlp.gate_proj", "MlpBlock_3/Dense_0_gate"),  # DINOv3ViTGatedMLP: act(gate) * up, joined by _dinov3
-    **_linear("mlp.down_proj", "MlpBlock_3/Dense_1"),
-    "layer_scale2.lambda1": "LayerScale_3/gamma",
-}
-CLIP_LAYER = {  # CLIPEncoderLayer, SiglipEncoderLayer
-    **_norm("layer_norm1", "LayerNorm_0"),
-    **{k: v for n, c in (("q", "query"), ("k", "key"), ("v", "value"), ("out", "out"))
-       for k, v in _linear(f"self_attn.{n}_proj", f"{ATT}/{c}").items()},
-    **_norm("layer_norm2", "LayerNorm_2"),
-    **_linear("mlp.fc1", "MlpBlock_3/Dense_0"),
-    **_linear("mlp.fc2", "MlpBlock_3/Dense_1"),
-}
+def _layer(norms, attention, mlp, scales=()):
+    """An encoder layer's keys (transformers' names -> the original names under ``Transformer/encoderblock_{i}/``):
+    its two norms, ``attention`` ``{nn.Linear: query|key|value|out|qkv}``, ``mlp`` ``{nn.Linear: Dense_0|Dense_1}``
+    and LayerScale ``scales`` (the attention's gamma, the MLP's)."""
+    return {**_norm(norms[0], "LayerNorm_0"), **_norm(norms[1], "LayerNorm_2"),
+            **{k: v for name, part in attention.items() for k, v in _linear(name, f"{ATT}/{part}").items()},
+            **{k: v for name, part in mlp.items() for k, v in _linear(name, f"MlpBlock_3/{part}").items()},
+            **dict(zip(scales, ("LayerScale_1/gamma", "LayerScale_3/gamma")))}
+
+
+_VIT_ATTENTION = {**{f"attention.attention.{n}": n for n in ("query", "key", "value")}, "attention.output.dense": "out"}
+_VIT_MLP = {"intermediate.dense": "Dense_0", "output.dense": "Dense_1"}
+
+
+def _proj(prefix, out="out"):
+    """``{prefix}.q_proj``, ``k_proj``, ``v_proj`` and the output's ``{prefix}.{out}_proj``."""
+    return {f"{prefix}.{n}_proj": part for n, part in (("q", "query"), ("k", "key"), ("v", "value"), (out, "out"))}
+
+
+VIT_LAYER = _layer(("layernorm_before", "layernorm_after"), _VIT_ATTENTION, _VIT_MLP)  # ViTLayer, DeiTLayer, ViTMAELayer
+DINOV2_LAYER = _layer(  # Dinov2Layer: norm1, attention, layer_scale1, norm2, mlp (Dinov2MLP or Dinov2SwiGLUFFN)...
+    ("norm1", "norm2"), _VIT_ATTENTION, {"mlp.fc1": "Dense_0", "mlp.fc2": "Dense_1",
+                                         # SwiGLU: (2 * hidden, D), silu(first half) * second half
+                                         "mlp.weights_in": "Dense_0", "mlp.weights_out": "Dense_1"},
+    ("layer_scale1.lambda1", "layer_scale2.lambda1"))
+DINOV3_LAYER = _layer(  # DINOv3ViTLayer: norm1, attention (q/k/v/o_proj), layer_scale1, norm2, mlp, layer_scale2
+    ("norm1", "norm2"), _proj("attention", "o"),
+    # DINOv3ViTMLP's up_proj; DINOv3ViTGatedMLP: act(gate) * up, joined by _dinov3
+    {"mlp.up_proj": "Dense_0", "mlp.gate_proj": "Dense_0_gate", "mlp.down_proj": "Dense_1"},
+    ("layer_scale1.lambda1", "layer_scale2.lambda1"))
+CLIP_LAYER = _layer(  # CLIPEncoderLayer, SiglipEncoderLayer
+    ("layer_norm1", "layer_norm2"), _proj("self_attn"), {"mlp.fc1": "Dense_0", "mlp.fc2": "Dense_1"})
 
 _PATCH_CONV = {"embeddings.patch_embeddings.projection.weight": "embedding/kernel",
                "embeddings.patch_embeddings.projection.bias": "embedding/bias"}
@@ -185,18 +177,10 @@ LAYOUTS["ijepa"] = LAYOUTS["vit_mae"]._replace(
 LAYOUTS["altclip"] = LAYOUTS["clip"]._replace(layer=r"^encoder\.layers?\.(\d+)\.(.+)$")
 # TIPSv2: the original (timm-like) names, which transformers 5's save_pretrained writes back (conversion_mapping.py's
 # Tipsv2VisionModel renamings undone): bare in Tipsv2VisionModel, under vision_encoder. in Tipsv2Model
-TIPSV2_LAYER = {
-    **_norm("norm1", "LayerNorm_0"),
-    **_linear("attn.qkv", f"{ATT}/qkv"),  # [query; key; value] (3D, D): split in three
-    **_linear("attn.proj", f"{ATT}/out"),
-    "ls1.gamma": "LayerScale_1/gamma",
-    **_norm("norm2", "LayerNorm_2"),
-    **_linear("mlp.c_fc", "MlpBlock_3/Dense_0"),
-    **_linear("mlp.c_proj", "MlpBlock_3/Dense_1"),
-    **_linear("mlp.w12", "MlpBlock_3/Dense_0"),  # SwiGLU: (2 * hidden, D), silu(first half) * second half
-    **_linear("mlp.w3", "MlpBlock_3/Dense_1"),
-    "ls2.gamma": "LayerScale_3/gamma",
-}
+TIPSV2_LAYER = _layer(  # attn.qkv: [query; key; value] (3D, D), split in three; SwiGLU mlp.w12: (2 * hidden, D)
+    ("norm1", "norm2"), {"attn.qkv": "qkv", "attn.proj": "out"},
+    {"mlp.c_fc": "Dense_0", "mlp.c_proj": "Dense_1", "mlp.w12": "Dense_0", "mlp.w3": "Dense_1"},
+    ("ls1.gamma", "ls2.gamma"))
 LAYOUTS["tipsv2"] = Layout(
     {"vision_encoder.": "the vision tower of Tipsv2Model under 'vision_encoder.'",
      "": "Tipsv2VisionModel's keys (TIPSv2's original names, without a prefix)"},
@@ -207,15 +191,8 @@ LAYOUTS["tipsv2"] = Layout(
      r"^(?P<group>text_encoder\.)|^temperature$": "the text tower (keras_vit loads the image tower of a TIPSv2 model)"},
     {})
 # AIMv2 (Aimv2VisionModel): RMSNorms (a scale each), the gated MLP joined [gate; up] as DINOv3's (_dinov3)
-AIMV2_LAYER = {
-    **_norm("rms_norm1", "LayerNorm_0"),
-    **{k: v for n, c in (("q", "query"), ("k", "key"), ("v", "value"), ("out", "out"))
-       for k, v in _linear(f"attention.{n}_proj", f"{ATT}/{c}").items()},
-    **_norm("rms_norm2", "LayerNorm_2"),
-    **_linear("ffn.gate_proj", "MlpBlock_3/Dense_0_gate"),
-    **_linear("ffn.up_proj", "MlpBlock_3/Dense_0"),
-    **_linear("ffn.down_proj", "MlpBlock_3/Dense_1"),
-}
+AIMV2_LAYER = _layer(("rms_norm1", "rms_norm2"), _proj("attention"),
+                     {"ffn.gate_proj": "Dense_0_gate", "ffn.up_proj": "Dense_0", "ffn.down_proj": "Dense_1"})
 LAYOUTS["aimv2"] = Layout(
     {"": None}, r"^encoder\.layers\.(\d+)\.(.+)$", AIMV2_LAYER,
     {"embeddings.patch_embed.weight": "embedding/kernel", "embeddings.patch_embed.bias": "embedding/bias",

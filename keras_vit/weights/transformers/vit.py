@@ -38,23 +38,23 @@ def settings(config, path="<config>"):
     names = config_lib.indexed_names(config.get("id2label"), "id2label", path) or []
     if all(re.fullmatch(r"LABEL_\d+", name) for name in names):  # transformers' placeholder labels
         names = []
+    record = {}  # what the model must have: compared with its ViTConfig by keras_vit.weights.declared.check
+    for field, name, default in (("num_heads", "num_attention_heads", 12),
+                                 ("layer_norm_epsilon", "layer_norm_eps", LAYER_NORM_EPSILON)):
+        value = read.number(name, default, integer=field != "layer_norm_epsilon")
+        declare(record, field, value, read.said(name, value), path)
     expected = []  # (quantity, the field as the config says it, value): checked against the weights
     for quantity, field, default in (("hidden_size", "hidden_size", 768), ("num_layers", "num_hidden_layers", 12),
                                      ("mlp_dim", "intermediate_size", 3072), ("num_channels", "num_channels", 3)):
         value = read.number(field, default)
         expected.append((quantity, _said(config, field, value), value))
+        if field in config and quantity != "num_channels":  # a size the file states, not ViTConfig's default
+            declare(record, quantity, value, read.said(field, value), path)
     for field, default in (("patch_size", 16), ("image_size", 224)):
         value = config.get(field, default)
         expected.append((field, _said(config, field, value), config_lib.size_pair(value, path, field)))
     qkv_bias = read.flag("qkv_bias", True)
     expected.append(("qkv_bias", f"qkv_bias={qkv_bias!r}", qkv_bias))
-    record = {}  # what the model must have: compared with its ViTConfig by keras_vit.weights.declared.check
-    for field, name, default in (("num_heads", "num_attention_heads", 12), ("layer_norm_epsilon", "layer_norm_eps", LAYER_NORM_EPSILON),
-                                 ("hidden_size", "hidden_size", None), ("num_layers", "num_hidden_layers", None),
-                                 ("mlp_dim", "intermediate_size", None)):
-        value = read.number(name, default, integer=field != "layer_norm_epsilon")
-        if value is not None:
-            declare(record, field, value, read.said(name, value), path)
     declare(record, "mlp_activation", activation(act), f"hidden_act={act!r}", path)
     declare(record, "qkv_bias", qkv_bias, f"qkv_bias={qkv_bias!r}", path)
     return Reading(declared=record, expected=expected, architecture=(config.get("architectures") or ["ViTModel"])[0],
