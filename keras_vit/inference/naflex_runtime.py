@@ -160,7 +160,10 @@ def _signature_inputs(path):
     from tensorflow.core.protobuf import saved_model_pb2  # deferred: TensorFlow, not imported under other backends
 
     proto = saved_model_pb2.SavedModel()
-    with open(os.path.join(os.fspath(path), "saved_model.pb"), "rb") as f:
+    pb = os.path.join(os.fspath(path), "saved_model.pb")
+    if not os.path.isfile(pb):  # not a NaFlex SavedModel; the image SavedModel runtime names what is missing
+        return set()
+    with open(pb, "rb") as f:
         proto.ParseFromString(f.read())
     for meta_graph in proto.meta_graphs:
         if "serving_default" in meta_graph.signature_def:
