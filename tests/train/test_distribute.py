@@ -69,6 +69,9 @@ MIRRORED = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a TensorFlow process training with two replicas (~40 s on 2 cores); in the fast suite: the same
+# job under MirroredStrategy in process (tests/train/test_job.py::test_one_job_for_every_strategy[mirrored]) and the
+# refusal of a batch that does not split over the replicas (test_batch_size_must_split_over_replicas above)
 def test_mirrored_strategy_on_two_cpu_devices(tmp_path):
     """model.fit under MirroredStrategy with 2 logical CPU devices; an odd batch is refused."""
     out = tmp_path / "mirrored"
