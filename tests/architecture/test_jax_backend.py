@@ -72,7 +72,12 @@ if __name__ == "__main__":
 
 
 def _jax(folder):
-    env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    # XLA's CPU backend at LLVM -O0: every variable initializer of a build is its own jit (a compile per shape,
+    # 0.25 s each at the default level, 80 % of the child's time); the same operations, compiled with less
+    # optimisation, which the outputs below still have to match
+    flags = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0").strip()
+    env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               XLA_FLAGS=flags)
     done = subprocess.run([sys.executable, "-c", _BUILD, str(folder), "load"], env=env, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
