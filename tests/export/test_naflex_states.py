@@ -34,9 +34,11 @@ def tiny():
 
 
 def train_factors(model, seed=2):
-    """Factors as after training (Keras starts B at zero: no effect until then)."""
+    """Factors as after training (Keras starts B at zero: no effect until then), both drawn here: Keras draws A
+    unseeded, so two models compared with each other (float LoRA and QLoRA) would differ by more than int8's error."""
     rng = np.random.default_rng(seed)
     for layer in lora_layers(model):
+        layer.lora_kernel_a.assign(rng.normal(0.0, 0.5, layer.lora_kernel_a.shape).astype("float32"))
         layer.lora_kernel_b.assign(rng.normal(0.0, 0.1, layer.lora_kernel_b.shape).astype("float32"))
 
 
