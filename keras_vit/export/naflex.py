@@ -58,7 +58,7 @@ def export(model, fmt, output, *, quantize, labels, pixels, bars, max_patches=No
     config = config_of(model)
     budget = naflex_runtime.budget_of(config, max_patches)
     images = aspect_images(pixels)
-    inputs = naflex_input.batch(images, config.patch_size, budget)
+    inputs = naflex_input.batch(images, config.patch_size, budget, config.grid_rule)
     progress(f"running the Keras model on {len(images)} images ({describe(images)}), {budget} patches each")
     expected = np.asarray(model.predict_on_batch(inputs), "float32")
     coords, valid = ("float32", "float32 1/0") if fmt == "tflite" else ("int32", "bool")

@@ -6,9 +6,9 @@ A NaFlex model (``ViTConfig(input_mode="naflex")``) takes ``{patches, patch_coor
 * SavedModel (:func:`build_archive`): ``serving_default`` takes that dict (``patches`` float32
   ``(batch, N, ph * pw * 3)`` RGB in [0, 255], ``patch_coord`` int32 ``(batch, N, 2)``, ``patch_valid`` bool
   ``(batch, N)``; ``N`` the model's ``max_patches``, any with ``max_patches=None``); ``serving_bytes`` takes
-  ``image_bytes``, encoded images of any size, and applies the grid rule in the graph: each decoded by the one decoder,
-  resized under the budget and cut into patches (:mod:`keras_vit.inference.naflex_input`), as ``keras-vit predict``
-  reads a file. Outputs as the image model's SavedModel (:func:`keras_vit.export.saved_model.signature_outputs`).
+  ``image_bytes``, encoded images of any size, and applies the model's grid rule (``grid_rule``) in the graph: each
+  decoded by the one decoder, resized under the budget and cut into patches (:mod:`keras_vit.inference.naflex_input`),
+  as ``keras-vit predict`` reads a file. Outputs as the image model's SavedModel (:func:`keras_vit.export.saved_model.signature_outputs`).
 * TFLite (:func:`frozen_function`): the three inputs at a fixed batch and a fixed budget ``N`` (any aspect ratio at
   one sequence length; the mask says which patches are an image's), all float32 (:data:`TFLITE_DTYPES`: the
   coordinates as whole numbers, the mask as 1 or 0), traced in the graph of rank 4 at most
@@ -54,14 +54,15 @@ def frozen_function(model, batch_size, max_patches):
     return convert_variables_to_constants_v2(concrete)
 
 
-def bytes_to_inputs(image_bytes, patch_size, max_patches):
+def bytes_to_inputs(image_bytes, patch_size, max_patches, rule="timm"):
     """``(patches, coords, valid)`` of a batch of encoded images ``(batch,)`` string, in the graph: each decoded by
-    the one decoder, then resized by the grid rule under ``max_patches`` and cut, as ``keras-vit predict`` reads a file."""
+    the one decoder, then resized by the grid rule ``rule`` (the model's ``grid_rule``) under ``max_patches`` and
+    cut, as ``keras-vit predict`` reads a file."""
     import tensorflow as tf  # deferred: TensorFlow, as above
 
     (ph, pw), n = patch_size if isinstance(patch_size, tuple) else (patch_size, patch_size), max_patches
     signature = (tf.TensorSpec((n, ph * pw * 3), tf.float32), tf.TensorSpec((n, 2), tf.int32), tf.TensorSpec((n,), tf.bool))
-    return tf.map_fn(lambda data: naflex_input.image_to_patches(decoding.decode(data), (ph, pw), n), image_bytes,
+    return tf.map_fn(lambda data: naflex_input.image_to_patches(decoding.decode(data), (ph, pw), n, rule), image_bytes,
                      fn_output_signature=signature)
 
 
@@ -79,7 +80,7 @@ def build_archive(model, labels, top_k, max_patches):
         return outputs_of(model(inputs, training=False))
 
     def serve_bytes(image_bytes):
-        return serve(*bytes_to_inputs(image_bytes, patch, max_patches))
+        return serve(*bytes_to_inputs(image_bytes, patch, max_patches, config.grid_rule))
 
     archive = keras.export.ExportArchive()
     archive.track(model)

@@ -21,7 +21,7 @@ from keras_vit.architecture.model import config_of
 from keras_vit.inference import naflex_input
 from keras_vit.inference.runtimes import (EMBEDDING, Runtime, model_takes_pixels, saved_model_metadata, tflite_interpreter,
                                           tflite_output)
-from keras_vit.layers.naflex_grid import KEYS
+from keras_vit.layers.naflex_grid import GRID_RULES, KEYS
 
 _CHUNK = 32  # images per Keras call
 
@@ -35,15 +35,12 @@ def is_naflex(model):
 
 
 def check_grid_rule(config, what):
-    """Refuse a model whose weights were trained under another grid rule than timm's, the one the TensorFlow input
-    path (:mod:`keras_vit.inference.naflex_input`) computes: its images would get other grids without a word."""
-    if config.grid_rule != "timm":
-        raise ValueError(
-            f"{what} cuts the images by timm's NaFlex grid rule, in TensorFlow; this model's weights were trained "
-            f"with grid_rule={config.grid_rule!r}, whose TensorFlow form keras_vit does not have yet. Run the Keras model "
-            f"on naflex_grid.batch of the images resized by keras_vit.layers.naflex_grid.resize_to_budget(image, "
-            f"patch_size, max_patches, rule={config.grid_rule!r}) instead."
-        )
+    """``config.grid_rule`` if the TensorFlow input path (:mod:`keras_vit.inference.naflex_input`) has that rule
+    (:data:`keras_vit.layers.naflex_grid.GRID_RULES`), else a ``ValueError`` naming it and ``what`` refused it."""
+    if config.grid_rule not in GRID_RULES:
+        raise ValueError(f"{what} cuts images by the model's NaFlex grid rule, one of {tuple(GRID_RULES)}. "
+                         f"Received: grid_rule={config.grid_rule!r}")
+    return config.grid_rule
 
 
 def check_max_patches(max_patches, name="max_patches"):
@@ -57,7 +54,7 @@ def check_max_patches(max_patches, name="max_patches"):
 
 def budget_of(config, max_patches=None):
     """The patches per image a NaFlex model of ``config`` runs at: its own ``max_patches`` (another is refused), else
-    ``max_patches``, else its native grid's ``rows * cols``; a model of another grid rule than timm's is refused
+    ``max_patches``, else its native grid's ``rows * cols``; a model of an unknown grid rule is refused
     (:func:`check_grid_rule`)."""
     check_grid_rule(config, "keras_vit's NaFlex prediction and export")
     if max_patches is not None:
@@ -73,11 +70,11 @@ def budget_of(config, max_patches=None):
     return rows * cols
 
 
-def _batch(images, patch_size, budget, takes_pixels):
-    """:func:`naflex_input.batch` of ``images`` (``[0, 255]``); a model that does not scale its inputs itself
+def _batch(images, patch_size, budget, takes_pixels, rule):
+    """:func:`naflex_input.batch` of ``images`` (``[0, 255]``) by the model's grid ``rule``; a model that does not scale its inputs itself
     (``include_preprocessing=False``) gets the patches in ``[-1, 1]``, as :func:`~keras_vit.inference.predictors.
     preprocess_input` gives the image models (after the grid rule's resize, which clips to ``[0, 255]``)."""
-    inputs = naflex_input.batch(images, patch_size, budget)
+    inputs = naflex_input.batch(images, patch_size, budget, rule)
     if not takes_pixels:
         inputs = {**inputs, "patches": np.asarray(inputs["patches"], "float32") / 127.5 - 1.0}
     return inputs
@@ -92,7 +89,7 @@ def keras_runtime(model, include_preprocessing=None, max_patches=None):
 
     def run(images):
         chunks = [model.predict_on_batch(_batch(images[i : i + _CHUNK], config.patch_size, budget,
-                                                      include_preprocessing))
+                                                      include_preprocessing, config.grid_rule))
                   for i in range(0, len(images), _CHUNK)]
         return np.concatenate(chunks, axis=0) if chunks else np.zeros((0, model.output_shape[-1]), "float32")
 
@@ -148,7 +145,9 @@ def tflite_runtime(path, include_preprocessing=None, max_patches=None):
     output = tflite_output(interpreter)
 
     def run(images):
-        return run_tflite(interpreter, _batch(images, patch, budget, include_preprocessing is not False))
+        # a .tflite records no vit_config: timm's rule, which gives SigLIP 2's grid wherever it gives one (the two
+        # searches differ only where timm's refuses a scale under 1e-5)
+        return run_tflite(interpreter, _batch(images, patch, budget, include_preprocessing is not False, "timm"))
 
     kind = EMBEDDING if output["name"] == EMBEDDING else None
     runtime = Runtime(run, (patch, patch), int(output["shape"][-1]), include_preprocessing is not False, None, 1e-3, kind)
@@ -181,7 +180,8 @@ def is_naflex_saved_model(path):
 
 
 def saved_model_runtime(path, include_preprocessing=None, max_patches=None):
-    """A NaFlex SavedModel's ``serving_default`` on each image's patch dict, cut here by the grid rule under the
+    """A NaFlex SavedModel's ``serving_default`` on each image's patch dict, cut here by its grid rule (its recorded
+    ``vit_config``'s ``grid_rule``, else timm's) under the
     budget (:func:`budget_of`; by default the one its ``serving_bytes`` was exported at, which keras_vit's export
     records): the probabilities (an embedding model's embedding) of ``serving_bytes`` for the same files."""
     import tensorflow as tf  # deferred: TensorFlow, as above
@@ -199,9 +199,10 @@ def saved_model_runtime(path, include_preprocessing=None, max_patches=None):
         config = ViTConfig.from_dict(metadata["vit_config"])
         patch, native = tuple(config.patch_size), tuple(config.native_image_size)
         budget = budget_of(config, max_patches if max_patches is not None else metadata.get("max_patches"))
+        rule = config.grid_rule
     else:  # another exporter's: the patch size read from the patches' width, the budget from its length or the caller
         side = int(round((width // 3) ** 0.5))
-        patch = native = (side, side)
+        patch, native, rule = (side, side), (side, side), "timm"
         if side * side * 3 != width:
             raise ValueError(f"{path!r}: patches of width {width} are not square RGB patches (ph * pw * 3).")
         if max_patches is None and length is None:
@@ -220,7 +221,7 @@ def saved_model_runtime(path, include_preprocessing=None, max_patches=None):
     def run(images):
         chunks = []
         for i in range(0, len(images), _CHUNK):
-            inputs = _batch(images[i : i + _CHUNK], patch, budget, include_preprocessing is not False)
+            inputs = _batch(images[i : i + _CHUNK], patch, budget, include_preprocessing is not False, rule)
             served = signature(**{key: tf.constant(inputs[key], dtype=specs[key].dtype) for key in KEYS})
             chunks.append(np.asarray(served[name].numpy(), "float32"))
         return np.concatenate(chunks) if chunks else np.zeros((0, int(outputs[name].shape[-1])), "float32")

@@ -296,7 +296,7 @@ def make_pipeline(
         return naflex_data.pipeline(
             dataset, naflex.patch_size, naflex.budgets, batch_size, training=training, augment=augment,
             num_classes=num_classes, seed=seed, shuffle_buffer=shuffle_buffer, repeat=repeat,
-            drop_remainder=drop_remainder, image_dtype=image_dtype,
+            drop_remainder=drop_remainder, image_dtype=image_dtype, rule=naflex.rule,
         )
     options = tf.data.Options()
     options.deterministic = True

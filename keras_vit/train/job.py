@@ -169,10 +169,10 @@ def _image_dtype():
     return "uint8" if gpu_info() else "float32"
 
 
-def _pipelines(dataset, config, strategy, *, per_worker, patch_size=None):
+def _pipelines(dataset, config, strategy, *, per_worker, patch_size=None, grid_rule="timm"):
     """``(train, validation or None, test)``: datasets for ``model.fit``, dataset functions for a multi-worker run.
 
-    ``patch_size``: the model's, for a NaFlex run (``config.naflex``).
+    ``patch_size``, ``grid_rule``: the model's, for a NaFlex run (``config.naflex``).
     """
     from keras_vit.train import data  # deferred: TensorFlow (see the imports above)
     from keras_vit.train.naflex_data import NaFlexBatching  # deferred: TensorFlow (see the imports above)
@@ -180,7 +180,7 @@ def _pipelines(dataset, config, strategy, *, per_worker, patch_size=None):
     # on a GPU the batches go as uint8 (the model rescales inside): a quarter of float32's host-to-device bytes
     common = dict(image_size=config.image_size, num_classes=dataset.num_classes, image_dtype=_image_dtype())
     if config.naflex:
-        common["naflex"] = NaFlexBatching(patch_size, config.naflex)
+        common["naflex"] = NaFlexBatching(patch_size, config.naflex, grid_rule)
     augmented = dict(
         training=True, augment=config.augment, seed=config.seed, randaugment=config.randaugment,
         mixup=config.mixup, cutmix=config.cutmix, repeat=True,
@@ -256,9 +256,9 @@ def _train(config, strategy, *, fit_batch=False):
         model_setup.compile_model(model, optimizer, config.label_smoothing, jit_compile=config.jit)
     replicas = strategy.num_replicas_in_sync
     patch_size = model.vit_config.patch_size if config.naflex else None
-    if config.naflex:
-        naflex_runtime.check_grid_rule(model.vit_config, "keras-vit train --naflex")
-    train, validation, test = _pipelines(dataset, config, strategy, per_worker=custom_loop, patch_size=patch_size)
+    rule = naflex_runtime.check_grid_rule(model.vit_config, "keras-vit train --naflex") if config.naflex else "timm"
+    train, validation, test = _pipelines(dataset, config, strategy, per_worker=custom_loop, patch_size=patch_size,
+                                         grid_rule=rule)
     shape = (f"NaFlex, patch budgets {', '.join(map(str, config.naflex))}" if config.naflex
              else f"input {config.image_size}x{config.image_size}")
     _say(

@@ -26,7 +26,7 @@ import dataclasses
 import tensorflow as tf
 
 from keras_vit.inference import naflex_input
-from keras_vit.layers.naflex_grid import KEYS
+from keras_vit.layers.naflex_grid import KEYS, grid_rule
 from keras_vit.train import augment as augment_lib
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -35,7 +35,8 @@ _SCHEDULE_SALT = 7919  # the budget draws' seed is (seed + salt, batch index): a
 
 @dataclasses.dataclass(frozen=True)
 class NaFlexBatching:
-    """What ``make_pipeline(naflex=...)`` needs of a NaFlex model: its patch size and the budgets to batch by.
+    """What ``make_pipeline(naflex=...)`` needs of a NaFlex model: its patch size, the budgets to batch by and its grid
+    rule (``ViTConfig.grid_rule``: ``"timm"`` or ``"siglip2"``).
 
     Example:
     >>> NaFlexBatching(7, (36, 16)).budgets
@@ -44,9 +45,11 @@ class NaFlexBatching:
 
     patch_size: int | tuple
     budgets: tuple
+    rule: str = "timm"
 
     def __post_init__(self):
         object.__setattr__(self, "budgets", check_budgets(self.budgets))
+        grid_rule(self.rule)  # an unknown rule named here
 
 
 def batch_sizes(budgets, batch_size):
@@ -87,11 +90,11 @@ def _patches_dtype(parts, image_dtype):
 
 
 def pipeline(dataset, patch_size, budgets, batch_size, *, training=False, augment="none", num_classes=None, seed=0,
-             shuffle_buffer=10_000, repeat=False, drop_remainder=None, image_dtype="float32"):
+             shuffle_buffer=10_000, repeat=False, drop_remainder=None, image_dtype="float32", rule="timm"):
     """Batch a split of ``(uint8 image (H, W, 3) of any size, label)`` into NaFlex batches ``(dict, labels)``.
 
     See the module docstring for the batching and the augmentation; ``make_pipeline(..., naflex=...)`` calls it
-    (:func:`keras_vit.train.data.make_pipeline`, whose other arguments these are).
+    (:func:`keras_vit.train.data.make_pipeline`, whose other arguments these are); ``rule``: the model's grid rule.
     """
     budgets = check_budgets(budgets)
     sizes = batch_sizes(budgets, batch_size)
@@ -107,7 +110,7 @@ def pipeline(dataset, patch_size, budgets, batch_size, *, training=False, augmen
         largest = budgets[-1]
 
         def eval_map(image, label):
-            parts = naflex_input.image_to_patches(image, patch_size, largest)
+            parts = naflex_input.image_to_patches(image, patch_size, largest, rule)
             return _patches_dtype(parts, image_dtype), labelled(label)
 
         ds = ds.map(eval_map, num_parallel_calls=AUTOTUNE)
@@ -138,7 +141,7 @@ def pipeline(dataset, patch_size, budgets, batch_size, *, training=False, augmen
     def train_map(element, index):
         (image, label), r = element
         image = _augmented(image, tf.stack([r, tf.constant(seed, tf.int64)]), augment)
-        parts = naflex_input.image_to_patches(image, patch_size, budget_table[drawn(index)])
+        parts = naflex_input.image_to_patches(image, patch_size, budget_table[drawn(index)], rule)
         return index, _patches_dtype(parts, image_dtype), labelled(label)
 
     ds = ds.map(train_map, num_parallel_calls=AUTOTUNE)

@@ -70,6 +70,47 @@ def test_serving_bytes_applies_the_grid_rule_in_the_graph(saved, tmp_path):
         assert abs(got[p["index"]] - p["probability"]) <= 1e-5
 
 
+STRIP = (1, 1_000_000)  # under a budget of 2 patches of 4: a scale of ~8e-6, timm's rule refuses it, SigLIP 2's a 1 x 2 grid
+
+
+def test_serving_bytes_cuts_by_the_model_s_grid_rule(tmp_path):
+    """The bytes signature's graph of a grid_rule="siglip2" model: the strip cut by SigLIP 2's rule, as predict."""
+    import tensorflow as tf
+
+    from keras_vit.export import naflex_graph
+
+    model = tiny(grid_rule="siglip2")
+    png = _png(STRIP)
+    parts = tf.function(lambda data: naflex_graph.bytes_to_inputs(data, (4, 4), 2, "siglip2"))(tf.constant([png]))
+    assert int(tf.reduce_sum(tf.cast(parts[2], tf.int32))) == 2  # a 1 x 2 grid
+    got = np.asarray(model(dict(zip(("patches", "patch_coord", "patch_valid"), parts))))[0]
+    (result,) = predict(model, [str(_write_png(tmp_path, png))], top_k=3, max_patches=2)
+    for p in result["predictions"]:
+        assert abs(got[p["index"]] - p["probability"]) <= 1e-5
+    with pytest.raises(tf.errors.InvalidArgumentError, match="No scale"):  # timm's rule, the default
+        tf.function(lambda data: naflex_graph.bytes_to_inputs(data, (4, 4), 2))(tf.constant([png]))
+
+
+@pytest.mark.slow  # the same graph, fast: test_serving_bytes_cuts_by_the_model_s_grid_rule
+def test_a_siglip2_rule_model_exports_to_a_saved_model_verified(tmp_path):
+    """export -> verify (both signatures) of a grid_rule="siglip2" model; the SavedModel's serving_bytes and predict
+    on it (its rule read from assets/keras_vit.json's vit_config) cut the strip timm's rule refuses by SigLIP 2's."""
+    import tensorflow as tf
+
+    model = tiny(grid_rule="siglip2")
+    report = export_model(model, "saved_model", str(tmp_path / "serving"), eval_data=EVAL, warmup=False,
+                          max_patches=2)
+    assert report.passed and report.max_abs_diff <= 1e-5 and report.details["serving_bytes"]["passed"]
+    png = _png(STRIP)
+    file = str(_write_png(tmp_path, png))
+    want = {p["index"]: p["probability"] for p in predict(model, [file], top_k=3, max_patches=2)[0]["predictions"]}
+    got = tf.saved_model.load(report.path).signatures["serving_bytes"](image_bytes=tf.constant([png]))
+    got = got["probabilities"].numpy()[0]
+    served = predict(report.path, [file], top_k=3)[0]["predictions"]
+    for p in served:
+        assert abs(want[p["index"]] - p["probability"]) <= 1e-5 and abs(got[p["index"]] - want[p["index"]]) <= 1e-5
+
+
 @pytest.mark.slow
 def test_saved_model_takes_the_dict_and_encoded_images_of_any_size(saved, tmp_path):
     report = export_model(saved, "saved_model", str(tmp_path / "serving"), eval_data=EVAL, warmup=False)

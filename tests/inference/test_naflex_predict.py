@@ -15,9 +15,10 @@ from keras_vit.layers import naflex_grid
 SIZES = ((48, 48), (45, 80), (90, 30))  # 1:1, 16:9, 1:3
 
 
-def tiny(max_patches=None):
+def tiny(max_patches=None, grid_rule="timm"):
     config = ViTConfig(image_size=16, patch_size=4, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64, num_classes=3,
-                       input_mode="naflex", max_patches=max_patches, pooling="gap", class_token=False)
+                       input_mode="naflex", max_patches=max_patches, pooling="gap", class_token=False,
+                       grid_rule=grid_rule)
     model = VisionTransformer.from_vit_config(config)
     rng = np.random.default_rng(0)
     for variable in model.weights:
@@ -36,10 +37,11 @@ def files(tmp_path_factory):
     return paths
 
 
-def expected(model, paths, budget):
-    """The NumPy grid rule (keras_vit.layers.naflex_grid) on the pixels of the files, resized by the one rule."""
+def expected(model, paths, budget, rule="timm"):
+    """The NumPy grid rule ``rule`` (keras_vit.layers.naflex_grid) on the pixels of the files, resized by the one rule."""
     pixels = [np.asarray(Image.open(p).convert("RGB"), "float32") for p in paths]
-    resized = [decoding.resize(tf.constant(p), naflex_grid.target_size(p.shape[:2], 4, budget)).numpy() for p in pixels]
+    resized = [decoding.resize(tf.constant(p), naflex_grid.target_size(p.shape[:2], 4, budget, rule=rule)).numpy()
+               for p in pixels]
     return np.asarray(model(naflex_grid.batch(resized, 4, budget)))
 
 
@@ -69,21 +71,38 @@ def test_a_fixed_budget_is_the_model_s_own(files, tmp_path):
     assert result["predictions"][0]["index"] == int(np.argmax(expected(model, files[2:], 20)[0]))
 
 
-def test_a_siglip2_rule_model_is_refused_where_timms_rule_would_cut_its_images(tmp_path):
-    """predict and export cut images by timm's rule in TensorFlow: a model whose weights were trained under SigLIP 2's
-    rule would get other grids silently, so it is refused naming the rule and the way out."""
-    import keras_vit
-    from keras_vit.export import export_model
+def test_a_siglip2_rule_model_is_predicted_by_its_own_rule(files, tmp_path):
+    """A model whose weights were trained under SigLIP 2's grid rule (grid_rule="siglip2", transformers' SigLIP 2
+    NaFlex) gets its images cut by that rule: on 1:1, 16:9, 1:3 files (where the two rules' searches agree) and on a
+    1 x 1,000,000 strip under a budget of 2, whose scale (~8e-6) timm's rule refuses and SigLIP 2's keeps (1 x 2
+    patches). Before, predict refused the model; cut by timm's rule, the strip would fail."""
+    model = tiny(grid_rule="siglip2")
+    results = predict(model, files, top_k=3)
+    got = np.array([[p["probability"] for p in sorted(r["predictions"], key=lambda p: p["index"])] for r in results])
+    np.testing.assert_allclose(got, expected(model, files, 16, rule="siglip2"), rtol=0, atol=1e-5)
+    strip = str(tmp_path / "strip.png")
+    Image.fromarray(np.random.default_rng(2).integers(0, 255, (1, 1_000_000, 3), dtype=np.uint8)).save(strip)
+    assert naflex_grid.grid_for((1, 1_000_000), 4, 2, rule="siglip2") == (1, 2)
+    with pytest.raises(ValueError, match="No scale"):
+        naflex_grid.grid_for((1, 1_000_000), 4, 2)  # timm's rule
+    (result,) = predict(model, [strip], top_k=3, max_patches=2)
+    got = np.array([p["probability"] for p in sorted(result["predictions"], key=lambda p: p["index"])])
+    np.testing.assert_allclose(got, expected(model, [strip], 2, rule="siglip2")[0], rtol=0, atol=1e-5)
+    path = str(tmp_path / "siglip2.keras")  # the rule read back from the saved model's config
+    model.save(path)
+    (result,) = predict(path, [strip], top_k=3, max_patches=2)
+    got = np.array([p["probability"] for p in sorted(result["predictions"], key=lambda p: p["index"])])
+    np.testing.assert_allclose(got, expected(model, [strip], 2, rule="siglip2")[0], rtol=0, atol=1e-5)
+
+
+def test_an_unknown_grid_rule_is_refused_by_name():
+    from types import SimpleNamespace
+
     from keras_vit.inference import naflex_runtime
 
-    model = keras_vit.ViT(image_size=32, patch_size=8, hidden_size=32, num_layers=1, num_heads=2, mlp_dim=64,
-                          num_classes=3, class_token=False, pooling="gap", input_mode="naflex", grid_rule="siglip2")
-    with pytest.raises(ValueError, match=r"grid_rule='siglip2'.*resize_to_budget"):
-        naflex_runtime.keras_runtime(model)
-    pixels = np.random.default_rng(0).uniform(0, 255, (2, 32, 32, 3)).astype("float32")
-    with pytest.raises(ValueError, match=r"grid_rule='siglip2'"):
-        export_model(model, "tflite", str(tmp_path / "m.tflite"), eval_data=pixels, max_patches=16)
-    assert not (tmp_path / "m.tflite").exists()
+    assert naflex_runtime.check_grid_rule(SimpleNamespace(grid_rule="siglip2"), "predict") == "siglip2"
+    with pytest.raises(ValueError, match=r"predict cuts images by the model's NaFlex grid rule.*grid_rule='bogus'"):
+        naflex_runtime.check_grid_rule(SimpleNamespace(grid_rule="bogus"), "predict")
 
 
 def test_a_model_without_its_own_scaling_gets_scaled_pixels(files):

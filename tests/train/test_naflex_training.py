@@ -64,6 +64,23 @@ def test_evaluation_keeps_each_aspect_ratio_at_the_largest_budget():
     np.testing.assert_allclose(x["patches"].numpy(), expected["patches"], rtol=0, atol=1e-3)
 
 
+def test_the_pipeline_cuts_by_the_model_s_grid_rule():
+    """NaFlexBatching's rule reaches the tf.data map: a 1 x 1,000,000 strip under 2 patches of 4 (a scale timm's rule
+    refuses) gets SigLIP 2's 1 x 2 grid, the patches of naflex_input.batch by that rule, in training and evaluation."""
+    strip = np.random.default_rng(3).integers(0, 255, (1, 1_000_000, 3)).astype("uint8")
+    ds = tf.data.Dataset.from_tensors((strip, 0))
+    expected = naflex_input.batch([strip.astype("float32")], 4, 2, rule="siglip2")
+    for training in (False, True):
+        (x, _), = list(data.make_pipeline(ds, 16, 1, num_classes=3, training=training, drop_remainder=False,
+                                          naflex=NaFlexBatching(4, (2,), "siglip2")).take(1))
+        assert x["patch_valid"].numpy().sum() == 2
+        np.testing.assert_allclose(x["patches"].numpy(), expected["patches"], rtol=0, atol=1e-3)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="No scale"):  # timm's rule, the default
+        list(data.make_pipeline(ds, 16, 1, num_classes=3, naflex=NaFlexBatching(4, (2,))))
+    with pytest.raises(ValueError, match="rule='bogus'"):
+        NaFlexBatching(4, (2,), "bogus")
+
+
 def test_naflex_refuses_batch_augmentations_and_strategies_by_name():
     _, ds = _mixed(8)
     with pytest.raises(ValueError, match="RandAugment, MixUp and CutMix"):
