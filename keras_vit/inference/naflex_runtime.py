@@ -20,7 +20,7 @@ from keras_vit.architecture.config import ViTConfig
 from keras_vit.architecture.model import config_of
 from keras_vit.inference import naflex_input
 from keras_vit.inference.runtimes import (EMBEDDING, Runtime, model_takes_pixels, saved_model_metadata, tflite_interpreter,
-                                          tflite_output)
+                                          tflite_output, unit_range)
 from keras_vit.layers.naflex_grid import GRID_RULES, KEYS
 
 _CHUNK = 32  # images per Keras call
@@ -76,7 +76,7 @@ def _batch(images, patch_size, budget, takes_pixels, rule):
     preprocess_input` gives the image models (after the grid rule's resize, which clips to ``[0, 255]``)."""
     inputs = naflex_input.batch(images, patch_size, budget, rule)
     if not takes_pixels:
-        inputs = {**inputs, "patches": np.asarray(inputs["patches"], "float32") / 127.5 - 1.0}
+        inputs = {**inputs, "patches": unit_range(inputs["patches"])}
     return inputs
 
 
@@ -126,6 +126,14 @@ def run_tflite(interpreter, inputs):
     return np.concatenate(results) if results else np.zeros((0, int(output["shape"][-1])), "float32")
 
 
+def _square_patch(path, width):
+    """The side of the square RGB patches of width ``width`` (``ph * pw * 3``) a file's NaFlex inputs take."""
+    side = int(round((width // 3) ** 0.5))
+    if side * side * 3 != width:
+        raise ValueError(f"{os.fspath(path)!r}: patches of width {width} are not square RGB patches (ph * pw * 3).")
+    return side
+
+
 def tflite_runtime(path, include_preprocessing=None, max_patches=None):
     """A NaFlex ``.tflite`` (three inputs, a fixed budget); its patch size read from the patches' width
     (``ph * pw * 3``, square patches). ``max_patches`` other than the file's budget is refused: it was fixed at
@@ -139,9 +147,7 @@ def tflite_runtime(path, include_preprocessing=None, max_patches=None):
         raise ValueError(f"The NaFlex TFLite model {os.fspath(path)!r} takes max_patches={budget} patches per image "
                          f"only: its budget was fixed at export (keras-vit export --max-patches). Export it again at "
                          f"the budget you want. Received: max_patches={max_patches!r}")
-    patch = int(round((width // 3) ** 0.5))
-    if patch * patch * 3 != width:
-        raise ValueError(f"{os.fspath(path)!r}: patches of width {width} are not square RGB patches (ph * pw * 3).")
+    patch = _square_patch(path, width)
     output = tflite_output(interpreter)
 
     def run(images):
@@ -201,10 +207,8 @@ def saved_model_runtime(path, include_preprocessing=None, max_patches=None):
         budget = budget_of(config, max_patches if max_patches is not None else metadata.get("max_patches"))
         rule = config.grid_rule
     else:  # another exporter's: the patch size read from the patches' width, the budget from its length or the caller
-        side = int(round((width // 3) ** 0.5))
+        side = _square_patch(path, width)
         patch, native, rule = (side, side), (side, side), "timm"
-        if side * side * 3 != width:
-            raise ValueError(f"{path!r}: patches of width {width} are not square RGB patches (ph * pw * 3).")
         if max_patches is None and length is None:
             raise ValueError(f"The NaFlex SavedModel {path!r} takes any number of patches and records no budget "
                              "(assets/keras_vit.json): pass max_patches= (keras-vit predict --max-patches N).")

@@ -53,10 +53,7 @@ def preprocess_input(x, data_format=None, include_preprocessing=True):
         raise ValueError(
             f"Unknown data_format: expected 'channels_last' or 'channels_first'. Received: data_format={data_format!r}"
         )
-    x = np.asarray(x, dtype="float32")
-    if include_preprocessing:
-        return x
-    return x / np.float32(127.5) - np.float32(1.0)
+    return np.asarray(x, dtype="float32") if include_preprocessing else runtimes.unit_range(x)
 
 
 def decode_predictions(preds, top=5, class_names=None, model=None):

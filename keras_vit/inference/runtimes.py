@@ -75,6 +75,11 @@ def model_format(path):
     )
 
 
+def unit_range(pixels):
+    """RGB in ``[0, 255]`` as float32 in ``[-1, 1]``: what a model built with ``include_preprocessing=False`` takes."""
+    return np.asarray(pixels, dtype="float32") / np.float32(127.5) - np.float32(1.0)
+
+
 def model_takes_pixels(model):
     """Whether a Keras model scales [0, 255] pixels itself (it has the ``preprocessing`` layer)."""
     try:
