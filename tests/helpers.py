@@ -154,6 +154,26 @@ def image_folder(root, classes=("cat", "dog"), per_class=5, size=(12, 10)):
     return root
 
 
+def randomized(model, std=0.2, seed=0):
+    """``model`` with every weight drawn from N(0, ``std``): outputs that every weight moves; returns ``model``."""
+    rng = np.random.default_rng(seed)
+    for variable in model.weights:
+        variable.assign(rng.normal(0.0, std, variable.shape).astype("float32"))
+    return model
+
+
+def png_files(root, sizes, seed=1):
+    """Paths of random RGB PNGs of ``sizes`` ``[(h, w), ...]`` written as ``root/HxW.png``."""
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    paths = []
+    for h, w in sizes:
+        paths.append(str(root / f"{h}x{w}.png"))
+        Image.fromarray(rng.integers(0, 255, (h, w, 3), dtype=np.uint8)).save(paths[-1])
+    return paths
+
+
 HF_COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 

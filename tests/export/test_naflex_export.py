@@ -11,6 +11,7 @@ from keras_vit.export import export_model, gpu_delegate, tflite
 from keras_vit.inference import naflex_input, naflex_runtime, runtimes
 from keras_vit.inference.predictors import predict
 from keras_vit.layers import formulation
+from helpers import randomized
 
 POOLINGS = {"gap": dict(pooling="gap", class_token=False, num_register_tokens=1),
             "token": dict(pooling="token", position_aspect_preserving=True),
@@ -24,10 +25,7 @@ def tiny(pooling="gap", **overrides):
     config = ViTConfig(**{**dict(image_size=16, patch_size=4, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64,
                                  num_classes=3, input_mode="naflex"), **POOLINGS[pooling], **overrides})
     model = VisionTransformer.from_vit_config(config)
-    rng = np.random.default_rng(0)
-    for variable in model.weights:
-        variable.assign(rng.normal(0.0, 0.2, variable.shape).astype("float32"))
-    return model
+    return randomized(model)
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ from keras_vit.inference import naflex_input
 from keras_vit.inference.predictors import predict
 from keras_vit.layers.naflex_grid import KEYS
 from keras_vit.models.lora import enable_lora, lora_layers, merge_lora
+from helpers import randomized
 
 SIZES = ((48, 48), (45, 80), (90, 30))  # 1:1, 16:9, 1:3
 INT8_ATOL = 0.01
@@ -27,10 +28,7 @@ SAME_ATOL = 1e-5
 def tiny():
     model = keras_vit.ViT(image_size=32, patch_size=8, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64,
                           num_classes=3, class_token=False, pooling="gap", input_mode="naflex")
-    rng = np.random.default_rng(0)
-    for variable in model.weights:
-        variable.assign(rng.normal(0.0, 0.2, variable.shape).astype("float32"))
-    return model
+    return randomized(model)
 
 
 def train_factors(model, seed=2):

@@ -11,6 +11,7 @@ from keras_vit.architecture.model import VisionTransformer
 from keras_vit.inference import decoding
 from keras_vit.inference.predictors import load_predictor, predict
 from keras_vit.layers import naflex_grid
+from helpers import png_files, randomized
 
 SIZES = ((48, 48), (45, 80), (90, 30))  # 1:1, 16:9, 1:3
 
@@ -20,21 +21,12 @@ def tiny(max_patches=None, grid_rule="timm"):
                        input_mode="naflex", max_patches=max_patches, pooling="gap", class_token=False,
                        grid_rule=grid_rule)
     model = VisionTransformer.from_vit_config(config)
-    rng = np.random.default_rng(0)
-    for variable in model.weights:
-        variable.assign(rng.normal(0.0, 0.2, variable.shape).astype("float32"))
-    return model
+    return randomized(model)
 
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
-    root = tmp_path_factory.mktemp("shapes")
-    rng = np.random.default_rng(1)
-    paths = []
-    for h, w in SIZES:
-        paths.append(str(root / f"{h}x{w}.png"))
-        Image.fromarray(rng.integers(0, 255, (h, w, 3), dtype=np.uint8)).save(paths[-1])
-    return paths
+    return png_files(tmp_path_factory.mktemp("shapes"), SIZES)
 
 
 def expected(model, paths, budget, rule="timm"):

@@ -19,6 +19,7 @@ from keras_vit.architecture.config import ViTConfig
 from keras_vit.inference import naflex_input, naflex_runtime
 from keras_vit.inference.predictors import load_predictor, predict
 from keras_vit.layers.naflex_grid import KEYS
+from helpers import png_files, randomized
 
 SIZES = ((48, 48), (45, 80), (90, 30))  # 1:1, 16:9, 1:3
 PATCH = 8
@@ -79,13 +80,7 @@ def config_dict(max_patches=None):
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
-    root = tmp_path_factory.mktemp("shapes")
-    rng = np.random.default_rng(1)
-    paths = []
-    for h, w in SIZES:
-        paths.append(str(root / f"{h}x{w}.png"))
-        Image.fromarray(rng.integers(0, 255, (h, w, 3), dtype=np.uint8)).save(paths[-1])
-    return paths
+    return png_files(tmp_path_factory.mktemp("shapes"), SIZES)
 
 
 def expected(paths, budget):
@@ -186,9 +181,7 @@ def test_the_exported_saved_model_agrees_with_the_keras_model_on_three_aspect_ra
 
     model = keras_vit.ViT(image_size=32, patch_size=8, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64,
                           num_classes=3, class_token=False, pooling="gap", input_mode="naflex")
-    rng = np.random.default_rng(0)
-    for variable in model.weights:
-        variable.assign(rng.normal(0.0, 0.2, variable.shape).astype("float32"))
+    randomized(model)
     keras_file = str(tmp_path / "naflex.keras")
     model.save(keras_file)
     eval_data = rng.uniform(0, 255, (3, 32, 32, 3)).astype("float32")
