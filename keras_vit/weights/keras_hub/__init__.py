@@ -28,16 +28,16 @@ def preset_folder(path):
 
 
 def reading(folder):
-    """``(Preset, Reading, reader module)`` of a preset folder: what its JSON files say (see the module docstring)."""
+    """``(Preset, Reading)`` of a preset folder: what its JSON files say (see the module docstring)."""
     files = preset.Preset(folder, READS)
     config, path = files.object(preset.CONFIG_FILE, (preset.BACKBONE,) + tuple(FAMILIES))
     name = files.class_name(preset.CONFIG_FILE)
     if name not in FAMILIES:
-        return files, vit.reading(files, config, path), vit
+        return files, vit.reading(files, config, path)
     row = FAMILIES[name]
     found = family.reading(row, files, config, path)
     files.normalization(found, row.converter, row.normalization)
-    return files, found, family
+    return files, found
 
 
 class KerasHubSource(Source):
@@ -51,15 +51,15 @@ class KerasHubSource(Source):
 
     def describe(self, opened, architecture=None):
         folder = preset_folder(opened.path)
-        files, found, reader = reading(folder)
-        shapes = {key: tuple(array.shape) for key, array in reader.arrays(files, found, stand_ins=True).items()}
+        files, found = reading(folder)
+        shapes = {key: tuple(array.shape) for key, array in family.arrays(files, found, stand_ins=True).items()}
         config_path = os.path.join(folder, preset.CONFIG_FILE)
         config_lib.check_against_weights(found.expected, shapes, found.declared["qkv_bias"].value, config_path)
         return found.info(folder, self.name, shapes, config_path)
 
     def arrays(self, opened, architecture=None, input_mean=None, input_std=None):
-        files, found, reader = reading(preset_folder(opened.path))
-        return fold_normalization(reader.arrays(files, found), found.mean, found.std, input_mean, input_std)
+        files, found = reading(preset_folder(opened.path))
+        return fold_normalization(family.arrays(files, found), found.mean, found.std, input_mean, input_std)
 
 
 SOURCE = KerasHubSource()

@@ -11,7 +11,7 @@ from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
 from keras_vit.weights.conventions import CLIP_MEAN_STD
 from keras_vit.weights.declared import declare
-from keras_vit.weights.keras_hub.family import ATT, POSITION_IDS, TEXT, Family, Keys, block, dense, mha, pair
+from keras_vit.weights.keras_hub.family import POSITION_IDS, TEXT, Family, Keys, encoder, pair
 from keras_vit.weights.mapping import POSEMB_KEY
 
 _ENCODER = "CLIPVisionEncoder"
@@ -35,11 +35,7 @@ def _keys(read, depth):
     table = {f"{embed}/vars/0": "cls", f"{embed}/vars/1": POSITION_IDS, f"{embed}/patch_embedding/vars/0": "embedding/kernel",
              f"{embed}/position_embedding/vars/0": POSEMB_KEY, **pair(f"{vision}/layer_normalization", "Transformer/pre_norm"),
              **pair(f"{vision}/layer_normalization_1", "fc_norm"), "layers/dense/vars/0": "projection/kernel"}
-    for i in range(depth):
-        layer, key = block(f"{vision}/clip_encoder_layer", i), f"Transformer/encoderblock_{i}"
-        table.update({**pair(f"{layer}/layer_norm_1", f"{key}/LayerNorm_0"), **pair(f"{layer}/layer_norm_2", f"{key}/LayerNorm_2"),
-                      **mha(f"{layer}/attention", f"{key}/{ATT}"),
-                      **dense(f"{layer}/dense_1", f"{key}/MlpBlock_3/Dense_0"), **dense(f"{layer}/dense_2", f"{key}/MlpBlock_3/Dense_1")})
+    table.update(encoder(f"{vision}/clip_encoder_layer", depth, ("layer_norm_1", "layer_norm_2"), "attention", ("dense_1", "dense_2")))
     return Keys(table, named={"layers/dense/vars": ("vision_projection", None),
                               "layers/dense_1/vars": ("text_projection", "the text tower's projection (text_projection)")},
                 zeros={"embedding/bias": (read.number("hidden_dim"),)},

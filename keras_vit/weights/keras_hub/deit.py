@@ -9,7 +9,7 @@ final norm; keras_vit's DeiT (``distillation_token``) returns the mean of the tw
 from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
 from keras_vit.weights.conventions import IMAGENET
-from keras_vit.weights.keras_hub.family import ATT, Family, Keys, block, dense, mha, pair
+from keras_vit.weights.keras_hub.family import ATT, Family, Keys, dense, encoder, pair
 from keras_vit.weights.mapping import POSEMB_KEY
 
 TASK = "DeiTImageClassifier"
@@ -47,14 +47,11 @@ def _special(read, found, vision):
 
 def _keys(read, depth):
     bias = read.flag("use_mha_bias", True)
-    embed, encoder = "layers/dei_t_embeddings", "layers/dei_t_encoder"
+    embed, blocks = "layers/dei_t_embeddings", "layers/dei_t_encoder"
     table = {f"{embed}/vars/0": "cls", f"{embed}/vars/1": "dist", f"{embed}/vars/2": POSEMB_KEY,
-             **dense(f"{embed}/patch_embedding", "embedding"), **pair(f"{encoder}/layer_norm", "Transformer/encoder_norm")}
-    for i in range(depth):
-        layer, key = block(f"{encoder}/encoder_layers/dei_t_encoder_block", i), f"Transformer/encoderblock_{i}"
-        table.update({**pair(f"{layer}/layer_norm_1", f"{key}/LayerNorm_0"), **pair(f"{layer}/layer_norm_2", f"{key}/LayerNorm_2"),
-                      **mha(f"{layer}/mha", f"{key}/{ATT}", bias),
-                      **dense(f"{layer}/mlp/dense", f"{key}/MlpBlock_3/Dense_0"), **dense(f"{layer}/output_layer/dense", f"{key}/MlpBlock_3/Dense_1")})
+             **dense(f"{embed}/patch_embedding", "embedding"), **pair(f"{blocks}/layer_norm", "Transformer/encoder_norm")}
+    table.update(encoder(f"{blocks}/encoder_layers/dei_t_encoder_block", depth, ("layer_norm_1", "layer_norm_2"), "mha",
+                         ("mlp/dense", "output_layer/dense"), bias=bias))
     width = read.number("hidden_dim")
     zeros = {} if bias else {f"Transformer/encoderblock_{i}/{ATT}/out/bias": (width,) for i in range(depth)}
     return Keys(table, zeros=zeros)

@@ -12,7 +12,7 @@ backbone returns every token after the final norm.
 
 from keras_vit.weights.conventions import IMAGENET
 from keras_vit.weights.declared import declare
-from keras_vit.weights.keras_hub.family import ATT, Family, Keys, block, dense, mha, pair
+from keras_vit.weights.keras_hub.family import Family, Keys, dense, encoder, pair
 from keras_vit.weights.mapping import POSEMB_KEY
 
 
@@ -54,13 +54,8 @@ def _keys(read, depth):
     table[f"{embed}/vars/{next(index)}"] = POSEMB_KEY
     table.update(dense(f"{embed}/patch_embeddings/projection", "embedding"))
     table.update(pair("layers/layer_normalization", "Transformer/encoder_norm"))
-    for i in range(depth):
-        layer, key = block("layers/dinov2_encoder/layers/dinov2_layer", i), f"Transformer/encoderblock_{i}"
-        table.update({**pair(f"{layer}/norm1", f"{key}/LayerNorm_0"), **pair(f"{layer}/norm2", f"{key}/LayerNorm_2"),
-                      **mha(f"{layer}/attention/attention", f"{key}/{ATT}"),
-                      f"{layer}/layer_scale1/vars/0": f"{key}/LayerScale_1/gamma", f"{layer}/layer_scale2/vars/0": f"{key}/LayerScale_3/gamma",
-                      **dense(f"{layer}/mlp/{'weights_in' if glu else 'fc1'}", f"{key}/MlpBlock_3/Dense_0"),
-                      **dense(f"{layer}/mlp/{'weights_out' if glu else 'fc2'}", f"{key}/MlpBlock_3/Dense_1")})
+    table.update(encoder("layers/dinov2_encoder/layers/dinov2_layer", depth, ("norm1", "norm2"), "attention/attention",
+                         ("mlp/weights_in", "mlp/weights_out") if glu else ("mlp/fc1", "mlp/fc2"), ("layer_scale1", "layer_scale2")))
     return Keys(table, skip)
 
 

@@ -65,23 +65,26 @@ class Keys(NamedTuple):
     """Where a family's weights lie: ``table`` ``{h5 dataset: canonical key}``, ``skip`` ``{regex: reason}``,
     ``named`` ``{default group path: (layer name, reason to skip or None)}`` of groups found by the name Keras
     stored, ``zeros`` ``{canonical key: shape}`` with no weights (zeros stand in), ``joined`` ``{canonical key:
-    (part keys)}`` of a weight stored in parts (DINOv3's gated MLP: ``[gate; up]``), joined on the last axis."""
+    (part keys)}`` of a weight stored in parts (DINOv3's gated MLP: ``[gate; up]``), joined on the last axis;
+    ``task``: the :class:`Keys` of the ``task.weights.h5`` whose head is loaded (a ``ViTImageClassifier``'s)."""
 
     table: dict
     skip: dict = {}
     named: dict = {}
     zeros: dict = {}
     joined: dict = {}
+    task: object = None
 
 
 class Weights(NamedTuple):
-    """:attr:`Reading.layout` of a family preset: the family, its :class:`Keys`, the position table's resampling
-    ``(table grid, image grid, method, said)`` or None, and why a task's head is skipped (or None)."""
+    """:attr:`Reading.layout` of a preset: its :class:`Keys`, the position table's resampling ``(table grid, image
+    grid, method, said)`` or None, why a task's head is skipped (or None), and how errors name the model and its
+    files (default: the backbone class and ``config.json``)."""
 
-    family: Family
     keys: Keys
     position: tuple | None = None
     task_skipped: str | None = None
+    label: tuple = ()
 
 
 class Vision(NamedTuple):
@@ -114,6 +117,19 @@ def dense(group, key):
 def block(prefix, i):
     """Keras names the i-th layer of a list by its class in snake case, ``_1``, ``_2``... after the first."""
     return prefix + (f"_{i}" if i else "")
+
+
+def encoder(prefix, depth, norms, attention, mlp, scales=(), bias=True):
+    """The table of ``depth`` blocks (``prefix`` of their list): the two LayerNorms, the attention's ``mha``, the
+    LayerScales, then the MLP's two ``Dense``, each named inside a block."""
+    table = {}
+    for i in range(depth):
+        layer, key = block(prefix, i), f"Transformer/encoderblock_{i}"
+        table.update({**pair(f"{layer}/{norms[0]}", f"{key}/LayerNorm_0"), **pair(f"{layer}/{norms[1]}", f"{key}/LayerNorm_2"),
+                      **mha(f"{layer}/{attention}", f"{key}/{ATT}", bias),
+                      **{f"{layer}/{scale}/vars/0": f"{key}/LayerScale_{n}/gamma" for scale, n in zip(scales, (1, 3))},
+                      **dense(f"{layer}/{mlp[0]}", f"{key}/MlpBlock_3/Dense_0"), **dense(f"{layer}/{mlp[1]}", f"{key}/MlpBlock_3/Dense_1")})
+    return table
 
 
 class Reader(config_lib.Fields):
@@ -195,7 +211,7 @@ def reading(family, preset, config, path):
                       ("mlp_dim", mlp.said, 2 * mlp.value if glu else mlp.value), ("class_token", token.said, token.value),
                       special[1] if special else ("image_size", read.said("image_shape", list(vision.image)), vision.image[:2])]
     task_skipped = None if preset is None else _task_skipped(family, preset)
-    found.layout = Weights(family, family.keys(read, depth), special[0] if special else None, task_skipped)
+    found.layout = Weights(family.keys(read, depth), special[0] if special else None, task_skipped)
     return found
 
 
@@ -265,19 +281,25 @@ def locate(preset, parts, architecture, what="config.json"):
 
 
 def plan(preset, found):
-    """``{canonical key: (file, dataset path)}`` of a family backbone's weights; ``found.skipped`` gets ``{what:
-    reason}`` of the weights left out on purpose (a text tower, a buffer, a task's head)."""
-    weights = found.layout
-    files = preset.weight_files()
+    """``{canonical key: (file, dataset path)}`` of a preset's weights (and of its task's head, where it is loaded);
+    ``found.skipped`` gets ``{what: reason}`` of the weights left out on purpose (a text tower, a buffer, a task's head)."""
+    keys, files = found.layout.keys, preset.weight_files()
     names = {}
-    for file in files:
+    for file in files if keys.named else ():
         names.update(preset_files.group_names(file))
-    out, skipped = locate(preset, [(files, *resolve(weights.keys, names))], found.architecture)
+    parts = [(files, *resolve(keys, names))]
+    if keys.task is not None:
+        task_file = preset.file(preset_files.TASK_WEIGHTS_FILE)
+        if not os.path.isfile(task_file):
+            raise CheckpointError(f"keras-hub preset {preset.folder!r} has {preset_files.TASK_FILE} but no "
+                                  f"{preset_files.TASK_WEIGHTS_FILE}.")
+        parts.append(([task_file], *resolve(keys.task, preset_files.group_names(task_file))))
+    out, skipped = locate(preset, parts, *(found.layout.label or (found.architecture,)))
     found.skipped = {f"{label} ({n} tensor{'s' if n > 1 else ''})": why for label, (n, why) in skipped.items()}
-    if weights.task_skipped:  # a task's head keras_vit cannot compute: named in the report, not loaded
+    if found.layout.task_skipped:  # a task's head keras_vit cannot compute: named in the report, not loaded
         task_file = preset.file("task.weights.h5")
         n = len(preset_files.datasets([task_file])) if os.path.isfile(task_file) else 0
-        found.skipped[f"head (task.weights.h5, {n} tensor{'s' if n != 1 else ''})"] = weights.task_skipped
+        found.skipped[f"head (task.weights.h5, {n} tensor{'s' if n != 1 else ''})"] = found.layout.task_skipped
     return out
 
 
@@ -313,7 +335,7 @@ def _array(found, key, array):
 
 
 def arrays(preset, found, stand_ins=False):
-    """``{original key: np.ndarray}`` of a family preset, every array read now; ``stand_ins``: zeros of the stored
+    """``{original key: np.ndarray}`` of a preset, every array read now; ``stand_ins``: zeros of the stored
     shapes instead (only the ``position_ids``, a few integers, are read)."""
     where = plan(preset, found)
     out = preset_files.arrays(where, stand_ins)

@@ -9,7 +9,7 @@ bias are skipped and reported.
 
 from keras_vit.errors import CheckpointError
 from keras_vit.weights.conventions import HALF
-from keras_vit.weights.keras_hub.family import ATT, MAP_ATT, POSITION_IDS, TEXT, Family, Keys, block, dense, mha, pair
+from keras_vit.weights.keras_hub.family import MAP_ATT, POSITION_IDS, TEXT, Family, Keys, dense, encoder, mha, pair
 from keras_vit.weights.mapping import POSEMB_KEY
 
 _ENCODER = "SigLIPVisionEncoder"
@@ -32,11 +32,7 @@ def _keys(read, depth):
              **pair(f"{vision}/layer_normalization", "Transformer/encoder_norm"),
              f"{head}/vars/0": "MAPHead_0/probe", **mha(f"{head}/attention", MAP_ATT), **pair(f"{head}/layer_norm", "MAPHead_0/LayerNorm_0"),
              **dense(f"{head}/mlp/fc1", "MAPHead_0/MlpBlock_0/Dense_0"), **dense(f"{head}/mlp/fc2", "MAPHead_0/MlpBlock_0/Dense_1")}
-    for i in range(depth):
-        layer, key = block(f"{vision}/sig_lip_encoder_layer", i), f"Transformer/encoderblock_{i}"
-        table.update({**pair(f"{layer}/layer_norm1", f"{key}/LayerNorm_0"), **pair(f"{layer}/layer_norm2", f"{key}/LayerNorm_2"),
-                      **mha(f"{layer}/self_attn", f"{key}/{ATT}"),
-                      **dense(f"{layer}/mlp/fc1", f"{key}/MlpBlock_3/Dense_0"), **dense(f"{layer}/mlp/fc2", f"{key}/MlpBlock_3/Dense_1")})
+    table.update(encoder(f"{vision}/sig_lip_encoder_layer", depth, ("layer_norm1", "layer_norm2"), "self_attn", ("mlp/fc1", "mlp/fc2")))
     table[f"{embed}/vars/0"] = POSITION_IDS
     return Keys(table, skip={"^layers/sig_lip_text_encoder/": TEXT.format("SigLIP"),
                              "^layers/sig_lip_head/": "SigLIPHead's logit_scale and logit_bias (image-text similarity)"})

@@ -8,14 +8,11 @@ inputs) is refused by name; the biases keras-hub's switches leave out are zeros 
 import os
 from typing import NamedTuple
 
-import numpy as np
-
 from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
 from keras_vit.weights.declared import declare
 from keras_vit.weights.keras_hub import preset as preset_files
-from keras_vit.weights.keras_hub.family import Reader, channels_last, locate
-from keras_vit.weights.mapping import POSEMB_KEY
+from keras_vit.weights.keras_hub.family import Keys, Reader, Weights, channels_last
 from keras_vit.weights.source import Reading
 
 BACKBONE, TASK = preset_files.BACKBONE, preset_files.TASK
@@ -30,17 +27,6 @@ class Task(NamedTuple):
     intermediate_dim: int | None
     num_classes: int
     activation: str | None
-
-
-class Weights(NamedTuple):
-    """Where a ``ViTBackbone``'s weights lie (:attr:`Reading.layout` of its preset): the switches of its
-    ``config.json`` (``{flag: bool}``), its depth, width and MLP width, and its task (or None)."""
-
-    flags: dict
-    num_layers: int
-    width: int
-    mlp_dim: int
-    task: Task | None
 
 
 def reading(preset, config, path):
@@ -79,7 +65,7 @@ def reading(preset, config, path):
         found.architecture = TASK
         activation = None if task.activation in (None, "linear") else task.activation
         found.classifier_activation = (activation, f"task.json config.activation={task.activation!r}")
-    found.layout = Weights(flags, record["num_layers"].value, record["hidden_size"].value, record["mlp_dim"].value, task)
+    found.layout = Weights(_keys(flags, record, task), label=("ViT", "config.json / task.json"))
     preset.normalization(found, preset_files.IMAGE_CONVERTER)
     found.class_names = preset.class_names()
     return found
@@ -113,47 +99,22 @@ def _task(preset, class_token, record):
     return Task(pooling, intermediate, classes, activation)
 
 
-def _table(groups):
-    """``{dataset path: canonical key}`` of ``[(group, layer name, [canonical key, ...]), ...]``."""
-    return {f"{group}/{i}": key for group, _, keys in groups for i, key in enumerate(keys)}
-
-
-def plan(preset, found):
-    """``{canonical key: (file, dataset path)}`` of every tensor, checked complete and with nothing left over; the
-    task's head found by the name Keras stored (``predictions``, ``pre_logits``) where it did."""
-    weights, flags = found.layout, found.layout.flags
-    parts = [(preset.weight_files(), _table(preset_files.backbone_groups(
-        weights.num_layers, class_token=flags["use_class_token"], mha_bias=flags["use_mha_bias"],
-        mlp_bias=flags["use_mlp_bias"], patch_bias=flags["use_patch_bias"])), {})]
-    if weights.task is not None:
-        task_file = preset.file(preset_files.TASK_WEIGHTS_FILE)
-        if not os.path.isfile(task_file):
-            raise CheckpointError(f"keras-hub preset {preset.folder!r} has {preset_files.TASK_FILE} but no "
-                                  f"{preset_files.TASK_WEIGHTS_FILE}.")
-        stored = {name: group for group, name in preset_files.group_names(task_file).items()}
-        groups = [(stored.get(name, group) if name in ("predictions", "pre_logits") else group, name, keys)
-                  for group, name, keys in preset_files.task_groups(weights.task.intermediate_dim is not None)]
-        parts.append(([task_file], _table(groups), {}))
-    return locate(preset, parts, "ViT", "config.json / task.json")[0]
-
-
-def _zeros(weights):
-    """The biases keras-hub's switches leave out (use_mha_bias' output bias, use_mlp_bias, use_patch_bias), as zeros."""
-    flags, width, out = weights.flags, (weights.width,), {}
-    if not flags["use_patch_bias"]:
-        out["embedding/bias"] = width
-    for i in range(weights.num_layers):
+def _keys(flags, record, task):
+    """Where a ``ViTBackbone``'s weights lie (:func:`~keras_vit.weights.keras_hub.preset.backbone_groups`), the
+    biases its switches leave out as zeros, and a task's head, its ``Dense`` groups found by the name Keras stored."""
+    depth, width, mlp = (record[field].value for field in ("num_layers", "hidden_size", "mlp_dim"))
+    groups = preset_files.backbone_groups(depth, class_token=flags["use_class_token"], mha_bias=flags["use_mha_bias"],
+                                          mlp_bias=flags["use_mlp_bias"], patch_bias=flags["use_patch_bias"])
+    zeros = {"embedding/bias": (width,)} if not flags["use_patch_bias"] else {}
+    for i in range(depth):
         key = f"Transformer/encoderblock_{i}"
         if not flags["use_mha_bias"]:
-            out[f"{key}/MultiHeadDotProductAttention_1/out/bias"] = width
+            zeros[f"{key}/MultiHeadDotProductAttention_1/out/bias"] = (width,)
         if not flags["use_mlp_bias"]:
-            out.update({f"{key}/MlpBlock_3/Dense_0/bias": (weights.mlp_dim,), f"{key}/MlpBlock_3/Dense_1/bias": width})
-    return {key: np.zeros(shape, np.float32) for key, shape in out.items()}
-
-
-def arrays(preset, found, stand_ins=False):
-    """``{original key: np.ndarray}`` of a preset, every array read now; ``stand_ins``: zeros of the stored shapes."""
-    out = preset_files.arrays(plan(preset, found), stand_ins)
-    if POSEMB_KEY in out:
-        out[POSEMB_KEY] = out[POSEMB_KEY][None]
-    return {**out, **_zeros(found.layout)}
+            zeros.update({f"{key}/MlpBlock_3/Dense_0/bias": (mlp,), f"{key}/MlpBlock_3/Dense_1/bias": (width,)})
+    head = None
+    if task is not None:
+        task_groups = preset_files.task_groups(task.intermediate_dim is not None)
+        head = Keys({f"{group}/{i}": key for group, _, keys in task_groups for i, key in enumerate(keys)},
+                    named={group: (name, None) for group, name, keys in task_groups if name in ("predictions", "pre_logits")})
+    return Keys({f"{group}/{i}": key for group, _, keys in groups for i, key in enumerate(keys)}, zeros=zeros, task=head)
