@@ -250,12 +250,7 @@ def variant_named(name):
 
 def find(variant, tag, image_size=None):
     """The preset ``tag`` of ``variant`` closest to ``image_size`` (its own file where one exists; another loads with
-    its position embeddings resampled).
-
-    Args:
-        variant: the registry name (``"Ti/16"``, ``"R50+B/16"``).
-        tag: a preset tag.
-        image_size: int or ``(height, width)`` of the model; None picks the first file.
+    its position embeddings resampled); ``image_size`` None picks the first file.
 
     Raises:
         ValueError: the variant has no file under ``tag``; the message lists the tags it has.

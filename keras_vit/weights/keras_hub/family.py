@@ -88,11 +88,8 @@ class Weights(NamedTuple):
 
 
 class Vision(NamedTuple):
-    """The sizes every family's config states."""
+    """The patch and image sizes every family's config states."""
 
-    width: int
-    depth: int
-    heads: int
     patch: tuple
     image: tuple
 
@@ -191,8 +188,7 @@ def reading(family, preset, config, path):
         channels_last(read.config, path, where)
     found = Reading(architecture=family.backbone, position_resampling=family.position_resampling)
     width, depth, heads = read.number("hidden_dim"), read.number("num_layers"), read.number("num_heads")
-    vision = Vision(width, depth, heads, config_lib.size_pair(read.config.get("patch_size"), path, read.where + "patch_size"),
-                    read.shape("image_shape"))
+    vision = Vision(config_lib.size_pair(read.config.get("patch_size"), path, read.where + "patch_size"), read.shape("image_shape"))
     if width % heads:
         raise CheckpointError(f"{path!r}: {read.where}num_heads={heads} does not divide {read.where}hidden_dim={width}.")
     special = family.special(read, found, vision) if family.special else None  # declares first: its fields win

@@ -6,7 +6,6 @@ inputs) is refused by name; the biases keras-hub's switches leave out are zeros 
 """
 
 import os
-from typing import NamedTuple
 
 from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
@@ -18,15 +17,6 @@ from keras_vit.weights.source import Reading
 BACKBONE, TASK = preset_files.BACKBONE, preset_files.TASK
 LAYER_NORM_EPSILON = 1e-6  # ViTBackbone's default layer_norm_epsilon
 _FLAGS = ("use_class_token", "use_mha_bias", "use_mlp_bias", "use_patch_bias")
-
-
-class Task(NamedTuple):
-    """A ``ViTImageClassifier``'s ``task.json``: pooling, pre-logits width (or None), classes, activation."""
-
-    pooling: str
-    intermediate_dim: int | None
-    num_classes: int
-    activation: str | None
 
 
 def reading(preset, config, path):
@@ -58,21 +48,16 @@ def reading(preset, config, path):
                        ("use_patch_bias", "the patch embedding's bias")):
         if not flags[flag]:
             found.notes.append(f"config.{flag}=false: zeros stand in for {what} (the same computation)")
-    task = None
-    if os.path.isfile(preset.file(preset_files.TASK_FILE)):
-        task = _task(preset, flags["use_class_token"], record)
-        found.expected.append(("num_classes", f"task.json config.num_classes={task.num_classes!r}", task.num_classes))
-        found.architecture = TASK
-        activation = None if task.activation in (None, "linear") else task.activation
-        found.classifier_activation = (activation, f"task.json config.activation={task.activation!r}")
-    found.layout = Weights(_keys(flags, record, task), label=("ViT", "config.json / task.json"))
+    pre_logits = _task(preset, found, flags["use_class_token"]) if os.path.isfile(preset.file(preset_files.TASK_FILE)) else None
+    found.layout = Weights(_keys(flags, record, pre_logits), label=("ViT", "config.json / task.json"))
     preset.normalization(found, preset_files.IMAGE_CONVERTER)
     found.class_names = preset.class_names()
     return found
 
 
-def _task(preset, class_token, record):
-    """``task.json``'s head: pooling, pre-logits width, classes, activation, all checked."""
+def _task(preset, found, class_token):
+    """``task.json``'s head, checked: its pooling, classes and activation put on ``found``; whether it has a
+    pre-logits layer (``intermediate_dim``)."""
     config, path = preset.object(preset_files.TASK_FILE, preset_files.TASK)
     pooling = config.get("pooling", "token")
     if pooling == "gap" and class_token:
@@ -88,7 +73,7 @@ def _task(preset, class_token, record):
         )
     if pooling not in ("token", "gap"):
         raise CheckpointError(f"{path!r}: config.pooling={pooling!r}; ViTImageClassifier pools with 'token' or 'gap'.")
-    declare(record, "pooling", pooling, f"config.pooling={pooling!r}", path)
+    declare(found.declared, "pooling", pooling, f"config.pooling={pooling!r}", path)
     intermediate = config.get("intermediate_dim")
     if intermediate is not None:
         intermediate = config_lib.number(config, "intermediate_dim", None, path, integer=True)
@@ -96,12 +81,16 @@ def _task(preset, class_token, record):
     activation = config.get("activation")
     if activation is not None and not isinstance(activation, str):
         raise CheckpointError(f"{path!r}: config.activation={activation!r}, expected null or an activation's name.")
-    return Task(pooling, intermediate, classes, activation)
+    found.expected.append(("num_classes", f"task.json config.num_classes={classes!r}", classes))
+    found.architecture = TASK
+    found.classifier_activation = (None if activation in (None, "linear") else activation, f"task.json config.activation={activation!r}")
+    return intermediate is not None
 
 
-def _keys(flags, record, task):
+def _keys(flags, record, pre_logits):
     """Where a ``ViTBackbone``'s weights lie (:func:`~keras_vit.weights.keras_hub.preset.backbone_groups`), the
-    biases its switches leave out as zeros, and a task's head, its ``Dense`` groups found by the name Keras stored."""
+    biases its switches leave out as zeros, and (``pre_logits`` None: no task) its task's head, the ``Dense`` groups
+    found by the name Keras stored."""
     depth, width, mlp = (record[field].value for field in ("num_layers", "hidden_size", "mlp_dim"))
     groups = preset_files.backbone_groups(depth, class_token=flags["use_class_token"], mha_bias=flags["use_mha_bias"],
                                           mlp_bias=flags["use_mlp_bias"], patch_bias=flags["use_patch_bias"])
@@ -112,9 +101,9 @@ def _keys(flags, record, task):
             zeros[f"{key}/MultiHeadDotProductAttention_1/out/bias"] = (width,)
         if not flags["use_mlp_bias"]:
             zeros.update({f"{key}/MlpBlock_3/Dense_0/bias": (mlp,), f"{key}/MlpBlock_3/Dense_1/bias": (width,)})
-    head = None
-    if task is not None:
-        task_groups = preset_files.task_groups(task.intermediate_dim is not None)
-        head = Keys({f"{group}/{i}": key for group, _, keys in task_groups for i, key in enumerate(keys)},
-                    named={group: (name, None) for group, name, keys in task_groups if name in ("predictions", "pre_logits")})
-    return Keys({f"{group}/{i}": key for group, _, keys in groups for i, key in enumerate(keys)}, zeros=zeros, task=head)
+    task = None
+    if pre_logits is not None:
+        head = preset_files.task_groups(pre_logits)
+        task = Keys({f"{group}/{i}": key for group, _, keys in head for i, key in enumerate(keys)},
+                    named={group: (name, None) for group, name, keys in head if name in ("predictions", "pre_logits")})
+    return Keys({f"{group}/{i}": key for group, _, keys in groups for i, key in enumerate(keys)}, zeros=zeros, task=task)

@@ -117,9 +117,8 @@ FAMILIES["clipseg"], FAMILIES["clipseg_vision_model"] = (row._replace(refused={"
     "CLIPSegForImageSegmentation is CLIP with a segmentation decoder on its hidden states, which keras_vit does not "
     "build; a CLIPSegModel or CLIPSegVisionModel repository loads (CLIP's image tower)")})
     for row in _clip("clip", "CLIPSeg"))
-FAMILIES["siglip_vision_model"] = FAMILIES["siglip"]._replace(tower=False)
-FAMILIES["siglip2_vision_model"] = FAMILIES["siglip2"]._replace(tower=False)
-FAMILIES["tipsv2_vision_model"] = FAMILIES["tipsv2"]._replace(tower=False)
+for _name in ("siglip", "siglip2", "tipsv2"):  # the vision model alone: its settings at the top of its config.json
+    FAMILIES[f"{_name}_vision_model"] = FAMILIES[_name]._replace(tower=False)
 # AIMv2: RMSNorm, a normed patch embedding, SwiGLU (keras_vit.weights.transformers.aimv2)
 FAMILIES["aimv2_vision_model"] = Family("aimv2", "aimv2", aimv2.DEFAULTS, _CLIP, resampling=None, switches=aimv2.SWITCHES,
                                         fixed_size=aimv2.FIXED_SIZE, epsilon="rms_norm_eps")

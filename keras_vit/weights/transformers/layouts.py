@@ -201,15 +201,10 @@ LAYOUTS["aimv2"] = Layout(
     {r"^embeddings\.position_ids$": _POSITION_IDS}, {}, hook=_dinov3)
 # the *ForImageClassification classes: a classifier on the mean of the tokens; what their vision model computes
 # besides (SigLIP's attention-pooling head, CLIP's post_layernorm of the class token) is not read
-_UNREAD_MAP = ("the attention-pooling head of the vision model, which {cls} computes but does not read (its "
-               "classifier reads the mean of the tokens)")
-LAYOUTS["siglip_classifier"] = LAYOUTS["siglip"]._replace(
-    skipped={**LAYOUTS["siglip"].skipped,
-             r"^(?P<group>(vision_model\.)?head\.)": _UNREAD_MAP.format(cls="SiglipForImageClassification")},
-    whole=_CLASSIFIER)
-LAYOUTS["siglip2_classifier"] = LAYOUTS["siglip_classifier"]._replace(
-    skipped={**LAYOUTS["siglip"].skipped,
-             r"^(?P<group>(vision_model\.)?head\.)": _UNREAD_MAP.format(cls="Siglip2ForImageClassification")})
+for _name, _cls in (("siglip", "SiglipForImageClassification"), ("siglip2", "Siglip2ForImageClassification")):
+    LAYOUTS[f"{_name}_classifier"] = LAYOUTS["siglip"]._replace(whole=_CLASSIFIER, skipped={
+        **LAYOUTS["siglip"].skipped, r"^(?P<group>(vision_model\.)?head\.)": f"the attention-pooling head of the vision "
+        f"model, which {_cls} computes but does not read (its classifier reads the mean of the tokens)"})
 LAYOUTS["clip_classifier"] = LAYOUTS["clip"]._replace(
     skipped={**LAYOUTS["clip"].skipped,
              r"^(?P<group>(vision_model\.)?post_layernorm\.)": "the vision model's post_layernorm, which normalises "
