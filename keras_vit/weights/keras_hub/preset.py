@@ -55,16 +55,6 @@ _ENCODER = "layers/vi_t_encoder"
 _ATT = "MultiHeadDotProductAttention_1"
 
 
-def block_path(i):
-    """The group of encoder block ``i`` (0-based): Keras names the list's layers ``vi_t_encoder_block``, ``_1``...
-
-    Example:
-    >>> block_path(0), block_path(2)
-    ('layers/vi_t_encoder/encoder_layers/vi_t_encoder_block', 'layers/vi_t_encoder/encoder_layers/vi_t_encoder_block_2')
-    """
-    return f"{_ENCODER}/encoder_layers/vi_t_encoder_block" + (f"_{i}" if i else "")
-
-
 def backbone_groups(num_layers, *, class_token=True, mha_bias=True, mlp_bias=True, patch_bias=True):
     """``[(group, layer name, [canonical key, ...]), ...]``: every ``vars`` group of a ``ViTBackbone``'s
     ``model.weights.h5`` (those without variables too, as Keras writes them), the name Keras stores with it, and the
@@ -89,7 +79,8 @@ def backbone_groups(num_layers, *, class_token=True, mha_bias=True, mlp_bias=Tru
         (f"{_ENCODER}/dropout/vars", "dropout", []),
     ]
     for i in range(num_layers):
-        block, key = block_path(i), f"Transformer/encoderblock_{i}"
+        # Keras names the list's layers by their class: vi_t_encoder_block, vi_t_encoder_block_1...
+        block, key = f"{_ENCODER}/encoder_layers/vi_t_encoder_block" + (f"_{i}" if i else ""), f"Transformer/encoderblock_{i}"
         groups += [
             (f"{block}/vars", f"transformer_block_{i + 1}", []),
             (f"{block}/dropout/vars", "dropout", []),
