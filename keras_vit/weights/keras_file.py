@@ -12,6 +12,7 @@ import keras
 import numpy as np
 
 from keras_vit.architecture.model import VisionTransformer
+from keras_vit.architecture.state import model_state
 from keras_vit.errors import CheckpointError
 from keras_vit.saving import load_model, read_metadata
 from keras_vit.weights.declared import declare
@@ -36,6 +37,12 @@ def _contents(path, mtime_ns, size):
         raise CheckpointError(str(error)) from None
     if not isinstance(model, VisionTransformer):
         raise CheckpointError(f"{path!r} holds model {model.name!r}, which is not a keras_vit ViT (no ViTConfig).")
+    state = model_state(model)
+    if state.quantized_layers:  # integer kernels and scales: no float weight to read (a saved LoRA model is merged)
+        raise CheckpointError(
+            f"{path!r} holds a {state.describe()} model; a checkpoint gives float weights to a new model. "
+            f"Use it as it is with keras_vit.load_model({path!r}), or load the float model and quantize after."
+        )
     targets = targets_of(model)
     targets.update(keras_targets(model, targets))
     arrays = {key: np.reshape(keras.ops.convert_to_numpy(t.variable), t.shape) for key, t in targets.items()}

@@ -67,3 +67,19 @@ def test_the_first_source_that_claims_a_path_reads_it(registry, tmp_path):
 def test_register_takes_sources_only(registry):
     with pytest.raises(TypeError, match="register\\(\\) takes a keras_vit.weights.source.Source"):
         formats.register(object())
+
+
+def test_a_quantized_keras_file_is_refused_by_name_as_a_checkpoint(tmp_path):
+    """An int8 ``.keras`` holds integer kernels and scales, not float weights: from_pretrained names the
+    quantization and the way out (keras_vit.load_model), which loads it as it is."""
+    import keras_vit
+    from keras_vit.weights import CheckpointError
+
+    model = keras_vit.ViT(image_size=32, patch_size=16, hidden_size=16, num_layers=1, num_heads=2, mlp_dim=32,
+                          num_classes=3)
+    model.quantize("int8")
+    path = str(tmp_path / "int8.keras")
+    model.save(path)
+    with pytest.raises(CheckpointError, match=r"quantized \(int8.*keras_vit\.load_model"):
+        keras_vit.from_pretrained(path)
+    assert keras_vit.load_model(path).count_params() == model.count_params()
