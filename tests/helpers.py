@@ -185,6 +185,19 @@ def hf_snapshot(tmp_path, repo_id):
     return repo / "snapshots" / HF_COMMIT
 
 
+def offline_hf(monkeypatch, tmp_path):
+    """This process reads the cache of :func:`hf_snapshot` with the Hub offline, as ``HF_HOME`` and
+    ``HF_HUB_OFFLINE=1`` make it when set before ``huggingface_hub`` is imported (it reads them into its
+    ``constants`` then, so those are set too). :func:`run_offline_hf` checks the variables themselves in a fresh
+    process; this spares the other offline loads a TensorFlow start-up each."""
+    from huggingface_hub import constants
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+
+
 def run_offline_hf(tmp_path, code):
     """The stdout lines of ``code`` run in a fresh Python with this repository on its path, ``HF_HOME`` the cache of
     :func:`hf_snapshot` and ``HF_HUB_OFFLINE=1`` (no network, as users configure it); it must exit 0."""

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import reference_keras_hub as khub
-from helpers import hf_snapshot, images, run_offline_hf
+from helpers import hf_snapshot, images, offline_hf
 
 import keras_vit
 from keras_vit.errors import CheckpointError
@@ -172,14 +172,11 @@ def test_what_keras_vit_cannot_compute_the_same_way_is_refused(tmp_path):
         keras_vit.from_pretrained(str(tmp_path / "d"))
 
 
-def test_hf_handle_of_a_keras_hub_dinov2_preset_from_an_offline_cache(tmp_path):
+def test_hf_handle_of_a_keras_hub_dinov2_preset_from_an_offline_cache(tmp_path, monkeypatch):
     config, weights = preset(hf_snapshot(tmp_path, "someone/dinov2-keras-hub-tiny"), "DINOV2Backbone", num_register_tokens=4)
-    np.save(tmp_path / "x.npy", images())
-    code = ("import numpy as np, keras_vit\n"
-            "m = keras_vit.from_pretrained('hf://someone/dinov2-keras-hub-tiny', pooling=None)\n"
-            f"np.save(r'{tmp_path}/out.npy', np.asarray(m(np.load(r'{tmp_path}/x.npy'))))\n")
-    run_offline_hf(tmp_path, code)
-    close(np.load(tmp_path / "out.npy"), khub.family_forward(images(), "DINOV2Backbone", config, weights, SCALE, OFFSET))
+    offline_hf(monkeypatch, tmp_path)
+    model = keras_vit.from_pretrained("hf://someone/dinov2-keras-hub-tiny", pooling=None)
+    close(np.asarray(model(images())), khub.family_forward(images(), "DINOV2Backbone", config, weights, SCALE, OFFSET))
 
 
 def test_a_task_keras_vit_has_no_reader_for_is_named_not_dropped(tmp_path):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import reference_hf_family as ref
-from helpers import hf_snapshot, images, run_offline_hf
+from helpers import hf_snapshot, images, offline_hf
 
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
 
@@ -195,19 +195,16 @@ def test_vit_builder_with_the_files_switches_loads_and_folds_the_normalisation(t
     assert_close(np.asarray(model(x)), ref.forward(model_type, x, sd, config, *ref.IMAGENET))
 
 
-def test_hf_cache_offline_loads_a_dinov2_repository(tmp_path):
+def test_hf_cache_offline_loads_a_dinov2_repository(tmp_path, monkeypatch):
     """``hf://ORG/NAME`` of a family repository from a Hugging Face cache with HF_HUB_OFFLINE=1 (no network)."""
+    import keras_vit
+
     model_type, config, processor, _ = CASES["dinov2_classifier"]
     _, sd = write_folder(hf_snapshot(tmp_path, "facebook/dinov2-tiny-test"), model_type, config, processor)
-    np.save(tmp_path / "x.npy", images())
-    code = (
-        "import numpy as np, keras_vit\n"
-        "m = keras_vit.from_pretrained('hf://facebook/dinov2-tiny-test', classifier_activation=None)\n"
-        f"np.save(r'{tmp_path}/out.npy', np.asarray(m(np.load(r'{tmp_path}/x.npy'))))\n"
-        "print(m.load_report.format, m.vit_config.pooling)\n"
-    )
-    assert run_offline_hf(tmp_path, code)[-1] == "transformers token_gap_concat"
-    assert_close(np.load(tmp_path / "out.npy"), ref.forward(model_type, images(), sd, config, *ref.IMAGENET))
+    offline_hf(monkeypatch, tmp_path)
+    model = keras_vit.from_pretrained("hf://facebook/dinov2-tiny-test", classifier_activation=None)
+    assert (model.load_report.format, model.vit_config.pooling) == ("transformers", "token_gap_concat")
+    assert_close(np.asarray(model(images())), ref.forward(model_type, images(), sd, config, *ref.IMAGENET))
 
 
 def test_deit_single_classifier_and_unknown_model_type_are_refused_by_name(tmp_path):
