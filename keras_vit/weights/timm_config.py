@@ -19,7 +19,8 @@ from keras_vit.weights import config as config_lib
 from keras_vit.weights import declared as declared_lib
 from keras_vit.weights import timm_eva, timm_naflex
 from keras_vit.weights.declared import declare
-from keras_vit.weights.timm_models import DEFAULTS, NEUTRAL, lacking, registered, registration, timm_version
+from keras_vit.weights.timm_models import (DEFAULTS, NEUTRAL, SWITCHES, lacking, registered, registration, switch_lacking,
+                                          timm_version)
 
 GLU_LAYERS = ("SwiGLUPacked", "swiglu_packed")  # timm.layers.SwiGLUPacked: GluMlp(gate_last=False), act(x1) * x2
 SWIGLU_LAYERS = ("SwiGLU", "swiglu")  # timm.layers.SwiGLU: fc1_g, fc1_x of int(dim * mlp_ratio), act(fc1_g x) * fc1_x x
@@ -27,11 +28,9 @@ MLP_LAYERS = (None, "Mlp", "mlp")
 POOLING = {"token": "token", "avg": "gap", "map": "map"}  # timm global_pool -> keras_vit pooling ('' : see settings)
 
 
-# timm arguments keras_vit has no switch for: accepted only with timm's default value (vision_transformer.py)
-DEFAULT_ONLY_ARGS = {"qk_norm": False, "dynamic_img_pad": False, "pos_embed": "learn",
-                     "pool_include_prefix": False, "in_chans": 3,
-                     "norm_layer": None, "embed_norm_layer": None, "block_fn": None, "embed_layer": None,
-                     "attn_layer": None, "ignore_head": False, "padding_same": True}
+# timm arguments a config.json's model_args may state only at timm's default (besides timm_models.SWITCHES)
+DEFAULT_ONLY_ARGS = {"norm_layer": None, "embed_norm_layer": None, "embed_layer": None, "ignore_head": False,
+                     "padding_same": True}
 
 
 def _check_model_args(model_args, path):
@@ -39,12 +38,14 @@ def _check_model_args(model_args, path):
     for name, value in model_args.items():
         if name in DEFAULTS or name in NEUTRAL or name in timm_eva.ROPE_ARGS:
             continue
-        if name in DEFAULT_ONLY_ARGS:
-            if value == DEFAULT_ONLY_ARGS[name] or (name == "attn_layer" and value in ("attn", "Attention")):
+        if name in SWITCHES or name in DEFAULT_ONLY_ARGS:
+            what = switch_lacking(name, value) if name in SWITCHES else (
+                value != DEFAULT_ONLY_ARGS[name] and f"timm's default is {DEFAULT_ONLY_ARGS[name]!r}")
+            if not what:
                 continue
             raise CheckpointError(
-                f"{path!r}: model_args.{name}={value!r}: keras_vit's ViT has no such part (timm's default is "
-                f"{DEFAULT_ONLY_ARGS[name]!r}), so it would compute another model."
+                f"{path!r}: model_args.{name}={value!r}: keras_vit's ViT has no such part ({what}), so it would "
+                "compute another model."
             )
         raise CheckpointError(
             f"{path!r}: model_args.{name}={value!r} is no timm VisionTransformer argument keras_vit knows; it cannot tell "
