@@ -6,21 +6,8 @@ import math
 
 import numpy as np
 
-from keras_vit.architecture.model import config_of
 from keras_vit.errors import CheckpointError
 from keras_vit.layers.resampling import check_method, resize_grid
-
-
-def model_grid(model):
-    """``(rows, cols)`` of the patch grid the model's position embeddings cover (stored at, for ``image_size=None``).
-
-    Example:
-    >>> import keras_vit
-    >>> model_grid(keras_vit.ViT(image_size=(32, 48), patch_size=8, hidden_size=32, num_layers=1,
-    ...                          num_heads=4, mlp_dim=64))
-    (4, 6)
-    """
-    return config_of(model).grid
 
 
 def resize_position_embedding(posemb, new_grid, old_grid=None, num_prefix_tokens=1, method="linear_aligned",

@@ -122,8 +122,7 @@ def on_feature_map(expected, resolved, tensors, path):
                 "the config belongs to another model, or the weights do."
             )
         return expected
-    stand_ins = {k: np.broadcast_to(np.float32(0), v) for k, v in tensors.shapes.items() if k.startswith(PREFIX)}
-    units = block_units_of(to_original(stand_ins, path))  # from the shapes, no data
+    units = block_units_of(to_original(tensors.stand_ins(), path))  # from the shapes, no data
     if said is not None and tuple(layers) != units:
         raise CheckpointError(
             f"{path!r}: config.json says {said} but the weights' backbone has stages of {units} units "

@@ -166,8 +166,6 @@ def to_vit_layout(tensors, path="<arrays>"):
             out["pos_embed"] = np.reshape(value, (1, value.shape[1] * value.shape[2], value.shape[3]))
         elif name in ("cls_token", "reg_token"):
             out[name] = value
-        elif key in POS_EMBED_KEYS:
-            out[key] = value
         else:
-            out[key] = value  # left for the unknown-key refusal, named
+            out[key] = value  # the factorised tables (POS_EMBED_KEYS); else left for the unknown-key refusal, named
     return out
