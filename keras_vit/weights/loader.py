@@ -58,19 +58,14 @@ class LoadReport:
 
 
 def load_checkpoint(model, checkpoint, strict=True, source=None, *, info=None):
-    """Load an original ViT checkpoint into a keras_vit model.
+    """Load a checkpoint (a path, or a dict of arrays) into a keras_vit model; returns a :class:`LoadReport`.
 
     Args:
-        model: a model built by ``keras_vit`` (plain or hybrid).
-        checkpoint: a path to an ``.npz`` file, or a dict of arrays.
         strict: raise on checkpoint keys the model does not use (besides the
             head and pre-logits, which a model without a top has no place for).
         source: where the checkpoint came from (``hf://...``, a preset), for the report.
         info: the checkpoint's :class:`~keras_vit.weights.formats.CheckpointInfo` when the caller has read
             it already (a builder, :func:`keras_vit.from_pretrained`), so the file is not described twice.
-
-    Returns:
-        A :class:`LoadReport`.
 
     Raises:
         CheckpointError: the file declares an architecture the model does not have (every difference named:

@@ -139,12 +139,13 @@ def settings(config, path="<config>", weights=None, tensors=None, architecture=N
     names = config_lib.indexed_names(config.get("label_names"), "label_names", path)
     declared, conversion, notes = _declared(resolved, expected, path, weights, tensors, bool(names))
     timm_hybrid.declare_backbone(declared, tensors, weights)
+    naflex = resolved.get("naflex", (False, None))[0]  # NaFlexVit's table is resampled by its registration's rule
     descriptions = config.get("label_descriptions") or {}
     if names and isinstance(descriptions, dict):
         names = [str(descriptions.get(name, name)) for name in names]
     return Reading(declared=declared, expected=expected, architecture=architecture, tag=pretrained.get("tag"),
                    class_names=names or None, mean=pretrained.get("mean"), std=pretrained.get("std"), notes=notes,
-                   position_resampling=timm_naflex.resampling(resolved) or POSITION_RESAMPLING, layout=conversion)
+                   position_resampling=resolved["naflex_resampling"][0] if naflex else POSITION_RESAMPLING, layout=conversion)
 
 
 def _declared(resolved, expected, path, weights, tensors, labelled=False):

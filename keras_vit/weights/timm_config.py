@@ -139,25 +139,22 @@ def refuse_unbuildable(architecture, path):
 
 def observe(shapes, path):
     """What a timm state dict (``{timm key: shape}``) shows about its architecture: ``{name: (value, said)}``."""
-    def has(key):
-        return key in shapes
-
     seen = {
-        "class_token": (has("cls_token"), "'cls_token'"),
-        "distilled": (has("dist_token"), "'dist_token' (DeiT's distillation token)"),
-        "reg_tokens": (int(shapes["reg_token"][1]) if has("reg_token") else 0, "'reg_token'"),
+        "class_token": ("cls_token" in shapes, "'cls_token'"),
+        "distilled": ("dist_token" in shapes, "'dist_token' (DeiT's distillation token)"),
+        "reg_tokens": (int(shapes["reg_token"][1]) if "reg_token" in shapes else 0, "'reg_token'"),
         "layer_scale": (any(re.search(r"\.(ls1\.gamma|gamma_1)$", k) for k in shapes), "'blocks.0.ls1.gamma' (LayerScale)"),
         "qkv_bias": (any(k.endswith("attn.qkv.bias") for k in shapes), "'blocks.*.attn.qkv.bias'"),
-        "pre_norm": (has("norm_pre.weight"), "'norm_pre.weight' (a LayerNorm before the blocks)"),
-        "norm": (has("norm.weight"), "'norm.weight' (the final LayerNorm)"),
-        "fc_norm": (has("fc_norm.weight"), "'fc_norm.weight' (a LayerNorm after pooling)"),
-        "map": (has("attn_pool.latent"), "'attn_pool.latent' (attention pooling)"),
-        "norm_bias": (has("blocks.0.norm1.bias"), "'blocks.0.norm1.bias' (a LayerNorm's bias; RmsNorm has none)"),
-        "patch_norm": (has("patch_embed.norm.weight"), "'patch_embed.norm.weight' (a norm of the patch embeddings)"),
-        "proj_bias": (has("blocks.0.attn.proj.bias"), "'blocks.0.attn.proj.bias'"),
-        "mlp_bias": (has("blocks.0.mlp.fc2.bias"), "'blocks.0.mlp.fc2.bias'"),
-        "mlp_norm": (has("blocks.0.mlp.norm.weight"), "'blocks.0.mlp.norm.weight' (a LayerNorm inside the MLP)"),
-        "attention_norm": (has("blocks.0.attn.norm.weight"), "'blocks.0.attn.norm.weight' (a LayerNorm inside attention)"),
+        "pre_norm": ("norm_pre.weight" in shapes, "'norm_pre.weight' (a LayerNorm before the blocks)"),
+        "norm": ("norm.weight" in shapes, "'norm.weight' (the final LayerNorm)"),
+        "fc_norm": ("fc_norm.weight" in shapes, "'fc_norm.weight' (a LayerNorm after pooling)"),
+        "map": ("attn_pool.latent" in shapes, "'attn_pool.latent' (attention pooling)"),
+        "norm_bias": ("blocks.0.norm1.bias" in shapes, "'blocks.0.norm1.bias' (a LayerNorm's bias; RmsNorm has none)"),
+        "patch_norm": ("patch_embed.norm.weight" in shapes, "'patch_embed.norm.weight' (a norm of the patch embeddings)"),
+        "proj_bias": ("blocks.0.attn.proj.bias" in shapes, "'blocks.0.attn.proj.bias'"),
+        "mlp_bias": ("blocks.0.mlp.fc2.bias" in shapes, "'blocks.0.mlp.fc2.bias'"),
+        "mlp_norm": ("blocks.0.mlp.norm.weight" in shapes, "'blocks.0.mlp.norm.weight' (a LayerNorm inside the MLP)"),
+        "attention_norm": ("blocks.0.attn.norm.weight" in shapes, "'blocks.0.attn.norm.weight' (a LayerNorm inside attention)"),
     }
     fc1, fc2 = shapes.get("blocks.0.mlp.fc1.weight"), shapes.get("blocks.0.mlp.fc2.weight")
     glu = fc1 is not None and fc2 is not None and fc1[0] != fc2[1] and fc1[0] == 2 * fc2[1]

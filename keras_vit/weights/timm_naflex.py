@@ -114,12 +114,6 @@ def fields(args):
     return out
 
 
-def resampling(resolved):
-    """The ``position_resampling`` of a resolved NaFlex registration, or None for a classic timm ViT."""
-    naflex = resolved.get("naflex", (False, None))[0]
-    return resolved["naflex_resampling"][0] if naflex else None
-
-
 def image_size(resolved):
     """``(said, (height, width))``: the size whose patches make the stored grid (``model_args.patch_size`` applied),
     or None for a classic timm ViT."""
