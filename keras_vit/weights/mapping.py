@@ -107,13 +107,6 @@ def layer_weights(layer):
     return found
 
 
-def _weights(model):
-    found = {}
-    for layer in model.layers:
-        found.update(layer_weights(layer))
-    return found
-
-
 def _target(weights, path, model, shape=None, cls=Target):
     variable = weights.get(path)
     if variable is None:
@@ -133,7 +126,7 @@ def vit_targets(model):
     ((8, 8, 3, 32), (4, 8, 32))
     """
     config = config_of(model)
-    weights = _weights(model)
+    weights = {path: variable for layer in model.layers for path, variable in layer_weights(layer).items()}
     (ph, pw), width = config.patch_size, config.hidden_size
     kernel = _target(weights, "patch_encoder/projection/kernel", model)
     channels = kernel.shape[0] // (ph * pw)  # of the image, or of a stem's feature map
