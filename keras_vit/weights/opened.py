@@ -12,7 +12,7 @@ A ``save_pretrained`` folder holds one ``model.safetensors`` or, for large model
 checks, once they are read, that each tensor is in the shard its index names (shards of two downloads mixed up
 would load another model's tensors). :class:`Tensors` reads ``.safetensors`` files with the ``safetensors`` package's
 NumPy API (no torch), float tensors only (:data:`FLOAT_DTYPES`; ``BF16`` decoded from the file's own layout by
-:func:`bfloat16_tensors`, 16-bit floats widened to float32, exactly); a key found in two shards is refused.
+:func:`bfloat16_tensor`, 16-bit floats widened to float32, exactly); a key found in two shards is refused.
 """
 
 import json
@@ -196,35 +196,25 @@ class Tensors:
         return {key: np.broadcast_to(zero, shape) for key, shape in self.shapes.items()}
 
     def array(self, key):
-        """One tensor as float32 (e.g. a bias a reader decides by), without reading the others."""
+        """One tensor (e.g. a bias a reader decides by), without reading the others; 16-bit floats widened to float32
+        (exactly), so folding and resampling run in float32."""
         file = self.where[key]
-        if self.dtypes[key] == "BF16":
-            return bfloat16_tensors(file, [key])[key]
         try:
+            if self.dtypes[key] == "BF16":
+                return bfloat16_tensor(file, key)
             with safe_open(file, framework="np") as f:
-                return np.asarray(f.get_tensor(key), np.float32)
+                array = np.asarray(f.get_tensor(key))
         except (SafetensorError, OSError, ValueError) as error:
             raise CheckpointError(f"Cannot read checkpoint {file!r} ({type(error).__name__}: {error}).") from error
+        return array.astype(np.float32) if array.dtype == np.float16 else array
 
     def arrays(self):
-        """``{key: array}``; 16-bit floats widened to float32 (exactly), so folding and resampling run in float32."""
-        arrays = {}
-        for file in self.files:
-            try:
-                with safe_open(file, framework="np") as f:
-                    for key in f.keys():
-                        if self.dtypes[key] != "BF16":
-                            array = np.asarray(f.get_tensor(key))
-                            arrays[key] = array.astype(np.float32) if array.dtype == np.float16 else array
-                halves = [k for k, where in self.where.items() if where == file and self.dtypes[k] == "BF16"]
-                arrays.update(bfloat16_tensors(file, halves))
-            except (SafetensorError, OSError, ValueError) as error:
-                raise CheckpointError(f"Cannot read checkpoint {file!r} ({type(error).__name__}: {error}).") from error
-        return arrays
+        """``{key: array}`` of every tensor (:meth:`array`)."""
+        return {key: self.array(key) for key in self.shapes}
 
 
-def bfloat16_tensors(file, keys):
-    """The ``BF16`` tensors ``keys`` of a ``.safetensors`` file as float32, read from the file's own layout.
+def bfloat16_tensor(file, key):
+    """The ``BF16`` tensor ``key`` of a ``.safetensors`` file as float32, read from the file's own layout.
 
     NumPy has no bfloat16 (safetensors' NumPy API returns one only when ``ml_dtypes`` is
     imported), and bfloat16 is the upper half of a float32: its 16 bits shifted left by 16 are
@@ -232,21 +222,16 @@ def bfloat16_tensors(file, keys):
     with each tensor's ``dtype``, ``shape`` and ``data_offsets`` into the data that follows) is
     the one ``safe_open`` has just validated.
     """
-    if not keys:
-        return {}
-    out = {}
     with open(file, "rb") as f:
         (size,) = struct.unpack("<Q", f.read(8))
         header = json.loads(f.read(size))
-        for key in keys:
-            begin, end = header[key]["data_offsets"]
-            shape = tuple(header[key]["shape"])
-            f.seek(8 + size + begin)
-            bits = np.frombuffer(f.read(end - begin), dtype="<u2")
-            if bits.size != int(np.prod(shape, dtype=np.int64)):
-                raise CheckpointError(f"Checkpoint {file!r}: tensor {key!r} holds {bits.size} values for shape {shape}.")
-            out[key] = (bits.astype(np.uint32) << 16).view(np.float32).reshape(shape)
-    return out
+        begin, end = header[key]["data_offsets"]
+        shape = tuple(header[key]["shape"])
+        f.seek(8 + size + begin)
+        bits = np.frombuffer(f.read(end - begin), dtype="<u2")
+    if bits.size != int(np.prod(shape, dtype=np.int64)):
+        raise CheckpointError(f"Checkpoint {file!r}: tensor {key!r} holds {bits.size} values for shape {shape}.")
+    return (bits.astype(np.uint32) << 16).view(np.float32).reshape(shape)
 
 
 class Opened:
