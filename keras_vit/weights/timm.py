@@ -132,7 +132,6 @@ def settings(config, path="<config>", weights=None, tensors=None, architecture=N
     config = config_lib.json_object(config or {}, path)
     pretrained = config_lib.json_object(config.get("pretrained_cfg") or {}, path, "pretrained_cfg")
     args = config_lib.json_object(config.get("model_args") or {}, path, "model_args")
-    timm_hybrid.refuse_switches(args, path)
     resolved = timm_config.resolve(config, path, architecture)
     architecture = resolved["architecture"][0]
     expected = timm_hybrid.on_feature_map(_expected(config, args, pretrained, resolved, path), resolved, tensors, path)

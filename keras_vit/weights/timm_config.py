@@ -29,8 +29,7 @@ POOLING = {"token": "token", "avg": "gap", "map": "map"}  # timm global_pool -> 
 
 
 # timm arguments a config.json's model_args may state only at timm's default (besides timm_models.SWITCHES)
-DEFAULT_ONLY_ARGS = {"norm_layer": None, "embed_norm_layer": None, "embed_layer": None, "ignore_head": False,
-                     "padding_same": True}
+DEFAULT_ONLY_ARGS = {"norm_layer": None, "embed_norm_layer": None, "embed_layer": None, "ignore_head": False}
 
 
 def _check_model_args(model_args, path):

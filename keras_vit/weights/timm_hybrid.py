@@ -6,7 +6,8 @@ hybrid branch of its ``_load_weights`` defines the correspondence inverted here.
 keras_vit's (``StdConv2dSame`` pads as TensorFlow's ``SAME``); the normalisation constants differ (``eps=1e-8`` on
 the variance, ``GroupNormAct`` eps 1e-5), so a timm hybrid declares ``resnet_norms="timm"``
 (:data:`keras_vit.layers.resnet.RESNET_NORMS`; ``tools/check_timm_hybrids.py`` checks it against timm). Other
-backbones (ResNet-D, MobileCLIP's ``ConvStem``) and ``padding_same=False`` are refused by name.
+backbones (ResNet-D, MobileCLIP's ``ConvStem``) and ``padding_same=False`` (:data:`keras_vit.weights.timm_models.SWITCHES`)
+are refused by name.
 """
 
 import re
@@ -89,23 +90,6 @@ def to_original(tensors, path="<arrays>"):
             f"(timm's _resnetv2 of vision_transformer_hybrid.py) does not have: {', '.join(sorted(unknown)[:10])}"
         )
     return out
-
-
-def refuse_switches(model_args, path):
-    """Refuse a timm hybrid's ``model_args.padding_same=False``: PyTorch's symmetric padding, not keras_vit's ``SAME``.
-
-    Example:
-    >>> refuse_switches({"padding_same": False}, "config.json")
-    Traceback (most recent call last):
-    ...
-    keras_vit.errors.CheckpointError: 'config.json': model_args.padding_same=False builds timm's hybrid backbone with ...
-    """
-    if model_args.get("padding_same", True) is not True:
-        raise CheckpointError(
-            f"{path!r}: model_args.padding_same={model_args['padding_same']!r} builds timm's hybrid backbone with "
-            "PyTorch's symmetric padding (StdConv2d, stem_type=''); keras_vit's ResNet-v2 pads as TensorFlow's SAME "
-            "(timm's default padding_same=True), so it would compute another model."
-        )
 
 
 def on_feature_map(expected, resolved, tensors, path):

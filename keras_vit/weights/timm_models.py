@@ -28,7 +28,7 @@ TABLE = os.path.join(os.path.dirname(__file__), "data", "timm_registrations.json
 # arguments that do not change what a trained model computes at its own size
 NEUTRAL = ("drop_rate", "pos_drop_rate", "patch_drop_rate", "proj_drop_rate", "attn_drop_rate", "drop_path_rate",
            "weight_init", "fix_init", "num_classes", "device", "dtype")
-# VisionTransformer arguments keras_vit has no switch for: the values that mean "not used", and what any other is
+# timm arguments keras_vit has no switch for: the values that mean "not used", and what any other is
 SWITCHES = {
     "block_fn": (("Block", None), {"ResPostBlock": "residual post-norm blocks (block_fn=ResPostBlock)",
                                    "ParallelScalingBlock": "parallel attention and MLP branches (block_fn=ParallelScalingBlock)",
@@ -40,6 +40,8 @@ SWITCHES = {
     "pos_embed": (("learn",), "position embeddings other than a learned table (pos_embed)"),
     "dynamic_img_pad": ((False,), "padding of images to a multiple of the patch (dynamic_img_pad=True)"),
     "in_chans": ((3,), "input channels other than RGB (in_chans)"),
+    "padding_same": ((True,), "a hybrid backbone with PyTorch's symmetric padding (padding_same=False: StdConv2d, "
+                              "stem_type=''; keras_vit's ResNet-v2 pads as TensorFlow's SAME)"),  # a model_args only
 }
 # timm model classes that are not the paper's ViT: their reader into VisionTransformer's arguments (or what it lacks)
 OTHER_CLASSES = {
