@@ -8,7 +8,7 @@ import re
 
 from keras_vit.errors import CheckpointError
 from keras_vit.layers.resnet import GROUP_NORM_GROUPS, ROOT_WIDTH, backbone_stride
-from keras_vit.weights.mapping import POSEMB_KEY, block_units_of
+from keras_vit.weights.mapping import FACTORIZED_KEYS, POSEMB_KEY, block_units_of
 from keras_vit.weights.source import CheckpointInfo
 
 _BLOCK = re.compile(r"^Transformer/encoderblock_(\d+)/")
@@ -111,9 +111,6 @@ def _grid(positions, declared, source):
             "config states the image size, so the image size cannot be read from the file."
         )
     return side, side
-
-
-FACTORIZED_KEYS = ("Transformer/posembed_input/pos_embedding_rows", "Transformer/posembed_input/pos_embedding_cols")
 
 
 def family_of(info):

@@ -13,6 +13,7 @@ from keras_vit.errors import CheckpointError
 from keras_vit.layers.resnet import ResidualUnit
 
 POSEMB_KEY = "Transformer/posembed_input/pos_embedding"
+FACTORIZED_KEYS = (POSEMB_KEY + "_rows", POSEMB_KEY + "_cols")  # NaFlex's factorised tables (1, rows, D), (1, cols, D)
 PATCH_KERNEL_KEY = "embedding/kernel"
 KERAS_PREFIX = "keras/"  # keys of the weights that only .keras sources carry (a conv stem's)
 HEAD_KEYS = ("head/kernel", "head/bias")
@@ -49,8 +50,8 @@ FAMILY_KEYS = {
     "head_dist/kernel": "head_distillation/kernel",
     "head_dist/bias": "head_distillation/bias",
     "MAPHead_0/probe": "map_head/probe",
-    "Transformer/posembed_input/pos_embedding_rows": "patch_encoder/position_embedding_rows",  # NaFlex's factorised
-    "Transformer/posembed_input/pos_embedding_cols": "patch_encoder/position_embedding_cols",  # tables (1, n, D)
+    FACTORIZED_KEYS[0]: "patch_encoder/position_embedding_rows",
+    FACTORIZED_KEYS[1]: "patch_encoder/position_embedding_cols",
     **{f"MAPHead_0/LayerNorm_0/{key}": f"map_head/layer_norm/{name}" for key, name in _NORM_WEIGHTS.items()},
     **{f"MAPHead_0/MlpBlock_0/Dense_{i}/{kind}": f"map_head/mlp_dense_{i + 1}/{kind}"
        for i in (0, 1) for kind in ("kernel", "bias")},

@@ -25,6 +25,7 @@ import math
 import numpy as np
 
 from keras_vit.errors import CheckpointError
+from keras_vit.weights.mapping import FACTORIZED_KEYS
 
 # the NaFlex arguments keras_vit reads (beside VisionTransformer's), with their values in a classic timm ViT
 ARGS = {"naflex": False, "naflex_pos_embed": "learned", "naflex_ar_preserving": False,
@@ -59,8 +60,7 @@ ONLY = {
     "dynamic_img_pad": (False, "image padding"), "patchify_channels_last": (True, "patches flattened channels first"),
     "in_chans": (3, "input channels other than RGB"),
 }
-POS_EMBED_KEYS = {"embeds.pos_embed_y": "Transformer/posembed_input/pos_embedding_rows",
-                  "embeds.pos_embed_x": "Transformer/posembed_input/pos_embedding_cols"}  # timm.py's top-level keys
+POS_EMBED_KEYS = dict(zip(("embeds.pos_embed_y", "embeds.pos_embed_x"), FACTORIZED_KEYS))  # timm.py's top-level keys
 
 
 def read(args, defaults):
