@@ -8,26 +8,21 @@ import re
 
 from keras_vit.errors import CheckpointError
 from keras_vit.layers.resnet import GROUP_NORM_GROUPS, ROOT_WIDTH, backbone_stride
-from keras_vit.weights.mapping import POSEMB_KEY, block_units_of
+from keras_vit.weights.mapping import FACTORIZED_KEYS, POSEMB_KEY, block_units_of
 from keras_vit.weights.source import CheckpointInfo
 
 _BLOCK = re.compile(r"^Transformer/encoderblock_(\d+)/")
 
 
 def infer(info, source=None, known_heads=None):
-    """The ``ViT`` / ``HybridViT`` arguments that the checkpoint ``info`` describes.
+    """The ``ViT`` / ``HybridViT`` arguments that the checkpoint ``info`` (``formats.describe(path)``) describes:
+    the sizes, ``num_heads`` (None when unknown), ``num_classes`` (None: no head), ``representation_size`` (None: no
+    pre-logits), the family's switches (:func:`family_of`), and ``block_units``, ``width`` for a hybrid.
 
     Args:
-        info: a :class:`~keras_vit.weights.formats.CheckpointInfo` (``formats.describe(path)``).
         source: what the user named (``hf://...``, a preset), for error messages; default ``info.path``.
         known_heads: ``{(hidden_size, num_layers, mlp_dim): num_heads}`` of registered variants,
             used when the file does not say its number of heads.
-
-    Returns:
-        A dict with ``patch_size``, ``hidden_size``, ``num_layers``, ``mlp_dim``, ``num_heads``
-        (None when unknown), ``image_size``, ``pooling``, ``num_classes`` (None: no head),
-        ``representation_size`` (None: no pre-logits), the family's switches (:data:`FAMILY`,
-        :func:`family_of`), and ``block_units``, ``width`` for a hybrid.
 
     Raises:
         CheckpointError: a tensor the architecture is read from is missing or has an unexpected
@@ -116,9 +111,6 @@ def _grid(positions, declared, source):
             "config states the image size, so the image size cannot be read from the file."
         )
     return side, side
-
-
-FACTORIZED_KEYS = ("Transformer/posembed_input/pos_embedding_rows", "Transformer/posembed_input/pos_embedding_cols")
 
 
 def family_of(info):

@@ -153,17 +153,11 @@ def indexed_names(mapping, field, path):
 def check_against_weights(expected, shapes, has_qkv_bias, path, position_prefix=None):
     """Refuse weights whose shapes disagree with their config (naming the field and both values).
 
-    Args:
-        expected: ``[(quantity, field, value), ...]``: what the config states. ``quantity`` is one of
-            ``hidden_size``, ``num_layers``, ``mlp_dim``, ``patch_size``, ``image_size`` (``(height, width)``,
-            compared as a grid of patches with the position embeddings), ``num_channels``, ``qkv_bias``,
-            ``class_token``, ``num_classes``, ``num_features``; ``field`` how the config says it
-            (``"model_args.embed_dim=64"``, or ``"has no hidden_size (...)"`` for a default).
-        shapes: ``{original key: shape}`` of the converted weights.
-        has_qkv_bias: whether the file holds query/key/value biases.
-        path: the config file, named in the error.
-        position_prefix: how many position embeddings precede the patches' (none: timm's ``no_embed_class``);
-            default: the class and distillation tokens'.
+    ``expected``: ``[(quantity, field, value), ...]``, what the config states: ``field`` is how it says it
+    (``"model_args.embed_dim=64"``, or ``"has no hidden_size (...)"`` for a default); an ``image_size``
+    ``(height, width)`` is compared as a grid of patches with the position embeddings. ``position_prefix``: how many
+    position embeddings precede the patches' (none: timm's ``no_embed_class``; default: the class and distillation
+    tokens').
 
     Example:
     >>> check_against_weights([("hidden_size", "hidden_size=8", 8)], {"embedding/kernel": (4, 4, 3, 16)}, True, "m")

@@ -18,7 +18,7 @@ from keras_vit.weights import declared, formats, npz
 from keras_vit.weights.formats import read_checkpoint
 from keras_vit.weights.mapping import HEAD_KEYS, PATCH_KERNEL_KEY, POSEMB_KEY, keras_targets, targets_of
 from keras_vit.weights.patchemb import resample_patch_embedding
-from keras_vit.weights.posemb import model_grid, resize_position_embedding
+from keras_vit.weights.posemb import resize_position_embedding
 
 logger = logging.getLogger("keras_vit")
 
@@ -58,19 +58,14 @@ class LoadReport:
 
 
 def load_checkpoint(model, checkpoint, strict=True, source=None, *, info=None):
-    """Load an original ViT checkpoint into a keras_vit model.
+    """Load a checkpoint (a path, or a dict of arrays) into a keras_vit model; returns a :class:`LoadReport`.
 
     Args:
-        model: a model built by ``keras_vit`` (plain or hybrid).
-        checkpoint: a path to an ``.npz`` file, or a dict of arrays.
         strict: raise on checkpoint keys the model does not use (besides the
             head and pre-logits, which a model without a top has no place for).
         source: where the checkpoint came from (``hf://...``, a preset), for the report.
         info: the checkpoint's :class:`~keras_vit.weights.formats.CheckpointInfo` when the caller has read
             it already (a builder, :func:`keras_vit.from_pretrained`), so the file is not described twice.
-
-    Returns:
-        A :class:`LoadReport`.
 
     Raises:
         CheckpointError: the file declares an architecture the model does not have (every difference named:
@@ -135,9 +130,9 @@ def load_checkpoint(model, checkpoint, strict=True, source=None, *, info=None):
         array = arrays[key]
         _check_values(report.path, key, array)
         if key == POSEMB_KEY and grid is None:  # a file that states no grid: its positions make a square
-            grid = _square_grid(model, array, target)
-        if key == POSEMB_KEY and (array.shape != target.shape or (grid is not None and tuple(grid) != model_grid(model))):
-            array = _fit_position_embedding(model, key, array, target, report, grid)
+            grid = _square_grid(config.grid, array, target)
+        if key == POSEMB_KEY and (array.shape != target.shape or (grid is not None and tuple(grid) != config.grid)):
+            array = _fit_position_embedding(model, config, array, target, report, grid)
         elif key == PATCH_KERNEL_KEY and array.shape != target.shape and array.ndim == 4 and array.shape[2:] == target.shape[2:]:
             report.resized[key] = (array.shape, target.shape)  # only another patch size (FlexiViT)
             array = resample_patch_embedding(array, target.shape[:2])
@@ -218,11 +213,11 @@ def _check_values(path, key, array):
         )
 
 
-def _square_grid(model, array, target):
+def _square_grid(model_grid, array, target):
     """The square grid of position embeddings whose file states none (as :func:`~keras_vit.weights.architecture.infer`
     reads it), so that a model of another grid of the same count (2 x 8 for 4 x 4) gets them resampled, not read
     row by row; None for a count that is no square."""
-    positions = array.shape[1] - (target.shape[1] - int(np.prod(model_grid(model)))) if array.ndim == 3 else 0
+    positions = array.shape[1] - (target.shape[1] - int(np.prod(model_grid))) if array.ndim == 3 else 0
     side = math.isqrt(max(positions, 0))
     return (side, side) if side and side * side == positions else None
 
@@ -232,11 +227,11 @@ def _mismatch(model, key, array, target):
                            f"model {model.name!r} expects {target.shape}.")
 
 
-def _fit_position_embedding(model, key, array, target, report, grid=None):
-    prefix = target.shape[1] - int(np.prod(model_grid(model)))
+def _fit_position_embedding(model, config, array, target, report, grid=None):
+    prefix = target.shape[1] - int(np.prod(config.grid))
     if array.ndim != 3 or array.shape[0] != 1 or array.shape[2] != target.shape[2] or prefix < 0:
-        raise _mismatch(model, key, array, target)
-    resized = resize_position_embedding(array, model_grid(model), grid, num_prefix_tokens=prefix,
-                                        method=config_of(model).position_resampling)
-    report.resized[key] = (array.shape, target.shape)
+        raise _mismatch(model, POSEMB_KEY, array, target)
+    resized = resize_position_embedding(array, config.grid, grid, num_prefix_tokens=prefix,
+                                        method=config.position_resampling)
+    report.resized[POSEMB_KEY] = (array.shape, target.shape)
     return resized

@@ -13,6 +13,7 @@ from keras_vit.errors import CheckpointError
 from keras_vit.layers.resnet import ResidualUnit
 
 POSEMB_KEY = "Transformer/posembed_input/pos_embedding"
+FACTORIZED_KEYS = (POSEMB_KEY + "_rows", POSEMB_KEY + "_cols")  # NaFlex's factorised tables (1, rows, D), (1, cols, D)
 PATCH_KERNEL_KEY = "embedding/kernel"
 KERAS_PREFIX = "keras/"  # keys of the weights that only .keras sources carry (a conv stem's)
 HEAD_KEYS = ("head/kernel", "head/bias")
@@ -49,8 +50,8 @@ FAMILY_KEYS = {
     "head_dist/kernel": "head_distillation/kernel",
     "head_dist/bias": "head_distillation/bias",
     "MAPHead_0/probe": "map_head/probe",
-    "Transformer/posembed_input/pos_embedding_rows": "patch_encoder/position_embedding_rows",  # NaFlex's factorised
-    "Transformer/posembed_input/pos_embedding_cols": "patch_encoder/position_embedding_cols",  # tables (1, n, D)
+    FACTORIZED_KEYS[0]: "patch_encoder/position_embedding_rows",
+    FACTORIZED_KEYS[1]: "patch_encoder/position_embedding_cols",
     **{f"MAPHead_0/LayerNorm_0/{key}": f"map_head/layer_norm/{name}" for key, name in _NORM_WEIGHTS.items()},
     **{f"MAPHead_0/MlpBlock_0/Dense_{i}/{kind}": f"map_head/mlp_dense_{i + 1}/{kind}"
        for i in (0, 1) for kind in ("kernel", "bias")},
@@ -107,13 +108,6 @@ def layer_weights(layer):
     return found
 
 
-def _weights(model):
-    found = {}
-    for layer in model.layers:
-        found.update(layer_weights(layer))
-    return found
-
-
 def _target(weights, path, model, shape=None, cls=Target):
     variable = weights.get(path)
     if variable is None:
@@ -133,7 +127,7 @@ def vit_targets(model):
     ((8, 8, 3, 32), (4, 8, 32))
     """
     config = config_of(model)
-    weights = _weights(model)
+    weights = {path: variable for layer in model.layers for path, variable in layer_weights(layer).items()}
     (ph, pw), width = config.patch_size, config.hidden_size
     kernel = _target(weights, "patch_encoder/projection/kernel", model)
     channels = kernel.shape[0] // (ph * pw)  # of the image, or of a stem's feature map

@@ -37,15 +37,8 @@ def resize_matrix(new_hw, old_hw):
 
 
 def resample_patch_embedding(kernel, new_hw):
-    """Resample a ``(ph, pw, C, D)`` patch-embedding kernel to ``new_hw`` by the pseudo-inverse resize.
-
-    Args:
-        kernel: array ``(ph, pw, channels, width)``.
-        new_hw: ``(new_ph, new_pw)``.
-
-    Returns:
-        ``(new_ph, new_pw, channels, width)`` in ``kernel``'s dtype (``kernel``
-        itself when the size is the same).
+    """Resample a ``(ph, pw, C, D)`` patch-embedding kernel to ``new_hw`` by the pseudo-inverse resize, in
+    ``kernel``'s dtype (``kernel`` itself when the size is the same).
 
     Example:
     >>> kernel = np.random.default_rng(0).normal(size=(2, 2, 1, 1))

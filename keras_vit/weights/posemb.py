@@ -6,38 +6,18 @@ import math
 
 import numpy as np
 
-from keras_vit.architecture.model import config_of
 from keras_vit.errors import CheckpointError
 from keras_vit.layers.resampling import check_method, resize_grid
-
-
-def model_grid(model):
-    """``(rows, cols)`` of the patch grid the model's position embeddings cover (stored at, for ``image_size=None``).
-
-    Example:
-    >>> import keras_vit
-    >>> model_grid(keras_vit.ViT(image_size=(32, 48), patch_size=8, hidden_size=32, num_layers=1,
-    ...                          num_heads=4, mlp_dim=64))
-    (4, 6)
-    """
-    return config_of(model).grid
 
 
 def resize_position_embedding(posemb, new_grid, old_grid=None, num_prefix_tokens=1, method="linear_aligned",
                               scale_factor=None):
     """Resample ``(1, prefix + gh*gw, D)`` position embeddings to ``new_grid``, the prefix (class token) positions
     kept; by default bilinearly with aligned corners, as ``scipy.ndimage.zoom(order=1)`` in the original code. The
-    same grid returns the input unchanged (as timm, transformers and DINOv2 do).
-
-    Args:
-        posemb: array ``(1, tokens, D)``.
-        new_grid: ``(rows, cols)`` of the target grid.
-        old_grid: ``(rows, cols)`` of the source grid; inferred as a square.
-        num_prefix_tokens: leading tokens that are not on the grid.
-        method: one of :data:`keras_vit.layers.resampling.RESAMPLING_METHODS`.
-        scale_factor: for the torch methods, the ``scale_factor`` torch is called with
-            instead of a size (one number or ``(rows, cols)``), as DINOv2's
-            original code and older transformers do.
+    same grid returns the input unchanged (as timm, transformers and DINOv2 do). ``old_grid`` None: a square;
+    ``method``: one of :data:`keras_vit.layers.resampling.RESAMPLING_METHODS`; ``scale_factor``: for the torch
+    methods, the ``scale_factor`` torch is called with instead of a size (one number or ``(rows, cols)``), as
+    DINOv2's original code and older transformers do.
 
     Example:
     >>> posemb = np.arange(1 + 2 * 2, dtype="float32").reshape(1, 5, 1)  # class token 0, grid [[1, 2], [3, 4]]

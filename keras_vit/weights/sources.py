@@ -12,21 +12,12 @@ KAGGLE_PREFIX = kaggle.SCHEME
 def resolve(weights, *, variant=None, hybrid=None, image_size=None):
     """Turn a builder's ``weights=`` into a local path (or None), downloading what needs it.
 
-    Args:
-        weights: None; a local file or folder; a preset tag (``"imagenet21k"``...: :mod:`keras_vit.weights.presets`);
-            ``"hf://ORG/NAME"``, a Hugging Face Hub repository (:func:`keras_vit.fetch.hub.fetch`); or
-            ``"kaggle://OWNER/MODEL/keras/VARIATION[/VERSION]"``, a keras-hub preset on Kaggle Models
-            (:func:`keras_vit.fetch.kaggle.fetch`, kagglehub installed).
-        variant: the registry name of the model being built (``"B/16"``, ``"R50+B/16"``), or None when its shape is
-            no registered variant; needed for a preset tag.
-        hybrid: True when the model is a hybrid; only words the error for a tag given to an unregistered shape.
-        image_size: the model's int or ``(height, width)``: picks the file of that resolution among a tag's files
-            (else the nearest).
-
-    Raises:
-        TypeError: ``weights`` is not None, a str or a path.
-        ValueError: an unknown value (the message lists what is accepted), a tag without a file for this variant
-            (the message lists its tags), or a tag given to a model of no registered variant.
+    ``weights``: None; a local file or folder; a preset tag (``"imagenet21k"``...: :mod:`keras_vit.weights.presets`),
+    the file of ``variant`` (the registry name of the model being built, ``"B/16"``; None: no registered variant)
+    at ``image_size`` (else the nearest); ``"hf://ORG/NAME"``, a Hugging Face Hub repository
+    (:func:`keras_vit.fetch.hub.fetch`); or ``"kaggle://OWNER/MODEL/keras/VARIATION[/VERSION]"``, a keras-hub
+    preset on Kaggle Models (:func:`keras_vit.fetch.kaggle.fetch`, kagglehub installed). ``hybrid`` only words the
+    error for a tag given to an unregistered shape. A ``ValueError`` lists what is accepted.
 
     Example:
     >>> resolve(None) is None

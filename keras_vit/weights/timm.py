@@ -16,7 +16,6 @@ from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
 from keras_vit.weights import timm_config, timm_eva, timm_hybrid, timm_naflex
 from keras_vit.weights.conventions import finish, linear, norm, torch_tensors
-from keras_vit.weights.declared import activation, declare
 from keras_vit.weights.mapping import POSEMB_KEY
 from keras_vit.weights.source import Reading
 from keras_vit.weights.state_dict import StateDictSource
@@ -127,29 +126,25 @@ def settings(config, path="<config>", weights=None, tensors=None, architecture=N
 
     Example:
     >>> s = settings({"architecture": "deit_small_patch16_224", "pretrained_cfg": {"mean": [0.485, 0.456, 0.406]}})
-    >>> s.num_heads, s.layer_norm_epsilon, s.mean
-    (6, 1e-06, [0.485, 0.456, 0.406])
-    >>> [(quantity, value) for quantity, _, value in s.expected]  # from timm's registration of the name
-    [('hidden_size', 384), ('num_layers', 12), ('patch_size', 16)]
-    >>> settings({"model_args": {"act_layer": "quick_gelu"}}).declared["mlp_activation"]
-    Declaration(value='quick_gelu', said="model_args.act_layer='quick_gelu'", origin='<config>')
+    >>> s.mean, [(quantity, value) for quantity, _, value in s.expected]  # the sizes: timm's registration of the name
+    ([0.485, 0.456, 0.406], [('hidden_size', 384), ('num_layers', 12), ('patch_size', 16)])
     """
     config = config_lib.json_object(config or {}, path)
     pretrained = config_lib.json_object(config.get("pretrained_cfg") or {}, path, "pretrained_cfg")
     args = config_lib.json_object(config.get("model_args") or {}, path, "model_args")
-    timm_hybrid.refuse_switches(args, path)
     resolved = timm_config.resolve(config, path, architecture)
     architecture = resolved["architecture"][0]
     expected = timm_hybrid.on_feature_map(_expected(config, args, pretrained, resolved, path), resolved, tensors, path)
     names = config_lib.indexed_names(config.get("label_names"), "label_names", path)
     declared, conversion, notes = _declared(resolved, expected, path, weights, tensors, bool(names))
     timm_hybrid.declare_backbone(declared, tensors, weights)
+    naflex = resolved.get("naflex", (False, None))[0]  # NaFlexVit's table is resampled by its registration's rule
     descriptions = config.get("label_descriptions") or {}
     if names and isinstance(descriptions, dict):
         names = [str(descriptions.get(name, name)) for name in names]
     return Reading(declared=declared, expected=expected, architecture=architecture, tag=pretrained.get("tag"),
                    class_names=names or None, mean=pretrained.get("mean"), std=pretrained.get("std"), notes=notes,
-                   position_resampling=timm_naflex.resampling(resolved) or POSITION_RESAMPLING, layout=conversion)
+                   position_resampling=resolved["naflex_resampling"][0] if naflex else POSITION_RESAMPLING, layout=conversion)
 
 
 def _declared(resolved, expected, path, weights, tensors, labelled=False):
@@ -163,16 +158,9 @@ def _declared(resolved, expected, path, weights, tensors, labelled=False):
             f"{path!r}: {mlp_layer[1]}: keras_vit's MLPs are timm's Mlp, SwiGLUPacked (a gated MLP with fc1 "
             "of 2 x hidden outputs) and SwiGLU (fc1_g and fc1_x)."
         )
-    if tensors is None:  # the config alone (no state dict): what it states, as before any weights are seen
-        record = {}
-        for name, field in (("num_heads", "num_heads"), ("embed_dim", "hidden_size"), ("act_layer", "mlp_activation"),
-                            ("norm_eps", "layer_norm_epsilon")):
-            value, said = resolved[name]
-            if said is not None:
-                declare(record, field, activation(value) if name == "act_layer" else value, said, path)
-        return record, Conversion(), []
-    stand_ins = {k: np.broadcast_to(np.float32(0), shape) for k, shape in tensors.shapes.items()}  # shapes, no data
-    shapes = {k: tuple(v.shape) for k, v in timm_eva.to_vit_layout(timm_naflex.to_vit_layout(stand_ins)).items()}
+    if tensors is None:  # the config alone (no state dict): its sizes (expected) are read, no architecture declared
+        return {}, Conversion(), []
+    shapes = {k: tuple(v.shape) for k, v in timm_eva.to_vit_layout(timm_naflex.to_vit_layout(tensors.stand_ins())).items()}
     seen = timm_config.observe(shapes, weights)
     timm_config.consistent(resolved, seen, path)
     sizes = [value for quantity, _, value in expected if quantity == "image_size"]

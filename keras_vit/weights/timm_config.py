@@ -19,7 +19,8 @@ from keras_vit.weights import config as config_lib
 from keras_vit.weights import declared as declared_lib
 from keras_vit.weights import timm_eva, timm_naflex
 from keras_vit.weights.declared import declare
-from keras_vit.weights.timm_models import DEFAULTS, NEUTRAL, lacking, registered, registration, timm_version
+from keras_vit.weights.timm_models import (DEFAULTS, NEUTRAL, SWITCHES, lacking, registered, registration, switch_lacking,
+                                          timm_version)
 
 GLU_LAYERS = ("SwiGLUPacked", "swiglu_packed")  # timm.layers.SwiGLUPacked: GluMlp(gate_last=False), act(x1) * x2
 SWIGLU_LAYERS = ("SwiGLU", "swiglu")  # timm.layers.SwiGLU: fc1_g, fc1_x of int(dim * mlp_ratio), act(fc1_g x) * fc1_x x
@@ -27,11 +28,8 @@ MLP_LAYERS = (None, "Mlp", "mlp")
 POOLING = {"token": "token", "avg": "gap", "map": "map"}  # timm global_pool -> keras_vit pooling ('' : see settings)
 
 
-# timm arguments keras_vit has no switch for: accepted only with timm's default value (vision_transformer.py)
-DEFAULT_ONLY_ARGS = {"qk_norm": False, "dynamic_img_pad": False, "pos_embed": "learn",
-                     "pool_include_prefix": False, "in_chans": 3,
-                     "norm_layer": None, "embed_norm_layer": None, "block_fn": None, "embed_layer": None,
-                     "attn_layer": None, "ignore_head": False, "padding_same": True}
+# timm arguments a config.json's model_args may state only at timm's default (besides timm_models.SWITCHES)
+DEFAULT_ONLY_ARGS = {"norm_layer": None, "embed_norm_layer": None, "embed_layer": None, "ignore_head": False}
 
 
 def _check_model_args(model_args, path):
@@ -39,12 +37,14 @@ def _check_model_args(model_args, path):
     for name, value in model_args.items():
         if name in DEFAULTS or name in NEUTRAL or name in timm_eva.ROPE_ARGS:
             continue
-        if name in DEFAULT_ONLY_ARGS:
-            if value == DEFAULT_ONLY_ARGS[name] or (name == "attn_layer" and value in ("attn", "Attention")):
+        if name in SWITCHES or name in DEFAULT_ONLY_ARGS:
+            what = switch_lacking(name, value) if name in SWITCHES else (
+                value != DEFAULT_ONLY_ARGS[name] and f"timm's default is {DEFAULT_ONLY_ARGS[name]!r}")
+            if not what:
                 continue
             raise CheckpointError(
-                f"{path!r}: model_args.{name}={value!r}: keras_vit's ViT has no such part (timm's default is "
-                f"{DEFAULT_ONLY_ARGS[name]!r}), so it would compute another model."
+                f"{path!r}: model_args.{name}={value!r}: keras_vit's ViT has no such part ({what}), so it would "
+                "compute another model."
             )
         raise CheckpointError(
             f"{path!r}: model_args.{name}={value!r} is no timm VisionTransformer argument keras_vit knows; it cannot tell "
@@ -138,25 +138,22 @@ def refuse_unbuildable(architecture, path):
 
 def observe(shapes, path):
     """What a timm state dict (``{timm key: shape}``) shows about its architecture: ``{name: (value, said)}``."""
-    def has(key):
-        return key in shapes
-
     seen = {
-        "class_token": (has("cls_token"), "'cls_token'"),
-        "distilled": (has("dist_token"), "'dist_token' (DeiT's distillation token)"),
-        "reg_tokens": (int(shapes["reg_token"][1]) if has("reg_token") else 0, "'reg_token'"),
+        "class_token": ("cls_token" in shapes, "'cls_token'"),
+        "distilled": ("dist_token" in shapes, "'dist_token' (DeiT's distillation token)"),
+        "reg_tokens": (int(shapes["reg_token"][1]) if "reg_token" in shapes else 0, "'reg_token'"),
         "layer_scale": (any(re.search(r"\.(ls1\.gamma|gamma_1)$", k) for k in shapes), "'blocks.0.ls1.gamma' (LayerScale)"),
         "qkv_bias": (any(k.endswith("attn.qkv.bias") for k in shapes), "'blocks.*.attn.qkv.bias'"),
-        "pre_norm": (has("norm_pre.weight"), "'norm_pre.weight' (a LayerNorm before the blocks)"),
-        "norm": (has("norm.weight"), "'norm.weight' (the final LayerNorm)"),
-        "fc_norm": (has("fc_norm.weight"), "'fc_norm.weight' (a LayerNorm after pooling)"),
-        "map": (has("attn_pool.latent"), "'attn_pool.latent' (attention pooling)"),
-        "norm_bias": (has("blocks.0.norm1.bias"), "'blocks.0.norm1.bias' (a LayerNorm's bias; RmsNorm has none)"),
-        "patch_norm": (has("patch_embed.norm.weight"), "'patch_embed.norm.weight' (a norm of the patch embeddings)"),
-        "proj_bias": (has("blocks.0.attn.proj.bias"), "'blocks.0.attn.proj.bias'"),
-        "mlp_bias": (has("blocks.0.mlp.fc2.bias"), "'blocks.0.mlp.fc2.bias'"),
-        "mlp_norm": (has("blocks.0.mlp.norm.weight"), "'blocks.0.mlp.norm.weight' (a LayerNorm inside the MLP)"),
-        "attention_norm": (has("blocks.0.attn.norm.weight"), "'blocks.0.attn.norm.weight' (a LayerNorm inside attention)"),
+        "pre_norm": ("norm_pre.weight" in shapes, "'norm_pre.weight' (a LayerNorm before the blocks)"),
+        "norm": ("norm.weight" in shapes, "'norm.weight' (the final LayerNorm)"),
+        "fc_norm": ("fc_norm.weight" in shapes, "'fc_norm.weight' (a LayerNorm after pooling)"),
+        "map": ("attn_pool.latent" in shapes, "'attn_pool.latent' (attention pooling)"),
+        "norm_bias": ("blocks.0.norm1.bias" in shapes, "'blocks.0.norm1.bias' (a LayerNorm's bias; RmsNorm has none)"),
+        "patch_norm": ("patch_embed.norm.weight" in shapes, "'patch_embed.norm.weight' (a norm of the patch embeddings)"),
+        "proj_bias": ("blocks.0.attn.proj.bias" in shapes, "'blocks.0.attn.proj.bias'"),
+        "mlp_bias": ("blocks.0.mlp.fc2.bias" in shapes, "'blocks.0.mlp.fc2.bias'"),
+        "mlp_norm": ("blocks.0.mlp.norm.weight" in shapes, "'blocks.0.mlp.norm.weight' (a LayerNorm inside the MLP)"),
+        "attention_norm": ("blocks.0.attn.norm.weight" in shapes, "'blocks.0.attn.norm.weight' (a LayerNorm inside attention)"),
     }
     fc1, fc2 = shapes.get("blocks.0.mlp.fc1.weight"), shapes.get("blocks.0.mlp.fc2.weight")
     glu = fc1 is not None and fc2 is not None and fc1[0] != fc2[1] and fc1[0] == 2 * fc2[1]

@@ -71,11 +71,9 @@ def read(args, defaults):
     for name, value in args.items():
         if name in SHARED or name in ROPE_ARGS:
             out[name] = value
-        elif name in SCALE_NORMS:  # Eva's and VisionTransformer's norms sit alike: before fc2, before attn.proj
-            out[SCALE_NORMS[name]] = bool(value)
         elif name == "qkv_fused" and not value and args.get("attn_type", defaults.get("attn_type")) == "eva":
             continue  # EvaAttention's q_proj / k_proj (no bias) / v_proj: joined by to_vit_layout
-        elif name in TOGETHER:
+        elif name in TOGETHER or name in SCALE_NORMS:
             continue
         elif value != defaults.get(name):
             lacking.append(f"{PHRASES.get(name, 'timm argument ' + name)} ({name}={value!r})")
@@ -107,7 +105,9 @@ def read(args, defaults):
         if not rope["use_abs_pos_emb"]:
             out["no_embed_class"] = True  # no table: the registers have no positions, as keras_vit's
     lacking += _swiglu(full, out)
-    out.update({vit: bool(full[eva]) for eva, vit in SCALE_NORMS.items()})  # stated, so that weights contradicting them are refused
+    # Eva's and VisionTransformer's norms sit alike (before fc2, before attn.proj); stated, so that weights contradicting
+    # them are refused
+    out.update({vit: bool(full[eva]) for eva, vit in SCALE_NORMS.items()})
     lacking += _norms_and_pooling(full, out)
     if lacking:
         return None, lacking

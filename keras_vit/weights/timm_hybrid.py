@@ -6,7 +6,8 @@ hybrid branch of its ``_load_weights`` defines the correspondence inverted here.
 keras_vit's (``StdConv2dSame`` pads as TensorFlow's ``SAME``); the normalisation constants differ (``eps=1e-8`` on
 the variance, ``GroupNormAct`` eps 1e-5), so a timm hybrid declares ``resnet_norms="timm"``
 (:data:`keras_vit.layers.resnet.RESNET_NORMS`; ``tools/check_timm_hybrids.py`` checks it against timm). Other
-backbones (ResNet-D, MobileCLIP's ``ConvStem``) and ``padding_same=False`` are refused by name.
+backbones (ResNet-D, MobileCLIP's ``ConvStem``) and ``padding_same=False`` (:data:`keras_vit.weights.timm_models.SWITCHES`)
+are refused by name.
 """
 
 import re
@@ -91,23 +92,6 @@ def to_original(tensors, path="<arrays>"):
     return out
 
 
-def refuse_switches(model_args, path):
-    """Refuse a timm hybrid's ``model_args.padding_same=False``: PyTorch's symmetric padding, not keras_vit's ``SAME``.
-
-    Example:
-    >>> refuse_switches({"padding_same": False}, "config.json")
-    Traceback (most recent call last):
-    ...
-    keras_vit.errors.CheckpointError: 'config.json': model_args.padding_same=False builds timm's hybrid backbone with ...
-    """
-    if model_args.get("padding_same", True) is not True:
-        raise CheckpointError(
-            f"{path!r}: model_args.padding_same={model_args['padding_same']!r} builds timm's hybrid backbone with "
-            "PyTorch's symmetric padding (StdConv2d, stem_type=''); keras_vit's ResNet-v2 pads as TensorFlow's SAME "
-            "(timm's default padding_same=True), so it would compute another model."
-        )
-
-
 def on_feature_map(expected, resolved, tensors, path):
     """``expected`` (what a timm config states) with its image size read on the backbone's feature map, where the
     hybrid's patches are cut (``ceil(size / stride)``, the ``SAME`` rule); unchanged for a plain ViT. The stages in
@@ -122,8 +106,7 @@ def on_feature_map(expected, resolved, tensors, path):
                 "the config belongs to another model, or the weights do."
             )
         return expected
-    stand_ins = {k: np.broadcast_to(np.float32(0), v) for k, v in tensors.shapes.items() if k.startswith(PREFIX)}
-    units = block_units_of(to_original(stand_ins, path))  # from the shapes, no data
+    units = block_units_of(to_original(tensors.stand_ins(), path))  # from the shapes, no data
     if said is not None and tuple(layers) != units:
         raise CheckpointError(
             f"{path!r}: config.json says {said} but the weights' backbone has stages of {units} units "

@@ -28,18 +28,20 @@ TABLE = os.path.join(os.path.dirname(__file__), "data", "timm_registrations.json
 # arguments that do not change what a trained model computes at its own size
 NEUTRAL = ("drop_rate", "pos_drop_rate", "patch_drop_rate", "proj_drop_rate", "attn_drop_rate", "drop_path_rate",
            "weight_init", "fix_init", "num_classes", "device", "dtype")
-# VisionTransformer arguments keras_vit has no switch for: what each is, and the value that means "not used"
+# timm arguments keras_vit has no switch for: the values that mean "not used", and what any other is
 SWITCHES = {
-    "block_fn": ("Block", {"ResPostBlock": "residual post-norm blocks (block_fn=ResPostBlock)",
-                           "ParallelScalingBlock": "parallel attention and MLP branches (block_fn=ParallelScalingBlock)",
-                           "ParallelThingsBlock": "parallel attention and MLP blocks (block_fn=ParallelThingsBlock)",
-                           "DiffParallelScalingBlock": "parallel differential attention (block_fn=DiffParallelScalingBlock)"}),
-    "attn_layer": ("Attention", {"diff": "differential attention (attn_layer='diff')"}),
-    "qk_norm": (False, "query/key normalisation (qk_norm=True)"),
-    "pool_include_prefix": (False, "average pooling over the class and register tokens too (pool_include_prefix=True)"),
-    "pos_embed": ("learn", "position embeddings other than a learned table (pos_embed)"),
-    "dynamic_img_pad": (False, "padding of images to a multiple of the patch (dynamic_img_pad=True)"),
-    "in_chans": (3, "input channels other than RGB (in_chans)"),
+    "block_fn": (("Block", None), {"ResPostBlock": "residual post-norm blocks (block_fn=ResPostBlock)",
+                                   "ParallelScalingBlock": "parallel attention and MLP branches (block_fn=ParallelScalingBlock)",
+                                   "ParallelThingsBlock": "parallel attention and MLP blocks (block_fn=ParallelThingsBlock)",
+                                   "DiffParallelScalingBlock": "parallel differential attention (block_fn=DiffParallelScalingBlock)"}),
+    "attn_layer": (("Attention", "attn", None), {"diff": "differential attention (attn_layer='diff')"}),
+    "qk_norm": ((False,), "query/key normalisation (qk_norm=True)"),
+    "pool_include_prefix": ((False,), "average pooling over the class and register tokens too (pool_include_prefix=True)"),
+    "pos_embed": (("learn",), "position embeddings other than a learned table (pos_embed)"),
+    "dynamic_img_pad": ((False,), "padding of images to a multiple of the patch (dynamic_img_pad=True)"),
+    "in_chans": ((3,), "input channels other than RGB (in_chans)"),
+    "padding_same": ((True,), "a hybrid backbone with PyTorch's symmetric padding (padding_same=False: StdConv2d, "
+                              "stem_type=''; keras_vit's ResNet-v2 pads as TensorFlow's SAME)"),  # a model_args only
 }
 # timm model classes that are not the paper's ViT: their reader into VisionTransformer's arguments (or what it lacks)
 OTHER_CLASSES = {
@@ -161,9 +163,7 @@ def _read(architecture):
             if layers is not None:
                 out["backbone_layers"] = layers
         elif name in SWITCHES:
-            default, what = SWITCHES[name]
-            if value != default and not (name == "attn_layer" and value in ("attn", "Attention")):
-                lacking.append(what.get(value, f"{name}={value!r}") if isinstance(what, dict) else what)
+            lacking += filter(None, [switch_lacking(name, value)])
         else:
             lacking.append(f"timm argument {name}={value!r}, which keras_vit does not know")
     lacking += _norms(args, out)
@@ -180,6 +180,14 @@ def _read(architecture):
         if size:
             out["img_size"] = size[1] if size[1] == size[2] else list(size[1:])
     return out, tuple(lacking)
+
+
+def switch_lacking(name, value):
+    """What keras_vit's ViT lacks for timm's ``name=value`` of :data:`SWITCHES`, or None for a value that means "not used"."""
+    accepted, what = SWITCHES[name]
+    if value in accepted:
+        return None
+    return what.get(value, f"{name}={value!r}") if isinstance(what, dict) else what
 
 
 def registered(architecture):

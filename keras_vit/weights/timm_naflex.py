@@ -25,6 +25,7 @@ import math
 import numpy as np
 
 from keras_vit.errors import CheckpointError
+from keras_vit.weights.mapping import FACTORIZED_KEYS
 
 # the NaFlex arguments keras_vit reads (beside VisionTransformer's), with their values in a classic timm ViT
 ARGS = {"naflex": False, "naflex_pos_embed": "learned", "naflex_ar_preserving": False,
@@ -59,8 +60,7 @@ ONLY = {
     "dynamic_img_pad": (False, "image padding"), "patchify_channels_last": (True, "patches flattened channels first"),
     "in_chans": (3, "input channels other than RGB"),
 }
-POS_EMBED_KEYS = {"embeds.pos_embed_y": "Transformer/posembed_input/pos_embedding_rows",
-                  "embeds.pos_embed_x": "Transformer/posembed_input/pos_embedding_cols"}  # timm.py's top-level keys
+POS_EMBED_KEYS = dict(zip(("embeds.pos_embed_y", "embeds.pos_embed_x"), FACTORIZED_KEYS))  # timm.py's top-level keys
 
 
 def read(args, defaults):
@@ -114,12 +114,6 @@ def fields(args):
     return out
 
 
-def resampling(resolved):
-    """The ``position_resampling`` of a resolved NaFlex registration, or None for a classic timm ViT."""
-    naflex = resolved.get("naflex", (False, None))[0]
-    return resolved["naflex_resampling"][0] if naflex else None
-
-
 def image_size(resolved):
     """``(said, (height, width))``: the size whose patches make the stored grid (``model_args.patch_size`` applied),
     or None for a classic timm ViT."""
@@ -166,8 +160,6 @@ def to_vit_layout(tensors, path="<arrays>"):
             out["pos_embed"] = np.reshape(value, (1, value.shape[1] * value.shape[2], value.shape[3]))
         elif name in ("cls_token", "reg_token"):
             out[name] = value
-        elif key in POS_EMBED_KEYS:
-            out[key] = value
         else:
-            out[key] = value  # left for the unknown-key refusal, named
+            out[key] = value  # the factorised tables (POS_EMBED_KEYS); else left for the unknown-key refusal, named
     return out

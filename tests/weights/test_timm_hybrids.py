@@ -136,8 +136,8 @@ def test_a_saved_model_keeps_timms_norms(tmp_path):
 
 def test_timms_symmetric_padding_is_refused_by_name(tmp_path):
     write(tmp_path / "f", "stem_only", padding_same=False)
-    with pytest.raises(CheckpointError, match=r"model_args\.padding_same=False builds timm's hybrid backbone with "
-                                              r"PyTorch's symmetric padding"):
+    with pytest.raises(CheckpointError, match=r"model_args\.padding_same=False: keras_vit's ViT has no such part \(a "
+                                              r"hybrid backbone with PyTorch's symmetric padding"):
         keras_vit.from_pretrained(str(tmp_path / "f"))
 
 
