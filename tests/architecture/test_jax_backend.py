@@ -24,34 +24,35 @@ _BUILD = r"""
 import json, sys
 import numpy as np
 import keras, keras_vit
+# three models, each layer of the family in at least one: the XLA compiles of the JAX side (one per variable
+# initializer's shape, one per model) are most of this module's time, so each model covers several switches
 models = {
-    "vit": lambda: keras_vit.ViT(image_size=32, patch_size=8, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64,
-                                 num_classes=5, classifier_activation=None),
-    "gap_prelogits": lambda: keras_vit.ViT(image_size=32, patch_size=8, hidden_size=32, num_layers=2, num_heads=4,
-                                           mlp_dim=64, num_classes=3, pooling="gap", representation_size=16,
-                                           classifier_activation=None),
-    "hybrid": lambda: keras_vit.HybridViT(image_size=32, block_units=(1, 1), width=0.5, patch_size=1, hidden_size=32,
-                                          num_layers=1, num_heads=4, mlp_dim=64, num_classes=4, classifier_activation=None),
-    # ViT-Ti/16's widths (3 heads of 64) at 2 of its 12 blocks: ViTTi16 itself was a third of this module's time
-    # (jax.jit of 12 blocks) for nothing the layers above do not check; its builder is backend-free Python
-    "ti16_widths": lambda: keras_vit.ViT(image_size=32, patch_size=16, hidden_size=192, num_layers=2, num_heads=3,
-                                         mlp_dim=768, num_classes=7, classifier_activation=None),
-    # any size, embeddings stored for 2 x 2 patches and resampled to the 4 x 4 of x in the graph
+    # ViT-Ti/16's widths (3 heads of 64) at 2 of its 12 blocks, a fixed input size, GAP and a pre-logits layer:
+    # ViTTi16 itself was a third of this module's time (jax.jit of 12 blocks) for nothing these layers do not
+    # check; its builder is backend-free Python
+    "ti16_widths_gap_prelogits": lambda: keras_vit.ViT(image_size=32, patch_size=16, hidden_size=192, num_layers=2,
+                                                       num_heads=3, mlp_dim=768, num_classes=3, pooling="gap",
+                                                       representation_size=16, classifier_activation=None),
+    # the class token and its pooling; any size: embeddings stored for 2 x 2 patches and resampled to the 4 x 4
+    # of x in the graph
     "vit_any_size": lambda: keras_vit.ViT(image_size=None, native_image_size=16, patch_size=8, hidden_size=32,
                                           num_layers=2, num_heads=4, mlp_dim=64, num_classes=5,
                                           classifier_activation=None),
+    # the ResNet stem (StdConv2D, GroupNorm, a unit at stride 1 and one at stride 2) before a fixed-size class token
+    "hybrid": lambda: keras_vit.HybridViT(image_size=32, block_units=(1, 1), width=0.5, patch_size=1, hidden_size=32,
+                                          num_layers=1, num_heads=4, mlp_dim=64, num_classes=4, classifier_activation=None),
 }
 
 
 def run(folder, save):
     x = np.load(folder + "/x.npy")
-    # before anything else: what `import keras_vit` and a build import on this backend
-    probe = keras_vit.ViT(image_size=32, patch_size=8, hidden_size=32, num_layers=1, num_heads=2, mlp_dim=64,
-                          num_classes=3)
-    out = {"probe": [probe.count_params(), "tensorflow" in sys.modules]}
+    out = {}
     for name, build in models.items():
-        keras.utils.set_random_seed(0)
+        if save:  # the weights that are saved; the loading side overwrites its own (and Keras' seeding imports
+            keras.utils.set_random_seed(0)  # TensorFlow where it is installed, which the probe below looks for)
         model = build()
+        if "probe" not in out:  # before anything else runs: what `import keras_vit` and a build import here
+            out["probe"] = [model.count_params(), "tensorflow" in sys.modules]
         path = f"{folder}/{name}.weights.h5"
         if save:
             rng = np.random.default_rng(1)
@@ -107,6 +108,6 @@ def test_tiny_models_on_jax_match_tensorflow(outputs):
 
 
 def test_import_and_build_on_jax_without_tensorflow(outputs):
-    """The child imported keras_vit and built ViT-Ti/16 on JAX without importing TensorFlow."""
+    """The child imported keras_vit and built a ViT (Ti/16's widths) on JAX without importing TensorFlow."""
     count, tf_imported = outputs[1]["probe"]
     assert int(count) > 0 and tf_imported is False

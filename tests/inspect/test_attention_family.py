@@ -1,6 +1,8 @@
 """The attention tools on the ViT family: register and distillation tokens, no prefix positions, MAP pooling
 without a class token, CLIP's pre-norm."""
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -19,7 +21,9 @@ FAMILY = {
 }
 
 
+@functools.lru_cache(maxsize=None)
 def family_model(row):
+    """The tiny model of ``row``, built once per worker: the tests read it, none changes it."""
     model = keras_vit.build_model(keras_vit.ViTConfig(**SMALL, **FAMILY[row]))
     rng = np.random.default_rng(3)
     encoder = model.get_layer("patch_encoder")

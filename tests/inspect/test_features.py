@@ -1,5 +1,7 @@
 """Features of the ViT family: feature_model's named features, dense maps (forward_intermediates) at any size."""
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -18,8 +20,10 @@ FAMILY = {
 }
 
 
-def family_model(row, **overrides):
-    model = keras_vit.build_model(keras_vit.ViTConfig(**SMALL, **{**FAMILY[row], **overrides}))
+@functools.lru_cache(maxsize=None)
+def family_model(row):
+    """The tiny model of ``row``, built once per worker: the tests read it, none changes it."""
+    model = keras_vit.build_model(keras_vit.ViTConfig(**SMALL, **FAMILY[row]))
     rng = np.random.default_rng(7)
     for name in ("head", "head_distillation"):  # zero-initialised: random, so that comparisons mean something
         if any(layer.name == name for layer in model.layers):

@@ -1,5 +1,7 @@
 """The hybrid R50+ViT-B/16 (and its R26 / four-stage relatives): shapes, parity, loading, saving, training."""
 
+import types
+
 import numpy as np
 import pytest
 
@@ -235,10 +237,19 @@ def test_fresh_unit_is_identity_plus_shortcut():
     np.testing.assert_allclose(np.asarray(resnet.ResidualUnit(32)(x)), np.maximum(x, 0), atol=1e-6)
 
 
-def test_root_and_first_stage_match_reference(tmp_path):
+@pytest.fixture(scope="module")
+def default_hybrid(tmp_path_factory):
+    """The tiny hybrid (R50+ViT-B/16's three stages) with the default checkpoint loaded, its 64x64 inputs and the
+    reference's logits for them: built, loaded and computed once for the tests that read them (none writes to it)."""
     arrays = hybrid_checkpoint()
-    model = tiny_hybrid(weights=save_npz(tmp_path / "R-T.npz", arrays))
+    path = save_npz(tmp_path_factory.mktemp("hybrid") / "R.npz", arrays)
     x = images(2, 64)
+    return types.SimpleNamespace(arrays=arrays, path=path, model=tiny_hybrid(weights=path), x=x,
+                                 logits=ref.hybrid_logits(x, arrays, (2, 1, 1)))
+
+
+def test_root_and_first_stage_match_reference(default_hybrid):
+    arrays, model, x = default_hybrid.arrays, default_hybrid.model, default_hybrid.x
     probe = keras.Model(model.input, [model.get_layer("pool_root").output, model.get_layer("block1_unit2").output])
     root, stage1 = (np.asarray(t) for t in probe(x))
     for i, image in enumerate(x.astype(np.float64) / 127.5 - 1.0):
@@ -261,12 +272,16 @@ def test_root_and_first_stage_match_reference(tmp_path):
         ((), 0.5, 2, 32, (4, 4)),  # root only (R+ViT-Ti/16 of the original configs), patch 2
     ],
 )
-def test_whole_model_parity_with_reference(tmp_path, units, width, patch, size, grid):
-    arrays = hybrid_checkpoint(block_units=units, width=width, grid=grid, patch_size=patch)
-    model = tiny_hybrid(block_units=units, width=width, patch_size=patch, image_size=size,
-                        weights=save_npz(tmp_path / "R.npz", arrays))
-    x = images(2, size)
-    expected = ref.hybrid_logits(x, arrays, units)
+def test_whole_model_parity_with_reference(tmp_path, units, width, patch, size, grid, request):
+    if (units, width, patch, size, grid) == ((2, 1, 1), 0.5, 1, 64, (4, 4)):  # the defaults: the shared model
+        shared = request.getfixturevalue("default_hybrid")
+        arrays, model, x, expected = shared.arrays, shared.model, shared.x, shared.logits
+    else:
+        arrays = hybrid_checkpoint(block_units=units, width=width, grid=grid, patch_size=patch)
+        model = tiny_hybrid(block_units=units, width=width, patch_size=patch, image_size=size,
+                            weights=save_npz(tmp_path / "R.npz", arrays))
+        x = images(2, size)
+        expected = ref.hybrid_logits(x, arrays, units)
     out = np.asarray(model(x))
     np.testing.assert_allclose(out, expected, atol=1e-4 * np.abs(expected).max(), rtol=0)
     assert sorted(model.load_report.loaded) == sorted(arrays)
@@ -371,16 +386,14 @@ def test_hybrid_mapping_does_not_depend_on_importing_the_hybrid_module():
     assert result["error"] < 1e-5  # same weights, same graph: float32 rounding only
 
 
-def test_loading_into_a_model_read_from_keras_file(tmp_path):
+def test_loading_into_a_model_read_from_keras_file(tmp_path, default_hybrid):
     """Keys map to variable paths, which a .keras round trip keeps."""
-    arrays = hybrid_checkpoint()
     tiny_hybrid().save(tmp_path / "fresh.keras")
     model = keras_vit.load_model(tmp_path / "fresh.keras")
-    report = keras_vit.load_checkpoint(model, save_npz(tmp_path / "R.npz", arrays))
-    assert sorted(report.loaded) == sorted(arrays)
-    x = images(2, 64)
-    expected = ref.hybrid_logits(x, arrays, (2, 1, 1))
-    np.testing.assert_allclose(np.asarray(model(x)), expected, atol=1e-4 * np.abs(expected).max(), rtol=0)
+    report = keras_vit.load_checkpoint(model, default_hybrid.path)
+    assert sorted(report.loaded) == sorted(default_hybrid.arrays)
+    expected = default_hybrid.logits  # the reference's, for default_hybrid.x
+    np.testing.assert_allclose(np.asarray(model(default_hybrid.x)), expected, atol=1e-4 * np.abs(expected).max(), rtol=0)
 
 
 def test_plain_and_hybrid_checkpoints_do_not_mix(tmp_path):
@@ -433,11 +446,15 @@ def test_saving_round_trip_safe_mode(tmp_path):
 
 
 def test_fit_step_every_weight_gets_gradient():
-    model = tiny_hybrid(classifier_activation="softmax", dropout=0.1, drop_path_rate=0.1)
-    for layer in model.layers:  # gn3 starts at zero scale, which blocks the residual branch's gradient
-        if isinstance(layer, resnet.ResidualUnit):
-            layer.gn3.gamma.assign(np.ones(layer.gn3.gamma.shape))
-    run_fit_step_test(model, images(4, 64), 5)
+    # one stage of two units: every kind of hybrid weight (root, a unit with its projection, an identity unit, the
+    # 1x1 embedding, the Transformer, the head) at the least tracing of a train step (each unit adds ~2 s)
+    model = tiny_hybrid(block_units=(2,), image_size=32, classifier_activation="softmax", dropout=0.1,
+                        drop_path_rate=0.1)
+    units = [layer for layer in model.layers if isinstance(layer, resnet.ResidualUnit)]
+    assert [unit.conv_proj is not None for unit in units] == [True, False]
+    for unit in units:  # gn3 starts at zero scale, which blocks the residual branch's gradient
+        unit.gn3.gamma.assign(np.ones(unit.gn3.gamma.shape))
+    run_fit_step_test(model, images(4, 32), 5)
 
 
 # --------------------------------------------------------------------------- mixed precision
@@ -451,9 +468,10 @@ def restore_policy():
 
 @pytest.mark.parametrize("policy,tolerance", [("mixed_float16", 0.02), ("mixed_bfloat16", 0.1)])
 @pytest.mark.parametrize("kind", ["hybrid", "vit"])
-def test_mixed_precision_close_to_float32(tmp_path, restore_policy, policy, tolerance, kind):
+def test_mixed_precision_close_to_float32(tmp_path, restore_policy, policy, tolerance, kind, request):
     if kind == "hybrid":
-        path, size = save_npz(tmp_path / "R.npz", hybrid_checkpoint()), 64
+        shared = request.getfixturevalue("default_hybrid")  # built in float32 (outside this test's policy)
+        path, size = shared.path, 64
     else:
         path, size = save_npz(tmp_path / "V.npz", vit_checkpoint()), 32
 
@@ -464,7 +482,7 @@ def test_mixed_precision_close_to_float32(tmp_path, restore_policy, policy, tole
                              **TINY_VIT)
 
     x = images(2, size)
-    expected = np.asarray(build()(x))
+    expected = np.asarray((shared.model if kind == "hybrid" else build())(x))
     keras.config.set_dtype_policy(policy)
     model = build()
     out = model(x)

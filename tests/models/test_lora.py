@@ -32,15 +32,30 @@ def fit_two_steps(model, inputs):
     model.fit(inputs, np.ones((len(inputs), 5), "float32"), epochs=2, batch_size=len(inputs), verbose=0)
 
 
+@pytest.fixture(scope="module")
+def fitted():
+    """``fitted(name)``: ``(model, paths, inputs, weights before the fit)`` of ``adapted(name)`` after
+    :func:`fit_two_steps`, built and fitted once per module (each fit traces a train step); the tests only read it."""
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            model, paths, inputs = adapted(name)
+            before = {v.path: np.array(v) for v in model.weights}
+            fit_two_steps(model, inputs)
+            cache[name] = model, paths, inputs, before
+        return cache[name]
+
+    return get
+
+
 @pytest.mark.parametrize("name", sorted(MODELS))
-def test_trainable_weights_are_the_factors_and_the_head_and_fitting_changes_only_them(name):
-    model, paths, inputs = adapted(name)
+def test_trainable_weights_are_the_factors_and_the_head_and_fitting_changes_only_them(name, fitted):
+    model, paths, inputs, before = fitted(name)
     layers_per_block = 6  # query, key, value, attention_output, mlp_dense_1, mlp_dense_2
     assert len(paths) == 2 * layers_per_block + (6 if name == "family" else 0)  # and the MAP head's six
     factors = {f"{p}/lora_kernel_{x}" for p in paths for x in "ab"}
     assert {v.path for v in model.trainable_weights} == factors | {"head/kernel", "head/bias"}
-    before = {v.path: np.array(v) for v in model.weights}
-    fit_two_steps(model, inputs)
     changed = {v.path for v in model.weights if not np.array_equal(before[v.path], np.array(v))}
     assert changed <= factors | {"head/kernel", "head/bias"}
     # every B and the head move; an A moves once its B is not zero (where the softmax of these random weights
@@ -50,9 +65,8 @@ def test_trainable_weights_are_the_factors_and_the_head_and_fitting_changes_only
 
 
 @pytest.mark.parametrize("name", ["vit", "hybrid"])
-def test_lora_model_saves_reloads_and_merges_into_plain_weights(name, tmp_path):
-    model, _, inputs = adapted(name)
-    fit_two_steps(model, inputs)  # B is no longer zero: the factors change the outputs
+def test_lora_model_saves_reloads_and_merges_into_plain_weights(name, tmp_path, fitted):
+    model, _, inputs, _ = fitted(name)  # fitted: B is no longer zero, the factors change the outputs
     expected = np.asarray(model(inputs))
     path = str(tmp_path / "lora.keras")
     keras_vit.save_model(model, path, include_optimizer=False)
@@ -65,10 +79,9 @@ def test_lora_model_saves_reloads_and_merges_into_plain_weights(name, tmp_path):
         assert report.passed
 
 
-def test_lora_state_restores_the_unmerged_factors():
+def test_lora_state_restores_the_unmerged_factors(fitted):
     """A weights file holds merged kernels and Keras zeroes both factors when it loads one (no gradient then)."""
-    model, _, inputs = adapted("vit")
-    fit_two_steps(model, inputs)
+    model, _, inputs, _ = fitted("vit")
     state = lora_state(model)
     other, _, _ = adapted("vit")
     restore_lora_state(other, state, where="the test")
