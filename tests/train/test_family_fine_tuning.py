@@ -30,9 +30,23 @@ def saved_source(tmp_path, row):
     return model, path
 
 
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory):
+    """``sources(row)``: :func:`saved_source` of a family row, built and saved once for the module (the tests read
+    the model and its file; none writes to them)."""
+    made = {}
+
+    def source(row):
+        if row not in made:
+            made[row] = saved_source(tmp_path_factory.mktemp(row), row)
+        return made[row]
+
+    return source
+
+
 @pytest.mark.parametrize("row", sorted(FAMILY))
-def test_the_fine_tuning_model_keeps_the_family_and_gets_a_zero_head(tmp_path, row):
-    source, path = saved_source(tmp_path, row)
+def test_the_fine_tuning_model_keeps_the_family_and_gets_a_zero_head(sources, row):
+    source, path = sources(row)
     model = recipes.build_model(recipes.PRETRAINED, 10, weights=path)
     for field in SWITCHES:
         assert getattr(model.vit_config, field) == getattr(source.vit_config, field), field
@@ -46,8 +60,8 @@ def test_the_fine_tuning_model_keeps_the_family_and_gets_a_zero_head(tmp_path, r
 
 
 @pytest.mark.parametrize("row", ["dinov2", "siglip"])
-def test_train_command_fine_tunes_a_family_model_from_its_keras_file(tmp_path, row):
-    source, path = saved_source(tmp_path, row)
+def test_train_command_fine_tunes_a_family_model_from_its_keras_file(tmp_path, sources, row):
+    source, path = sources(row)
     out = tmp_path / "run"
     code = cli.main(["train", "--weights", path, "--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "32",
                      "--output", str(out), "--progress", "0", "--no-tensorboard"])
@@ -62,11 +76,11 @@ def test_train_command_fine_tunes_a_family_model_from_its_keras_file(tmp_path, r
     np.testing.assert_allclose(probabilities.sum(-1), 1.0, rtol=1e-5)
 
 
-def test_pretrained_needs_weights_and_a_named_model_is_still_refused_the_family_file(tmp_path):
+def test_pretrained_needs_weights_and_a_named_model_is_still_refused_the_family_file(sources):
     with pytest.raises(ValueError, match="model='pretrained' is the architecture of the weights: give weights"):
         job.TrainConfig(model="pretrained").resolved()
     assert job.TrainConfig().resolved().model == "mnist"
-    _, path = saved_source(tmp_path, "dinov2")
+    _, path = sources("dinov2")
     assert job.TrainConfig(weights=path).resolved().model == "pretrained"
     with pytest.raises(ValueError, match=r"no place for.*LayerScale_1/gamma.*reg"):
         recipes.build_model("micro", 10, weights=path)  # a paper model cannot hold registers and LayerScale

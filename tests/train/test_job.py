@@ -34,22 +34,48 @@ def assert_readable_log(text, epochs):
     assert len(lines) == epochs, text
 
 
+@pytest.fixture(scope="module")
+def command_run(tmp_path_factory):
+    """``(exit code, output folder, printed text)`` of the strategy-'none' run made once through `keras-vit train`.
+
+    The command is ``config_from_args`` then ``job.run`` (test_train_flags_become_the_config holds the two to the same
+    config), so the job's checks for one device and the command's own read the same run.
+    """
+    from keras_vit import cli
+
+    tmp_path = tmp_path_factory.mktemp("command_run")
+    stream = io.StringIO()
+    with contextlib.redirect_stdout(stream):  # not a terminal: --progress auto prints one line per epoch
+        code = cli.main(["train", "--model", "micro", "--epochs", "2", "--steps-per-epoch", "3", "--batch-size", "32",
+                         "--strategy", "none", "--weights", str(_micro_checkpoint(tmp_path)), "--freeze-blocks", "1",
+                         "--layer-decay", "0.75", "--validation-fraction", "0.1", "--output", str(tmp_path / "run")])
+    return code, tmp_path / "run", stream.getvalue()
+
+
 @pytest.mark.parametrize("strategy", job.STRATEGIES)
-def test_one_job_for_every_strategy(tmp_path, strategy):
+def test_one_job_for_every_strategy(tmp_path, strategy, request):
     """One device, MirroredStrategy and the multi-worker loop (one worker, in this process) do the same steps.
 
     The same metrics.json keys, load report, frozen blocks, validation each epoch, CSV log, TensorBoard events,
     model.keras with its class names, and readable one-line-per-epoch output when stdout is not a terminal.
+    One device runs through `keras-vit train` (the command_run fixture), the others through job.run itself.
     """
-    out = tmp_path / "run"
-    config = job.TrainConfig(
-        model="micro", epochs=2, steps_per_epoch=3, batch_size=32, strategy=strategy, weights=str(_micro_checkpoint(tmp_path)),
-        freeze_blocks=1, layer_decay=0.75, validation_fraction=0.1, tensorboard=True, output=str(out),
-    )
-    metrics, printed = _run_captured(config)
+    if strategy == "none":
+        code, out, printed = request.getfixturevalue("command_run")
+        assert code == 0, printed[-2000:]
+        metrics = json.loads((out / "metrics.json").read_text())
+        shown = json.loads(printed.splitlines()[-1])  # the command's last line: a few metrics, as JSON
+        assert shown == {key: metrics[key] for key in ("test_accuracy", "test_loss", "num_test_examples", "train_seconds")}
+    else:
+        out = tmp_path / "run"
+        config = job.TrainConfig(
+            model="micro", epochs=2, steps_per_epoch=3, batch_size=32, strategy=strategy, weights=str(_micro_checkpoint(tmp_path)),
+            freeze_blocks=1, layer_decay=0.75, validation_fraction=0.1, tensorboard=True, output=str(out),
+        )
+        metrics, printed = _run_captured(config)
+        assert json.loads((out / "metrics.json").read_text()) == metrics
 
     assert set(metrics) == set(job.METRICS)
-    assert json.loads((out / "metrics.json").read_text()) == metrics
     assert metrics["strategy"] == strategy and metrics["workers"] == 1 and metrics["replicas"] == 1
     assert metrics["steps"] == 6 and metrics["resumed_from_step"] == 0 and metrics["optimizer"] == "sgd"
     assert metrics["num_test_examples"] == 1000 and metrics["num_validation_examples"] == 400
@@ -115,19 +141,10 @@ def test_fine_tune_example_prints_what_its_header_expects(tmp_path, capsys):
         f"test accuracy {metrics['test_accuracy']:.4f} on 4 images ({out / 'metrics.json'})")
 
 
-def _train_cli(tmp_path, *extra, tensorboard=False):
-    from keras_vit import cli
-
-    out = tmp_path / "run"
-    flags = [] if tensorboard else ["--no-tensorboard"]
-    code = cli.main(["train", "--model", "micro", "--epochs", "2", "--steps-per-epoch", "3", "--batch-size", "32",
-                     "--output", str(out), "--progress", "0", *flags, *extra])
-    return code, out
-
-
-def test_train_command_writes_metrics_and_model(tmp_path, capsys):
-    path = _micro_checkpoint(tmp_path)
-    code, out = _train_cli(tmp_path, "--weights", path, "--layer-decay", "0.75", "--freeze-blocks", "1", tensorboard=True)
+def test_train_command_writes_metrics_and_model(command_run):
+    """`keras-vit train` on the default dataset: what the command adds to the job (checked in
+    test_one_job_for_every_strategy[none] on the same run) is the fine-tuning summary of examples/fine_tune.py."""
+    code, out, printed = command_run
     assert code == 0
     metrics = json.loads((out / "metrics.json").read_text())
     for key in ("test_accuracy", "test_loss", "epochs", "train_seconds", "dataset", "num_test_examples"):
@@ -140,7 +157,7 @@ def test_train_command_writes_metrics_and_model(tmp_path, capsys):
         f"test accuracy {metrics['test_accuracy']:.4f} on 1000 images")
     model, metadata = keras_vit.load_model(out / "model.keras"), saving.read_metadata(out / "model.keras")
     assert metadata["class_names"] == [str(i) for i in range(10)] and model.output_shape == (None, 10)
-    assert "test accuracy" in capsys.readouterr().out
+    assert "test accuracy" in printed
     assert (out / "log.csv").read_text().count("\n") >= 2  # header + the epoch
     assert list((out / "logs").rglob("events.out.tfevents.*")), "TensorBoard wrote no events"
 

@@ -10,9 +10,7 @@ from keras_vit.train import backup as backup_lib
 from keras_vit.train import config as config_lib
 from keras_vit.train import job
 from keras_vit.train import resumable
-from test_resume_settings import _run, copy_run, shared_killed_run
-
-RUN = dict(model="micro", epochs=2, steps_per_epoch=3, batch_size=4, save_freq=1, lora=2, tensorboard=False, verbose=0)
+from test_resume_settings import copy_run
 
 
 def _adapted_micro():
@@ -48,23 +46,16 @@ def test_a_lora_backup_restores_the_factors_that_keep_training(tmp_path):
         backup.restore()
 
 
-@pytest.fixture(scope="module")
-def killed(tmp_path_factory):
-    """A --lora 2 run killed after step 2, once for the module (each test takes a copy)."""
-    settings = {k: v for k, v in RUN.items() if k not in ("verbose", "tensorboard")}
-    return shared_killed_run(tmp_path_factory, "killed_lora", at_step=2, **settings)
+def test_train_lora_stores_the_rank_and_writes_a_merged_model(resumed_run):
+    """The killed --lora 2 run (with accumulation and the EMA, tests/train/conftest.py) resumed without its flags."""
+    printed = resumed_run["printed"]
+    assert resumed_run["stored"]["lora"] == 2
+    assert "lora=2" in printed and "LoRA of rank 2" in printed and resumed_run["metrics"]["resumed_from_step"] == 4
+    assert not any("lora" in path for path in resumed_run["weights"])
 
 
-def test_train_lora_stores_the_rank_and_writes_a_merged_model(tmp_path, killed):
-    out, dataset = copy_run(killed, tmp_path)
-    assert backup_lib.stored_settings(out / "backup")["lora"] == 2
-    metrics, printed = _run(job.TrainConfig(dataset=dataset, output=str(out), verbose=0, tensorboard=False))
-    assert "lora=2" in printed and "LoRA of rank 2" in printed and metrics["resumed_from_step"] == 2
-    assert not any("lora" in v.path for v in keras_vit.load_model(str(out / "model.keras")).weights)
-
-
-def test_resume_with_another_lora_rank_is_refused(tmp_path, killed):
-    out, dataset = copy_run(killed, tmp_path)
+def test_resume_with_another_lora_rank_is_refused(tmp_path, killed_run):
+    out, dataset = copy_run(killed_run, tmp_path)
     with pytest.raises(ValueError, match=r"--lora: stored 2, given 4"):
         job.run(job.TrainConfig(dataset=dataset, output=str(out), lora=4))
 

@@ -60,23 +60,17 @@ def copy_run(shared, tmp_path):
     return out, shared[1]
 
 
-RUN = dict(model="micro", epochs=2, steps_per_epoch=3, batch_size=4, accumulate=3, ema=0.9, save_freq=1)
+# LoRA, accumulation and the EMA in one run: the killed_run fixture (tests/train/conftest.py) kills it after update 4
+# of 6 once for this module and test_lora_training, and resumed_run resumes it once for both
+RUN = dict(model="micro", epochs=2, steps_per_epoch=3, batch_size=4, accumulate=3, ema=0.9, lora=2, save_freq=1)
 
 
-@pytest.fixture(scope="module")
-def killed(tmp_path_factory):
-    """A RUN killed after step 4, once for the module (each test takes a copy)."""
-    return shared_killed_run(tmp_path_factory, "killed", at_step=4, **RUN)
-
-
-def test_resume_without_the_flags_continues_the_stored_run(tmp_path, killed):
+def test_resume_without_the_flags_continues_the_stored_run(resumed_run):
     """Issue 23 item 6: resumed without --accumulate 3 --ema 0.9, the run restarted at step 0 and lost log.csv's epoch."""
-    out, dataset = copy_run(killed, tmp_path)
-    stored = backup_lib.stored_settings(out / "backup")
+    out, stored, metrics, printed = (resumed_run[key] for key in ("out", "stored", "metrics", "printed"))
     assert stored["accumulate"] == 3 and stored["ema"] == 0.9 and stored["model"] == "micro"
-    assert [r["epoch"] for r in csv.DictReader(open(out / "log.csv"))] == ["0"]
+    assert [r["epoch"] for r in csv.DictReader(resumed_run["log_before"].splitlines())] == ["0"]
 
-    metrics, printed = _run(job.TrainConfig(dataset=dataset, output=str(out), verbose=0, tensorboard=False))
     assert "resuming with the stored settings: " in printed
     assert "accumulate=3" in printed and "ema=0.9" in printed and "model=micro" in printed
     assert metrics["resumed_from_step"] == 4 and metrics["steps"] == 6
@@ -84,11 +78,11 @@ def test_resume_without_the_flags_continues_the_stored_run(tmp_path, killed):
     assert [r["epoch"] for r in csv.DictReader(open(out / "log.csv"))] == ["0", "1"]  # the first run's epoch kept
 
 
-def test_resume_with_other_settings_is_refused_naming_each(tmp_path, killed, capsys):
+def test_resume_with_other_settings_is_refused_naming_each(tmp_path, killed_run, capsys):
     """Issue 23 items 6 and 11: other flags, or another --model, are refused before Keras reads the backup."""
     from keras_vit import cli
 
-    out, dataset = copy_run(killed, tmp_path)
+    out, dataset = copy_run(killed_run, tmp_path)
     before = {p.name: p.read_bytes() for p in (out / "backup").iterdir()}
     log = (out / "log.csv").read_text()
 
