@@ -12,6 +12,10 @@ from keras_vit import cli
 
 # the exports and reports read the model's recorded MNIST digits: from the subset parsed once per process
 pytestmark = pytest.mark.usefixtures("parsed_mnist")
+# the exports' own float32 bars (keras_vit.export.verify.TOLERANCES): a SavedModel runs Keras' graph (round-off
+# only); TFLite (XNNPACK) and onnxruntime run other float32 kernels, which sum in another order
+ROUND_OFF = 1e-5
+RUNTIME_ATOL = 1e-4
 
 
 @pytest.fixture(scope="module")
@@ -101,9 +105,9 @@ def test_quantization_report_table(model_path, tmp_path, capsys, saved_model):
     sizes = {r["quantize"]: r["size_bytes"] for r in rows if r["format"] == "tflite"}
     assert sizes["dynamic"] < sizes["float16"] < sizes["float32"]
     onnx = next(r for r in rows if r["format"] == "onnx")
-    assert rows[1]["max_abs_diff"] <= 1e-4 and onnx["max_abs_diff"] <= 1e-4
+    assert rows[1]["max_abs_diff"] <= RUNTIME_ATOL and onnx["max_abs_diff"] <= RUNTIME_ATOL
     if saved_model:
-        assert rows[-1]["max_abs_diff"] <= 1e-5
+        assert rows[-1]["max_abs_diff"] <= ROUND_OFF
 
 
 def test_class_names_saved_by_training_travel_with_the_export(tmp_path):
@@ -137,4 +141,4 @@ def test_export_verifies_on_an_image_folder(model_path, tmp_path, capsys):
                      "--eval-data", str(folder), "--report", str(report)])
     assert code == 0
     saved = json.loads(report.read_text())
-    assert saved["num_images"] == 12 and saved["max_abs_diff"] <= 1e-4
+    assert saved["num_images"] == 12 and saved["max_abs_diff"] <= RUNTIME_ATOL

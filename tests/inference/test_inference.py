@@ -44,6 +44,10 @@ def sample_image_dir(tmp_path_factory):
 # keras_vit.predict's probabilities from a SavedModel or a float32 TFLite file are Keras' up to the runtimes'
 # float32 round-off, within the export's TFLite bar (keras_vit.export.verify.TOLERANCES)
 RUNTIME_ATOL = 1e-4
+# one float32 model computed two ways in Keras (softmax applied by the predictor or by the head, a [0, 255] ->
+# [-1, 1] layer or the same scaling before the model, another batching, the head applied by NumPy): the same
+# operations in another order or fusion, a few float32 ulp of values of order 1
+KERAS_ATOL = 1e-5
 
 
 def assert_top_k_decided(model, folder, k, tolerance=RUNTIME_ATOL):
@@ -382,12 +386,12 @@ def test_predict_probabilities_from_logits_and_unscaled_model(tmp_path):
     softmax_model = classifier()
     x = images(3)
     np.testing.assert_allclose(
-        inference.load_predictor(logits_model)(x), inference.load_predictor(softmax_model)(x), atol=1e-5
+        inference.load_predictor(logits_model)(x), inference.load_predictor(softmax_model)(x), atol=KERAS_ATOL
     )
     # a model built without the [0, 255] -> [-1, 1] layer gets scaled pixels
     raw = classifier(include_preprocessing=False)
     raw.set_weights(softmax_model.get_weights())
-    np.testing.assert_allclose(inference.load_predictor(raw)(x), inference.load_predictor(softmax_model)(x), atol=1e-5)
+    np.testing.assert_allclose(inference.load_predictor(raw)(x), inference.load_predictor(softmax_model)(x), atol=KERAS_ATOL)
 
 
 def test_keras_predictor_runs_large_arrays_in_chunks():
@@ -395,7 +399,7 @@ def test_keras_predictor_runs_large_arrays_in_chunks():
     x = images(runtimes._CHUNK * 2 + 5)
     out = inference.load_predictor(model)(x)
     assert out.shape == (len(x), model.output_shape[-1])
-    np.testing.assert_allclose(out, np.asarray(model(x)), atol=1e-5)
+    np.testing.assert_allclose(out, np.asarray(model(x)), atol=KERAS_ATOL)
 
 
 def test_predict_bad_input_is_reported_per_file(tmp_path, capsys):
@@ -428,6 +432,7 @@ def test_predict_bad_input_is_reported_per_file(tmp_path, capsys):
     assert cli.main(["predict", path, inputs[1], inputs[4], "--json", "--top-k", "3"]) == 0
     document = json.loads(capsys.readouterr().out)
     assert [len(r["predictions"]) for r in document["results"]] == [3, 3]
+    # top 3 of 5 softmax probabilities: at most 1, up to the float32 round-off of the softmax's sum (1e-6)
     assert all(abs(sum(p["probability"] for p in r["predictions"])) <= 1.0 + 1e-6 for r in document["results"])
 
     assert cli.main(["predict", str(tmp_path / "nomodel.keras"), inputs[1]]) == 2
@@ -464,16 +469,18 @@ def test_feature_model_shares_weights(overrides):
     # the head applied to the pooled feature is the model's output
     head = model.get_layer("head")
     logits = result["pooled"] @ np.asarray(head.kernel) + np.asarray(head.bias)
-    np.testing.assert_allclose(keras.ops.softmax(logits), model.predict(x, verbose=0), atol=1e-5)
+    np.testing.assert_allclose(keras.ops.softmax(logits), model.predict(x, verbose=0), atol=KERAS_ATOL)
     if has_cls:
-        np.testing.assert_allclose(result["cls"], result["tokens"][:, 0], atol=1e-6)
+        np.testing.assert_allclose(result["cls"], result["tokens"][:, 0], atol=1e-6)  # a slice of the same tensor
     # an intermediate output is the next block's input
     np.testing.assert_allclose(
-        model.get_layer("transformer_block_1")(result["block_0"]), result["block_1"], atol=1e-5
+        model.get_layer("transformer_block_1")(result["block_0"]), result["block_1"], atol=KERAS_ATOL
     )
     # trained weights stay shared: changing the model changes the features
     head_input = model.get_layer("encoder_norm")
     head_input.gamma.assign(head_input.gamma * 2.0)
+    # a doubled LayerNorm scale doubles the tokens: the same computation but for that product, rounded once more;
+    # the tokens are of order 1-10, hence a relative bar with a small absolute floor near 0
     np.testing.assert_allclose(feature_model.predict(x, verbose=0)["tokens"], result["tokens"] * 2.0, rtol=1e-4, atol=1e-4)
 
 
@@ -534,4 +541,6 @@ def test_predict_with_an_integer_tflite(tmp_path):
         f.write(converter.convert())
     predictor = inference.load_predictor(path)
     x = images(6, 16, seed=4).round()
+    # uint8 in and out: the scores are dequantized in steps of 1/256 (0.004), and the int8 Dense and softmax add
+    # their own rounding; a wrong scale or zero point (the defect this guards) is off by far more
     np.testing.assert_allclose(predictor(x), model.predict(x, verbose=0), atol=0.03)
