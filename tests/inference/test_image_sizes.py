@@ -96,11 +96,17 @@ def test_each_size_is_served_or_refused_naming_it(kind, h, w):
             graph(tf.constant(x))
 
 
-@pytest.mark.parametrize("size", [(0, 0), (0, 16), (16, 0), (7, 8)])
-def test_empty_images_are_refused_by_the_saved_model(size, tmp_path):
+@pytest.fixture(scope="module")
+def serve(tmp_path_factory):
+    """The serving_default signature of the any-size model's SavedModel (Keras' export), exported once."""
     model, _ = _model("any")
-    model.export(str(tmp_path / "sm"), format="tf_saved_model", verbose=False)
-    serve = tf.saved_model.load(str(tmp_path / "sm")).signatures["serving_default"]
+    path = str(tmp_path_factory.mktemp("sm"))
+    model.export(path, format="tf_saved_model", verbose=False)
+    return tf.saved_model.load(path).signatures["serving_default"]
+
+
+@pytest.mark.parametrize("size", [(0, 0), (0, 16), (16, 0), (7, 8)])
+def test_empty_images_are_refused_by_the_saved_model(serve, size):
     h, w = size
     with pytest.raises(tf.errors.InvalidArgumentError, match=rf"patch size \(8, 8\).*at least one patch[^[]*\[1 {h} {w} 3\]"):
         serve(tf.zeros((1, h, w, 3)))
