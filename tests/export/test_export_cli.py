@@ -7,11 +7,9 @@ import time
 
 import pytest
 
-from export_helpers import parsed_mnist, trained_model_path  # noqa: F401  (a fixture)
+from export_helpers import trained_model_path
 from keras_vit import cli
 
-# the exports and reports read the model's recorded MNIST digits: from the subset parsed once per process
-pytestmark = pytest.mark.usefixtures("parsed_mnist")
 # the exports' own float32 bars (keras_vit.export.verify.TOLERANCES): a SavedModel runs Keras' graph (round-off
 # only); TFLite (XNNPACK) and onnxruntime run other float32 kernels, which sum in another order
 ROUND_OFF = 1e-5

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 import keras_vit
-from export_helpers import parsed_mnist  # noqa: F401  (a fixture)
 from harness import _randomize, model_inputs
 
 SMALL = dict(hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64, num_classes=5, classifier_activation=None)
@@ -63,7 +62,7 @@ def test_keras_model_export_reloads_and_predicts_as_keras(name, fmt, suffix, tmp
 # the gap is tf2onnx's (exact GELU lowers to Erfc), the same in every model: the paper's ViT in the fast suite,
 # the hybrid (~15 s more of conversion) in test-slow
 @pytest.mark.parametrize("name", [n if n == "vit" else pytest.param(n, marks=pytest.mark.slow) for n in sorted(MODELS)])
-def test_keras_onnx_export_of_exact_gelu_is_the_known_tf2onnx_erfc_gap(name, tmp_path, parsed_mnist):
+def test_keras_onnx_export_of_exact_gelu_is_the_known_tf2onnx_erfc_gap(name, tmp_path):
     """When tf2onnx learns Erfc this fails: then drop the note in docs/interoperability.md."""
     import onnxruntime
 

