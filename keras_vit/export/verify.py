@@ -163,7 +163,9 @@ def check_serving_bytes(run_bytes, reference, images, image_size, tolerance, bat
         reference: ``reference(pixels) -> (n, classes)`` probabilities (the Keras model).
         images: the verification images, float32 ``(n, H, W, 3)``; sent as PNG files, and the first as JPEG.
         image_size: ``(H, W)`` the signature resizes to.
-        tolerance: the bars (``max_abs_diff`` applies; every top-1 class must agree).
+        tolerance: the bars: ``max_abs_diff``, and every top-1 class must agree where Keras decides it (its top two
+            further apart than twice ``max_abs_diff``: outputs within the bar cannot swap them). A near-tied image's
+            class is the CPU's rounding, not the signature's, so it is counted (``near_tied``), not judged.
     """
     import tensorflow as tf  # deferred: TensorFlow, not imported under the JAX and PyTorch backends
 
@@ -173,9 +175,13 @@ def check_serving_bytes(run_bytes, reference, images, image_size, tolerance, bat
     expected = reference(pixels)
     actual = np.concatenate([run_bytes(files[i : i + batch_size]) for i in range(0, len(files), batch_size)])
     max_abs_diff, agreement = compare(expected, actual)
-    passed = agreement == 1.0 and max_abs_diff <= tolerance.get("max_abs_diff", float("inf"))
+    bar = tolerance.get("max_abs_diff", float("inf"))
+    top = np.sort(np.asarray(expected, "float64"), axis=-1)
+    decided = top[:, -1] - top[:, -2] > 2 * bar if np.isfinite(bar) else np.ones(len(top), bool)
+    flipped = decided & (np.argmax(expected, -1) != np.argmax(np.nan_to_num(actual), -1))
+    passed = not flipped.any() and max_abs_diff <= bar
     return {"files": f"{len(files) - 1} PNG, 1 JPEG", "max_abs_diff": max_abs_diff, "top1_agreement": agreement,
-            "passed": bool(passed)}
+            "near_tied": int(np.sum(~decided)), "passed": bool(passed)}
 
 
 def make_report(fmt, quantize, path, *, size_bytes, ops, expected, actual, tolerance, runtime, details=None):
