@@ -115,12 +115,9 @@ def _saved_model(model, base, name, version, labels, top_k, images, inputs, expe
         )
         files = [tf.io.encode_png(np.asarray(image, np.uint8)).numpy() for image in images]  # lossless: same pixels
         actual = saved_model.run_bytes_signature(loaded, files)
-        max_abs_diff, agreement = verify.compare(reference, actual)
-        passed = agreement == 1.0 and max_abs_diff <= bars.get("max_abs_diff", float("inf"))
-        report.details["serving_bytes"] = {"files": f"{len(files)} PNG of any size, the grid rule in the graph",
-                                           "max_abs_diff": max_abs_diff, "top1_agreement": agreement,
-                                           "passed": bool(passed)}
-        report.passed = report.passed and passed
+        verdict = verify.bytes_verdict(reference, actual, bars)
+        report.details["serving_bytes"] = {"files": f"{len(files)} PNG of any size, the grid rule in the graph", **verdict}
+        report.passed = report.passed and verdict["passed"]
         if not report.passed:
             raise ExportVerificationError(report)
 

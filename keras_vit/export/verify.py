@@ -163,9 +163,7 @@ def check_serving_bytes(run_bytes, reference, images, image_size, tolerance, bat
         reference: ``reference(pixels) -> (n, classes)`` probabilities (the Keras model).
         images: the verification images, float32 ``(n, H, W, 3)``; sent as PNG files, and the first as JPEG.
         image_size: ``(H, W)`` the signature resizes to.
-        tolerance: the bars: ``max_abs_diff``, and every top-1 class must agree where Keras decides it (its top two
-            further apart than twice ``max_abs_diff``: outputs within the bar cannot swap them). A near-tied image's
-            class is the CPU's rounding, not the signature's, so it is counted (``near_tied``), not judged.
+        tolerance: the bars, as :func:`bytes_verdict` applies them.
     """
     import tensorflow as tf  # deferred: TensorFlow, not imported under the JAX and PyTorch backends
 
@@ -174,14 +172,25 @@ def check_serving_bytes(run_bytes, reference, images, image_size, tolerance, bat
     pixels = np.stack([decoding.eager("decode_and_resize")(tf.constant(f), tuple(image_size)).numpy() for f in files])
     expected = reference(pixels)
     actual = np.concatenate([run_bytes(files[i : i + batch_size]) for i in range(0, len(files), batch_size)])
+    return {"files": f"{len(files) - 1} PNG, 1 JPEG", **bytes_verdict(expected, actual, tolerance)}
+
+
+def bytes_verdict(expected, actual, tolerance):
+    """A signature fed files against Keras on the same pixels: ``max_abs_diff`` within its bar, and the same top-1
+    class on every image Keras decides (top two more than twice the bar apart: outputs within the bar cannot swap
+    them); a near-tied image's class is the CPU's rounding, counted in ``near_tied``, not judged.
+
+    Example:
+    >>> bytes_verdict([[0.5, 0.5 - 1e-6], [0.9, 0.1]], [[0.5 - 1e-6, 0.5], [0.9, 0.1]], {"max_abs_diff": 1e-5})
+    {'max_abs_diff': 1e-06, 'top1_agreement': 0.5, 'near_tied': 1, 'passed': True}
+    """
     max_abs_diff, agreement = compare(expected, actual)
     bar = tolerance.get("max_abs_diff", float("inf"))
     top = np.sort(np.asarray(expected, "float64"), axis=-1)
     decided = top[:, -1] - top[:, -2] > 2 * bar if np.isfinite(bar) else np.ones(len(top), bool)
     flipped = decided & (np.argmax(expected, -1) != np.argmax(np.nan_to_num(actual), -1))
-    passed = not flipped.any() and max_abs_diff <= bar
-    return {"files": f"{len(files) - 1} PNG, 1 JPEG", "max_abs_diff": max_abs_diff, "top1_agreement": agreement,
-            "near_tied": int(np.sum(~decided)), "passed": bool(passed)}
+    return {"max_abs_diff": max_abs_diff, "top1_agreement": agreement, "near_tied": int(np.sum(~decided)),
+            "passed": bool(not flipped.any() and max_abs_diff <= bar)}
 
 
 def make_report(fmt, quantize, path, *, size_bytes, ops, expected, actual, tolerance, runtime, details=None):
