@@ -15,6 +15,17 @@ def tiny_vit(**overrides):
     return keras_vit.ViT(**config)
 
 
+def small_classifier():
+    """A dense classifier of the tiny ViT's inputs and classes, its last layer named "head" as a ViT's: for the
+    training tests whose subject (a callback, the optimizer's EMA, a resume) works the same on any Keras model; it
+    traces its train step in a sixth of the tiny ViT's CPU time. The ViT's own training path is tested in the
+    killed-and-resumed job runs (test_resume_settings, test_lora_training)."""
+    return keras.Sequential([
+        keras.Input((32, 32, 3)), keras.layers.Rescaling(1 / 255), keras.layers.Flatten(),
+        keras.layers.Dense(8, activation="gelu"), keras.layers.Dense(5, activation="softmax", name="head"),
+    ])
+
+
 def images(batch=2, size=32, seed=0):
     h, w = (size, size) if isinstance(size, int) else size
     return np.random.default_rng(seed).uniform(0, 255, (batch, h, w, 3)).astype("float32")

@@ -18,7 +18,7 @@ from keras_vit.train import model_setup
 from keras_vit.train import optimizers
 from keras_vit.train import resumable
 from keras_vit.train.backup import Backup
-from helpers import images, tiny_vit
+from helpers import images, small_classifier, tiny_vit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -27,14 +27,6 @@ def _data(n, seed=0):
     x = images(n, 32, seed=seed)
     y = np.eye(5, dtype="float32")[np.arange(n) % 5]
     return x, y
-
-
-def _small():
-    """A fast model with a hidden layer, for the tests that fit several times."""
-    return keras.Sequential([
-        keras.Input((32, 32, 3)), keras.layers.Rescaling(1 / 255), keras.layers.Flatten(),
-        keras.layers.Dense(8, activation="gelu"), keras.layers.Dense(5, activation="softmax"),
-    ])
 
 
 def _one_block():
@@ -124,7 +116,7 @@ def test_ema_moves_once_per_update_by_its_definition():
     """ema = w after the first update, then ema = d * ema + (1 - d) * w after each update, never after a summed batch."""
     decay, per_update, updates = 0.5, 2, 3
     x, y = _data(4 * per_update * updates)
-    model = _model(optimizers.build_optimizer(0.05, 10, 0, name="sgd", accumulate=per_update, ema=decay), build=_small)
+    model = _model(optimizers.build_optimizer(0.05, 10, 0, name="sgd", accumulate=per_update, ema=decay), build=small_classifier)
     fresh = _weights(model)
     record = _Record()
     model.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(4), epochs=1, verbose=0, shuffle=False, callbacks=[record])
@@ -150,7 +142,7 @@ def test_ema_moves_once_per_update_by_its_definition():
 
 def test_validation_sees_the_average_and_training_goes_on_from_the_raw_weights():
     x, y = _data(16)
-    model = _model(optimizers.build_optimizer(0.05, 10, 0, name="sgd", ema=0.5), build=_small, slots=False)  # Keras' own build
+    model = _model(optimizers.build_optimizer(0.05, 10, 0, name="sgd", ema=0.5), build=small_classifier, slots=False)  # Keras' own build
     train = tf.data.Dataset.from_tensor_slices((x, y)).batch(4)
     validation = tf.data.Dataset.from_tensor_slices((x[:8], y[:8])).batch(8)
     record = _Record()
@@ -170,7 +162,7 @@ def test_validation_sees_the_average_and_training_goes_on_from_the_raw_weights()
 def _resumable_run(output, *, interrupt_at=None):
     """2 epochs of 2 updates of 3 batches (AdamW, EMA), a backup every 4 batches: the first lands mid-update."""
     x, y = _data(4)
-    model = _model(optimizers.build_optimizer(0.01, 4, 1, accumulate=3, ema=0.5), build=_small)
+    model = _model(optimizers.build_optimizer(0.01, 4, 1, accumulate=3, ema=0.5), build=small_classifier)
     # every batch holds the same images: a resumed run, which restarts the pipeline, sees what the first run would have
     train = tf.data.Dataset.from_tensor_slices((x, y)).batch(4).repeat()
     callbacks = [Backup(str(output / "backup"), save_freq=4)]
@@ -195,7 +187,7 @@ def test_resume_mid_accumulation_restores_the_sums_and_the_count(tmp_path):
     with open(tmp_path / "killed" / "backup" / "training_metadata.json") as f:
         assert json.load(f) == {"epoch": 0, "iterations": 1, "batches": 4}  # 1 update and 1 batch summed
 
-    restored = _model(optimizers.build_optimizer(0.01, 4, 1, accumulate=3, ema=0.5), build=_small)
+    restored = _model(optimizers.build_optimizer(0.01, 4, 1, accumulate=3, ema=0.5), build=small_classifier)
     backup = Backup(str(tmp_path / "killed" / "backup"))
     backup.set_model(restored)
     assert backup.restore() == 4 and int(restored.optimizer.iterations.numpy()) == 1

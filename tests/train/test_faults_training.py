@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from helpers import images
+from helpers import images, small_classifier
 from keras_vit.train import divergence
 from keras_vit.train import job
 from keras_vit.train import model_setup
@@ -86,20 +86,9 @@ def test_metrics_json_is_always_valid_json(tmp_path):
     assert _strict_json(path) == {"test_loss": None, "train_loss": None, "steps": 3, "nested": [None, 0.25]}
 
 
-def _classifier():
-    """A small dense classifier with its last layer named "head", as a ViT's (the NaN test poisons it). The callbacks
-    under test (the backup, the divergence stop, the CSV log) save and check any Keras model's weights; the ViT's
-    own training path under them is tested in test_resume_settings and test_lora_training (killed job runs resumed),
-    and this model traces its train step in a sixth of the tiny ViT's CPU time."""
-    return keras.Sequential([
-        keras.Input((32, 32, 3)), keras.layers.Rescaling(1 / 255), keras.layers.Flatten(),
-        keras.layers.Dense(8, activation="gelu"), keras.layers.Dense(5, activation="softmax", name="head"),
-    ])
-
-
 def _compiled_small(steps=8):
     keras.utils.set_random_seed(0)
-    model = _classifier()
+    model = small_classifier()
     model_setup.compile_model(model, optimizers.build_optimizer(1e-3, steps, 0), 0.0)
     resumable.build_optimizer_slots(model)  # as fit_resumable does: one trace of the step, not two
     x = images(16, 32).astype("float32")

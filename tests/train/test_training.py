@@ -17,7 +17,7 @@ from keras_vit.train import optimizers
 from keras_vit.train import recipes
 from keras_vit.train import resumable
 from keras_vit.train import run_files
-from helpers import images, save_npz, tiny_vit, vit_checkpoint
+from helpers import images, save_npz, small_classifier, tiny_vit, vit_checkpoint
 
 
 def _dataset(n=32, num_classes=5, size=32, seed=0):
@@ -138,19 +138,9 @@ def test_set_precision():
         keras.mixed_precision.set_global_policy("float32")
 
 
-def _classifier():
-    """A small dense classifier: resuming is the callbacks' and fit_resumable's work, the same for any Keras model
-    (a ViT's own killed-and-resumed runs: test_resume_settings, test_lora_training); this one traces its train step
-    in a sixth of the tiny ViT's CPU time, and this test trains three."""
-    return keras.Sequential([
-        keras.Input((32, 32, 3)), keras.layers.Rescaling(1 / 255), keras.layers.Flatten(),
-        keras.layers.Dense(8, activation="gelu"), keras.layers.Dense(5, activation="softmax", name="head"),
-    ])
-
-
 def _run(output, epochs, steps, interrupt_at=None, seed=0, verbose=0):
     keras.utils.set_random_seed(seed)
-    model = _classifier()
+    model = small_classifier()
     optimizer = optimizers.build_optimizer(1e-3, epochs * steps, 2)
     model_setup.compile_model(model, optimizer, 0.1)
     train = data.make_pipeline(_dataset(), 32, 8, training=True, num_classes=5, seed=seed, repeat=True)
