@@ -1,9 +1,6 @@
-"""Fields of a ``config.json``: read with their types checked, then checked against the weights.
-
-A config file is written by hand as often as by a library, and the one beside a state dict may belong to another
-model: every field keras_vit reads is type-checked here (an error names the file, the field and the value), class
-names are taken only when they name each index of the head once (:func:`indexed_names`), and every size a config
-states is compared with the weights' shapes (:func:`check_against_weights`).
+"""Fields of a ``config.json``, read with their types checked (an error names the file, the field and the value)
+and checked against the weights: a config is written by hand as often as by a library, and the one beside a state
+dict may belong to another model.
 """
 
 import json

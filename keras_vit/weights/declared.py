@@ -1,16 +1,11 @@
 """What a checkpoint declares about its architecture, and the one comparison of that with a model's ``ViTConfig``.
 
-Attention kernels stored with their heads merged have the same shapes for 2 heads or 4, and no tensor says its
-LayerNorm epsilon, MLP activation or query/key/value bias: such weights loaded into a model built with other values
-give other logits without an error. So every source returns, besides the shapes, a *declared record*
-``{field: Declaration(value, said, origin)}``: the ``ViTConfig`` field, its value in the config's terms, how the file
-says it (``num_attention_heads=4``) and the file that says it. :func:`check` compares a record with a model's config
-and names every difference at once; the loader calls it before anything is written, the builders before anything is
-built, after taking from the file the fields in :data:`ADOPTED` that the caller did not set.
-
-The image and patch sizes a file states are checked against its own weights
-(:func:`keras_vit.weights.config.check_against_weights`), not the model's: another resolution or patch size is
-resampled, a head of another size is a new head, as fine-tuning does.
+Merged attention kernels have the same shapes for 2 heads or 4, and no tensor shows the LayerNorm epsilon, MLP
+activation or attention biases: loaded into a model built with other values, such weights give other logits without
+an error. So every source returns a *declared record* ``{field: Declaration(value, said, origin)}``, and
+:func:`check` names every difference from a model's config at once, before anything is built or written. The sizes a
+file states are checked against its own weights instead (:func:`keras_vit.weights.config.check_against_weights`):
+another resolution is resampled, a head of another size is a new head.
 """
 
 import os

@@ -1,18 +1,6 @@
-"""A checkpoint path looked at once for every source that is asked about it (:class:`Opened`).
-
-Its kind is told by its first bytes rather than its name (:func:`sniff`): a zip archive is a keras_vit ``.keras``
-model when it holds the entries ``model.save`` writes (:func:`keras_vit.weights.keras_file.is_keras_archive`), a
-PyTorch archive (refused) when it holds a ``data.pkl``, else an ``.npz``; a ``.safetensors`` file starts with the
-8-byte little-endian size of its JSON header and ``{``. Pickle files (PyTorch's ``.bin``, ``.pth``, ``.pt``,
-``.ckpt``, ``.pkl``, ``.pickle`` and ``torch.save`` zip archives) run code when unpickled: they are refused by name
-and by their first byte, never unpickled (:func:`refuse_pickle`).
-
-A ``save_pretrained`` folder holds one ``model.safetensors`` or, for large models, shards listed by an index
-(``{"weight_map": {tensor: shard file}}``): :func:`folder_files` finds the files to read; :func:`check_index`
-checks, once they are read, that each tensor is in the shard its index names (shards of two downloads mixed up
-would load another model's tensors). :class:`Tensors` reads ``.safetensors`` files with the ``safetensors`` package's
-NumPy API (no torch), float tensors only (:data:`FLOAT_DTYPES`; ``BF16`` decoded from the file's own layout by
-:func:`bfloat16_tensor`, 16-bit floats widened to float32, exactly); a key found in two shards is refused.
+"""A checkpoint path looked at once for every source that is asked about it (:class:`Opened`): its kind told by its
+first bytes (:func:`sniff`), pickle files refused unread (:func:`refuse_pickle`), a ``save_pretrained`` folder's
+``.safetensors`` files and shard index (:func:`folder_files`, :func:`check_index`), their tensors (:class:`Tensors`).
 """
 
 import json
@@ -41,7 +29,10 @@ def refuse_pickle(path, what=None):
 
 
 def sniff(path):
-    """``"npz"``, ``"keras"``, ``"safetensors"``, or a ``CheckpointError`` naming the file and what it really is."""
+    """``"npz"``, ``"keras"``, ``"safetensors"``, or a ``CheckpointError`` naming the file and what it really is: a
+    zip archive is a ``.keras`` model when it holds the entries ``model.save`` writes, a PyTorch archive (refused)
+    when it holds a ``data.pkl``, else an ``.npz``; a ``.safetensors`` file starts with the 8-byte little-endian
+    size of its JSON header and ``{``; pickles (refused) by their suffix or first byte, since unpickling runs code."""
     if not os.path.isfile(path):
         raise CheckpointError(f"Checkpoint not found: {path!r}")
     if path.lower().endswith(PICKLE_SUFFIXES):
@@ -70,7 +61,8 @@ def sniff(path):
 
 
 def folder_files(folder):
-    """The ``.safetensors`` files of a folder and its ``config.json`` (or None)."""
+    """The ``.safetensors`` files of a folder (``model.safetensors``, or the shards its index lists) and its
+    ``config.json`` (or None)."""
     config = os.path.join(folder, "config.json")
     index = os.path.join(folder, "model.safetensors.index.json")
     if os.path.isfile(index):
@@ -151,7 +143,8 @@ def check_index(folder, tensors):
 
 
 class Tensors:
-    """The tensors of ``.safetensors`` files: their shapes, or stand-ins, or the data (NumPy API, no torch)."""
+    """The tensors of ``.safetensors`` files: their shapes, or stand-ins, or the data (NumPy API, no torch); float
+    dtypes only (:data:`FLOAT_DTYPES`), a key found in two files refused."""
 
     def __init__(self, files):
         self.files = files
