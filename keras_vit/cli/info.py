@@ -54,11 +54,11 @@ def print_presets():
     """One line per preset: builder, tag, resolution, URL (after ``KERAS_VIT_WEIGHTS_URL``), cached or not."""
     from keras_vit.architecture import variants
     from keras_vit.fetch import cache
-    from keras_vit.weights import download, presets
+    from keras_vit.weights import presets, sources
 
     print(f"{'builder':10} {'tag':25} {'res':>4} {'cached':6} url")
     for preset in presets.PRESETS:
-        cached = "yes" if download.is_cached(preset) else "no"
+        cached = "yes" if sources.is_cached(preset) else "no"
         builder = variants.builder_name(preset.variant)
         print(f"{builder:10} {preset.tag:25} {preset.image_size:>4} {cached:6} {presets.url_of(preset)}")
     print(f"\ncache: {cache.cache_root()}")

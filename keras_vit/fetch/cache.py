@@ -5,7 +5,7 @@ Files are fetched by :func:`keras_vit.fetch.transfer.download` (a timeout on eve
 (``KERAS_HOME`` defaults to ``~/.keras``, as for every Keras cache), so a second build reads the cache and never
 touches the network. A download goes to a staging folder in the cache first; it is moved into place only once the
 whole file verified: the SHA-256 where one is published, and the caller's own check (for a preset, its
-``.npz`` arrays and architecture: :mod:`keras_vit.weights.download`). A file already in the cache (put there by
+``.npz`` arrays and architecture: :mod:`keras_vit.weights.sources`). A file already in the cache (put there by
 hand, or damaged since) is verified the same way before its first use; a damaged one is removed and downloaded
 again, once. The verification is recorded beside the file (``<file>.verified``: its size, modification time and
 SHA-256), so later builds do not read it again.

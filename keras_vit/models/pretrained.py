@@ -15,7 +15,7 @@ from keras_vit.architecture import variants
 from keras_vit.architecture.config import ViTConfig
 from keras_vit.models import naflex_conversion
 from keras_vit.models.build import build_model
-from keras_vit.weights import architecture, declared, download, formats, imagenet, keras_file, presets, sources
+from keras_vit.weights import architecture, declared, formats, imagenet, keras_file, presets, sources
 
 # read from the checkpoint: an override must agree with the file (the family's switches included)
 FROM_FILE = (
@@ -149,7 +149,7 @@ def locate(source, image_size=None):
     variant = presets.variant_named(written) if colon else None
     if variant:
         preset = presets.find(variant, tag, image_size)  # a tag this variant lacks: the error lists its tags
-        return download.fetch(preset), preset
+        return sources.fetch(preset), preset
     with_presets = ", ".join(dict.fromkeys(p.variant for p in presets.PRESETS))
     hint = ""
     if presets.is_tag(tag):

@@ -1,7 +1,7 @@
 """Named pretrained weights: the original Google checkpoints, as one table of data.
 
 A preset is (variant, tag, resolution) -> a file in the ``vit_models`` bucket of google-research/vision_transformer,
-found by :func:`find`, fetched by :mod:`keras_vit.weights.download`; ``KERAS_VIT_WEIGHTS_URL`` replaces
+found by :func:`find`, fetched by :mod:`keras_vit.weights.sources`; ``KERAS_VIT_WEIGHTS_URL`` replaces
 :data:`BASE_URL` for every preset (a mirror, an air-gapped site).
 
 Every file name below was looked up, none composed:
@@ -26,7 +26,7 @@ Top-1 figures are ImageNet-1k validation accuracies as their source publishes th
 here: ``"gr"`` = google-research/vision_transformer ``README.md``; ``"timm"`` =
 huggingface/pytorch-image-models ``results/results-imagenet.csv`` (timm's evaluation of the same
 weights, converted). No source publishes sizes or hashes of these files, so none is recorded; a
-download is checked by the zip CRC of every array instead (:mod:`keras_vit.weights.download`).
+download is checked by the zip CRC of every array instead (:mod:`keras_vit.weights.sources`).
 """
 
 import dataclasses

@@ -19,7 +19,7 @@ import pytest
 from helpers import TINY, save_npz, tiny_vit, vit_checkpoint
 from keras_vit.architecture import variants
 from keras_vit.fetch import cache, transfer
-from keras_vit.weights import CheckpointError, DownloadError, download, npz, presets
+from keras_vit.weights import CheckpointError, DownloadError, npz, presets, sources
 
 TAG = "test_tiny"
 FILE = "test/T_8-tiny-res_32.npz"
@@ -131,7 +131,7 @@ def test_stalled_mirror_is_an_error_within_the_timeout_naming_the_url(served, tm
                        r"\(KERAS_VIT_DOWNLOAD_TIMEOUT=0\.5\)") as error:
         tiny_vit(weights=TAG)
     assert time.monotonic() - start < 2
-    assert download.cache_path(served.preset) in str(error.value)
+    assert sources.cache_path(served.preset) in str(error.value)
     assert cache_files(tmp_path / "home") == []  # no partial file, no staging folder
 
 
@@ -147,7 +147,7 @@ def test_truncated_body_is_an_error_naming_the_url_and_leaves_nothing(served, tm
 def test_damaged_cached_preset_is_removed_and_fetched_again(served, tmp_path, damage):
     good = npz_bytes(vit_checkpoint())
     served.routes["/" + FILE] = good
-    cached = download.cache_path(served.preset)
+    cached = sources.cache_path(served.preset)
     place(cached, DAMAGES[damage]())
     model = tiny_vit(weights=TAG)
     assert served.requests == ["/" + FILE] and model.load_report.path == cached
@@ -162,7 +162,7 @@ def test_damaged_cached_preset_is_removed_and_fetched_again(served, tmp_path, da
 @pytest.mark.parametrize("damage", sorted(DAMAGES))
 def test_damaged_download_is_refused_naming_url_and_cache_path(served, tmp_path, damage):
     served.routes["/" + FILE] = DAMAGES[damage]()
-    cached = download.cache_path(served.preset)
+    cached = sources.cache_path(served.preset)
     place(cached, DAMAGES[damage]())  # and the cached copy too: removed, fetched once, refused
     with pytest.raises(CheckpointError, match="truncated, corrupt or another file") as error:
         tiny_vit(weights=TAG)
@@ -173,12 +173,12 @@ def test_damaged_download_is_refused_naming_url_and_cache_path(served, tmp_path,
 
 def test_verification_is_recorded_and_redone_when_the_file_changes(served, monkeypatch):
     served.routes["/" + FILE] = npz_bytes(vit_checkpoint())
-    path = download.fetch(served.preset)
+    path = sources.fetch(served.preset)
     calls = []
     monkeypatch.setattr(npz, "verify_npz", lambda p: calls.append(p))
-    assert download.fetch(served.preset) == path and calls == []  # size and mtime as recorded
+    assert sources.fetch(served.preset) == path and calls == []  # size and mtime as recorded
     os.utime(path, ns=(0, 0))
-    assert download.fetch(served.preset) == path and calls == [path]
+    assert sources.fetch(served.preset) == path and calls == [path]
 
 
 def test_a_file_given_by_path_is_never_removed(tmp_path):
@@ -197,7 +197,7 @@ def test_a_killed_downloads_staging_folder_is_removed_at_the_next_fetch(served, 
     live = os.path.join(root, f".download-{os.getpid()}-inprogress")
     for folder in (leftover, live):
         place(os.path.join(folder, "T_8-tiny-res_32.npz"), b"PK\x03\x04 partial")
-    download.fetch(served.preset)
+    sources.fetch(served.preset)
     assert not os.path.exists(leftover) and os.path.isdir(live)  # a live process's download is left alone
     assert transfer.remove_stale(root, now=time.time() + transfer.STALE_AFTER_S + 60) == [live]  # and a day later
 
@@ -206,4 +206,4 @@ def test_timeout_variable_must_be_a_positive_number(served, monkeypatch):
     monkeypatch.setenv(transfer.TIMEOUT_ENV, "soon")
     with pytest.raises(ValueError, match="KERAS_VIT_DOWNLOAD_TIMEOUT must be a positive number of seconds. "
                        "Received: KERAS_VIT_DOWNLOAD_TIMEOUT='soon'"):
-        download.fetch(served.preset)
+        sources.fetch(served.preset)

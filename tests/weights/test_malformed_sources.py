@@ -260,9 +260,9 @@ def test_hf_offline_with_nothing_cached_says_what_to_do(monkeypatch):
 def test_preset_variant_written_as_in_the_messages_resolves(monkeypatch, written):
     """'ViT-Ti/16' is how every preset message prints a variant; it used to be refused, the hint repeating it."""
     from keras_vit.models import pretrained
-    from keras_vit.weights import download
+    from keras_vit.weights import sources
 
-    monkeypatch.setattr(download, "fetch", lambda preset: preset.file)
+    monkeypatch.setattr(sources, "fetch", lambda preset: preset.file)
     file, preset = pretrained.locate(f"{written}:augreg_in21k_ft_in1k")
     assert preset.variant == "Ti/16" and file.endswith("res_224.npz")
     with pytest.raises(ValueError, match=r"No preset 'nope' for ViT-Ti/16"):

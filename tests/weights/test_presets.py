@@ -21,7 +21,7 @@ from helpers import TINY, images, original_names, save_npz, tiny_vit, vit_checkp
 from keras_vit import cli
 from keras_vit.architecture import variants
 from keras_vit.fetch import cache, hub
-from keras_vit.weights import CheckpointError, DownloadError, download, presets, resolve
+from keras_vit.weights import CheckpointError, DownloadError, presets, resolve, sources
 
 TAG = "test_tiny"
 FILE = "test/T_8-tiny-res_32.npz"
@@ -95,7 +95,7 @@ def test_first_build_downloads_second_comes_from_cache_with_server_stopped(serve
     model = tiny_vit(weights=TAG, classifier_activation=None)
     assert served.requests == ["/" + FILE]
     np.testing.assert_allclose(np.asarray(model(x)), expected, rtol=0, atol=1e-6)
-    cached = download.cache_path(tiny_preset)
+    cached = sources.cache_path(tiny_preset)
     assert model.load_report.path == cached and os.path.isfile(cached)
     kept = os.path.join("models", "keras_vit", "test", "T_8-tiny-res_32.npz")
     assert cache_files(tmp_path / "home") == [kept, kept + cache.VERIFIED_SUFFIX]
@@ -120,7 +120,7 @@ def test_damaged_download_is_detected_reported_and_not_kept(served, tiny_preset,
     with pytest.raises(CheckpointError, match="truncated, corrupt or another file") as error:
         tiny_vit(weights=TAG)
     message = str(error.value)
-    assert f"{served.url}/{FILE}" in message and download.cache_path(tiny_preset) in message
+    assert f"{served.url}/{FILE}" in message and sources.cache_path(tiny_preset) in message
     assert cache_files(tmp_path / "home") == []  # neither the file nor the staging folder stays
 
 
@@ -134,7 +134,7 @@ def test_published_sha256_is_checked(served, monkeypatch, tiny_preset, tmp_path)
     assert cache_files(tmp_path / "home") == []
     right = presets.Preset("T/8", TAG, 32, FILE, sha256=digest)
     monkeypatch.setattr(presets, "PRESETS", [p for p in presets.PRESETS if p.tag != TAG] + [right])
-    assert tiny_vit(weights=TAG).load_report.path == download.cache_path(right)
+    assert tiny_vit(weights=TAG).load_report.path == sources.cache_path(right)
 
 
 def test_offline_with_nothing_cached_says_url_cache_path_and_how_to_place_the_file(served, tiny_preset, tmp_path):
@@ -142,7 +142,7 @@ def test_offline_with_nothing_cached_says_url_cache_path_and_how_to_place_the_fi
     with pytest.raises(DownloadError) as error:
         tiny_vit(weights=TAG)
     message = str(error.value)
-    cached = download.cache_path(tiny_preset)
+    cached = sources.cache_path(tiny_preset)
     assert f"{served.url}/{FILE}" in message and cached in message
     assert "download the file elsewhere and copy it to" in message and presets.URL_ENV in message
     assert cache_files(tmp_path / "home") == []
@@ -153,7 +153,7 @@ def test_offline_with_nothing_cached_says_url_cache_path_and_how_to_place_the_fi
 
 
 def test_truncated_file_in_the_cache_is_removed_and_downloaded_again(served, tiny_preset):
-    cached = download.cache_path(tiny_preset)
+    cached = sources.cache_path(tiny_preset)
     os.makedirs(os.path.dirname(cached))
     with open(cached, "wb") as f:
         f.write(b"PK\x03\x04 half a file")
@@ -228,7 +228,7 @@ def test_table_is_consistent_with_the_registry():
     registered = set(variants.VIT_VARIANTS) | set(variants.HYBRID_VARIANTS)
     assert {p.variant for p in presets.PRESETS} == registered  # every builder has a preset, and nothing else
     assert len({(p.variant, p.tag, p.image_size) for p in presets.PRESETS}) == len(presets.PRESETS)
-    paths = [download.cache_path(p) for p in presets.PRESETS]
+    paths = [sources.cache_path(p) for p in presets.PRESETS]
     assert len(set(paths)) == len(paths)  # imagenet21k/ViT-B_16.npz and imagenet21k+imagenet2012/ViT-B_16.npz apart
     for p in presets.PRESETS:
         assert p.file.endswith(".npz") and p.image_size in (224, 384)
@@ -259,12 +259,12 @@ def test_named_builder_downloads_its_real_file(served):
     arrays = vit_checkpoint(**ti, scale=0.05)
     local = publish(served.bucket, preset.file, arrays)
     model = keras_vit.ViTTi16(weights="augreg_in21k_ft_in1k", classifier_activation=None)
-    assert served.requests == ["/" + preset.file] and model.load_report.path == download.cache_path(preset)
+    assert served.requests == ["/" + preset.file] and model.load_report.path == sources.cache_path(preset)
     assert len(model.load_report.loaded) == len(arrays)
     x = images(1, size=224)
     # the independent NumPy forward pass of the same file; 5e-5 as the issue asks of every source
     np.testing.assert_allclose(np.asarray(model(x)), reference.vit_logits(x, original_names(arrays)), rtol=0, atol=5e-5)
-    assert os.path.getsize(download.cache_path(preset)) == os.path.getsize(local)
+    assert os.path.getsize(sources.cache_path(preset)) == os.path.getsize(local)
 
 
 def test_docs_table_matches_the_preset_table():
@@ -298,14 +298,14 @@ def test_from_pretrained_preset_builds_the_variant_at_the_files_resolution_with_
     # the independent NumPy forward pass of the same file; 5e-5 as the issue asks of every source
     np.testing.assert_allclose(np.asarray(model(x)), reference.vit_logits(x, arrays), atol=5e-5)
     assert model.class_names[:2] == ["tench", "goldfish"]
-    assert model.load_report.source == "T/8:augreg_in21k_ft_in1k" and model.load_report.path == download.cache_path(ft[0])
+    assert model.load_report.source == "T/8:augreg_in21k_ft_in1k" and model.load_report.path == sources.cache_path(ft[0])
 
     tuned = keras_vit.from_pretrained("T/8:augreg_in21k_ft_in1k", image_size=48, num_classes=10)
     assert served.requests[-1] == "/" + ft[1].file and not tuned.load_report.resized  # the 48 file: no resampling
     assert not hasattr(tuned, "class_names")
     served.stop()
     count = len(served.requests)
-    assert keras_vit.from_pretrained("T/8:augreg_in21k_ft_in1k").load_report.path == download.cache_path(ft[0])
+    assert keras_vit.from_pretrained("T/8:augreg_in21k_ft_in1k").load_report.path == sources.cache_path(ft[0])
     assert len(served.requests) == count  # from the cache, the server stopped
 
 
@@ -314,7 +314,7 @@ def test_download_prints_plain_lines_where_stdout_is_not_a_terminal(served, tiny
     # system) would fill the log with backspaces, carriage returns and colour codes
     publish(served.bucket, FILE, vit_checkpoint())
     capsys.readouterr()
-    path = download.fetch(tiny_preset)
+    path = sources.fetch(tiny_preset)
     out, err = capsys.readouterr()
     assert not any(c in out for c in "\r\b\x1b"), repr(out)
     assert f"{served.url}/{FILE}" in out and path in out
