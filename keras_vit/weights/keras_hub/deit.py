@@ -39,7 +39,7 @@ def task_reason(task, path):
             "the head is not")
 
 
-def _special(read, found, vision):
+def _special(read, found):
     if not read.flag("use_mha_bias", True):
         found.notes.append("config.use_mha_bias=false: no query, key, value or output biases in the attention "
                            "(Keras MultiHeadAttention(use_bias=False)); zeros stand in for the output's")

@@ -12,11 +12,11 @@ backbone returns every token after the final norm.
 
 from keras_vit.weights.conventions import IMAGENET
 from keras_vit.weights.declared import declare
-from keras_vit.weights.keras_hub.family import Family, Keys, dense, encoder, pair
+from keras_vit.weights.keras_hub.family import Family, Keys, dense, encoder, pair, tokens
 from keras_vit.weights.mapping import POSEMB_KEY
 
 
-def _special(read, found, vision):
+def _special(read, found):
     """SwiGLU's hidden width, and the position table keras-hub resamples to ``image_shape``."""
     inner = read.number("intermediate_dim")
     if read.flag("use_swiglu_ffn", False):  # DINOV2SwiGLUFFN: weights_in (D, 2 h), silu(x1) * x2
@@ -28,7 +28,7 @@ def _special(read, found, vision):
     table_shape = read.shape("position_embedding_shape", (518, 518, 3))
     method = "bicubic_torch_antialias" if antialias else "bicubic_tf"
     found.position_resampling = method
-    grids = [(size[0] // vision.patch[0], size[1] // vision.patch[1]) for size in (table_shape, vision.image)]
+    grids = [(size[0] // read.patch[0], size[1] // read.patch[1]) for size in (table_shape, read.image)]
     table_said = read.said("position_embedding_shape", list(table_shape))
     if grids[0] == grids[1]:
         return None, ("image_size", table_said, table_shape[:2])
@@ -37,21 +37,16 @@ def _special(read, found, vision):
         f"position_embeddings for {table_said} ({grids[0][0]} x {grids[0][1]} patches) resampled to config.image_shape's "
         f"{grids[1][0]} x {grids[1][1]} as keras-hub does on load (keras.ops.image.resize bicubic, antialias={antialias}: "
         f"position_resampling={method!r})")
-    return (grids[0], grids[1], method, table_said), ("image_size", read.said("image_shape", list(vision.image)), vision.image[:2])
+    return (grids[0], grids[1], method, table_said), ("image_size", read.said("image_shape", list(read.image)), read.image[:2])
 
 
 def _keys(read, depth):
     glu = read.flag("use_swiglu_ffn", False)
     embed = "layers/dinov2_embedding"
-    index = iter(range(5))
-    table, skip = {f"{embed}/vars/{next(index)}": "cls"}, {}
-    if read.flag("use_mask_token", True):
-        skip[f"^{embed}/vars/{next(index)}$"] = "the mask token of masked-image modelling (unused at inference)"
-    if read.config.get("num_register_tokens", 0) != 0:
-        table[f"{embed}/vars/{next(index)}"] = "reg"
-    skip[f"^{embed}/vars/{next(index)}$"] = ("interpolated_position_embeddings, which keras-hub recomputes from "
-                                              "position_embeddings on load (keras_vit too)")
-    table[f"{embed}/vars/{next(index)}"] = POSEMB_KEY
+    table, skip, n = tokens(read, embed, 0)
+    skip[f"^{embed}/vars/{n}$"] = ("interpolated_position_embeddings, which keras-hub recomputes from "
+                                   "position_embeddings on load (keras_vit too)")
+    table[f"{embed}/vars/{n + 1}"] = POSEMB_KEY
     table.update(dense(f"{embed}/patch_embeddings/projection", "embedding"))
     table.update(pair("layers/layer_normalization", "Transformer/encoder_norm"))
     table.update(encoder("layers/dinov2_encoder/layers/dinov2_layer", depth, ("norm1", "norm2"), "attention/attention",

@@ -291,35 +291,28 @@ class Preset:
         return os.path.basename(files[0]) if len(files) == 1 else "the shards of " + SHARDED_WEIGHTS_FILE
 
 
-def datasets(files):
-    """``{dataset path: (file, path)}`` of every array in ``files`` (the optimizer's state left out)."""
+def contents(files):
+    """``({dataset path: (file, path)}, {group path: the name attribute Keras wrote})`` of every array (the
+    optimizer's state left out) and group in ``files``."""
     import h5py  # deferred: h5py (a Keras dependency), for keras-hub presets only
 
-    found = {}
+    found, groups = {}, {}
     for file in files:
         try:
             with h5py.File(file, "r") as h5:
-                names = []
-                h5.visititems(lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset) else None)
+                items = []
+                h5.visititems(lambda name, obj: items.append(
+                    (name, isinstance(obj, h5py.Dataset), obj.attrs.get("name"))))
         except OSError as error:
             raise CheckpointError(f"Cannot read {file!r} as HDF5 (.weights.h5): {error}") from error
-        for name in names:
-            if name.startswith("optimizer/"):
-                continue
-            if name in found:
+        for name, is_array, label in items:
+            if not is_array:
+                groups[name] = label.decode() if isinstance(label, bytes) else label
+            elif name in found:
                 raise CheckpointError(f"{name!r} is in two shards, {found[name][0]!r} and {file!r}.")
-            found[name] = (file, name)
-    return found
-
-
-def group_names(file):
-    """``{group path: the name attribute Keras wrote}`` of a ``.weights.h5``."""
-    import h5py  # deferred: h5py, for keras-hub presets only
-
-    names = {}
-    with h5py.File(file, "r") as h5:
-        h5.visititems(lambda name, obj: names.__setitem__(name, obj.attrs.get("name")) if isinstance(obj, h5py.Group) else None)
-    return {k: (v.decode() if isinstance(v, bytes) else v) for k, v in names.items()}
+            elif not name.startswith("optimizer/"):
+                found[name] = (file, name)
+    return found, groups
 
 
 def arrays(plan, stand_ins=False):

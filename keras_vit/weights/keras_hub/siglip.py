@@ -15,7 +15,7 @@ from keras_vit.weights.mapping import POSEMB_KEY
 _ENCODER = "SigLIPVisionEncoder"
 
 
-def _special(read, found, vision):
+def _special(read, found):
     epsilon = read.number("layer_norm_epsilon", 1e-6, integer=False)
     if abs(epsilon - 1e-6) > 1e-9:
         raise CheckpointError(

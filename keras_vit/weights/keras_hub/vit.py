@@ -11,7 +11,7 @@ from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
 from keras_vit.weights.declared import declare
 from keras_vit.weights.keras_hub import preset as preset_files
-from keras_vit.weights.keras_hub.family import Keys, Reader, Weights, channels_last
+from keras_vit.weights.keras_hub.family import Keys, Reader, channels_last
 from keras_vit.weights.source import Reading
 
 BACKBONE, TASK = preset_files.BACKBONE, preset_files.TASK
@@ -49,7 +49,7 @@ def reading(preset, config, path):
         if not flags[flag]:
             found.notes.append(f"config.{flag}=false: zeros stand in for {what} (the same computation)")
     pre_logits = _task(preset, found, flags["use_class_token"]) if os.path.isfile(preset.file(preset_files.TASK_FILE)) else None
-    found.layout = Weights(_keys(flags, record, pre_logits), label=("ViT", "config.json / task.json"))
+    found.layout = _keys(flags, record, pre_logits)._replace(label=("ViT", "config.json / task.json"))
     preset.normalization(found, preset_files.IMAGE_CONVERTER)
     found.class_names = preset.class_names()
     return found
