@@ -41,7 +41,7 @@ def _keys(read, depth):
 
 
 FAMILY = Family(
-    backbone="CLIPBackbone", encoder=_ENCODER, vision=_ENCODER, converter="CLIPImageConverter",
+    backbone="CLIPBackbone", vision=_ENCODER, converter="CLIPImageConverter",
     normalization=("OpenAI CLIP", CLIP_MEAN_STD),
     fields={"mlp_activation": ("intermediate_activation", "quick_gelu")},
     switches={"layer_norm_epsilon": (1e-5, f"{_ENCODER}'s LayerNormalization(epsilon=1e-5)"),

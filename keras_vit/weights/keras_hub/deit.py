@@ -58,7 +58,7 @@ def _keys(read, depth):
 
 
 FAMILY = Family(
-    backbone="DeiTBackbone", encoder="DeiTBackbone", converter="DeiTImageConverter", normalization=("ImageNet", IMAGENET),
+    backbone="DeiTBackbone", converter="DeiTImageConverter", normalization=("ImageNet", IMAGENET),
     fields={"layer_norm_epsilon": ("layer_norm_epsilon", 1e-6), "qkv_bias": ("use_mha_bias", True)},
     switches={"distillation_token": (True, "DeiTEmbeddings: a distillation token after the class token"),
               "pooling": ("token", "DeiTBackbone: every token after the final norm; keras_vit's DeiT reads the class and "

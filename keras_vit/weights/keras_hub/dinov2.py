@@ -55,7 +55,7 @@ def _keys(read, depth):
 
 
 FAMILY = Family(
-    backbone="DINOV2Backbone", encoder="DINOV2Backbone", converter="DINOV2ImageConverter", normalization=("ImageNet", IMAGENET),
+    backbone="DINOV2Backbone", converter="DINOV2ImageConverter", normalization=("ImageNet", IMAGENET),
     fields={"num_register_tokens": ("num_register_tokens", 0), "layer_scale_init": ("layer_scale_init_value", 1.0),
             "mlp_type": ("use_swiglu_ffn", False)},
     switches={"layer_norm_epsilon": (1e-6, "DINOV2Backbone's LayerNormalization(epsilon=1e-6)")},

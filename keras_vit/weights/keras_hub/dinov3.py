@@ -18,7 +18,6 @@ from keras_vit.weights.conventions import IMAGENET
 from keras_vit.weights.declared import declare
 from keras_vit.weights.keras_hub.family import ATT, Family, Keys, dense, encoder, pair, tokens
 
-_ENCODER = "DINOV3Backbone"
 # Keras' activation names keras-hub's Dense layers take -> keras_vit's MLP activations
 _ACTIVATIONS = {"gelu": "gelu", "silu": "silu", "swish": "silu"}
 _QKV = (("query", "use_query_bias"), ("key", "use_key_bias"), ("value", "use_value_bias"))
@@ -78,7 +77,7 @@ def _keys(read, depth):
 
 
 FAMILY = Family(
-    backbone=_ENCODER, encoder=_ENCODER, converter="DINOV3ImageConverter", normalization=("ImageNet", IMAGENET),
+    backbone="DINOV3Backbone", converter="DINOV3ImageConverter", normalization=("ImageNet", IMAGENET),
     fields={"num_register_tokens": ("num_register_tokens", 4), "layer_scale_init": ("layer_scale_init_value", 1.0),
             "mlp_type": ("use_gated_mlp", False), "layer_norm_epsilon": ("layer_norm_eps", 1e-5)},
     switches={"rope": ("dinov3", "DINOV3RopePositionEmbedding (RoPE of the patch tokens, the head's halves rotated)"),

@@ -37,16 +37,15 @@ _PAPER_SAID = {"class_token": "a class token", "pooling": "the class token", "qk
 
 
 class Family(NamedTuple):
-    """One keras-hub backbone class. ``encoder``: the class whose code fixes the switches (named in the "read from"
-    texts); ``vision``: the class of ``config.vision_encoder`` whose ``config`` holds the fields (a two-tower model),
-    else None; ``fields``: read from that config; ``switches``: ``{field: (value, said)}`` fixed by keras-hub's code
+    """One keras-hub backbone class. ``vision``: the class of ``config.vision_encoder`` whose ``config`` holds the
+    fields (a two-tower model), else None; the class whose code fixes the switches (named in the "read from" texts) is
+    that one, else the backbone; ``fields``: read from that config; ``switches``: ``{field: (value, said)}`` fixed by keras-hub's code
     where they differ from the paper's; ``keys(read, depth)``: ``Keys`` of the weights; ``special(read, found)``:
     what the table cannot say (computed sizes, refusals, notes), returning None or ``(position resampling or None,
     the image size to check)``; ``task``: the task class whose
     head is not loaded, with ``task_reason(task config, path)``."""
 
     backbone: str
-    encoder: str
     converter: str
     normalization: tuple
     fields: dict
@@ -199,7 +198,7 @@ def reading(family, preset, config, path):
         declare(found.declared, field, value, said, path)
     for field, value in {**PAPER, "class_token": True, "pooling": "token"}.items():
         if field not in ("input_mean", "input_std", "position_resampling"):
-            declare(found.declared, field, value, f"{family.encoder}: " + _PAPER_SAID.get(field, f"{field}={value!r} (the paper's)"), path)
+            declare(found.declared, field, value, f"{family.vision or family.backbone}: " + _PAPER_SAID.get(field, f"{field}={value!r} (the paper's)"), path)
     mlp, token = found.declared["mlp_dim"], found.declared["class_token"]
     glu = found.declared["mlp_type"].value == "glu"  # the weights' weights_in has both halves
     found.expected = [("hidden_size", read.said("hidden_dim", width), width), ("num_layers", read.said("num_layers", depth), depth),
@@ -268,8 +267,9 @@ def locate(preset, parts, architecture, what="config.json"):
                 extra.append(name)
         missing = [name for name in table if name not in datasets]
         if missing:
+            shown = os.path.basename(files[0]) if len(files) == 1 else "the shards of " + preset_files.SHARDED_WEIGHTS_FILE
             raise CheckpointError(
-                f"keras-hub preset {preset.folder!r}: {preset.where(files)} has no {missing[0]!r} ({table[missing[0]]} in the "
+                f"keras-hub preset {preset.folder!r}: {shown} has no {missing[0]!r} ({table[missing[0]]} in the "
                 f"original layout){f' and {len(missing) - 1} more' if len(missing) > 1 else ''}; the file does not match "
                 f"its {what}.")
         if extra:

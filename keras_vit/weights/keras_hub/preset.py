@@ -227,16 +227,13 @@ class Preset:
         """``reading``'s input mean and std from the image converter's scale and offset (without a converter:
         ``default``, ``(label, (mean, std))`` of the published presets, or None: keras_vit's [-1, 1])."""
         path = self.file(IMAGE_CONVERTER_FILE)
-        if not os.path.isfile(path) and default is not None:
-            label, (reading.mean, reading.std) = default[0], map(list, default[1])
-            reading.notes.append(f"no {IMAGE_CONVERTER_FILE}: the input scaling of keras-hub's published presets "
-                                 f"of {reading.architecture} ({label} mean and std)")
-            return
         if not os.path.isfile(path):
-            reading.notes.append(
-                f"no {IMAGE_CONVERTER_FILE}: the input scaling is keras_vit's [-1, 1] (keras-hub's backbone takes "
-                "whatever its preprocessing gives it)"
-            )
+            if default is not None:
+                reading.mean, reading.std = map(list, default[1])
+            reading.notes.append(f"no {IMAGE_CONVERTER_FILE}: " + (
+                f"the input scaling of keras-hub's published presets of {reading.architecture} ({default[0]} mean and std)"
+                if default else "the input scaling is keras_vit's [-1, 1] (keras-hub's backbone takes whatever its "
+                "preprocessing gives it)"))
             return
         config, _ = self.object(IMAGE_CONVERTER_FILE, converter)
         scale = _per_channel(config, "scale", path, 1.0, positive=True)
@@ -255,9 +252,7 @@ class Preset:
         if not os.path.isfile(path):
             return None
         names = config_lib.read_json(path).get("class_names")
-        if names is None:
-            return None
-        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        if names is not None and (not isinstance(names, list) or not all(isinstance(n, str) for n in names)):
             raise CheckpointError(f"{path!r}: class_names={names!r}, expected a list of strings.")
         return names
 
@@ -285,10 +280,6 @@ class Preset:
         if missing or not files:
             raise CheckpointError(f"{index!r} names shard(s) that are not in the folder: {', '.join(missing) or 'none'}.")
         return sorted(files)
-
-    def where(self, files):
-        """How an error names ``files``: one file's name, or the shards of the index."""
-        return os.path.basename(files[0]) if len(files) == 1 else "the shards of " + SHARDED_WEIGHTS_FILE
 
 
 def contents(files):

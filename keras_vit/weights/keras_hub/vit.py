@@ -94,13 +94,10 @@ def _keys(flags, record, pre_logits):
     depth, width, mlp = (record[field].value for field in ("num_layers", "hidden_size", "mlp_dim"))
     groups = preset_files.backbone_groups(depth, class_token=flags["use_class_token"], mha_bias=flags["use_mha_bias"],
                                           mlp_bias=flags["use_mlp_bias"], patch_bias=flags["use_patch_bias"])
-    zeros = {"embedding/bias": (width,)} if not flags["use_patch_bias"] else {}
-    for i in range(depth):
-        key = f"Transformer/encoderblock_{i}"
-        if not flags["use_mha_bias"]:
-            zeros[f"{key}/MultiHeadDotProductAttention_1/out/bias"] = (width,)
-        if not flags["use_mlp_bias"]:
-            zeros.update({f"{key}/MlpBlock_3/Dense_0/bias": (mlp,), f"{key}/MlpBlock_3/Dense_1/bias": (width,)})
+    every = preset_files.backbone_groups(depth, class_token=flags["use_class_token"])  # with every bias
+    have = {key for _, _, keys in groups for key in keys}
+    zeros = {key: (mlp,) if key.endswith("Dense_0/bias") else (width,) for _, _, keys in every for key in keys
+             if key not in have and not key.endswith(("query/bias", "key/bias", "value/bias"))}  # qkv_bias=False: none
     task = None
     if pre_logits is not None:
         head = preset_files.task_groups(pre_logits)
