@@ -1,11 +1,9 @@
 """keras-hub's ViT-family backbones as rows of data (:class:`Family`), and the one reader of them all.
 
-A family module (``dinov2``, ``dinov3``, ``siglip``, ``clip``, ``deit``) holds one row: the "read from" text of each field is
-generated from its field table, every switch it does not state is the paper's
-(:data:`keras_vit.architecture.family.PAPER`), and its key layout maps the variable paths Keras 3's
-``save_weights`` gives the layers (the rules in :mod:`keras_vit.weights.keras_hub.preset`; checked against
-keras-hub 0.32's ``save_to_preset`` by ``benchmarks/keras_hub_presets.py``). SigLIP's and CLIP's position
-embeddings are gathered at the indices their ``position_ids`` variable holds, as keras-hub computes them.
+A family module holds one row, which states only the switches that differ from the paper's
+(:data:`keras_vit.architecture.family.PAPER`). Its key layout maps the variable paths Keras 3's ``save_weights`` gives
+the layers (the rules in :mod:`keras_vit.weights.keras_hub.preset`; checked against keras-hub 0.32's
+``save_to_preset`` by ``benchmarks/keras_hub_presets.py``).
 """
 
 import os
@@ -55,7 +53,6 @@ class Family(NamedTuple):
     special: Callable | None = None
     task: str | None = None
     task_reason: Callable | None = None
-    position_resampling: str = "bicubic_torch"  # a fixed-size model in keras-hub; transformers' rule for another
 
 
 class Keys(NamedTuple):
@@ -97,18 +94,13 @@ def dense(group, key, bias=True):
     return pair(group, key, ("kernel", "bias") if bias else ("kernel",))
 
 
-def block(prefix, i):
-    """Keras names the i-th layer of a list by its class in snake case, ``_1``, ``_2``... after the first."""
-    return prefix + (f"_{i}" if i else "")
-
-
 def encoder(prefix, depth, norms, attention, mlp, scales=(), bias=True, mlp_bias=True):
     """The table of ``depth`` blocks (``prefix`` of their list): the two LayerNorms, the attention's ``mha``
     (``bias`` as :func:`mha` takes it), the LayerScales, then the MLP's two ``Dense`` (or ``{Dense: its name in
     MlpBlock_3}``: a gated MLP's three), each named inside a block."""
     table, mlp = {}, mlp if isinstance(mlp, dict) else dict(zip(mlp, ("Dense_0", "Dense_1")))
     for i in range(depth):
-        layer, key = block(prefix, i), f"Transformer/encoderblock_{i}"
+        layer, key = preset_files.block(prefix, i), f"Transformer/encoderblock_{i}"
         table.update({**pair(f"{layer}/{norms[0]}", f"{key}/LayerNorm_0"), **pair(f"{layer}/{norms[1]}", f"{key}/LayerNorm_2"),
                       **mha(f"{layer}/{attention}", f"{key}/{ATT}", bias),
                       **{f"{layer}/{scale}/vars/0": f"{key}/LayerScale_{n}/gamma" for scale, n in zip(scales, (1, 3))}})
@@ -135,6 +127,9 @@ class Reader(config_lib.Fields):
     def __init__(self, config, path, where, top=None):
         super().__init__(config, path, where, whose="keras-hub's", required="a keras-hub backbone's config")
         self.top = config if top is None else top
+        if config.get("data_format", "channels_last") not in (None, "channels_last"):
+            raise CheckpointError(f"{path!r}: {where}data_format={config.get('data_format')!r}; keras_vit models take "
+                                  "channels_last images.")
 
     def shape(self, field, default=None):
         shape = self.config.get(field, default)
@@ -158,11 +153,6 @@ class Reader(config_lib.Fields):
         return value, self.said(source, raw)
 
 
-def channels_last(config, path, where):
-    if config.get("data_format", "channels_last") not in (None, "channels_last"):
-        raise CheckpointError(f"{path!r}: {where}data_format={config.get('data_format')!r}; keras_vit models take channels_last images.")
-
-
 def reading(family, preset, config, path):
     """The :class:`~keras_vit.weights.source.Reading` of a family backbone's ``config.json`` (``config``: its ``config``).
 
@@ -176,7 +166,6 @@ def reading(family, preset, config, path):
     >>> found.declared["num_register_tokens"].said, found.position_resampling
     ('config.num_register_tokens=4', 'bicubic_tf')
     """
-    channels_last(config, path, "config.")
     read = Reader(config, path, "config.")
     if family.vision is not None:
         where = "config.vision_encoder.config."
@@ -184,8 +173,8 @@ def reading(family, preset, config, path):
         read = Reader(config_lib.json_object(encoder.get("config"), path, "config.vision_encoder.config"), path, where, config)
         if encoder.get("class_name") != family.vision:
             raise CheckpointError(f"{path!r}: config.vision_encoder is a {encoder.get('class_name')!r}; a {family.backbone} has a {family.vision}.")
-        channels_last(read.config, path, where)
-    found = Reading(architecture=family.backbone, position_resampling=family.position_resampling)
+    # a fixed-size model in keras-hub: transformers' rule for another size (DINOv2's special says keras-hub's)
+    found = Reading(architecture=family.backbone, position_resampling="bicubic_torch")
     width, depth, heads = read.number("hidden_dim"), read.number("num_layers"), read.number("num_heads")
     read.patch = config_lib.size_pair(read.config.get("patch_size"), path, read.where + "patch_size")
     read.image = read.shape("image_shape")

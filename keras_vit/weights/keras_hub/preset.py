@@ -1,6 +1,5 @@
-"""keras-hub presets on disk, read with ``json`` and ``h5py`` (keras-hub not imported): file names, class names, where
-each weight of a ViT preset lies in the ``.weights.h5`` files, and the folder's files read (:class:`Preset`): its
-serialised objects checked by class, the image converter's scaling, ``metadata.json``'s class names, the datasets.
+"""keras-hub presets on disk, read with ``json`` and ``h5py`` (keras-hub not imported): a preset folder's files
+(:class:`Preset`), and where each weight of a ViT preset lies in its ``.weights.h5`` files.
 
 A keras-hub preset (``keras_hub/src/utils/preset_utils.py``) is a folder: ``config.json`` (the backbone,
 ``keras.saving.serialize_keras_object``), ``model.weights.h5`` (``backbone.save_weights``; or
@@ -19,7 +18,6 @@ backbone's layers (:func:`task_groups`). Its tensors are the original checkpoint
 ``(in, out)`` kernels, the attention's heads apart), so the mapping is a renaming.
 """
 
-import json
 import os
 
 import numpy as np
@@ -55,6 +53,11 @@ _ENCODER = "layers/vi_t_encoder"
 _ATT = "MultiHeadDotProductAttention_1"
 
 
+def block(prefix, i):
+    """Keras names the i-th layer of a list by its class in snake case, ``_1``, ``_2``... after the first."""
+    return prefix + (f"_{i}" if i else "")
+
+
 def backbone_groups(num_layers, *, class_token=True, mha_bias=True, mlp_bias=True, patch_bias=True):
     """``[(group, layer name, [canonical key, ...]), ...]``: every ``vars`` group of a ``ViTBackbone``'s
     ``model.weights.h5`` (those without variables too, as Keras writes them), the name Keras stores with it, and the
@@ -79,28 +82,27 @@ def backbone_groups(num_layers, *, class_token=True, mha_bias=True, mlp_bias=Tru
         (f"{_ENCODER}/dropout/vars", "dropout", []),
     ]
     for i in range(num_layers):
-        # Keras names the list's layers by their class: vi_t_encoder_block, vi_t_encoder_block_1...
-        block, key = f"{_ENCODER}/encoder_layers/vi_t_encoder_block" + (f"_{i}" if i else ""), f"Transformer/encoderblock_{i}"
+        layer, key = block(f"{_ENCODER}/encoder_layers/vi_t_encoder_block", i), f"Transformer/encoderblock_{i}"
         groups += [
-            (f"{block}/vars", f"transformer_block_{i + 1}", []),
-            (f"{block}/dropout/vars", "dropout", []),
-            (f"{block}/layer_norm_1/vars", "ln_1", [f"{key}/LayerNorm_0/scale", f"{key}/LayerNorm_0/bias"]),
-            (f"{block}/layer_norm_2/vars", "ln_2", [f"{key}/LayerNorm_2/scale", f"{key}/LayerNorm_2/bias"]),
-            (f"{block}/mha/vars", "mha", []),
-            (f"{block}/mha/_dropout_layer/vars", "dropout", []),
-            (f"{block}/mha/_softmax/vars", "softmax", []),
+            (f"{layer}/vars", f"transformer_block_{i + 1}", []),
+            (f"{layer}/dropout/vars", "dropout", []),
+            (f"{layer}/layer_norm_1/vars", "ln_1", [f"{key}/LayerNorm_0/scale", f"{key}/LayerNorm_0/bias"]),
+            (f"{layer}/layer_norm_2/vars", "ln_2", [f"{key}/LayerNorm_2/scale", f"{key}/LayerNorm_2/bias"]),
+            (f"{layer}/mha/vars", "mha", []),
+            (f"{layer}/mha/_dropout_layer/vars", "dropout", []),
+            (f"{layer}/mha/_softmax/vars", "softmax", []),
         ]
         for dense, name, part in (("query_dense", "query", "query"), ("key_dense", "key", "key"),
                                   ("value_dense", "value", "value"), ("output_dense", "attention_output", "out")):
             keys = [f"{key}/{_ATT}/{part}/kernel"] + ([f"{key}/{_ATT}/{part}/bias"] if mha_bias else [])
-            groups.append((f"{block}/mha/{dense}/vars", name, keys))
+            groups.append((f"{layer}/mha/{dense}/vars", name, keys))
         groups += [
-            (f"{block}/mlp/vars", "mlp", []),
-            (f"{block}/mlp/dense_1/vars", "dense_1",
+            (f"{layer}/mlp/vars", "mlp", []),
+            (f"{layer}/mlp/dense_1/vars", "dense_1",
              [f"{key}/MlpBlock_3/Dense_0/kernel"] + ([f"{key}/MlpBlock_3/Dense_0/bias"] if mlp_bias else [])),
-            (f"{block}/mlp/dense_2/vars", "dense_2",
+            (f"{layer}/mlp/dense_2/vars", "dense_2",
              [f"{key}/MlpBlock_3/Dense_1/kernel"] + ([f"{key}/MlpBlock_3/Dense_1/bias"] if mlp_bias else [])),
-            (f"{block}/mlp/dropout/vars", "dropout", []),
+            (f"{layer}/mlp/dropout/vars", "dropout", []),
         ]
     groups.append((f"{_ENCODER}/layer_norm/vars", "ln", ["Transformer/encoder_norm/scale", "Transformer/encoder_norm/bias"]))
     return groups
@@ -164,15 +166,11 @@ def is_preset(folder):
     >>> is_preset(folder), is_preset(tempfile.mkdtemp())
     (True, False)
     """
-    path = os.path.join(os.fspath(folder), CONFIG_FILE)
-    if not os.path.isfile(path):
-        return False
     try:
-        with open(path, encoding="utf-8") as f:
-            config = json.load(f)
-    except (OSError, ValueError):
+        config = config_lib.read_json(os.path.join(os.fspath(folder), CONFIG_FILE))
+    except CheckpointError:  # none, or no JSON object
         return False
-    return isinstance(config, dict) and str(config.get("registered_name") or "").startswith("keras_hub>")
+    return str(config.get("registered_name") or "").startswith("keras_hub>")
 
 
 def _per_channel(config, field, path, default, positive=False):
