@@ -28,13 +28,8 @@ def reading(folder):
     """``(Preset, Reading)`` of a preset folder: what its JSON files say (see the module docstring)."""
     files = preset.Preset(folder, READS)
     config, path = files.object(preset.CONFIG_FILE, (preset.BACKBONE,) + tuple(FAMILIES))
-    name = files.class_name(preset.CONFIG_FILE)
-    if name not in FAMILIES:
-        return files, vit.reading(files, config, path)
-    row = FAMILIES[name]
-    found = family.reading(row, files, config, path)
-    files.normalization(found, row.converter, row.normalization)
-    return files, found
+    row = FAMILIES.get(files.class_name(preset.CONFIG_FILE))
+    return files, vit.reading(files, config, path) if row is None else family.reading(row, files, config, path)
 
 
 class KerasHubSource(Source):

@@ -36,12 +36,12 @@ _PAPER_SAID = {"class_token": "a class token", "pooling": "the class token", "qk
 
 class Family(NamedTuple):
     """One keras-hub backbone class. ``vision``: the class of ``config.vision_encoder`` whose ``config`` holds the
-    fields (a two-tower model), else None; the class whose code fixes the switches (named in the "read from" texts) is
-    that one, else the backbone; ``fields``: read from that config; ``switches``: ``{field: (value, said)}`` fixed by keras-hub's code
-    where they differ from the paper's; ``keys(read, depth)``: ``Keys`` of the weights; ``special(read, found)``:
-    what the table cannot say (computed sizes, refusals, notes), returning None or ``(position resampling or None,
-    the image size to check)``; ``task``: the task class whose
-    head is not loaded, with ``task_reason(task config, path)``."""
+    fields (a two-tower model), else None; that class, else the backbone, is named in the "read from" texts of the
+    switches its code fixes; ``fields``: read from that config; ``switches``: ``{field: (value, said)}`` fixed by
+    keras-hub's code where they differ from the paper's; ``keys(read, depth)``: ``Keys`` of the weights;
+    ``special(read, found)``: what the table cannot say (computed sizes, refusals, notes), returning None or
+    ``(position resampling or None, the image size to check)``; ``task``: the task class whose head is not loaded,
+    with ``task_reason(task config, path)``."""
 
     backbone: str
     converter: str
@@ -154,7 +154,8 @@ class Reader(config_lib.Fields):
 
 
 def reading(family, preset, config, path):
-    """The :class:`~keras_vit.weights.source.Reading` of a family backbone's ``config.json`` (``config``: its ``config``).
+    """The :class:`~keras_vit.weights.source.Reading` of a family backbone's ``config.json`` (``config``: its ``config``;
+    ``preset``: its folder's other files, or None).
 
     Example:
     >>> from keras_vit.weights.keras_hub import dinov2
@@ -195,8 +196,10 @@ def reading(family, preset, config, path):
                       ("num_channels", f"{read.where}image_shape={list(read.image)!r}", read.image[-1] if len(read.image) == 3 else 3),
                       ("mlp_dim", mlp.said, 2 * mlp.value if glu else mlp.value), ("class_token", token.said, token.value),
                       special[1] if special else ("image_size", read.said("image_shape", list(read.image)), read.image[:2])]
-    task_skipped = None if preset is None else _task_skipped(family, preset)
-    found.layout = family.keys(read, depth)._replace(position=special and special[0], task_skipped=task_skipped)
+    found.layout = family.keys(read, depth)._replace(position=special and special[0])
+    if preset is not None:
+        found.layout = found.layout._replace(task_skipped=_task_skipped(family, preset))
+        preset.normalization(found, family.converter, family.normalization)
     return found
 
 

@@ -117,18 +117,15 @@ def task_groups(pre_logits):
     >>> [(g, n) for g, n, keys in task_groups(True) if keys]
     [('layers/dense/vars', 'pre_logits'), ('layers/dense_1/vars', 'predictions')]
     """
-    dense = ["layers/dense/vars", "layers/dense_1/vars"] if pre_logits else ["layers/dense/vars"]
-    groups = [("vars", "vi_t_image_classifier", [])]
-    if pre_logits:
-        groups.append((dense[0], "pre_logits", ["pre_logits/kernel", "pre_logits/bias"]))
-    groups += [
-        (dense[-1], "predictions", ["head/kernel", "head/bias"]),
+    pre = [("layers/dense/vars", "pre_logits", ["pre_logits/kernel", "pre_logits/bias"])] if pre_logits else []
+    return [
+        ("vars", "vi_t_image_classifier", []), *pre,
+        (f"layers/dense{'_1' if pre_logits else ''}/vars", "predictions", ["head/kernel", "head/bias"]),
         ("layers/dropout/vars", "output_dropout", []),
         ("preprocessor/vars", "vi_t_image_classifier_preprocessor", []),
         ("preprocessor/image_converter/vars", "vi_t_image_converter", []),
         ("preprocessor/image_converter/resizing/vars", "resizing", []),
     ]
-    return groups
 
 
 def scale_offset(mean, std):
