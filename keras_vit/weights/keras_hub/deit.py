@@ -17,12 +17,7 @@ TASK = "DeiTImageClassifier"
 
 def task_reason(task, path):
     """Why keras_vit leaves out the head of a ``DeiTImageClassifier`` (``task``: its ``config``), or raises when its
-    pooling is none keras-hub has.
-
-    keras-hub's ``DeiTImageClassifier`` puts one ``Dense`` on the class token (``pooling="token"``; ``"gap"``: on the
-    mean of every token, the class and distillation tokens too), and its converter ports transformers'
-    ``cls_classifier`` only; keras_vit's DeiT averages a head on the class token and one on the distillation token.
-    The backbone loads; the head is not loaded.
+    pooling is none keras-hub has. keras-hub's converter ports transformers' ``cls_classifier`` only.
 
     Example:
     >>> task_reason({"pooling": "token", "num_classes": 1000}, "task.json")[:57]

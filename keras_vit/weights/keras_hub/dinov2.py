@@ -1,13 +1,11 @@
 """keras-hub's ``DINOV2Backbone`` (``keras_hub/src/models/dinov2/``: ``dinov2_backbone.py``, ``dinov2_layers.py``) as a row.
 
-The class token, LayerScale on both branches, an exact-GELU MLP or SwiGLU (``use_swiglu_ffn``: ``weights_in``
-``(D, 2 h)``, ``h = (int(intermediate_dim * 2 / 3) + 7) // 8 * 8``), ``num_register_tokens`` after the class token
-without positions, every LayerNorm ``epsilon=1e-6``, and two position tables: ``position_embeddings`` for
-``position_embedding_shape`` (what keras-hub keeps) and the one it computes from it for ``image_shape`` with
-``keras.ops.image.resize`` bicubic (``antialias_in_interpolation``), recomputed on every load. keras_vit resamples
-``position_embeddings`` to ``image_shape`` by the same rule (``"bicubic_tf"``, or ``"bicubic_torch_antialias"``
-with antialiasing: :mod:`keras_vit.layers.resampling`), which becomes the model's ``position_resampling``. The
-backbone returns every token after the final norm.
+The class token, LayerScale on both branches, an exact-GELU MLP or SwiGLU (``use_swiglu_ffn``),
+``num_register_tokens`` after the class token without positions, every LayerNorm ``epsilon=1e-6``, and two position
+tables: ``position_embeddings`` for ``position_embedding_shape`` (what keras-hub keeps) and the one it computes from
+it for ``image_shape`` with ``keras.ops.image.resize`` bicubic (``antialias_in_interpolation``), recomputed on every
+load; keras_vit resamples by the same rule (:mod:`keras_vit.layers.resampling`). The backbone returns every token
+after the final norm.
 """
 
 from keras_vit.weights.conventions import IMAGENET

@@ -61,9 +61,8 @@ def block(prefix, i):
 def backbone_groups(num_layers, *, class_token=True, mha_bias=True, mlp_bias=True, patch_bias=True):
     """``[(group, layer name, [canonical key, ...]), ...]``: every ``vars`` group of a ``ViTBackbone``'s
     ``model.weights.h5`` (those without variables too, as Keras writes them), the name Keras stores with it, and the
-    original checkpoint keys of its variables in order: the class token, the patch ``Conv2D``, the position
-    ``Embedding`` ``(tokens, D)``; in each block two LayerNorms, ``MultiHeadAttention``'s ``EinsumDense``
-    (``(D, heads, head_dim)``, ``(heads, head_dim, D)``) and the MLP; the final LayerNorm.
+    original checkpoint keys of its variables in order (``MultiHeadAttention``'s ``EinsumDense`` kernels
+    ``(D, heads, head_dim)``, ``(heads, head_dim, D)``; the position ``Embedding`` ``(tokens, D)``).
 
     Example:
     >>> groups = backbone_groups(1)
