@@ -201,3 +201,11 @@ def test_two_loaded_layers_that_swap_names_keep_their_own_weights():
                 named={"layers/dense/vars": ("a_projection", None), "layers/dense_1/vars": ("b_projection", None)})
     table, _ = resolve(keys, {"layers/dense/vars": "b_projection", "layers/dense_1/vars": "a_projection"})
     assert table == {"layers/dense_1/vars/0": "a/kernel", "layers/dense/vars/0": "b/kernel"}
+
+
+def test_a_damaged_weights_file_of_a_preset_with_named_layers_is_named(tmp_path):
+    """CLIP's projections are found by the layer names Keras stored: reading those names once let h5py's bare OSError out."""
+    preset(tmp_path / "p", "CLIPBackbone")
+    (tmp_path / "p" / "model.weights.h5").write_bytes(b"\x89HDF\r\n\x1a\n" + bytes(100))
+    with pytest.raises(CheckpointError, match=r"Cannot read '.*model.weights.h5' as HDF5 \(.weights.h5\)"):
+        keras_vit.from_pretrained(str(tmp_path / "p"))

@@ -3,8 +3,6 @@
 :mod:`~keras_vit.weights.keras_hub.preset` reads a preset folder's files, :mod:`~keras_vit.weights.keras_hub.vit`
 the ``ViTBackbone`` / ``ViTImageClassifier`` presets, :mod:`~keras_vit.weights.keras_hub.family` every family row
 (``dinov2``, ``dinov3``, ``siglip``, ``clip``, ``deit``; a new family is a module with its row, listed in :data:`FAMILIES`).
-The image converter's ``scale`` and ``offset`` become the model's ``input_mean`` / ``input_std``
-(:func:`keras_vit.weights.keras_hub.preset.mean_std`).
 """
 
 import os
@@ -14,7 +12,6 @@ from keras_vit.weights.input_normalization import fold_normalization
 from keras_vit.weights.keras_hub import clip, deit, dinov2, dinov3, family, preset, siglip, vit
 from keras_vit.weights.source import Source
 
-FORMAT = "keras-hub"
 FAMILIES = {row.backbone: row for row in (dinov2.FAMILY, siglip.FAMILY, clip.FAMILY, deit.FAMILY, dinov3.FAMILY)}
 READS = (f"ViT presets ({preset.BACKBONE}, {preset.TASK}), {', '.join(FAMILIES)} (the image towers of SigLIP and CLIP)")
 
@@ -31,19 +28,14 @@ def reading(folder):
     """``(Preset, Reading)`` of a preset folder: what its JSON files say (see the module docstring)."""
     files = preset.Preset(folder, READS)
     config, path = files.object(preset.CONFIG_FILE, (preset.BACKBONE,) + tuple(FAMILIES))
-    name = files.class_name(preset.CONFIG_FILE)
-    if name not in FAMILIES:
-        return files, vit.reading(files, config, path)
-    row = FAMILIES[name]
-    found = family.reading(row, files, config, path)
-    files.normalization(found, row.converter, row.normalization)
-    return files, found
+    row = FAMILIES.get(files.class_name(preset.CONFIG_FILE))
+    return files, vit.reading(files, config, path) if row is None else family.reading(row, files, config, path)
 
 
 class KerasHubSource(Source):
     """A keras-hub preset folder (``config.json`` of a serialised keras-hub object), or its ``model.weights.h5``."""
 
-    name = FORMAT
+    name = "keras-hub"
     reads = "file or folder"
 
     def claims(self, opened):

@@ -7,7 +7,6 @@ in), ``vision_pooler`` (the class token after ``layer_norm``: keras_vit's ``fc_n
 are skipped and reported.
 """
 
-from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
 from keras_vit.weights.conventions import CLIP_MEAN_STD
 from keras_vit.weights.declared import declare
@@ -17,11 +16,10 @@ from keras_vit.weights.mapping import POSEMB_KEY
 _ENCODER = "CLIPVisionEncoder"
 
 
-def _special(read, found, vision):
+def _special(read, found):
     """``projection_dim`` of the backbone's own config (not the vision encoder's), and the notes."""
-    projection = config_lib.number(read.top, "projection_dim", None, read.path, integer=True)
-    if projection is None:
-        raise CheckpointError(f"{read.path!r}: config.projection_dim is missing; a CLIPBackbone's config names it.")
+    top = config_lib.Fields(read.top, read.path, "config.", required="a CLIPBackbone's config")
+    projection = top.number("projection_dim")
     declare(found.declared, "projection_dim", projection, f"config.projection_dim={projection!r} (vision_projection)", read.path)
     found.notes.append("CLIP's patch embedding has no bias: keras_vit's (embedding/bias) is zeros")
     if read.config.get("intermediate_output_index") is not None:
@@ -43,7 +41,7 @@ def _keys(read, depth):
 
 
 FAMILY = Family(
-    backbone="CLIPBackbone", encoder=_ENCODER, vision=_ENCODER, converter="CLIPImageConverter",
+    backbone="CLIPBackbone", vision=_ENCODER, converter="CLIPImageConverter",
     normalization=("OpenAI CLIP", CLIP_MEAN_STD),
     fields={"mlp_activation": ("intermediate_activation", "quick_gelu")},
     switches={"layer_norm_epsilon": (1e-5, f"{_ENCODER}'s LayerNormalization(epsilon=1e-5)"),

@@ -17,12 +17,7 @@ TASK = "DeiTImageClassifier"
 
 def task_reason(task, path):
     """Why keras_vit leaves out the head of a ``DeiTImageClassifier`` (``task``: its ``config``), or raises when its
-    pooling is none keras-hub has.
-
-    keras-hub's ``DeiTImageClassifier`` puts one ``Dense`` on the class token (``pooling="token"``; ``"gap"``: on the
-    mean of every token, the class and distillation tokens too), and its converter ports transformers'
-    ``cls_classifier`` only; keras_vit's DeiT averages a head on the class token and one on the distillation token.
-    The backbone loads; the head is not loaded.
+    pooling is none keras-hub has. keras-hub's converter ports transformers' ``cls_classifier`` only.
 
     Example:
     >>> task_reason({"pooling": "token", "num_classes": 1000}, "task.json")[:57]
@@ -39,7 +34,7 @@ def task_reason(task, path):
             "the head is not")
 
 
-def _special(read, found, vision):
+def _special(read, found):
     if not read.flag("use_mha_bias", True):
         found.notes.append("config.use_mha_bias=false: no query, key, value or output biases in the attention "
                            "(Keras MultiHeadAttention(use_bias=False)); zeros stand in for the output's")
@@ -58,7 +53,7 @@ def _keys(read, depth):
 
 
 FAMILY = Family(
-    backbone="DeiTBackbone", encoder="DeiTBackbone", converter="DeiTImageConverter", normalization=("ImageNet", IMAGENET),
+    backbone="DeiTBackbone", converter="DeiTImageConverter", normalization=("ImageNet", IMAGENET),
     fields={"layer_norm_epsilon": ("layer_norm_epsilon", 1e-6), "qkv_bias": ("use_mha_bias", True)},
     switches={"distillation_token": (True, "DeiTEmbeddings: a distillation token after the class token"),
               "pooling": ("token", "DeiTBackbone: every token after the final norm; keras_vit's DeiT reads the class and "

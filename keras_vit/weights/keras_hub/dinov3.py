@@ -16,9 +16,8 @@ as for keras-hub's DINOv2.
 from keras_vit.errors import CheckpointError
 from keras_vit.weights.conventions import IMAGENET
 from keras_vit.weights.declared import declare
-from keras_vit.weights.keras_hub.family import ATT, Family, Keys, block, dense, pair
+from keras_vit.weights.keras_hub.family import ATT, Family, Keys, dense, encoder, pair, tokens
 
-_ENCODER = "DINOV3Backbone"
 # Keras' activation names keras-hub's Dense layers take -> keras_vit's MLP activations
 _ACTIVATIONS = {"gelu": "gelu", "silu": "silu", "swish": "silu"}
 _QKV = (("query", "use_query_bias"), ("key", "use_key_bias"), ("value", "use_value_bias"))
@@ -30,7 +29,7 @@ def _biases(read):
             "mlp": read.flag("use_mlp_bias", True)}
 
 
-def _special(read, found, vision):
+def _special(read, found):
     """The activation in keras_vit's terms, the biases, the RoPE base, and notes on what stands in for what."""
     act = read.config.get("hidden_activation", "gelu")
     if not isinstance(act, str) or act not in _ACTIVATIONS:
@@ -62,40 +61,23 @@ def _keys(read, depth):
     bias, gated = _biases(read), read.flag("use_gated_mlp", False)
     width = read.number("hidden_dim")
     embed = "layers/dinov3_embedding"
-    index = iter(range(3))
-    table, skip = {f"{embed}/vars/{next(index)}": "cls"}, {}
-    if read.flag("use_mask_token", True):
-        skip[f"^{embed}/vars/{next(index)}$"] = "the mask token of masked-image modelling (unused at inference)"
-    if read.config.get("num_register_tokens", 4) != 0:
-        table[f"{embed}/vars/{next(index)}"] = "reg"
+    table, skip, _ = tokens(read, embed, 4)
+    mlp = {"mlp/gate_proj": "Dense_0_gate", "mlp/up_proj": "Dense_0_up"} if gated else {"mlp/up_proj": "Dense_0"}
     table.update({**dense(f"{embed}/patch_embeddings/projection", "embedding"),
-                  **pair("layers/layer_normalization", "Transformer/encoder_norm")})
-    zeros, joined = {}, {}
-    for i in range(depth):
-        layer, key = block("layers/dinov3_encoder/layers/dinov3_layer", i), f"Transformer/encoderblock_{i}"
-        table.update({**pair(f"{layer}/norm1", f"{key}/LayerNorm_0"), **pair(f"{layer}/norm2", f"{key}/LayerNorm_2"),
-                      f"{layer}/layer_scale1/vars/0": f"{key}/LayerScale_1/gamma",
-                      f"{layer}/layer_scale2/vars/0": f"{key}/LayerScale_3/gamma"})
-        for part in ("query", "key", "value", "out"):
-            group = f"{layer}/attention/{'output' if part == 'out' else part}_dense/vars"
-            table[f"{group}/0"] = f"{key}/{ATT}/{part}/kernel"
-            if bias[part]:
-                table[f"{group}/1"] = f"{key}/{ATT}/{part}/bias"
-            elif part != "out" and any(bias[p] for p, _ in _QKV):
-                zeros[f"{key}/{ATT}/{part}/bias"] = (width,)
+                  **pair("layers/layer_normalization", "Transformer/encoder_norm"),
+                  **encoder("layers/dinov3_encoder/layers/dinov3_layer", depth, ("norm1", "norm2"), "attention",
+                            {**mlp, "mlp/down_proj": "Dense_1"}, ("layer_scale1", "layer_scale2"), bias, bias["mlp"])})
+    qkv, zeros, joined = any(bias[p] for p, _ in _QKV), {}, {}
+    for key in (f"Transformer/encoderblock_{i}" for i in range(depth)):
+        zeros.update({f"{key}/{ATT}/{part}/bias": (width,) for part, _ in _QKV if qkv and not bias[part]})
         mlp = f"{key}/MlpBlock_3"
-        first = {"gate_proj": f"{mlp}/Dense_0_gate", "up_proj": f"{mlp}/Dense_0_up"} if gated else {"up_proj": f"{mlp}/Dense_0"}
-        for name, canonical in {**first, "down_proj": f"{mlp}/Dense_1"}.items():
-            table[f"{layer}/mlp/{name}/vars/0"] = f"{canonical}/kernel"
-            if bias["mlp"]:
-                table[f"{layer}/mlp/{name}/vars/1"] = f"{canonical}/bias"
-        for kind in ("kernel", "bias") if gated and bias["mlp"] else ("kernel",) if gated else ():
-            joined[f"{mlp}/Dense_0/{kind}"] = (f"{mlp}/Dense_0_gate/{kind}", f"{mlp}/Dense_0_up/{kind}")
+        joined.update({f"{mlp}/Dense_0/{kind}": (f"{mlp}/Dense_0_gate/{kind}", f"{mlp}/Dense_0_up/{kind}")
+                       for kind in (("kernel", "bias") if bias["mlp"] else ("kernel",)) if gated})
     return Keys(table, skip, zeros=zeros, joined=joined)
 
 
 FAMILY = Family(
-    backbone=_ENCODER, encoder=_ENCODER, converter="DINOV3ImageConverter", normalization=("ImageNet", IMAGENET),
+    backbone="DINOV3Backbone", converter="DINOV3ImageConverter", normalization=("ImageNet", IMAGENET),
     fields={"num_register_tokens": ("num_register_tokens", 4), "layer_scale_init": ("layer_scale_init_value", 1.0),
             "mlp_type": ("use_gated_mlp", False), "layer_norm_epsilon": ("layer_norm_eps", 1e-5)},
     switches={"rope": ("dinov3", "DINOV3RopePositionEmbedding (RoPE of the patch tokens, the head's halves rotated)"),

@@ -1,11 +1,9 @@
 """keras-hub's ViT-family backbones as rows of data (:class:`Family`), and the one reader of them all.
 
-A family module (``dinov2``, ``dinov3``, ``siglip``, ``clip``, ``deit``) holds one row: the "read from" text of each field is
-generated from its field table, every switch it does not state is the paper's
-(:data:`keras_vit.architecture.family.PAPER`), and its key layout maps the variable paths Keras 3's
-``save_weights`` gives the layers (the rules in :mod:`keras_vit.weights.keras_hub.preset`; checked against
-keras-hub 0.32's ``save_to_preset`` by ``benchmarks/keras_hub_presets.py``). SigLIP's and CLIP's position
-embeddings are gathered at the indices their ``position_ids`` variable holds, as keras-hub computes them.
+A family module holds one row, which states only the switches that differ from the paper's
+(:data:`keras_vit.architecture.family.PAPER`). Its key layout maps the variable paths Keras 3's ``save_weights`` gives
+the layers (the rules in :mod:`keras_vit.weights.keras_hub.preset`; checked against keras-hub 0.32's
+``save_to_preset`` by ``benchmarks/keras_hub_presets.py``).
 """
 
 import os
@@ -28,27 +26,24 @@ ATT = "MultiHeadDotProductAttention_1"
 MAP_ATT = "MAPHead_0/MultiHeadDotProductAttention_0"
 POSITION_IDS = "position_ids"  # the Embedding's indices: the table is gathered by them, as keras-hub does
 TEXT = "the text tower (keras_vit loads the image tower of a keras-hub {} preset)"
+MASK = "the mask token of masked-image modelling (unused at inference)"
 # every family's sizes: {ViTConfig field: (config field, default: None when the config must name it)}
 SIZES = {"hidden_size": ("hidden_dim", None), "num_layers": ("num_layers", None), "num_heads": ("num_heads", None),
          "mlp_dim": ("intermediate_dim", None)}
-_FLOATS = ("layer_norm_epsilon", "layer_scale_init")
-_FLAGS = ("qkv_bias", "mlp_type")
-_COUNTS = ("num_register_tokens",)  # may be 0 whatever the default (config.number takes positive numbers only)
 # the paper's switches a row does not state, and how their "read from" text says them
 _PAPER_SAID = {"class_token": "a class token", "pooling": "the class token", "qkv_bias": "attention with biases"}
 
 
 class Family(NamedTuple):
-    """One keras-hub backbone class. ``encoder``: the class whose code fixes the switches (named in the "read from"
-    texts); ``vision``: the class of ``config.vision_encoder`` whose ``config`` holds the fields (a two-tower model),
-    else None; ``fields``: read from that config; ``switches``: ``{field: (value, said)}`` fixed by keras-hub's code
-    where they differ from the paper's; ``keys(read, depth)``: ``Keys`` of the weights; ``special(read, found,
-    vision)``: what the table cannot say (computed sizes, refusals, notes), returning None or ``(position
-    resampling or None, the image size to check)``; ``task``: the task class whose
-    head is not loaded, with ``task_reason(task config, path)``."""
+    """One keras-hub backbone class. ``vision``: the class of ``config.vision_encoder`` whose ``config`` holds the
+    fields (a two-tower model), else None; that class, else the backbone, is named in the "read from" texts of the
+    switches its code fixes; ``fields``: read from that config; ``switches``: ``{field: (value, said)}`` fixed by
+    keras-hub's code where they differ from the paper's; ``keys(read, depth)``: ``Keys`` of the weights;
+    ``special(read, found)``: what the table cannot say (computed sizes, refusals, notes), returning None or
+    ``(position resampling or None, the image size to check)``; ``task``: the task class whose head is not loaded,
+    with ``task_reason(task config, path)``."""
 
     backbone: str
-    encoder: str
     converter: str
     normalization: tuple
     fields: dict
@@ -58,15 +53,17 @@ class Family(NamedTuple):
     special: Callable | None = None
     task: str | None = None
     task_reason: Callable | None = None
-    position_resampling: str = "bicubic_torch"  # a fixed-size model in keras-hub; transformers' rule for another
 
 
 class Keys(NamedTuple):
-    """Where a family's weights lie: ``table`` ``{h5 dataset: canonical key}``, ``skip`` ``{regex: reason}``,
-    ``named`` ``{default group path: (layer name, reason to skip or None)}`` of groups found by the name Keras
-    stored, ``zeros`` ``{canonical key: shape}`` with no weights (zeros stand in), ``joined`` ``{canonical key:
-    (part keys)}`` of a weight stored in parts (DINOv3's gated MLP: ``[gate; up]``), joined on the last axis;
-    ``task``: the :class:`Keys` of the ``task.weights.h5`` whose head is loaded (a ``ViTImageClassifier``'s)."""
+    """:attr:`Reading.layout` of a preset, where its weights lie: ``table`` ``{h5 dataset: canonical key}``, ``skip``
+    ``{regex: reason}``, ``named`` ``{default group path: (layer name, reason to skip or None)}`` of groups found by
+    the name Keras stored, ``zeros`` ``{canonical key: shape}`` with no weights (zeros stand in), ``joined``
+    ``{canonical key: (part keys)}`` of a weight stored in parts (DINOv3's gated MLP: ``[gate; up]``), joined on the
+    last axis; ``task``: the :class:`Keys` of the ``task.weights.h5`` whose head is loaded (a
+    ``ViTImageClassifier``'s); the position table's resampling ``(table grid, image grid, method, said)`` or None, why
+    a task's head is skipped (or None), and how errors name the model and its files (default: the backbone class and
+    ``config.json``)."""
 
     table: dict
     skip: dict = {}
@@ -74,32 +71,18 @@ class Keys(NamedTuple):
     zeros: dict = {}
     joined: dict = {}
     task: object = None
-
-
-class Weights(NamedTuple):
-    """:attr:`Reading.layout` of a preset: its :class:`Keys`, the position table's resampling ``(table grid, image
-    grid, method, said)`` or None, why a task's head is skipped (or None), and how errors name the model and its
-    files (default: the backbone class and ``config.json``)."""
-
-    keys: Keys
     position: tuple | None = None
     task_skipped: str | None = None
     label: tuple = ()
 
 
-class Vision(NamedTuple):
-    """The patch and image sizes every family's config states."""
-
-    patch: tuple
-    image: tuple
-
-
 def mha(group, key, bias=True):
     """Keras ``MultiHeadAttention``'s four ``EinsumDense`` (kernels ``(D, heads, hd)``, ``(heads, hd, D)``; biases
-    unless ``use_bias=False``)."""
+    unless ``use_bias=False``; ``bias`` may say it per part: ``{"query": True, ..., "out": False}``)."""
+    bias = bias if isinstance(bias, dict) else dict.fromkeys(("query", "key", "value", "out"), bias)
     return {f"{group}/{dense}_dense/vars/{i}": f"{key}/{part}/{kind}"
             for dense, part in (("query", "query"), ("key", "key"), ("value", "value"), ("output", "out"))
-            for i, kind in enumerate(("kernel", "bias") if bias else ("kernel",))}
+            for i, kind in enumerate(("kernel", "bias") if bias[part] else ("kernel",))}
 
 
 def pair(group, key, names=("scale", "bias")):
@@ -107,35 +90,46 @@ def pair(group, key, names=("scale", "bias")):
     return {f"{group}/vars/{i}": f"{key}/{name}" for i, name in enumerate(names)}
 
 
-def dense(group, key):
-    return pair(group, key, ("kernel", "bias"))
+def dense(group, key, bias=True):
+    return pair(group, key, ("kernel", "bias") if bias else ("kernel",))
 
 
-def block(prefix, i):
-    """Keras names the i-th layer of a list by its class in snake case, ``_1``, ``_2``... after the first."""
-    return prefix + (f"_{i}" if i else "")
-
-
-def encoder(prefix, depth, norms, attention, mlp, scales=(), bias=True):
-    """The table of ``depth`` blocks (``prefix`` of their list): the two LayerNorms, the attention's ``mha``, the
-    LayerScales, then the MLP's two ``Dense``, each named inside a block."""
-    table = {}
+def encoder(prefix, depth, norms, attention, mlp, scales=(), bias=True, mlp_bias=True):
+    """The table of ``depth`` blocks (``prefix`` of their list): the two LayerNorms, the attention's ``mha``
+    (``bias`` as :func:`mha` takes it), the LayerScales, then the MLP's two ``Dense`` (or ``{Dense: its name in
+    MlpBlock_3}``: a gated MLP's three), each named inside a block."""
+    table, mlp = {}, mlp if isinstance(mlp, dict) else dict(zip(mlp, ("Dense_0", "Dense_1")))
     for i in range(depth):
-        layer, key = block(prefix, i), f"Transformer/encoderblock_{i}"
+        layer, key = preset_files.block(prefix, i), f"Transformer/encoderblock_{i}"
         table.update({**pair(f"{layer}/{norms[0]}", f"{key}/LayerNorm_0"), **pair(f"{layer}/{norms[1]}", f"{key}/LayerNorm_2"),
                       **mha(f"{layer}/{attention}", f"{key}/{ATT}", bias),
-                      **{f"{layer}/{scale}/vars/0": f"{key}/LayerScale_{n}/gamma" for scale, n in zip(scales, (1, 3))},
-                      **dense(f"{layer}/{mlp[0]}", f"{key}/MlpBlock_3/Dense_0"), **dense(f"{layer}/{mlp[1]}", f"{key}/MlpBlock_3/Dense_1")})
+                      **{f"{layer}/{scale}/vars/0": f"{key}/LayerScale_{n}/gamma" for scale, n in zip(scales, (1, 3))}})
+        for group, name in mlp.items():
+            table.update(dense(f"{layer}/{group}", f"{key}/MlpBlock_3/{name}", mlp_bias))
     return table
+
+
+def tokens(read, group, registers):
+    """``(table, skip, n)`` of a DINO embedding's own ``n`` variables in creation order: the class token, the mask
+    token (skipped; none with ``use_mask_token=False``), the registers (none where ``num_register_tokens``, default
+    ``registers``, is 0)."""
+    registers = read.config.get("num_register_tokens", registers) != 0
+    names = ["cls"] + ["mask"] * read.flag("use_mask_token", True) + ["reg"] * registers
+    return ({f"{group}/vars/{i}": name for i, name in enumerate(names) if name != "mask"},
+            {f"^{group}/vars/{i}$": MASK for i, name in enumerate(names) if name == "mask"}, len(names))
 
 
 class Reader(config_lib.Fields):
     """The fields of one keras-hub object's ``config`` (:class:`~keras_vit.weights.config.Fields`; ``top``: the
-    backbone's own config, around a two-tower model's vision one)."""
+    backbone's own config, around a two-tower model's vision one; a family's ``patch`` and ``image`` sizes, once
+    read)."""
 
     def __init__(self, config, path, where, top=None):
         super().__init__(config, path, where, whose="keras-hub's", required="a keras-hub backbone's config")
         self.top = config if top is None else top
+        if config.get("data_format", "channels_last") not in (None, "channels_last"):
+            raise CheckpointError(f"{path!r}: {where}data_format={config.get('data_format')!r}; keras_vit models take "
+                                  "channels_last images.")
 
     def shape(self, field, default=None):
         shape = self.config.get(field, default)
@@ -145,27 +139,23 @@ class Reader(config_lib.Fields):
         return tuple(shape)
 
     def field(self, field, source, default):
-        """``(value in ViTConfig's terms, said)`` of ``field`` read from config field ``source``."""
-        if field in _FLAGS:
+        """``(value in ViTConfig's terms, said)`` of ``field`` read from config field ``source``, of its ``default``'s
+        type: a flag, a float, an integer count that may be 0 (``config.number`` takes positive numbers only), else a
+        positive integer."""
+        raw = value = self.config.get(source, default)
+        if field == "mlp_activation":
+            value = "gelu_tanh" if raw == "gelu_approximate" else activation(raw)  # keras-hub's name for tanh GELU
+        elif isinstance(default, bool):
             raw = self.flag(source, default)
             value = ("glu" if raw else "mlp") if field == "mlp_type" else raw
-        elif field == "mlp_activation":
-            raw = self.config.get(source, default)
-            value = "gelu_tanh" if raw == "gelu_approximate" else activation(raw)  # keras-hub's name for tanh GELU
-        elif field in _COUNTS and type(self.config.get(source, default)) is int and self.config.get(source, default) == 0:
-            raw = value = 0  # a count that may be none
-        else:
-            raw = value = self.number(source, default, integer=field not in _FLOATS)
+        elif not (type(default) is int and type(raw) is int and raw == 0):
+            raw = value = self.number(source, default, integer=not isinstance(default, float))
         return value, self.said(source, raw)
 
 
-def channels_last(config, path, where):
-    if config.get("data_format", "channels_last") not in (None, "channels_last"):
-        raise CheckpointError(f"{path!r}: {where}data_format={config.get('data_format')!r}; keras_vit models take channels_last images.")
-
-
 def reading(family, preset, config, path):
-    """The :class:`~keras_vit.weights.source.Reading` of a family backbone's ``config.json`` (``config``: its ``config``).
+    """The :class:`~keras_vit.weights.source.Reading` of a family backbone's ``config.json`` (``config``: its ``config``;
+    ``preset``: its folder's other files, or None).
 
     Example:
     >>> from keras_vit.weights.keras_hub import dinov2
@@ -177,7 +167,6 @@ def reading(family, preset, config, path):
     >>> found.declared["num_register_tokens"].said, found.position_resampling
     ('config.num_register_tokens=4', 'bicubic_tf')
     """
-    channels_last(config, path, "config.")
     read = Reader(config, path, "config.")
     if family.vision is not None:
         where = "config.vision_encoder.config."
@@ -185,29 +174,32 @@ def reading(family, preset, config, path):
         read = Reader(config_lib.json_object(encoder.get("config"), path, "config.vision_encoder.config"), path, where, config)
         if encoder.get("class_name") != family.vision:
             raise CheckpointError(f"{path!r}: config.vision_encoder is a {encoder.get('class_name')!r}; a {family.backbone} has a {family.vision}.")
-        channels_last(read.config, path, where)
-    found = Reading(architecture=family.backbone, position_resampling=family.position_resampling)
+    # a fixed-size model in keras-hub: transformers' rule for another size (DINOv2's special says keras-hub's)
+    found = Reading(architecture=family.backbone, position_resampling="bicubic_torch")
     width, depth, heads = read.number("hidden_dim"), read.number("num_layers"), read.number("num_heads")
-    vision = Vision(config_lib.size_pair(read.config.get("patch_size"), path, read.where + "patch_size"), read.shape("image_shape"))
+    read.patch = config_lib.size_pair(read.config.get("patch_size"), path, read.where + "patch_size")
+    read.image = read.shape("image_shape")
     if width % heads:
         raise CheckpointError(f"{path!r}: {read.where}num_heads={heads} does not divide {read.where}hidden_dim={width}.")
-    special = family.special(read, found, vision) if family.special else None  # declares first: its fields win
+    special = family.special(read, found) if family.special else None  # declares first: its fields win
     for field, (source, default) in {**SIZES, **family.fields}.items():
         declare(found.declared, field, *read.field(field, source, default), path)
     for field, (value, said) in family.switches.items():
         declare(found.declared, field, value, said, path)
     for field, value in {**PAPER, "class_token": True, "pooling": "token"}.items():
         if field not in ("input_mean", "input_std", "position_resampling"):
-            declare(found.declared, field, value, f"{family.encoder}: " + _PAPER_SAID.get(field, f"{field}={value!r} (the paper's)"), path)
+            declare(found.declared, field, value, f"{family.vision or family.backbone}: " + _PAPER_SAID.get(field, f"{field}={value!r} (the paper's)"), path)
     mlp, token = found.declared["mlp_dim"], found.declared["class_token"]
     glu = found.declared["mlp_type"].value == "glu"  # the weights' weights_in has both halves
     found.expected = [("hidden_size", read.said("hidden_dim", width), width), ("num_layers", read.said("num_layers", depth), depth),
-                      ("patch_size", read.said("patch_size", read.config.get("patch_size")), vision.patch),
-                      ("num_channels", f"{read.where}image_shape={list(vision.image)!r}", vision.image[-1] if len(vision.image) == 3 else 3),
+                      ("patch_size", read.said("patch_size", read.config.get("patch_size")), read.patch),
+                      ("num_channels", f"{read.where}image_shape={list(read.image)!r}", read.image[-1] if len(read.image) == 3 else 3),
                       ("mlp_dim", mlp.said, 2 * mlp.value if glu else mlp.value), ("class_token", token.said, token.value),
-                      special[1] if special else ("image_size", read.said("image_shape", list(vision.image)), vision.image[:2])]
-    task_skipped = None if preset is None else _task_skipped(family, preset)
-    found.layout = Weights(family.keys(read, depth), special[0] if special else None, task_skipped)
+                      special[1] if special else ("image_size", read.said("image_shape", list(read.image)), read.image[:2])]
+    found.layout = family.keys(read, depth)._replace(position=special and special[0])
+    if preset is not None:
+        found.layout = found.layout._replace(task_skipped=_task_skipped(family, preset))
+        preset.normalization(found, family.converter, family.normalization)
     return found
 
 
@@ -249,12 +241,13 @@ def resolve(keys, names):
 
 
 def locate(preset, parts, architecture, what="config.json"):
-    """``({canonical key: (file, dataset path)}, {label: (count, reason)})`` of ``parts``, ``[(files, {dataset:
-    canonical key}, {regex: reason to skip})]``: each table found whole in its files, with nothing left over but
+    """``({canonical key: (file, dataset path)}, {label: (count, reason)})`` of ``parts``, ``[(files, Keys)]``: each
+    table (its groups where Keras put them: :func:`resolve`) found whole in its files, with nothing left over but
     what is skipped on purpose (counted per pattern, for the load report)."""
     out, skipped = {}, {}
-    for files, table, skip in parts:
-        datasets, extra = preset_files.datasets(files), []
+    for files, keys in parts:
+        datasets, names = preset_files.contents(files)
+        (table, skip), extra = resolve(keys, names), []
         for name, (file, _) in datasets.items():
             pattern = next((p for p in skip if re.search(p, name)), None)
             if pattern is not None:
@@ -266,8 +259,9 @@ def locate(preset, parts, architecture, what="config.json"):
                 extra.append(name)
         missing = [name for name in table if name not in datasets]
         if missing:
+            shown = os.path.basename(files[0]) if len(files) == 1 else "the shards of " + preset_files.SHARDED_WEIGHTS_FILE
             raise CheckpointError(
-                f"keras-hub preset {preset.folder!r}: {preset.where(files)} has no {missing[0]!r} ({table[missing[0]]} in the "
+                f"keras-hub preset {preset.folder!r}: {shown} has no {missing[0]!r} ({table[missing[0]]} in the "
                 f"original layout){f' and {len(missing) - 1} more' if len(missing) > 1 else ''}; the file does not match "
                 f"its {what}.")
         if extra:
@@ -279,23 +273,18 @@ def locate(preset, parts, architecture, what="config.json"):
 def plan(preset, found):
     """``{canonical key: (file, dataset path)}`` of a preset's weights (and of its task's head, where it is loaded);
     ``found.skipped`` gets ``{what: reason}`` of the weights left out on purpose (a text tower, a buffer, a task's head)."""
-    keys, files = found.layout.keys, preset.weight_files()
-    names = {}
-    for file in files if keys.named else ():
-        names.update(preset_files.group_names(file))
-    parts = [(files, *resolve(keys, names))]
+    keys, task_file = found.layout, preset.file(preset_files.TASK_WEIGHTS_FILE)
+    parts = [(preset.weight_files(), keys)]
     if keys.task is not None:
-        task_file = preset.file(preset_files.TASK_WEIGHTS_FILE)
         if not os.path.isfile(task_file):
             raise CheckpointError(f"keras-hub preset {preset.folder!r} has {preset_files.TASK_FILE} but no "
                                   f"{preset_files.TASK_WEIGHTS_FILE}.")
-        parts.append(([task_file], *resolve(keys.task, preset_files.group_names(task_file))))
-    out, skipped = locate(preset, parts, *(found.layout.label or (found.architecture,)))
+        parts.append(([task_file], keys.task))
+    out, skipped = locate(preset, parts, *(keys.label or (found.architecture,)))
     found.skipped = {f"{label} ({n} tensor{'s' if n > 1 else ''})": why for label, (n, why) in skipped.items()}
-    if found.layout.task_skipped:  # a task's head keras_vit cannot compute: named in the report, not loaded
-        task_file = preset.file("task.weights.h5")
-        n = len(preset_files.datasets([task_file])) if os.path.isfile(task_file) else 0
-        found.skipped[f"head (task.weights.h5, {n} tensor{'s' if n != 1 else ''})"] = found.layout.task_skipped
+    if keys.task_skipped:  # a task's head keras_vit cannot compute: named in the report, not loaded
+        n = len(preset_files.contents([task_file])[0]) if os.path.isfile(task_file) else 0
+        found.skipped[f"head (task.weights.h5, {n} tensor{'s' if n != 1 else ''})"] = keys.task_skipped
     return out
 
 
@@ -340,6 +329,6 @@ def arrays(preset, found, stand_ins=False):
     if ids is not None:  # an Embedding read at its stored indices (keras-hub's CLIP and SigLIP)
         out[POSEMB_KEY] = out[POSEMB_KEY][_position_ids(preset, found, ids, out[POSEMB_KEY].shape[0])]
     out = {key: _array(found, key, array) for key, array in out.items()}
-    for key, parts in found.layout.keys.joined.items():
+    for key, parts in found.layout.joined.items():
         out[key] = joined([out.pop(part) for part in parts], axis=-1)
-    return {**out, **{key: np.zeros(shape, np.float32) for key, shape in found.layout.keys.zeros.items()}}
+    return {**out, **{key: np.zeros(shape, np.float32) for key, shape in found.layout.zeros.items()}}

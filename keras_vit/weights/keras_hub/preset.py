@@ -1,6 +1,5 @@
-"""keras-hub presets on disk, read with ``json`` and ``h5py`` (keras-hub not imported): file names, class names, where
-each weight of a ViT preset lies in the ``.weights.h5`` files, and the folder's files read (:class:`Preset`): its
-serialised objects checked by class, the image converter's scaling, ``metadata.json``'s class names, the datasets.
+"""keras-hub presets on disk, read with ``json`` and ``h5py`` (keras-hub not imported): a preset folder's files
+(:class:`Preset`), and where each weight of a ViT preset lies in its ``.weights.h5`` files.
 
 A keras-hub preset (``keras_hub/src/utils/preset_utils.py``) is a folder: ``config.json`` (the backbone,
 ``keras.saving.serialize_keras_object``), ``model.weights.h5`` (``backbone.save_weights``; or
@@ -19,7 +18,6 @@ backbone's layers (:func:`task_groups`). Its tensors are the original checkpoint
 ``(in, out)`` kernels, the attention's heads apart), so the mapping is a renaming.
 """
 
-import json
 import os
 
 import numpy as np
@@ -55,12 +53,16 @@ _ENCODER = "layers/vi_t_encoder"
 _ATT = "MultiHeadDotProductAttention_1"
 
 
+def block(prefix, i):
+    """Keras names the i-th layer of a list by its class in snake case, ``_1``, ``_2``... after the first."""
+    return prefix + (f"_{i}" if i else "")
+
+
 def backbone_groups(num_layers, *, class_token=True, mha_bias=True, mlp_bias=True, patch_bias=True):
     """``[(group, layer name, [canonical key, ...]), ...]``: every ``vars`` group of a ``ViTBackbone``'s
     ``model.weights.h5`` (those without variables too, as Keras writes them), the name Keras stores with it, and the
-    original checkpoint keys of its variables in order: the class token, the patch ``Conv2D``, the position
-    ``Embedding`` ``(tokens, D)``; in each block two LayerNorms, ``MultiHeadAttention``'s ``EinsumDense``
-    (``(D, heads, head_dim)``, ``(heads, head_dim, D)``) and the MLP; the final LayerNorm.
+    original checkpoint keys of its variables in order (``MultiHeadAttention``'s ``EinsumDense`` kernels
+    ``(D, heads, head_dim)``, ``(heads, head_dim, D)``; the position ``Embedding`` ``(tokens, D)``).
 
     Example:
     >>> groups = backbone_groups(1)
@@ -79,28 +81,27 @@ def backbone_groups(num_layers, *, class_token=True, mha_bias=True, mlp_bias=Tru
         (f"{_ENCODER}/dropout/vars", "dropout", []),
     ]
     for i in range(num_layers):
-        # Keras names the list's layers by their class: vi_t_encoder_block, vi_t_encoder_block_1...
-        block, key = f"{_ENCODER}/encoder_layers/vi_t_encoder_block" + (f"_{i}" if i else ""), f"Transformer/encoderblock_{i}"
+        layer, key = block(f"{_ENCODER}/encoder_layers/vi_t_encoder_block", i), f"Transformer/encoderblock_{i}"
         groups += [
-            (f"{block}/vars", f"transformer_block_{i + 1}", []),
-            (f"{block}/dropout/vars", "dropout", []),
-            (f"{block}/layer_norm_1/vars", "ln_1", [f"{key}/LayerNorm_0/scale", f"{key}/LayerNorm_0/bias"]),
-            (f"{block}/layer_norm_2/vars", "ln_2", [f"{key}/LayerNorm_2/scale", f"{key}/LayerNorm_2/bias"]),
-            (f"{block}/mha/vars", "mha", []),
-            (f"{block}/mha/_dropout_layer/vars", "dropout", []),
-            (f"{block}/mha/_softmax/vars", "softmax", []),
+            (f"{layer}/vars", f"transformer_block_{i + 1}", []),
+            (f"{layer}/dropout/vars", "dropout", []),
+            (f"{layer}/layer_norm_1/vars", "ln_1", [f"{key}/LayerNorm_0/scale", f"{key}/LayerNorm_0/bias"]),
+            (f"{layer}/layer_norm_2/vars", "ln_2", [f"{key}/LayerNorm_2/scale", f"{key}/LayerNorm_2/bias"]),
+            (f"{layer}/mha/vars", "mha", []),
+            (f"{layer}/mha/_dropout_layer/vars", "dropout", []),
+            (f"{layer}/mha/_softmax/vars", "softmax", []),
         ]
         for dense, name, part in (("query_dense", "query", "query"), ("key_dense", "key", "key"),
                                   ("value_dense", "value", "value"), ("output_dense", "attention_output", "out")):
             keys = [f"{key}/{_ATT}/{part}/kernel"] + ([f"{key}/{_ATT}/{part}/bias"] if mha_bias else [])
-            groups.append((f"{block}/mha/{dense}/vars", name, keys))
+            groups.append((f"{layer}/mha/{dense}/vars", name, keys))
         groups += [
-            (f"{block}/mlp/vars", "mlp", []),
-            (f"{block}/mlp/dense_1/vars", "dense_1",
+            (f"{layer}/mlp/vars", "mlp", []),
+            (f"{layer}/mlp/dense_1/vars", "dense_1",
              [f"{key}/MlpBlock_3/Dense_0/kernel"] + ([f"{key}/MlpBlock_3/Dense_0/bias"] if mlp_bias else [])),
-            (f"{block}/mlp/dense_2/vars", "dense_2",
+            (f"{layer}/mlp/dense_2/vars", "dense_2",
              [f"{key}/MlpBlock_3/Dense_1/kernel"] + ([f"{key}/MlpBlock_3/Dense_1/bias"] if mlp_bias else [])),
-            (f"{block}/mlp/dropout/vars", "dropout", []),
+            (f"{layer}/mlp/dropout/vars", "dropout", []),
         ]
     groups.append((f"{_ENCODER}/layer_norm/vars", "ln", ["Transformer/encoder_norm/scale", "Transformer/encoder_norm/bias"]))
     return groups
@@ -115,18 +116,15 @@ def task_groups(pre_logits):
     >>> [(g, n) for g, n, keys in task_groups(True) if keys]
     [('layers/dense/vars', 'pre_logits'), ('layers/dense_1/vars', 'predictions')]
     """
-    dense = ["layers/dense/vars", "layers/dense_1/vars"] if pre_logits else ["layers/dense/vars"]
-    groups = [("vars", "vi_t_image_classifier", [])]
-    if pre_logits:
-        groups.append((dense[0], "pre_logits", ["pre_logits/kernel", "pre_logits/bias"]))
-    groups += [
-        (dense[-1], "predictions", ["head/kernel", "head/bias"]),
+    pre = [("layers/dense/vars", "pre_logits", ["pre_logits/kernel", "pre_logits/bias"])] if pre_logits else []
+    return [
+        ("vars", "vi_t_image_classifier", []), *pre,
+        (f"layers/dense{'_1' if pre_logits else ''}/vars", "predictions", ["head/kernel", "head/bias"]),
         ("layers/dropout/vars", "output_dropout", []),
         ("preprocessor/vars", "vi_t_image_classifier_preprocessor", []),
         ("preprocessor/image_converter/vars", "vi_t_image_converter", []),
         ("preprocessor/image_converter/resizing/vars", "resizing", []),
     ]
-    return groups
 
 
 def scale_offset(mean, std):
@@ -164,15 +162,11 @@ def is_preset(folder):
     >>> is_preset(folder), is_preset(tempfile.mkdtemp())
     (True, False)
     """
-    path = os.path.join(os.fspath(folder), CONFIG_FILE)
-    if not os.path.isfile(path):
-        return False
     try:
-        with open(path, encoding="utf-8") as f:
-            config = json.load(f)
-    except (OSError, ValueError):
+        config = config_lib.read_json(os.path.join(os.fspath(folder), CONFIG_FILE))
+    except CheckpointError:  # none, or no JSON object
         return False
-    return isinstance(config, dict) and str(config.get("registered_name") or "").startswith("keras_hub>")
+    return str(config.get("registered_name") or "").startswith("keras_hub>")
 
 
 def _per_channel(config, field, path, default, positive=False):
@@ -227,16 +221,13 @@ class Preset:
         """``reading``'s input mean and std from the image converter's scale and offset (without a converter:
         ``default``, ``(label, (mean, std))`` of the published presets, or None: keras_vit's [-1, 1])."""
         path = self.file(IMAGE_CONVERTER_FILE)
-        if not os.path.isfile(path) and default is not None:
-            label, (reading.mean, reading.std) = default[0], map(list, default[1])
-            reading.notes.append(f"no {IMAGE_CONVERTER_FILE}: the input scaling of keras-hub's published presets "
-                                 f"of {reading.architecture} ({label} mean and std)")
-            return
         if not os.path.isfile(path):
-            reading.notes.append(
-                f"no {IMAGE_CONVERTER_FILE}: the input scaling is keras_vit's [-1, 1] (keras-hub's backbone takes "
-                "whatever its preprocessing gives it)"
-            )
+            if default is not None:
+                reading.mean, reading.std = map(list, default[1])
+            reading.notes.append(f"no {IMAGE_CONVERTER_FILE}: " + (
+                f"the input scaling of keras-hub's published presets of {reading.architecture} ({default[0]} mean and std)"
+                if default else "the input scaling is keras_vit's [-1, 1] (keras-hub's backbone takes whatever its "
+                "preprocessing gives it)"))
             return
         config, _ = self.object(IMAGE_CONVERTER_FILE, converter)
         scale = _per_channel(config, "scale", path, 1.0, positive=True)
@@ -255,9 +246,7 @@ class Preset:
         if not os.path.isfile(path):
             return None
         names = config_lib.read_json(path).get("class_names")
-        if names is None:
-            return None
-        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        if names is not None and (not isinstance(names, list) or not all(isinstance(n, str) for n in names)):
             raise CheckpointError(f"{path!r}: class_names={names!r}, expected a list of strings.")
         return names
 
@@ -286,40 +275,29 @@ class Preset:
             raise CheckpointError(f"{index!r} names shard(s) that are not in the folder: {', '.join(missing) or 'none'}.")
         return sorted(files)
 
-    def where(self, files):
-        """How an error names ``files``: one file's name, or the shards of the index."""
-        return os.path.basename(files[0]) if len(files) == 1 else "the shards of " + SHARDED_WEIGHTS_FILE
 
-
-def datasets(files):
-    """``{dataset path: (file, path)}`` of every array in ``files`` (the optimizer's state left out)."""
+def contents(files):
+    """``({dataset path: (file, path)}, {group path: the name attribute Keras wrote})`` of every array (the
+    optimizer's state left out) and group in ``files``."""
     import h5py  # deferred: h5py (a Keras dependency), for keras-hub presets only
 
-    found = {}
+    found, groups = {}, {}
     for file in files:
         try:
             with h5py.File(file, "r") as h5:
-                names = []
-                h5.visititems(lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset) else None)
+                items = []
+                h5.visititems(lambda name, obj: items.append(
+                    (name, isinstance(obj, h5py.Dataset), obj.attrs.get("name"))))
         except OSError as error:
             raise CheckpointError(f"Cannot read {file!r} as HDF5 (.weights.h5): {error}") from error
-        for name in names:
-            if name.startswith("optimizer/"):
-                continue
-            if name in found:
+        for name, is_array, label in items:
+            if not is_array:
+                groups[name] = label.decode() if isinstance(label, bytes) else label
+            elif name in found:
                 raise CheckpointError(f"{name!r} is in two shards, {found[name][0]!r} and {file!r}.")
-            found[name] = (file, name)
-    return found
-
-
-def group_names(file):
-    """``{group path: the name attribute Keras wrote}`` of a ``.weights.h5``."""
-    import h5py  # deferred: h5py, for keras-hub presets only
-
-    names = {}
-    with h5py.File(file, "r") as h5:
-        h5.visititems(lambda name, obj: names.__setitem__(name, obj.attrs.get("name")) if isinstance(obj, h5py.Group) else None)
-    return {k: (v.decode() if isinstance(v, bytes) else v) for k, v in names.items()}
+            elif not name.startswith("optimizer/"):
+                found[name] = (file, name)
+    return found, groups
 
 
 def arrays(plan, stand_ins=False):

@@ -15,7 +15,7 @@ from keras_vit.weights.mapping import POSEMB_KEY
 _ENCODER = "SigLIPVisionEncoder"
 
 
-def _special(read, found, vision):
+def _special(read, found):
     epsilon = read.number("layer_norm_epsilon", 1e-6, integer=False)
     if abs(epsilon - 1e-6) > 1e-9:
         raise CheckpointError(
@@ -39,7 +39,7 @@ def _keys(read, depth):
 
 
 FAMILY = Family(
-    backbone="SigLIPBackbone", encoder=_ENCODER, vision=_ENCODER, converter="SigLIPImageConverter",
+    backbone="SigLIPBackbone", vision=_ENCODER, converter="SigLIPImageConverter",
     normalization=("0.5 / 0.5", HALF),
     fields={"layer_norm_epsilon": ("layer_norm_epsilon", 1e-6), "mlp_activation": ("intermediate_activation", "gelu_approximate")},
     switches={"class_token": (False, f"{_ENCODER}: no class token"),

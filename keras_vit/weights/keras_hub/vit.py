@@ -11,45 +11,41 @@ from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
 from keras_vit.weights.declared import declare
 from keras_vit.weights.keras_hub import preset as preset_files
-from keras_vit.weights.keras_hub.family import Keys, Reader, Weights, channels_last
+from keras_vit.weights.keras_hub.family import Keys, Reader
 from keras_vit.weights.source import Reading
 
-BACKBONE, TASK = preset_files.BACKBONE, preset_files.TASK
-LAYER_NORM_EPSILON = 1e-6  # ViTBackbone's default layer_norm_epsilon
+# {ViTConfig field: (config field, ViTBackbone's default: None where the config must name it)}
+_FIELDS = {"num_heads": ("num_heads", None), "num_layers": ("num_layers", None), "hidden_size": ("hidden_dim", None),
+           "mlp_dim": ("mlp_dim", None), "layer_norm_epsilon": ("layer_norm_epsilon", 1e-6),
+           "class_token": ("use_class_token", True), "qkv_bias": ("use_mha_bias", True)}
 _FLAGS = ("use_class_token", "use_mha_bias", "use_mlp_bias", "use_patch_bias")
 
 
 def reading(preset, config, path):
     """The :class:`~keras_vit.weights.source.Reading` of a ``ViTBackbone`` preset (``config``: its ``config.json``'s)."""
-    channels_last(config, path, "config.")
     read = Reader(config, path, "config.")
     shape = list(read.shape("image_shape"))
-    record, expected = {}, []
-    for field, name in (("num_heads", "num_heads"), ("num_layers", "num_layers"), ("hidden_size", "hidden_dim"),
-                        ("mlp_dim", "mlp_dim"), ("layer_norm_epsilon", "layer_norm_epsilon")):
-        integer = field != "layer_norm_epsilon"
-        value = read.number(name, None if integer else LAYER_NORM_EPSILON, integer=integer)
+    record = {}
+    for field, (name, default) in _FIELDS.items():  # said as the value read, the field present or not
+        value = read.field(field, name, default)[0]
         declare(record, field, value, f"config.{name}={value!r}", path)
-        if field in ("num_layers", "hidden_size", "mlp_dim"):
-            expected.append((field, f"config.{name}={value!r}", value))
     flags = {name: read.flag(name, True) for name in _FLAGS}
-    declare(record, "class_token", flags["use_class_token"], f"config.use_class_token={flags['use_class_token']!r}", path)
-    declare(record, "qkv_bias", flags["use_mha_bias"], f"config.use_mha_bias={flags['use_mha_bias']!r}", path)
     declare(record, "mlp_activation", "gelu", "ViTBackbone's MLP (keras.activations.gelu, exact)", path)
     patch = config_lib.size_pair(config.get("patch_size"), path, "patch_size")
+    expected = [(field, record[field].said, record[field].value) for field in ("num_layers", "hidden_size", "mlp_dim")]
     expected += [
         ("patch_size", f"config.patch_size={config.get('patch_size')!r}", patch),
         ("image_size", f"config.image_shape={shape!r}", (shape[0], shape[1])),
         ("num_channels", f"config.image_shape={shape!r}", shape[2] if len(shape) == 3 else 3),
-        ("class_token", f"config.use_class_token={flags['use_class_token']!r}", flags["use_class_token"]),
+        ("class_token", record["class_token"].said, record["class_token"].value),
     ]
-    found = Reading(declared=record, expected=expected, architecture=BACKBONE)
+    found = Reading(declared=record, expected=expected, architecture=preset_files.BACKBONE)
     for flag, what in (("use_mha_bias", "the attention's output bias"), ("use_mlp_bias", "the MLP's biases"),
                        ("use_patch_bias", "the patch embedding's bias")):
         if not flags[flag]:
             found.notes.append(f"config.{flag}=false: zeros stand in for {what} (the same computation)")
     pre_logits = _task(preset, found, flags["use_class_token"]) if os.path.isfile(preset.file(preset_files.TASK_FILE)) else None
-    found.layout = Weights(_keys(flags, record, pre_logits), label=("ViT", "config.json / task.json"))
+    found.layout = _keys(flags, record, pre_logits)._replace(label=("ViT", "config.json / task.json"))
     preset.normalization(found, preset_files.IMAGE_CONVERTER)
     found.class_names = preset.class_names()
     return found
@@ -82,7 +78,7 @@ def _task(preset, found, class_token):
     if activation is not None and not isinstance(activation, str):
         raise CheckpointError(f"{path!r}: config.activation={activation!r}, expected null or an activation's name.")
     found.expected.append(("num_classes", f"task.json config.num_classes={classes!r}", classes))
-    found.architecture = TASK
+    found.architecture = preset_files.TASK
     found.classifier_activation = (None if activation in (None, "linear") else activation, f"task.json config.activation={activation!r}")
     return intermediate is not None
 
@@ -94,13 +90,10 @@ def _keys(flags, record, pre_logits):
     depth, width, mlp = (record[field].value for field in ("num_layers", "hidden_size", "mlp_dim"))
     groups = preset_files.backbone_groups(depth, class_token=flags["use_class_token"], mha_bias=flags["use_mha_bias"],
                                           mlp_bias=flags["use_mlp_bias"], patch_bias=flags["use_patch_bias"])
-    zeros = {"embedding/bias": (width,)} if not flags["use_patch_bias"] else {}
-    for i in range(depth):
-        key = f"Transformer/encoderblock_{i}"
-        if not flags["use_mha_bias"]:
-            zeros[f"{key}/MultiHeadDotProductAttention_1/out/bias"] = (width,)
-        if not flags["use_mlp_bias"]:
-            zeros.update({f"{key}/MlpBlock_3/Dense_0/bias": (mlp,), f"{key}/MlpBlock_3/Dense_1/bias": (width,)})
+    every = preset_files.backbone_groups(depth, class_token=flags["use_class_token"])  # with every bias
+    have = {key for _, _, keys in groups for key in keys}
+    zeros = {key: (mlp,) if key.endswith("Dense_0/bias") else (width,) for _, _, keys in every for key in keys
+             if key not in have and not key.endswith(("query/bias", "key/bias", "value/bias"))}  # qkv_bias=False: none
     task = None
     if pre_logits is not None:
         head = preset_files.task_groups(pre_logits)
