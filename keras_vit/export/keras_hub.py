@@ -31,6 +31,17 @@ from keras_vit.saving import remove_stale_temporaries, temporary_path
 from keras_vit.weights.keras_hub import preset as layout
 from keras_vit.weights.mapping import POSEMB_KEY, targets_of
 
+# what keras-hub's save_to_preset writes beside the files the reader reads (keras_vit.weights.keras_hub.preset)
+PREPROCESSOR_FILE = "preprocessor.json"
+README_FILE = "README.md"
+PREPROCESSOR = "ViTImageClassifierPreprocessor"
+MODULES = {  # each class's module, as keras.saving serialises it
+    layout.BACKBONE: "keras_hub.src.models.vit.vit_backbone",
+    layout.TASK: "keras_hub.src.models.vit.vit_image_classifier",
+    PREPROCESSOR: "keras_hub.src.models.vit.vit_image_classifier_preprocessor",
+    layout.IMAGE_CONVERTER: "keras_hub.src.models.vit.vit_image_converter",
+}
+
 FORMAT = "keras-hub"
 _FLOAT32 = {"module": "keras", "class_name": "DTypePolicy", "config": {"name": "float32"}, "registered_name": None}
 # the family's switches keras-hub's ViTBackbone lacks: (field, the paper's value, why)
@@ -98,7 +109,7 @@ def unsupported(config):
 
 
 def _serialized(class_name, config):
-    return {"module": layout.MODULES[class_name], "class_name": class_name, "config": config,
+    return {"module": MODULES[class_name], "class_name": class_name, "config": config,
             "registered_name": f"keras_hub>{class_name}"}
 
 
@@ -122,11 +133,11 @@ def configs(config, name="vi_t_backbone"):
     out[layout.IMAGE_CONVERTER_FILE] = converter
     if not config.include_top:
         return out
-    preprocessor = _serialized(layout.PREPROCESSOR, {
+    preprocessor = _serialized(PREPROCESSOR, {
         "name": "vi_t_image_classifier_preprocessor", "trainable": True, "dtype": _FLOAT32,
-        "image_converter": converter, "config_file": layout.PREPROCESSOR_FILE,
+        "image_converter": converter, "config_file": PREPROCESSOR_FILE,
     })
-    out[layout.PREPROCESSOR_FILE] = preprocessor
+    out[PREPROCESSOR_FILE] = preprocessor
     out[layout.TASK_FILE] = _serialized(layout.TASK, {
         "backbone": backbone, "preprocessor": preprocessor, "name": "vi_t_image_classifier",
         "num_classes": config.num_classes, "pooling": config.pooling, "activation": config.classifier_activation,
@@ -199,7 +210,7 @@ def write_preset(model, folder, labels=None, source=None):
         metadata["class_names"] = [str(name) for name in labels]
     with open(os.path.join(folder, layout.METADATA_FILE), "w", encoding="utf-8") as f:
         f.write(json.dumps(metadata, indent=4))
-    with open(os.path.join(folder, layout.README_FILE), "w", encoding="utf-8") as f:
+    with open(os.path.join(folder, README_FILE), "w", encoding="utf-8") as f:
         f.write(model_card(config, list(labels or []), source or model.name, parameters))
 
 

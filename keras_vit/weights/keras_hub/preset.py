@@ -32,21 +32,12 @@ MODEL_WEIGHTS_FILE = "model.weights.h5"
 SHARDED_WEIGHTS_FILE = "model.weights.json"
 TASK_FILE = "task.json"
 TASK_WEIGHTS_FILE = "task.weights.h5"
-PREPROCESSOR_FILE = "preprocessor.json"
 IMAGE_CONVERTER_FILE = "image_converter.json"
 METADATA_FILE = "metadata.json"
-README_FILE = "README.md"
 
 BACKBONE = "ViTBackbone"
 TASK = "ViTImageClassifier"
-PREPROCESSOR = "ViTImageClassifierPreprocessor"
 IMAGE_CONVERTER = "ViTImageConverter"
-MODULES = {
-    BACKBONE: "keras_hub.src.models.vit.vit_backbone",
-    TASK: "keras_hub.src.models.vit.vit_image_classifier",
-    PREPROCESSOR: "keras_hub.src.models.vit.vit_image_classifier_preprocessor",
-    IMAGE_CONVERTER: "keras_hub.src.models.vit.vit_image_converter",
-}
 
 _EMBED = "layers/vi_t_patching_and_embedding"
 _ENCODER = "layers/vi_t_encoder"
