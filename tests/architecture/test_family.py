@@ -119,7 +119,7 @@ def test_input_mean_and_std_scale_pixels_per_channel():
 
 @pytest.mark.parametrize("method", ["bicubic_torch", "bicubic_torch_antialias", "bilinear_torch"])
 def test_position_resampling_is_the_same_rule_in_the_graph_and_the_loader(method):
-    from keras_vit.weights.posemb import resize_position_embedding
+    from keras_vit.layers.resampling import resize_position_embedding
 
     config = ViTConfig(**{**TINY, "image_size": None, "native_image_size": 32}, num_register_tokens=2, position_resampling=method)
     model = build_model(config)

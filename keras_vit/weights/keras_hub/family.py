@@ -19,7 +19,7 @@ from keras_vit.weights.conventions import joined
 from keras_vit.weights.declared import activation, declare
 from keras_vit.weights.keras_hub import preset as preset_files
 from keras_vit.weights.mapping import POSEMB_KEY
-from keras_vit.weights.posemb import resize_position_embedding
+from keras_vit.layers.resampling import resize_position_embedding
 from keras_vit.weights.source import Reading
 
 ATT = "MultiHeadDotProductAttention_1"
