@@ -26,9 +26,6 @@ Perception Encoder (``vit_pe_*``) builds ``Eva(attn_type='rope')`` with axial Ro
 ``use_pre_transformer_norm`` (ViTConfig's ``pre_norm``, no patch bias) and either ``global_pool='map'`` (core:
 ``attn_pool_num_heads`` / ``attn_pool_mlp_ratio``, ViTConfig's ``map_num_heads`` / ``map_mlp_dim``, then PE's
 bias-free ``proj`` as ``head``) or the mean of the patch tokens without final norm (lang, spatial).
-
-:func:`read` turns an Eva registration into ``VisionTransformer``'s argument names plus :data:`ROPE_ARGS`; every other
-Eva switch (post-norm blocks, MRoPE, coordinate augmentation, grouped-query attention...) is refused by name.
 """
 
 import numpy as np
