@@ -167,7 +167,6 @@ def declared(resolved, shapes, keys=()):
     """``{ViTConfig field: (value, said)}`` of the RoPE fields a timm file states (its registration, ``model_args``)
     and its weights show (``rope.freqs``, ``pos_embed``); a contradiction between the two is refused. ``keys``: the
     state dict's own keys (before :func:`to_vit_layout`)."""
-    architecture = resolved["architecture"][0]
     stated = {name: resolved[name] for name in ROPE_ARGS if name in resolved}
     has_freqs, has_table = FREQS in shapes, "pos_embed" in shapes
     out = {"position_embedding": (has_table, "'pos_embed'" if has_table else "no 'pos_embed' (no absolute position table)")}
@@ -181,7 +180,7 @@ def declared(resolved, shapes, keys=()):
             )
         return out
     values = fields({name: value for name, (value, _) in stated.items()})
-    said = next((s for _, s in stated.values() if s), f"architecture={architecture!r} (timm's VisionTransformer: no RoPE)")
+    said = next((s for _, s in stated.values() if s), f"architecture={resolved['architecture'][0]!r} (timm's VisionTransformer: no RoPE)")
     if (values["rope"] == "mixed") != has_freqs or values["position_embedding"] != has_table:
         raise CheckpointError(
             f"{said} but the weights {'have' if has_freqs else 'lack'} {FREQS!r} and {'have' if has_table else 'lack'} "

@@ -123,8 +123,7 @@ def image_size(resolved):
 
 def declared(resolved):
     """``{ViTConfig field: (value, said)}`` of a NaFlex registration (nothing for a classic timm ViT)."""
-    naflex = resolved.get("naflex", (False, None))
-    if not naflex[0]:
+    if not resolved.get("naflex", (False, None))[0]:
         return {}
     said = f"{resolved['naflex'][1]}: timm's NaFlexVit"
     values = fields({k: v for k, (v, _) in resolved.items() if k in ARGS})
