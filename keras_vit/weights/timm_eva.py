@@ -192,9 +192,8 @@ def declared(resolved, shapes, keys=()):
 
 
 def to_original(tensors, path):
-    """``{Transformer/encoderblock_{i}/.../rope_frequencies: (2, heads, head_dim / 2)}`` from ``rope.freqs``."""
-    if FREQS not in tensors:
-        return {}
+    """``{Transformer/encoderblock_{i}/.../rope_frequencies: (2, heads, head_dim / 2)}`` from ``rope.freqs`` (a mixed
+    RoPE file has it: :func:`declared` refuses one without)."""
     freqs = tensors[FREQS]
     if freqs.ndim != 4 or freqs.shape[0] != 2:
         raise CheckpointError(f"Checkpoint {path!r}: {FREQS!r} has shape {tuple(freqs.shape)}, expected (2, depth, heads, head_dim / 2).")
