@@ -2,9 +2,8 @@
 
 timm's own ``_load_weights`` (its reader of the original ``.npz``) defines the correspondence inverted here: the
 tables below, PyTorch's layouts undone by :func:`keras_vit.weights.conventions.torch_tensors`, attention kernels
-with their head axes merged (the loader splits them with the model's heads). A CLIP tower's all-zero ``head`` bias
-marks CLIP's projection (:func:`keras_vit.weights.timm_config.head_is_projection`); its patch embedding has no bias
-(``bias=not pre_norm``): zeros stand in, exactly. Parts keras_vit does not implement are refused by name.
+with their head axes merged (the loader splits them with the model's heads), the switches of :class:`Conversion`.
+Parts keras_vit does not implement are refused by name.
 """
 
 import re
@@ -133,18 +132,17 @@ def settings(config, path="<config>", weights=None, tensors=None, architecture=N
     pretrained = config_lib.json_object(config.get("pretrained_cfg") or {}, path, "pretrained_cfg")
     args = config_lib.json_object(config.get("model_args") or {}, path, "model_args")
     resolved = timm_config.resolve(config, path, architecture)
-    architecture = resolved["architecture"][0]
     expected = timm_hybrid.on_feature_map(_expected(config, args, pretrained, resolved, path), resolved, tensors, path)
     names = config_lib.indexed_names(config.get("label_names"), "label_names", path)
     declared, conversion, notes = _declared(resolved, expected, path, weights, tensors, bool(names))
     timm_hybrid.declare_backbone(declared, tensors, weights)
-    naflex = resolved.get("naflex", (False, None))[0]  # NaFlexVit's table is resampled by its registration's rule
     descriptions = config.get("label_descriptions") or {}
     if names and isinstance(descriptions, dict):
         names = [str(descriptions.get(name, name)) for name in names]
-    return Reading(declared=declared, expected=expected, architecture=architecture, tag=pretrained.get("tag"),
+    return Reading(declared=declared, expected=expected, architecture=resolved["architecture"][0], tag=pretrained.get("tag"),
                    class_names=names or None, mean=pretrained.get("mean"), std=pretrained.get("std"), notes=notes,
-                   position_resampling=resolved["naflex_resampling"][0] if naflex else POSITION_RESAMPLING, layout=conversion)
+                   layout=conversion,  # NaFlexVit's table is resampled by its registration's rule
+                   position_resampling=resolved.get("naflex_resampling", (POSITION_RESAMPLING,))[0])
 
 
 def _declared(resolved, expected, path, weights, tensors, labelled=False):

@@ -1,11 +1,8 @@
 """The architecture of a timm ViT: its ``config.json``, timm's registration of its ``architecture``, its state dict.
 
-:func:`resolve` reads ``model_args`` over the registration (:mod:`keras_vit.weights.timm_models`) over
-``VisionTransformer``'s defaults as ``{timm argument: (value, said)}`` (``said`` None for a default nobody
-stated); :func:`observe` reads what the state dict shows; :func:`consistent` refuses a config the weights
-contradict; :func:`record` turns both into the declared record. What no tensor shows (the activation, the
-epsilon) is timm's default, except where timm's registrations differ per model for a part the weights have
-(a pre-norm, attention pooling, a gated MLP): such a file is refused unless its config says it.
+What no tensor shows (the activation, the epsilon) is timm's default, except where timm's registrations differ per
+model for a part the weights have (a pre-norm, attention pooling, a gated MLP): such a file is refused unless its
+config says it.
 """
 
 import math
@@ -19,8 +16,7 @@ from keras_vit.weights import config as config_lib
 from keras_vit.weights import declared as declared_lib
 from keras_vit.weights import timm_eva, timm_naflex
 from keras_vit.weights.declared import declare
-from keras_vit.weights.timm_models import (DEFAULTS, NEUTRAL, SWITCHES, lacking, registered, registration, switch_lacking,
-                                          timm_version)
+from keras_vit.weights.timm_models import DEFAULTS, NEUTRAL, SWITCHES, lacking, registered, registration, switch_lacking, table
 
 GLU_LAYERS = ("SwiGLUPacked", "swiglu_packed")  # timm.layers.SwiGLUPacked: GluMlp(gate_last=False), act(x1) * x2
 SWIGLU_LAYERS = ("SwiGLU", "swiglu")  # timm.layers.SwiGLU: fc1_g, fc1_x of int(dim * mlp_ratio), act(fc1_g x) * fc1_x x
@@ -28,18 +24,13 @@ MLP_LAYERS = (None, "Mlp", "mlp")
 POOLING = {"token": "token", "avg": "gap", "map": "map"}  # timm global_pool -> keras_vit pooling ('' : see settings)
 
 
-# timm arguments a config.json's model_args may state only at timm's default (besides timm_models.SWITCHES)
-DEFAULT_ONLY_ARGS = {"norm_layer": None, "embed_norm_layer": None, "embed_layer": None, "ignore_head": False}
-
-
 def _check_model_args(model_args, path):
     """A ``model_args`` entry keras_vit would otherwise ignore while it changes timm's computation is refused by name."""
     for name, value in model_args.items():
         if name in DEFAULTS or name in NEUTRAL or name in timm_eva.ROPE_ARGS:
             continue
-        if name in SWITCHES or name in DEFAULT_ONLY_ARGS:
-            what = switch_lacking(name, value) if name in SWITCHES else (
-                value != DEFAULT_ONLY_ARGS[name] and f"timm's default is {DEFAULT_ONLY_ARGS[name]!r}")
+        if name in SWITCHES:
+            what = switch_lacking(name, value)
             if not what:
                 continue
             raise CheckpointError(
@@ -129,7 +120,7 @@ def refuse_unbuildable(architecture, path):
         )
     if registration(architecture) is None:
         raise CheckpointError(
-            f"{path!r}: timm {timm_version()} registers no architecture {architecture.partition('.')[0]!r} in its ViT "
+            f"{path!r}: timm {table()['timm_version']} registers no architecture {architecture.partition('.')[0]!r} in its ViT "
             "family (keras_vit's table keras_vit/weights/data/timm_registrations.json is generated from timm by "
             "tools/timm_registrations.py), so keras_vit cannot tell what it computes: timm itself could not build it. "
             "Name the registered architecture it was trained as, or regenerate the table for a newer timm."

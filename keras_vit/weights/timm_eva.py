@@ -26,9 +26,6 @@ Perception Encoder (``vit_pe_*``) builds ``Eva(attn_type='rope')`` with axial Ro
 ``use_pre_transformer_norm`` (ViTConfig's ``pre_norm``, no patch bias) and either ``global_pool='map'`` (core:
 ``attn_pool_num_heads`` / ``attn_pool_mlp_ratio``, ViTConfig's ``map_num_heads`` / ``map_mlp_dim``, then PE's
 bias-free ``proj`` as ``head``) or the mean of the patch tokens without final norm (lang, spatial).
-
-:func:`read` turns an Eva registration into ``VisionTransformer``'s argument names plus :data:`ROPE_ARGS`; every other
-Eva switch (post-norm blocks, MRoPE, coordinate augmentation, grouped-query attention...) is refused by name.
 """
 
 import numpy as np
@@ -170,7 +167,6 @@ def declared(resolved, shapes, keys=()):
     """``{ViTConfig field: (value, said)}`` of the RoPE fields a timm file states (its registration, ``model_args``)
     and its weights show (``rope.freqs``, ``pos_embed``); a contradiction between the two is refused. ``keys``: the
     state dict's own keys (before :func:`to_vit_layout`)."""
-    architecture = resolved["architecture"][0]
     stated = {name: resolved[name] for name in ROPE_ARGS if name in resolved}
     has_freqs, has_table = FREQS in shapes, "pos_embed" in shapes
     out = {"position_embedding": (has_table, "'pos_embed'" if has_table else "no 'pos_embed' (no absolute position table)")}
@@ -184,7 +180,7 @@ def declared(resolved, shapes, keys=()):
             )
         return out
     values = fields({name: value for name, (value, _) in stated.items()})
-    said = next((s for _, s in stated.values() if s), f"architecture={architecture!r} (timm's VisionTransformer: no RoPE)")
+    said = next((s for _, s in stated.values() if s), f"architecture={resolved['architecture'][0]!r} (timm's VisionTransformer: no RoPE)")
     if (values["rope"] == "mixed") != has_freqs or values["position_embedding"] != has_table:
         raise CheckpointError(
             f"{said} but the weights {'have' if has_freqs else 'lack'} {FREQS!r} and {'have' if has_table else 'lack'} "
@@ -196,9 +192,8 @@ def declared(resolved, shapes, keys=()):
 
 
 def to_original(tensors, path):
-    """``{Transformer/encoderblock_{i}/.../rope_frequencies: (2, heads, head_dim / 2)}`` from ``rope.freqs``."""
-    if FREQS not in tensors:
-        return {}
+    """``{Transformer/encoderblock_{i}/.../rope_frequencies: (2, heads, head_dim / 2)}`` from ``rope.freqs`` (a mixed
+    RoPE file has it: :func:`declared` refuses one without)."""
     freqs = tensors[FREQS]
     if freqs.ndim != 4 or freqs.shape[0] != 2:
         raise CheckpointError(f"Checkpoint {path!r}: {FREQS!r} has shape {tuple(freqs.shape)}, expected (2, depth, heads, head_dim / 2).")

@@ -127,4 +127,3 @@ def declare_backbone(record, tensors, weights):
     if tensors is not None and is_hybrid(tensors.shapes):
         declare(record, "resnet_norms", NORMS, f"'{PREFIX}*' (timm's hybrid ResNetV2: StdConv2dSame eps=1e-8 on the "
                 "variance, GroupNormAct eps=1e-5)", weights)
-    return record

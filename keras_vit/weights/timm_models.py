@@ -5,8 +5,6 @@ A timm Hub ``config.json`` names its ``architecture`` and seldom has ``model_arg
 initial value, the pooling, a block that is not the paper's) is timm's registration of that name. The table,
 ``data/timm_registrations.json``, is written by ``tools/timm_registrations.py`` from timm itself (each
 ``@register_model`` of its ViT-family modules called with timm's builder replaced by a recorder), never by hand.
-:func:`registered` turns a registration into :data:`DEFAULTS`' names; :func:`lacking` names each switch keras_vit's
-ViT does not have, so such an architecture is refused by name before anything is built.
 """
 
 import functools
@@ -42,6 +40,9 @@ SWITCHES = {
     "in_chans": ((3,), "input channels other than RGB (in_chans)"),
     "padding_same": ((True,), "a hybrid backbone with PyTorch's symmetric padding (padding_same=False: StdConv2d, "
                               "stem_type=''; keras_vit's ResNet-v2 pads as TensorFlow's SAME)"),  # a model_args only
+    # a config.json's model_args only (a registration's are read by _read): keras_vit reads them at timm's default only
+    **{name: ((default,), f"timm's default is {default!r}") for name, default in
+       (("norm_layer", None), ("embed_norm_layer", None), ("embed_layer", None), ("ignore_head", False))},
 }
 # timm model classes that are not the paper's ViT: their reader into VisionTransformer's arguments (or what it lacks)
 OTHER_CLASSES = {
@@ -56,11 +57,6 @@ def table():
     """The generated table: ``{"timm_version", "modules", "classes", "architectures": {name: row}}``."""
     with open(TABLE) as f:
         return json.load(f)
-
-
-def timm_version():
-    """The timm release the table was generated from."""
-    return table()["timm_version"]
 
 
 def registration(architecture):

@@ -12,12 +12,7 @@ bilinear with antialiasing, or C-RADIO's bilinear without it, ``pos_embed_antial
 cropped), register tokens without positions (C-RADIO's summary tokens past the first), and the masked pooling. That
 is keras_vit's ViT with ``input_mode="naflex"`` (:mod:`keras_vit.architecture.naflex`).
 
-:func:`read` turns a registration's ``cfg`` into VisionTransformer's argument names (for
-:mod:`keras_vit.weights.timm_models`) plus :data:`ARGS`, or names what keras_vit lacks: a learned table resampled by
-a rule :data:`RESAMPLING` does not have (bicubic without antialiasing, antialiasing with ``align_corners=True``,
-``pos_embed_use_grid_sample``), RoPE, EVA attention, SwiGLU, a normalised embedding... keep their registration
-refused by name. :func:`to_vit_layout` renames the state dict into timm's ``VisionTransformer`` keys, as timm's
-``checkpoint_filter_fn`` does the other way.
+Any other switch (a resampling rule :data:`RESAMPLING` lacks, RoPE, EVA attention, SwiGLU...) is refused by name.
 """
 
 import math
@@ -61,6 +56,7 @@ ONLY = {
     "in_chans": (3, "input channels other than RGB"),
 }
 POS_EMBED_KEYS = dict(zip(("embeds.pos_embed_y", "embeds.pos_embed_x"), FACTORIZED_KEYS))  # timm.py's top-level keys
+RENAMED = {"embeds.proj.bias": "patch_embed.proj.bias", "embeds.cls_token": "cls_token", "embeds.reg_token": "reg_token"}
 
 
 def read(args, defaults):
@@ -127,8 +123,7 @@ def image_size(resolved):
 
 def declared(resolved):
     """``{ViTConfig field: (value, said)}`` of a NaFlex registration (nothing for a classic timm ViT)."""
-    naflex = resolved.get("naflex", (False, None))
-    if not naflex[0]:
+    if not resolved.get("naflex", (False, None))[0]:
         return {}
     said = f"{resolved['naflex'][1]}: timm's NaFlexVit"
     values = fields({k: v for k, (v, _) in resolved.items() if k in ARGS})
@@ -136,30 +131,20 @@ def declared(resolved):
 
 
 def to_vit_layout(tensors, path="<arrays>"):
-    """timm's ``VisionTransformer`` keys of a NaFlexVit state dict: ``embeds.proj`` ``(D, ph * pw * C)`` as the patch
-    convolution ``(D, C, ph, pw)``, ``embeds.pos_embed`` ``(1, rows, cols, D)`` as ``pos_embed`` ``(1, rows * cols, D)``,
-    ``embeds.cls_token`` / ``reg_token`` as ``cls_token`` / ``reg_token``; the factorised tables keep their own keys
-    (:data:`POS_EMBED_KEYS`). A state dict without ``embeds.*`` is returned as it is."""
-    if not any(k.startswith("embeds.") for k in tensors):
-        return tensors
-    out = {k: v for k, v in tensors.items() if not k.startswith("embeds.")}
-    for key, value in tensors.items():
-        if not key.startswith("embeds."):
-            continue
-        name = key[len("embeds."):]
-        if name == "proj.weight":
-            width, flat = value.shape
-            side = math.isqrt(flat // 3)
-            if value.ndim != 2 or side * side * 3 != flat:
-                raise CheckpointError(f"Checkpoint {path!r}: 'embeds.proj.weight' {tuple(value.shape)} is no linear "
-                                      "embedding of square RGB patches (D, P * P * 3).")
-            out["patch_embed.proj.weight"] = np.transpose(np.reshape(value, (width, side, side, 3)), (0, 3, 1, 2))
-        elif name == "proj.bias":
-            out["patch_embed.proj.bias"] = value
-        elif name == "pos_embed":
-            out["pos_embed"] = np.reshape(value, (1, value.shape[1] * value.shape[2], value.shape[3]))
-        elif name in ("cls_token", "reg_token"):
-            out[name] = value
-        else:
-            out[key] = value  # the factorised tables (POS_EMBED_KEYS); else left for the unknown-key refusal, named
+    """timm's ``VisionTransformer`` keys of a NaFlexVit state dict (timm's ``checkpoint_filter_fn`` the other way):
+    ``embeds.proj`` ``(D, ph * pw * C)`` as the patch convolution ``(D, C, ph, pw)``, ``embeds.pos_embed``
+    ``(1, rows, cols, D)`` as ``pos_embed`` ``(1, rows * cols, D)``, ``embeds.cls_token`` / ``reg_token`` as ``cls_token``
+    / ``reg_token``; the factorised tables (:data:`POS_EMBED_KEYS`) and any other key keep theirs (an unknown one is
+    refused by name later)."""
+    out = {RENAMED.get(k, k): v for k, v in tensors.items() if k not in ("embeds.proj.weight", "embeds.pos_embed")}
+    if "embeds.proj.weight" in tensors:
+        value = tensors["embeds.proj.weight"]
+        side = math.isqrt(value.shape[-1] // 3)
+        if value.ndim != 2 or side * side * 3 != value.shape[-1]:
+            raise CheckpointError(f"Checkpoint {path!r}: 'embeds.proj.weight' {tuple(value.shape)} is no linear "
+                                  "embedding of square RGB patches (D, P * P * 3).")
+        out["patch_embed.proj.weight"] = np.transpose(np.reshape(value, (value.shape[0], side, side, 3)), (0, 3, 1, 2))
+    if "embeds.pos_embed" in tensors:
+        value = tensors["embeds.pos_embed"]
+        out["pos_embed"] = np.reshape(value, (1, value.shape[1] * value.shape[2], value.shape[3]))
     return out

@@ -116,3 +116,10 @@ def test_a_config_json_that_changes_align_corners_is_refused_by_name(tmp_path):
     (tmp_path / "radio" / "config.json").write_text(json.dumps(config))
     with pytest.raises(CheckpointError, match=r"model_args\.pos_embed_align_corners=False"):
         keras_vit.from_pretrained(path, include_top=False, max_patches=20)
+
+
+@pytest.mark.parametrize("shape", [(8, 4, 12), (12,)])
+def test_a_naflex_patch_embedding_that_is_no_matrix_is_refused_by_name(shape):
+    """An ``embeds.proj.weight`` of another rank is refused naming the key, not with a bare unpacking error."""
+    with pytest.raises(CheckpointError, match=r"'m\.safetensors'.*'embeds\.proj\.weight' \(" + str(shape[0])):
+        timm_naflex.to_vit_layout({"embeds.proj.weight": np.zeros(shape, np.float32)}, "m.safetensors")
