@@ -1,4 +1,5 @@
-"""2-D resampling of a grid of position embeddings: one formula for the model's graph and the checkpoint loader.
+"""2-D resampling of a grid of position embeddings: one formula for the model's graph and the checkpoint loader;
+and of a patch-embedding kernel to another patch size (FlexiViT, :func:`resample_patch_embedding`).
 
 Each framework resamples a checkpoint's grid of position embeddings its own way,
 and a model reproduces a checkpoint's outputs at another resolution only with
@@ -334,3 +335,41 @@ def resize_position_embedding(posemb, new_grid, old_grid=None, num_prefix_tokens
         grid = resize_grid(grid, (nh, nw), xp=np, method=method, scale_factor=scale_factor)
     grid = grid.reshape(1, nh * nw, -1).astype(posemb.dtype)
     return np.concatenate([prefix, grid], axis=1)
+
+# FlexiViT's pseudo-inverse resize (Beyer et al., 2023). A patch ``x`` of ``P x P`` pixels, resized to ``P' x P'``, is
+# ``B x``, where ``B`` is the ``(P'^2, P^2)`` matrix of the bilinear resize big_vision applies to images
+# (``tf.image.resize(method="bilinear")``: half-pixel centres, no antialiasing; the ``"bilinear_torch"`` rule above,
+# bit for bit). A kernel ``w`` moves to the new patch size as the ``w'`` that gives the same token on the resized
+# patch, in the least-squares sense over all patches (Sec. 3.4 of the FlexiViT paper):
+# ``w' = argmin ||<x, w> - <B x, w'>|| = pinv(B^T) w``. Growing the patch, ``B`` has full column rank and
+# ``<B x, w'> = <x, w>`` for every patch (a test); shrinking it, ``w'`` is the least-squares solution. Each input
+# channel and output unit is resampled alike, in float64.
+
+
+def resize_matrix(new_hw, old_hw):
+    """``(nh * nw, oh * ow)``: the bilinear resize of a row-major flattened ``(oh, ow)`` patch to ``(nh, nw)``, float64."""
+    rows, cols = (interpolation_matrix(n, o, np, "float64", method="bilinear_torch") for n, o in zip(new_hw, old_hw))
+    return np.kron(rows, cols)
+
+
+def resample_patch_embedding(kernel, new_hw):
+    """Resample a ``(ph, pw, C, D)`` patch-embedding kernel to ``new_hw`` by the pseudo-inverse resize, in
+    ``kernel``'s dtype (``kernel`` itself when the size is the same).
+
+    Example:
+    >>> kernel = np.random.default_rng(0).normal(size=(2, 2, 1, 1))
+    >>> patch = np.random.default_rng(1).normal(size=(2, 2))
+    >>> bigger = resample_patch_embedding(kernel, (4, 4))
+    >>> resized = (resize_matrix((4, 4), (2, 2)) @ patch.reshape(-1)).reshape(4, 4)
+    >>> bool(np.isclose((resized * bigger[..., 0, 0]).sum(), (patch * kernel[..., 0, 0]).sum()))
+    True
+    """
+    kernel = np.asarray(kernel)
+    if kernel.ndim != 4:
+        raise ValueError(f"Expected a patch-embedding kernel (ph, pw, channels, width). Received: shape={kernel.shape}")
+    old_hw, new_hw = tuple(kernel.shape[:2]), tuple(int(v) for v in new_hw)
+    if old_hw == new_hw:
+        return kernel
+    inverse = np.linalg.pinv(resize_matrix(new_hw, old_hw).T)  # (new cells, old cells)
+    flat = kernel.reshape(old_hw[0] * old_hw[1], -1).astype(np.float64)
+    return (inverse @ flat).reshape(new_hw + kernel.shape[2:]).astype(kernel.dtype)

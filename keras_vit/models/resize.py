@@ -4,7 +4,7 @@ The new model is built from the old one's configuration with the image size and 
 (``model.vit_config.replace(...)``); every weight is then copied by layer name, the position embeddings
 resampled in 2-D (:func:`keras_vit.weights.resize_position_embedding`) and, for another patch size, the
 patch-embedding kernel by FlexiViT's pseudo-inverse resize
-(:func:`keras_vit.weights.patchemb.resample_patch_embedding`). It works on every keras_vit model (plain,
+(:func:`keras_vit.layers.resampling.resample_patch_embedding`). It works on every keras_vit model (plain,
 GAP, hybrid, conv stem), loaded from a file or not; the grid of a hybrid is its feature map's.
 """
 
@@ -14,7 +14,7 @@ from keras_vit.architecture.arguments import positive_pair
 from keras_vit.architecture.model import VisionTransformer, config_of
 from keras_vit.architecture.state import require_float
 from keras_vit.weights.mapping import layer_weights
-from keras_vit.weights.patchemb import resample_patch_embedding
+from keras_vit.layers.resampling import resample_patch_embedding
 from keras_vit.layers.resampling import resize_position_embedding
 
 SAME = "same"  # resize_model's default image_size: the model's own (None for a dynamic model)

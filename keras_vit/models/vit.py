@@ -22,7 +22,7 @@ _VIT_DOC = """Build a Vision Transformer (Dosovitskiy et al., 2020) of any size.
             the checkpoint loader resamples them (the class token's kept).
         patch_size: int or ``(ph, pw)``. With ``weights`` of another patch size,
             the patch-embedding kernel is resampled (FlexiViT's pseudo-inverse
-            resize, :mod:`keras_vit.weights.patchemb`).
+            resize, :func:`keras_vit.layers.resampling.resample_patch_embedding`).
         weights: None (random init), the path to an original Google ``.npz``
             checkpoint, a timm or transformers ``.safetensors`` file or folder,
             ``"hf://ORG/NAME"``, a keras_vit ``.keras`` file, or a preset tag

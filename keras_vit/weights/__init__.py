@@ -15,7 +15,7 @@ _EXPORTS = {
     "keras_vit.weights.loader": ("LoadReport", "load_checkpoint", "load_into"),
     "keras_vit.weights.mapping": ("POSEMB_KEY", "check_hybrid_stages", "targets_of"),
     "keras_vit.weights.npz": ("canonical_key",),
-    "keras_vit.layers.resampling": ("resize_position_embedding",),
+    "keras_vit.layers.resampling": ("resample_patch_embedding", "resize_position_embedding"),
     "keras_vit.weights.sources": ("resolve",),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}

@@ -17,7 +17,7 @@ from keras_vit.errors import CheckpointError
 from keras_vit.weights import declared, formats, npz
 from keras_vit.weights.formats import read_checkpoint
 from keras_vit.weights.mapping import HEAD_KEYS, PATCH_KERNEL_KEY, POSEMB_KEY, keras_targets, targets_of
-from keras_vit.weights.patchemb import resample_patch_embedding
+from keras_vit.layers.resampling import resample_patch_embedding
 from keras_vit.layers.resampling import resize_position_embedding
 
 logger = logging.getLogger("keras_vit")

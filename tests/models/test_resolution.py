@@ -21,7 +21,7 @@ from keras_vit import cli
 from keras_vit.layers import resampling
 from keras_vit.models.resize import native_image_size
 from keras_vit.models.small import conv_stem_vit
-from keras_vit.weights import patchemb, resize_position_embedding
+from keras_vit.weights import resize_position_embedding
 
 TINY = dict(patch_size=8, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64, num_classes=5, classifier_activation=None)
 HYBRID = dict(block_units=(1, 1), width=0.5, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64, num_classes=5,
@@ -216,14 +216,14 @@ def test_resize_command_keeps_the_class_names(tmp_path, capsys):
 def test_resize_matrix_is_tf_image_resize(old, new):
     basis = np.eye(old[0] * old[1]).reshape(-1, old[0], old[1], 1)
     resized = tf.image.resize(basis, new, method="bilinear").numpy().reshape(len(basis), -1)
-    np.testing.assert_allclose(patchemb.resize_matrix(new, old), resized.T, atol=1e-6)  # TF computes in float32
+    np.testing.assert_allclose(resampling.resize_matrix(new, old), resized.T, atol=1e-6)  # TF computes in float32
 
 
 @pytest.mark.parametrize("old, new", [((8, 8), (16, 16)), ((4, 4), (6, 10)), ((2, 3), (2, 3))])
 def test_resampled_kernel_on_the_resized_patch_gives_the_same_token(old, new):
     rng = np.random.default_rng(0)
     kernel = rng.normal(size=old + (3, 5))
-    resized_kernel = patchemb.resample_patch_embedding(kernel, new)
+    resized_kernel = resampling.resample_patch_embedding(kernel, new)
     patch = rng.normal(size=(4,) + old + (3,))
     resized_patch = tf.image.resize(patch, new, method="bilinear").numpy()  # the resize, by another implementation
     tokens = np.einsum("bhwc,hwcd->bd", patch, kernel)
@@ -233,8 +233,8 @@ def test_resampled_kernel_on_the_resized_patch_gives_the_same_token(old, new):
 def test_shrinking_the_patch_is_the_least_squares_kernel():
     rng = np.random.default_rng(1)
     kernel = rng.normal(size=(8, 8, 1, 1))
-    small = patchemb.resample_patch_embedding(kernel, (4, 4))
-    matrix = patchemb.resize_matrix((4, 4), (8, 8))
+    small = resampling.resample_patch_embedding(kernel, (4, 4))
+    matrix = resampling.resize_matrix((4, 4), (8, 8))
     solution, *_ = np.linalg.lstsq(matrix.T, kernel.reshape(-1), rcond=None)
     np.testing.assert_allclose(small.reshape(-1), solution, atol=1e-10)
 
@@ -255,7 +255,7 @@ def test_loader_resamples_a_checkpoint_of_another_patch_size(tmp_path):
     keras_vit.save_model(source, path)
     model = keras_vit.ViT(image_size=32, **dict(TINY, patch_size=4), weights=path)
     assert model.load_report.resized["embedding/kernel"] == ((8, 8, 3, 32), (4, 4, 3, 32))
-    expected = patchemb.resample_patch_embedding(np.asarray(source.get_layer("patch_encoder").projection.kernel).reshape(8, 8, 3, 32), (4, 4))
+    expected = resampling.resample_patch_embedding(np.asarray(source.get_layer("patch_encoder").projection.kernel).reshape(8, 8, 3, 32), (4, 4))
     np.testing.assert_allclose(np.asarray(model.get_layer("patch_encoder").projection.kernel), expected.reshape(48, 32), atol=1e-6)
 
 
