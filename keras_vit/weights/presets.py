@@ -1,32 +1,18 @@
-"""Named pretrained weights: the original Google checkpoints, as one table of data.
+"""Named pretrained weights as tables of data: the original Google checkpoints, and the ViT family's Hub presets.
 
 A preset is (variant, tag, resolution) -> a file in the ``vit_models`` bucket of google-research/vision_transformer,
-found by :func:`find`, fetched by :mod:`keras_vit.weights.sources`; ``KERAS_VIT_WEIGHTS_URL`` replaces
-:data:`BASE_URL` for every preset (a mirror, an air-gapped site).
+found by :func:`find`, fetched and verified by :func:`keras_vit.weights.sources.fetch`; ``KERAS_VIT_WEIGHTS_URL``
+replaces :data:`BASE_URL` for every preset (a mirror, an air-gapped site). Every file name was looked up, none
+composed, and every top-1 figure is as its source (:data:`TOP1_SOURCES`) publishes it, never measured here:
+docs/models-and-weights.md names where each came from. No source publishes sizes or hashes of these files; a
+download is checked by the zip CRC of every array instead.
 
-Every file name below was looked up, none composed:
-
-* ``imagenet21k/`` and ``imagenet21k+imagenet2012/``: the ``gsutil ls -lh gs://vit_models/imagenet*``
-  listing printed in google-research/vision_transformer ``vit_jax.ipynb``; fine-tuned files are at 384
-  unless named ``-224`` (that repository's ``README.md``, changelog of 2020-10-29);
-* ``augreg/``: the ``url=`` of the ``*.augreg_in21k``, ``*.augreg_in21k_ft_in1k`` and ``*.augreg_in1k``
-  entries of ``default_cfgs`` in huggingface/pytorch-image-models ``timm/models/vision_transformer.py``
-  and ``timm/models/vision_transformer_hybrid.py`` (the tags are timm's; the resolution is the one in
-  timm's model name).
-
-The ViT family's presets (:data:`HUB_PRESETS`: DINOv2, DINOv3, Perception Encoder, SigLIP, CLIP, DeiT, DeiT III,
-MAE, timm's register models) are named (``"dinov2_vits14"``) and resolve to timm Hugging Face Hub repositories, fetched through
-huggingface_hub's cache as ``hf://`` sources are (:mod:`keras_vit.fetch.hub`). Their repository names are
-``timm/<architecture>.<tag>`` of entries with ``hf_hub_id='timm/'`` in timm's ``default_cfgs``
-(``timm/models/vision_transformer.py``, ``timm/models/deit.py``, ``timm/models/eva.py``); the OpenAI CLIP towers name timm's
-``*_clip_quickgelu_*`` registration, whose ``hf_hub_id`` is that same repository (timm's ``_quick_gelu_cfgs``:
-the weights are natively QuickGELU, and the repository's config.json names the GELU registration).
-
-Top-1 figures are ImageNet-1k validation accuracies as their source publishes them, never measured
-here: ``"gr"`` = google-research/vision_transformer ``README.md``; ``"timm"`` =
-huggingface/pytorch-image-models ``results/results-imagenet.csv`` (timm's evaluation of the same
-weights, converted). No source publishes sizes or hashes of these files, so none is recorded; a
-download is checked by the zip CRC of every array instead (:mod:`keras_vit.weights.sources`).
+The family presets (:data:`HUB_PRESETS`: DINOv2, DINOv3, EVA-02, Perception Encoder, SigLIP, CLIP, DeiT, MAE, timm's
+register models) are named (``"dinov2_vits14"``) and resolve to timm's Hub repositories ``timm/<architecture>.<tag>``
+(entries with ``hf_hub_id='timm/'`` in timm's ``default_cfgs``), fetched through huggingface_hub's cache as
+``hf://`` sources are. The OpenAI CLIP towers name timm's ``*_clip_quickgelu_*`` registration, whose
+``hf_hub_id`` is that same repository (timm's ``_quick_gelu_cfgs``): the weights are natively QuickGELU, and the
+repository's config.json names the GELU registration.
 """
 
 import dataclasses
