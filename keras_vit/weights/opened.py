@@ -3,11 +3,11 @@ first bytes (:func:`sniff`), pickle files refused unread (:func:`refuse_pickle`)
 ``.safetensors`` files and shard index (:func:`folder_files`, :func:`check_index`), their tensors (:class:`Tensors`).
 """
 
-import json
 import os
 import struct
 import zipfile
 
+import ml_dtypes  # registers bfloat16 with NumPy, which safetensors' NumPy API needs to return a BF16 tensor
 import numpy as np
 from safetensors import SafetensorError, safe_open
 
@@ -193,38 +193,15 @@ class Tensors:
         (exactly), so folding and resampling run in float32."""
         file = self.where[key]
         try:
-            if self.dtypes[key] == "BF16":
-                return bfloat16_tensor(file, key)
             with safe_open(file, framework="np") as f:
                 array = np.asarray(f.get_tensor(key))
         except (SafetensorError, OSError, ValueError) as error:
             raise CheckpointError(f"Cannot read checkpoint {file!r} ({type(error).__name__}: {error}).") from error
-        return array.astype(np.float32) if array.dtype == np.float16 else array
+        return array.astype(np.float32) if array.dtype in (np.float16, ml_dtypes.bfloat16) else array
 
     def arrays(self):
         """``{key: array}`` of every tensor (:meth:`array`)."""
         return {key: self.array(key) for key in self.shapes}
-
-
-def bfloat16_tensor(file, key):
-    """The ``BF16`` tensor ``key`` of a ``.safetensors`` file as float32, read from the file's own layout.
-
-    NumPy has no bfloat16 (safetensors' NumPy API returns one only when ``ml_dtypes`` is
-    imported), and bfloat16 is the upper half of a float32: its 16 bits shifted left by 16 are
-    the same number as a float32. The layout (an 8-byte little-endian header size, a JSON header
-    with each tensor's ``dtype``, ``shape`` and ``data_offsets`` into the data that follows) is
-    the one ``safe_open`` has just validated.
-    """
-    with open(file, "rb") as f:
-        (size,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(size))
-        begin, end = header[key]["data_offsets"]
-        shape = tuple(header[key]["shape"])
-        f.seek(8 + size + begin)
-        bits = np.frombuffer(f.read(end - begin), dtype="<u2")
-    if bits.size != int(np.prod(shape, dtype=np.int64)):
-        raise CheckpointError(f"Checkpoint {file!r}: tensor {key!r} holds {bits.size} values for shape {shape}.")
-    return (bits.astype(np.uint32) << 16).view(np.float32).reshape(shape)
 
 
 class Opened:
