@@ -17,6 +17,7 @@ from keras_vit.weights.conventions import CLIP_MEAN_STD, HALF, IMAGENET
 from keras_vit.weights.input_normalization import processor_normalization
 from keras_vit.weights.source import Reading
 from keras_vit.weights.transformers import aimv2, siglip2
+from keras_vit.weights.transformers.vit import DEFAULTS as _VIT
 
 
 class Family(NamedTuple):
@@ -48,13 +49,10 @@ class Family(NamedTuple):
 
 
 _IMAGENET, _CLIP, _HALF = ("ImageNet", IMAGENET), ("OpenAI CLIP", CLIP_MEAN_STD), ("0.5", HALF)
-_VIT = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072, hidden_act="gelu",
-            layer_norm_eps=1e-12, image_size=224, patch_size=16, num_channels=3, qkv_bias=True)
 _DINOV2 = dict(_VIT, mlp_ratio=4, layer_norm_eps=1e-6, patch_size=14, layerscale_value=1.0, use_swiglu_ffn=False)
-_CLIP_VISION = dict({k: v for k, v in _VIT.items() if k != "qkv_bias"}, hidden_act="quick_gelu", layer_norm_eps=1e-5,
-                    patch_size=32, projection_dim=512)
-_SIGLIP = dict({k: v for k, v in _VIT.items() if k != "qkv_bias"}, hidden_act="gelu_pytorch_tanh", layer_norm_eps=1e-6,
-               vision_use_head=True)
+_NO_QKV = {k: v for k, v in _VIT.items() if k != "qkv_bias"}  # q/k/v biases without a switch
+_CLIP_VISION = dict(_NO_QKV, hidden_act="quick_gelu", layer_norm_eps=1e-5, patch_size=32, projection_dim=512)
+_SIGLIP = dict(_NO_QKV, hidden_act="gelu_pytorch_tanh", layer_norm_eps=1e-6, vision_use_head=True)
 _CLIP_NORMS = {"pre_norm": (True, "pre_layrnorm before the blocks"),
                "final_norm": (False, "post_layernorm on the pooled class token only"),
                "fc_norm": (True, "post_layernorm on the pooled class token")}
@@ -72,10 +70,9 @@ def _clip(name, model_prefix, top_projection=512, classifier=None):
 
 
 _REGISTERS = dict(_DINOV2, num_register_tokens=4)
-_DINOV3 = dict({k: v for k, v in _VIT.items() if k != "qkv_bias"}, hidden_size=384, intermediate_size=1536,
-               num_attention_heads=6, layer_norm_eps=1e-5, rope_theta=100.0, query_bias=True, key_bias=False,
-               value_bias=True, proj_bias=True, mlp_bias=True, layerscale_value=1.0, use_gated_mlp=False,
-               num_register_tokens=0)
+_DINOV3 = dict(_NO_QKV, hidden_size=384, intermediate_size=1536, num_attention_heads=6, layer_norm_eps=1e-5,
+               rope_theta=100.0, query_bias=True, key_bias=False, value_bias=True, proj_bias=True, mlp_bias=True,
+               layerscale_value=1.0, use_gated_mlp=False, num_register_tokens=0)
 # DINOv3ViTModel: RoPE on the patch tokens (DINOv3ViTRopePositionEmbedding: centred coordinates in [-1, 1], rows
 # first, the head's halves rotated), no position table; its pos_embed_shift / jitter / rescale act in training only
 _DINOV3_SWITCHES = {"rope": ("dinov3", "DINOv3ViTRopePositionEmbedding (RoPE of the patch tokens)"),
