@@ -55,17 +55,14 @@ DINOV3_LAYER = _layer(  # DINOv3ViTLayer: norm1, attention (q/k/v/o_proj), layer
 CLIP_LAYER = _layer(  # CLIPEncoderLayer, SiglipEncoderLayer
     ("layer_norm1", "layer_norm2"), _proj("self_attn"), {"mlp.fc1": "Dense_0", "mlp.fc2": "Dense_1"})
 
-_PATCH_CONV = {"embeddings.patch_embeddings.projection.weight": "embedding/kernel",
-               "embeddings.patch_embeddings.projection.bias": "embedding/bias"}
 _VIT_TOP = {
     "embeddings.cls_token": "cls",
     "embeddings.position_embeddings": POSEMB,
-    **_PATCH_CONV,
+    **_linear("embeddings.patch_embeddings.projection", "embedding"),
     **_norm("layernorm", "Transformer/encoder_norm"),
 }
 _SIGLIP_TOP = {
-    "embeddings.patch_embedding.weight": "embedding/kernel",
-    "embeddings.patch_embedding.bias": "embedding/bias",
+    **_linear("embeddings.patch_embedding", "embedding"),
     "embeddings.position_embedding.weight": POSEMB,
     **_norm("post_layernorm", "Transformer/encoder_norm"),
     "head.probe": "MAPHead_0/probe",
@@ -137,7 +134,8 @@ def _encoder(model, layer_keys, top, whole=_CLASSIFIER, skipped=(), mask=True, b
 LAYOUTS = {
     "vit": _encoder("vit", VIT_LAYER, {**_VIT_TOP, **_linear("pooler.dense", "pre_logits")}, bare=True),
     "dinov2": _encoder("dinov2", DINOV2_LAYER, _VIT_TOP),
-    "dinov2_with_registers": _encoder("dinov2_with_registers", DINOV2_LAYER, {**_VIT_TOP, "embeddings.register_tokens": "reg"}),
+    "dinov2_with_registers": _encoder("dinov2_with_registers", DINOV2_LAYER,
+                                      {**_VIT_TOP, "embeddings.register_tokens": "reg"}),
     "deit": _encoder(
         "deit", VIT_LAYER, {**_VIT_TOP, "embeddings.distillation_token": "dist"},
         {**_linear("cls_classifier", "head"), **_linear("distillation_classifier", "head_dist")},
@@ -152,8 +150,7 @@ LAYOUTS = {
     "dinov3_vit": Layout(
         {"": None}, r"^layer\.(\d+)\.(.+)$", DINOV3_LAYER,
         {"embeddings.cls_token": "cls", "embeddings.register_tokens": "reg",
-         "embeddings.patch_embeddings.weight": "embedding/kernel", "embeddings.patch_embeddings.bias": "embedding/bias",
-         **_norm("norm", "Transformer/encoder_norm")},
+         **_linear("embeddings.patch_embeddings", "embedding"), **_norm("norm", "Transformer/encoder_norm")},
         {r"^embeddings\.mask_token$": _MASK}, {}, hook=_dinov3),
     "clip": Layout(
         _TOWER, r"^encoder\.layers\.(\d+)\.(.+)$", CLIP_LAYER,
@@ -182,8 +179,8 @@ LAYOUTS["tipsv2"] = Layout(
     {"vision_encoder.": "the vision tower of Tipsv2Model under 'vision_encoder.'",
      "": "Tipsv2VisionModel's keys (TIPSv2's original names, without a prefix)"},
     r"^blocks\.(\d+)\.(.+)$", TIPSV2_LAYER,
-    {"cls_token": "cls", "register_tokens": "reg", "pos_embed": POSEMB, "patch_embed.proj.weight": "embedding/kernel",
-     "patch_embed.proj.bias": "embedding/bias", **_norm("norm", "Transformer/encoder_norm")},
+    {"cls_token": "cls", "register_tokens": "reg", "pos_embed": POSEMB, **_linear("patch_embed.proj", "embedding"),
+     **_norm("norm", "Transformer/encoder_norm")},
     {r"^(vision_encoder\.)?mask_token$": _MASK,
      r"^(?P<group>text_encoder\.)|^temperature$": "the text tower (keras_vit loads the image tower of a TIPSv2 model)"},
     {})
@@ -192,9 +189,8 @@ AIMV2_LAYER = _layer(("rms_norm1", "rms_norm2"), _proj("attention"),
                      {"ffn.gate_proj": "Dense_0_gate", "ffn.up_proj": "Dense_0", "ffn.down_proj": "Dense_1"})
 LAYOUTS["aimv2"] = Layout(
     {"": None}, r"^encoder\.layers\.(\d+)\.(.+)$", AIMV2_LAYER,
-    {"embeddings.patch_embed.weight": "embedding/kernel", "embeddings.patch_embed.bias": "embedding/bias",
-     **_norm("embeddings.rms_norm", "embedding_norm"), "embeddings.position_embedding.weight": POSEMB,
-     **_norm("rms_norm", "Transformer/encoder_norm")},
+    {**_linear("embeddings.patch_embed", "embedding"), **_norm("embeddings.rms_norm", "embedding_norm"),
+     "embeddings.position_embedding.weight": POSEMB, **_norm("rms_norm", "Transformer/encoder_norm")},
     {r"^embeddings\.position_ids$": _POSITION_IDS}, {}, hook=_dinov3)
 # the *ForImageClassification classes: a classifier on the mean of the tokens; what their vision model computes
 # besides (SigLIP's attention-pooling head, CLIP's post_layernorm of the class token) is not read
