@@ -6,9 +6,7 @@ embeddings, a learned ``position_embedding`` of the patches: no class token), ``
 ``Aimv2Attention``: ``q/k/v/out_proj`` with biases where ``qkv_bias``, the output projection's too; ``rms_norm2``,
 ``Aimv2MLP``: ``down_proj(act(gate_proj x) * up_proj x)``, biases where ``mlp_bias``), a final ``rms_norm``; every
 RMSNorm of ``rms_norm_eps``. With ``use_head=False`` it returns ``last_hidden_state`` (keras_vit's ``pooling=None``).
-Refused by name: its attention-pooling head (``use_head=True``, ``Aimv2AttentionPoolingHead``: a learned query
-without a query projection), the native-resolution models' sin-cos positions (``is_native=True``), and
-``Aimv2Model``, whose image embedding is ``visual_projection`` of that head.
+What keras_vit does not build is refused by name (:data:`REFUSED_FIELDS`, :data:`REFUSED_CLASSES`).
 """
 
 from keras_vit.errors import CheckpointError

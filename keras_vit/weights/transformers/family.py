@@ -2,9 +2,7 @@
 
 Every switch is declared, named with the field that sets it (a row states only those its ``modeling_*.py`` fixes
 where they differ from the paper's, :data:`keras_vit.architecture.family.PAPER`), so a model built with another is
-refused by field name and :func:`keras_vit.from_pretrained` builds exactly this architecture. A two-tower
-repository is read from its ``vision_config``. The input normalisation is ``preprocessor_config.json``'s, else
-the row's (:func:`normalization`); the load report says which.
+refused by field name and :func:`keras_vit.from_pretrained` builds exactly this architecture.
 """
 
 import os

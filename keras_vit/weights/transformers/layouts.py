@@ -1,12 +1,9 @@
 """The key tables of transformers' ViT family: their names -> the original layout, one :class:`Layout` per ``model_type``.
 
-Each is written from its ``modeling_*.py``: the prefixes ``save_pretrained`` puts before the vision model's keys
-(``vision_model.`` in CLIP and SigLIP, except transformers 5's ``CLIPVisionModel``, ``SiglipVisionModel`` and
-``Siglip2VisionModel``: its loader reads the 4.x keys with the prefix removed, ``conversion_mapping.py``'s
-``PrefixChange(prefix_to_remove="vision_model")``), the names inside and outside the encoder layers, and the keys
-of other parts of the repository (a text tower, MAE's decoder, a mask token) or that the class does not read,
-skipped with the reason the load report gives. A key in no table, or under another prefix, is refused by name
-(:func:`keras_vit.weights.conventions.finish`). transformers 5.24 writes the 4.x names.
+Each is written from its ``modeling_*.py``. ``save_pretrained`` puts ``vision_model.`` before the vision keys of
+CLIP and SigLIP, except transformers 5's ``CLIPVisionModel``, ``SiglipVisionModel`` and ``Siglip2VisionModel``: its
+loader reads the 4.x keys with the prefix removed (``conversion_mapping.py``'s
+``PrefixChange(prefix_to_remove="vision_model")``); transformers 5.24 writes the 4.x names.
 """
 
 import re

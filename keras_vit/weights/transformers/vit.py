@@ -1,8 +1,6 @@
-"""What a transformers ``ViTModel`` / ``ViTForImageClassification`` ``config.json`` (``model_type`` ``vit``) says.
-
-Its keys are the ``"vit"`` row of :data:`keras_vit.weights.transformers.layouts.LAYOUTS`. The LayerNorm epsilon
-is ``layer_norm_eps`` (1e-12 in Google's ports), which the model must use; what ``config.json`` declares (heads,
-epsilon, ``hidden_act``, ``qkv_bias``, sizes) is compared with the model's by :mod:`keras_vit.weights.declared`.
+"""What a transformers ``ViTModel`` / ``ViTForImageClassification`` ``config.json`` (``model_type`` ``vit``) says
+(its keys: the ``"vit"`` row of :data:`keras_vit.weights.transformers.layouts.LAYOUTS`). Its ``layer_norm_eps``
+(1e-12 in Google's ports) is declared: the model must use it.
 """
 
 import re
