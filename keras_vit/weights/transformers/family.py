@@ -198,7 +198,7 @@ def settings(config, path, model_type):
         qkv = read.flag("qkv_bias") if "qkv_bias" in row.defaults else True
         put("qkv_bias", qkv, read.said("qkv_bias", qkv) if "qkv_bias" in row.defaults else f"{model_type} attention (q/k/v biases)")
     classifier = row.classifiers.get(architecture)
-    _switches(put, read, row, model_type, classifier)
+    _switches(put, read, row, model_type, architecture, classifier)
     _top(put, read, row, architecture, config, classifier)
     patch = vision.get("patch_size", row.defaults["patch_size"])
     patch_side = config_lib.size_pair(patch, path, where + "patch_size")[0]
@@ -325,7 +325,7 @@ def _mlp(put, read, row, vision, width, path, where, expected):
     put("mlp_dim", mlp, said)
 
 
-def _switches(put, read, row, model_type, classifier):
+def _switches(put, read, row, model_type, architecture, classifier):
     """The paper's switches, each replaced by the row's (or by its config's: registers, LayerScale)."""
     switches = {field: (value, f"{model_type}: {said}") for field, (value, said) in dict(_PAPER, **row.switches).items()}
     if "num_register_tokens" in row.defaults:
@@ -336,8 +336,7 @@ def _switches(put, read, row, model_type, classifier):
         scale = read.number("layerscale_value", integer=False)
         switches["layer_scale_init"] = (scale, read.said("layerscale_value", scale))
     if classifier == "clip_classifier":  # the mean of last_hidden_state, which post_layernorm never touches
-        name = next(name for name, found in row.classifiers.items() if found == classifier)
-        said = f"{name}: no LayerNorm after the blocks (post_layernorm is not read)"
+        said = f"{architecture}: no LayerNorm after the blocks (post_layernorm is not read)"
         switches["final_norm"] = switches["fc_norm"] = (False, said)
     for field, (value, said) in switches.items():
         if field != "pooling":
@@ -376,14 +375,10 @@ def normalization(reading, folder, model_type):
     """``reading`` with the input ``mean`` / ``std``: from ``preprocessor_config.json``, else the default."""
     file = os.path.join(folder, "preprocessor_config.json")
     label, (mean, std) = FAMILIES[model_type].normalization
-    said = None
-    if os.path.isfile(file):
-        mean, std, said = processor_normalization(config_lib.read_json(file), file, list(mean), list(std))
-    if said is None:
-        reading.notes.append(
-            f"no image_mean / image_std in a preprocessor_config.json beside the weights: {label} mean and std, "
-            f"those of the published {model_type} checkpoints ({list(mean)}, {list(std)})")
-    else:
-        reading.notes.append(f"input normalisation from preprocessor_config.json: {said}")
+    mean, std, said = (processor_normalization(config_lib.read_json(file), file, list(mean), list(std))
+                       if os.path.isfile(file) else (mean, std, None))
+    reading.notes.append(f"input normalisation from preprocessor_config.json: {said}" if said else
+                         f"no image_mean / image_std in a preprocessor_config.json beside the weights: {label} mean and "
+                         f"std, those of the published {model_type} checkpoints ({list(mean)}, {list(std)})")
     reading.mean, reading.std = [float(v) for v in mean], [float(v) for v in std]
     return reading
