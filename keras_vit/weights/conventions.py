@@ -67,9 +67,9 @@ def joined(parts, axis=-1):
 
 
 def renamed(keys, rename, skip, label=None, skipped=None):
-    """``(names, skipped, unknown)`` of ``keys``: ``{key: rename(key)}`` of those ``rename`` names (else None), and
-    ``{label: (count, reason)}`` (added to ``skipped``) of those the first regex of ``skip`` (``{regex: reason}``)
-    finds, each counted under ``label(match, key)`` (default: its named group ``group`` + ``*``, else the key).
+    """``(names, skipped, unknown)`` of ``keys``: ``{key: rename(key)}`` where not None; ``{label(match, key): (count,
+    reason)}`` (added to ``skipped``) of those a regex of ``skip`` (``{regex: reason}``) finds, counted by default
+    under its named group ``group`` + ``*``, else the key; ``unknown``: the others.
 
     Example:
     >>> renamed(["text_a", "text_b", "cls", "odd"], {"cls": "cls"}.get, {"^(?P<group>text_)": "the text tower"})

@@ -54,7 +54,6 @@ _SIGLIP = dict(_NO_QKV, hidden_act="gelu_pytorch_tanh", layer_norm_eps=1e-6, vis
 _CLIP_NORMS = {"pre_norm": (True, "pre_layrnorm before the blocks"),
                "final_norm": (False, "post_layernorm on the pooled class token only"),
                "fc_norm": (True, "post_layernorm on the pooled class token")}
-_CLIP_BIAS = "CLIP's patch embedding has no bias: keras_vit's (embedding/bias) is zeros"
 _NO_CLASS = {"class_token": (False, "no class token")}
 
 
@@ -67,7 +66,6 @@ def _clip(name, model_prefix, top_projection=512, classifier=None):
     return row, row._replace(tower=False)
 
 
-_REGISTERS = dict(_DINOV2, num_register_tokens=4)
 _DINOV3 = dict(_NO_QKV, hidden_size=384, intermediate_size=1536, num_attention_heads=6, layer_norm_eps=1e-5,
                rope_theta=100.0, query_bias=True, key_bias=False, value_bias=True, proj_bias=True, mlp_bias=True,
                layerscale_value=1.0, use_gated_mlp=False, num_register_tokens=0)
@@ -77,10 +75,9 @@ _DINOV3_SWITCHES = {"rope": ("dinov3", "DINOv3ViTRopePositionEmbedding (RoPE of 
                     "rope_grid_indexing": ("ij", "DINOv3ViTRopePositionEmbedding's coordinates (row, column)"),
                     "position_embedding": (False, "no absolute position table"),
                     "prefix_positions": (False, "no absolute position table")}
-_TIPSV2 = dict(_DINOV2, image_size=448, num_register_tokens=1)
 FAMILIES = {
     "dinov2": Family("dinov2", "dinov2", _DINOV2, _IMAGENET),
-    "dinov2_with_registers": Family("dinov2", "dinov2_with_registers", _REGISTERS, _IMAGENET,
+    "dinov2_with_registers": Family("dinov2", "dinov2_with_registers", dict(_DINOV2, num_register_tokens=4), _IMAGENET,
                                     resampling="bicubic_torch_antialias"),
     "deit": Family("vit", "deit", _VIT, _IMAGENET, switches={"distillation_token": (True, "a distillation token")},
                    refused={"DeiTForImageClassification": (
@@ -100,8 +97,8 @@ FAMILIES = {
                       switches=_NO_CLASS, tower=True, classifiers={"Siglip2ForImageClassification": "siglip2_classifier"},
                       fixed_size="SigLIP2's position embeddings, resized bilinearly with antialiasing"),
     "dinov3_vit": Family("dinov3", "dinov3_vit", _DINOV3, _IMAGENET, switches=_DINOV3_SWITCHES),
-    "tipsv2": Family("dinov2", "tipsv2", _TIPSV2, ("[0, 1] (no normalisation)", ((0.0,) * 3, (1.0,) * 3)),
-                     resampling=None, tower=True,
+    "tipsv2": Family("dinov2", "tipsv2", dict(_DINOV2, image_size=448, num_register_tokens=1),
+                     ("[0, 1] (no normalisation)", ((0.0,) * 3, (1.0,) * 3)), resampling=None, tower=True,
                      fixed_size="TIPSv2 resamples its position embeddings bilinearly with antialiasing"),
 }
 FAMILIES["clip"], FAMILIES["clip_vision_model"] = _clip("clip", "CLIP", classifier="CLIP")
@@ -216,7 +213,7 @@ def settings(config, path, model_type):
         put("image_size", tuple(size), f"{said} ({row.fixed_size}, a rule keras_vit does not have: the model runs at "
             "that size only)")
     if row.layout in ("clip", "altclip"):
-        notes.append(_CLIP_BIAS)
+        notes.append("CLIP's patch embedding has no bias: keras_vit's (embedding/bias) is zeros")
     if model_type == "vit_mae":
         ratio = vision.get("mask_ratio", 0.75)
         notes.append(f"config.json mask_ratio={ratio!r}: the encoder runs on every patch (no masking), as ViTMAEModel with "
