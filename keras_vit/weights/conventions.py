@@ -1,6 +1,8 @@
 """What several weight sources share (they import it from here, never from each other): the input normalisations
-they declare, and PyTorch's tensor layout.
+they declare, PyTorch's tensor layout, and the sorting of a file's keys into renamed, skipped and unknown.
 """
+
+import re
 
 import numpy as np
 
@@ -62,6 +64,33 @@ def joined(parts, axis=-1):
         shape[axis] = sum(p.shape[axis] for p in parts)
         return np.broadcast_to(np.zeros((), parts[0].dtype), tuple(shape))
     return np.concatenate([np.asarray(p) for p in parts], axis=axis)
+
+
+def renamed(keys, rename, skip, label=None, skipped=None):
+    """``(names, skipped, unknown)`` of ``keys``: ``{key: rename(key)}`` where not None; ``{label(match, key): (count,
+    reason)}`` (added to ``skipped``) of those a regex of ``skip`` (``{regex: reason}``) finds, counted by default
+    under its named group ``group`` + ``*``, else the key; ``unknown``: the others.
+
+    Example:
+    >>> renamed(["text_a", "text_b", "cls", "odd"], {"cls": "cls"}.get, {"^(?P<group>text_)": "the text tower"})
+    ({'cls': 'cls'}, {'text_*': (2, 'the text tower')}, ['odd'])
+    """
+    names, skipped, unknown = {}, {} if skipped is None else skipped, []
+    for key in keys:
+        match = next(filter(None, (re.search(pattern, key) for pattern in skip)), None)
+        if match is not None:
+            group = label(match, key) if label else (match["group"] + "*" if match.groupdict().get("group") else key)
+            skipped[group] = (skipped.get(group, (0,))[0] + 1, skip[match.re.pattern])
+        elif (name := rename(key)) is not None:
+            names[key] = name
+        else:
+            unknown.append(key)
+    return names, skipped, unknown
+
+
+def counted(skipped):
+    """``{"what (n tensors)": reason}`` of ``{what: (n, reason)}``, as a load report names what was left out."""
+    return {f"{what} ({n} tensor{'s' if n > 1 else ''})": why for what, (n, why) in skipped.items()}
 
 
 def finish(out, unknown, path, layout):

@@ -50,22 +50,18 @@ def processor_normalization(processor, file, mean, std):
     if processor.get("do_rescale", True) is False:
         factor, said = 1.0, ["do_rescale=false"]
     elif "rescale_factor" in processor:
-        factor = processor["rescale_factor"]
-        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not np.isfinite(factor) or factor <= 0:
-            raise CheckpointError(f"{file!r}: rescale_factor={factor!r}, expected a positive number (1/255 scales to [0, 1]).")
+        factor = config_lib.number(processor, "rescale_factor", None, file)  # 1/255 scales to [0, 1]
         if not np.isclose(factor, TRANSFORMERS_RESCALE, rtol=1e-6, atol=0):
-            said.append(f"rescale_factor={factor!r}")
+            said.append(f"rescale_factor={processor['rescale_factor']!r}")
     if processor.get("do_normalize", True) is False:
         mean, std = [0.0] * 3, [1.0] * 3
         said.append("do_normalize=false")
-    elif processor.get("image_mean") is not None and processor.get("image_std") is not None:
-        mean = channels(processor["image_mean"], file, "image_mean", False)
-        std = channels(processor["image_std"], file, "image_std", True)
-        said.append(f"image_mean={processor['image_mean']!r}, image_std={processor['image_std']!r}")
-    else:
-        for field in ("image_mean", "image_std"):  # one without the other is still checked
-            if processor.get(field) is not None:
-                channels(processor[field], file, field, field == "image_std")
+    else:  # one without the other is still checked
+        given = {field: channels(processor[field], file, field, field == "image_std")
+                 for field in ("image_mean", "image_std") if processor.get(field) is not None}
+        if len(given) == 2:
+            mean, std = given["image_mean"], given["image_std"]
+            said.append(f"image_mean={processor['image_mean']!r}, image_std={processor['image_std']!r}")
     scale = 255.0 * factor  # x * factor = (x / 255) * scale
     return [float(m) / scale for m in mean], [float(s) / scale for s in std], ", ".join(said) or None
 
@@ -117,8 +113,7 @@ def fold_normalization(arrays, mean, std, model_mean=None, model_std=None):
             "equal to the file's (keras_vit.from_pretrained does)."
         )
     kernel = np.asarray(arrays["embedding/kernel"], np.float64)  # (P, P, C, D)
-    out = dict(arrays)
-    out["embedding/kernel"] = (kernel * (model_std / std)[None, None, :, None]).astype(arrays["embedding/kernel"].dtype)
+    scaled = kernel * (model_std / std)[None, None, :, None]
     shift = np.einsum("yxcd,c->d", kernel, (model_mean - mean) / std)
-    out["embedding/bias"] = (np.asarray(arrays["embedding/bias"], np.float64) + shift).astype(arrays["embedding/bias"].dtype)
-    return out
+    return {**arrays, "embedding/kernel": scaled.astype(arrays["embedding/kernel"].dtype),
+            "embedding/bias": (np.asarray(arrays["embedding/bias"], np.float64) + shift).astype(arrays["embedding/bias"].dtype)}

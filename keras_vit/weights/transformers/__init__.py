@@ -1,9 +1,6 @@
-"""Hugging Face transformers ``save_pretrained`` folders -> the original checkpoint layout.
-
-The ``model_type`` of ``config.json`` picks the reader (:mod:`~keras_vit.weights.transformers.vit`, or a row of
-:mod:`~keras_vit.weights.transformers.family`) and the key table
-(:data:`~keras_vit.weights.transformers.layouts.LAYOUTS`); the family's ``model_type``\ s whose blocks need a
-switch keras_vit lacks (:data:`~keras_vit.weights.transformers.family.REFUSED`) are refused by name with it.
+"""Hugging Face transformers ``save_pretrained`` folders -> the original checkpoint layout: ``config.json``'s
+``model_type`` picks the reader (:mod:`~keras_vit.weights.transformers.vit`, or a row of
+:mod:`~keras_vit.weights.transformers.family`) and the key table (:mod:`~keras_vit.weights.transformers.layouts`).
 """
 
 import os
@@ -12,7 +9,6 @@ from keras_vit.errors import CheckpointError
 from keras_vit.weights.state_dict import StateDictSource
 from keras_vit.weights.transformers import family, layouts, vit
 
-FORMAT = "transformers"
 MODEL_TYPES = ("vit",) + family.MODEL_TYPES
 
 
@@ -20,11 +16,9 @@ class TransformersSource(StateDictSource):
     """A folder written by transformers' ``save_pretrained`` (or its ``.safetensors`` with the ``config.json``
     beside it) of one of :data:`MODEL_TYPES`, recognised by its keys."""
 
-    name = FORMAT
+    name = "transformers"
     label = "transformers ViT"
-
-    def matches(self, keys):
-        return layouts.matches(keys)
+    matches = staticmethod(layouts.matches)
 
     def claims(self, opened):
         """Its keys (:func:`~keras_vit.weights.transformers.layouts.matches`), or a ``config.json`` naming a
@@ -60,8 +54,6 @@ class TransformersSource(StateDictSource):
         return family.normalization(found, os.path.dirname(os.path.abspath(config_path)), model_type)
 
     def convert(self, tensors, reading, path):
-        """The state dict in the original layout (``reading.layout``'s table); the keys skipped on purpose (a text
-        tower, a decoder) go to ``reading.skipped``, which prefix the vision keys have to ``reading.notes``."""
         out, reading.skipped = layouts.to_original(tensors, path, reading.layout, reading.notes)
         return out
 

@@ -2,21 +2,20 @@
 
 Every switch is declared, named with the field that sets it (a row states only those its ``modeling_*.py`` fixes
 where they differ from the paper's, :data:`keras_vit.architecture.family.PAPER`), so a model built with another is
-refused by field name and :func:`keras_vit.from_pretrained` builds exactly this architecture. A two-tower
-repository is read from its ``vision_config``. The input normalisation is ``preprocessor_config.json``'s, else
-the row's (:func:`normalization`); the load report says which.
+refused by field name and :func:`keras_vit.from_pretrained` builds exactly this architecture.
 """
 
 import os
 from typing import NamedTuple
 
 from keras_vit.errors import CheckpointError
+from keras_vit.layers.kernels import ACTIVATIONS as MLP_ACTIVATIONS
 from keras_vit.weights import config as config_lib
 from keras_vit.weights.declared import activation, declare
 from keras_vit.weights.conventions import CLIP_MEAN_STD, HALF, IMAGENET
 from keras_vit.weights.input_normalization import processor_normalization
-from keras_vit.weights.source import Reading
-from keras_vit.weights.transformers import aimv2, siglip2
+from keras_vit.weights.source import NaFlexForm, Reading
+from keras_vit.weights.transformers.vit import DEFAULTS as _VIT
 
 
 class Family(NamedTuple):
@@ -48,17 +47,13 @@ class Family(NamedTuple):
 
 
 _IMAGENET, _CLIP, _HALF = ("ImageNet", IMAGENET), ("OpenAI CLIP", CLIP_MEAN_STD), ("0.5", HALF)
-_VIT = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072, hidden_act="gelu",
-            layer_norm_eps=1e-12, image_size=224, patch_size=16, num_channels=3, qkv_bias=True)
 _DINOV2 = dict(_VIT, mlp_ratio=4, layer_norm_eps=1e-6, patch_size=14, layerscale_value=1.0, use_swiglu_ffn=False)
-_CLIP_VISION = dict({k: v for k, v in _VIT.items() if k != "qkv_bias"}, hidden_act="quick_gelu", layer_norm_eps=1e-5,
-                    patch_size=32, projection_dim=512)
-_SIGLIP = dict({k: v for k, v in _VIT.items() if k != "qkv_bias"}, hidden_act="gelu_pytorch_tanh", layer_norm_eps=1e-6,
-               vision_use_head=True)
+_NO_QKV = {k: v for k, v in _VIT.items() if k != "qkv_bias"}  # q/k/v biases without a switch
+_CLIP_VISION = dict(_NO_QKV, hidden_act="quick_gelu", layer_norm_eps=1e-5, patch_size=32, projection_dim=512)
+_SIGLIP = dict(_NO_QKV, hidden_act="gelu_pytorch_tanh", layer_norm_eps=1e-6, vision_use_head=True)
 _CLIP_NORMS = {"pre_norm": (True, "pre_layrnorm before the blocks"),
                "final_norm": (False, "post_layernorm on the pooled class token only"),
                "fc_norm": (True, "post_layernorm on the pooled class token")}
-_CLIP_BIAS = "CLIP's patch embedding has no bias: keras_vit's (embedding/bias) is zeros"
 _NO_CLASS = {"class_token": (False, "no class token")}
 
 
@@ -71,21 +66,18 @@ def _clip(name, model_prefix, top_projection=512, classifier=None):
     return row, row._replace(tower=False)
 
 
-_REGISTERS = dict(_DINOV2, num_register_tokens=4)
-_DINOV3 = dict({k: v for k, v in _VIT.items() if k != "qkv_bias"}, hidden_size=384, intermediate_size=1536,
-               num_attention_heads=6, layer_norm_eps=1e-5, rope_theta=100.0, query_bias=True, key_bias=False,
-               value_bias=True, proj_bias=True, mlp_bias=True, layerscale_value=1.0, use_gated_mlp=False,
-               num_register_tokens=0)
+_DINOV3 = dict(_NO_QKV, hidden_size=384, intermediate_size=1536, num_attention_heads=6, layer_norm_eps=1e-5,
+               rope_theta=100.0, query_bias=True, key_bias=False, value_bias=True, proj_bias=True, mlp_bias=True,
+               layerscale_value=1.0, use_gated_mlp=False, num_register_tokens=0)
 # DINOv3ViTModel: RoPE on the patch tokens (DINOv3ViTRopePositionEmbedding: centred coordinates in [-1, 1], rows
 # first, the head's halves rotated), no position table; its pos_embed_shift / jitter / rescale act in training only
 _DINOV3_SWITCHES = {"rope": ("dinov3", "DINOv3ViTRopePositionEmbedding (RoPE of the patch tokens)"),
                     "rope_grid_indexing": ("ij", "DINOv3ViTRopePositionEmbedding's coordinates (row, column)"),
                     "position_embedding": (False, "no absolute position table"),
                     "prefix_positions": (False, "no absolute position table")}
-_TIPSV2 = dict(_DINOV2, image_size=448, num_register_tokens=1)
 FAMILIES = {
     "dinov2": Family("dinov2", "dinov2", _DINOV2, _IMAGENET),
-    "dinov2_with_registers": Family("dinov2", "dinov2_with_registers", _REGISTERS, _IMAGENET,
+    "dinov2_with_registers": Family("dinov2", "dinov2_with_registers", dict(_DINOV2, num_register_tokens=4), _IMAGENET,
                                     resampling="bicubic_torch_antialias"),
     "deit": Family("vit", "deit", _VIT, _IMAGENET, switches={"distillation_token": (True, "a distillation token")},
                    refused={"DeiTForImageClassification": (
@@ -105,8 +97,8 @@ FAMILIES = {
                       switches=_NO_CLASS, tower=True, classifiers={"Siglip2ForImageClassification": "siglip2_classifier"},
                       fixed_size="SigLIP2's position embeddings, resized bilinearly with antialiasing"),
     "dinov3_vit": Family("dinov3", "dinov3_vit", _DINOV3, _IMAGENET, switches=_DINOV3_SWITCHES),
-    "tipsv2": Family("dinov2", "tipsv2", _TIPSV2, ("[0, 1] (no normalisation)", ((0.0,) * 3, (1.0,) * 3)),
-                     resampling=None, tower=True,
+    "tipsv2": Family("dinov2", "tipsv2", dict(_DINOV2, image_size=448, num_register_tokens=1),
+                     ("[0, 1] (no normalisation)", ((0.0,) * 3, (1.0,) * 3)), resampling=None, tower=True,
                      fixed_size="TIPSv2 resamples its position embeddings bilinearly with antialiasing"),
 }
 FAMILIES["clip"], FAMILIES["clip_vision_model"] = _clip("clip", "CLIP", classifier="CLIP")
@@ -119,10 +111,32 @@ FAMILIES["clipseg"], FAMILIES["clipseg_vision_model"] = (row._replace(refused={"
     for row in _clip("clip", "CLIPSeg"))
 for _name in ("siglip", "siglip2", "tipsv2"):  # the vision model alone: its settings at the top of its config.json
     FAMILIES[f"{_name}_vision_model"] = FAMILIES[_name]._replace(tower=False)
-# AIMv2: RMSNorm, a normed patch embedding, SwiGLU (keras_vit.weights.transformers.aimv2)
-FAMILIES["aimv2_vision_model"] = Family("aimv2", "aimv2", aimv2.DEFAULTS, _CLIP, resampling=None, switches=aimv2.SWITCHES,
-                                        fixed_size=aimv2.FIXED_SIZE, epsilon="rms_norm_eps")
-FAMILIES["aimv2"] = FAMILIES["aimv2_vision_model"]._replace(tower=True, refused=aimv2.REFUSED_CLASSES)
+# AIMv2 (modeling_aimv2.py). Aimv2VisionModel: Aimv2VisionEmbeddings (the patch Conv2d with its bias, rms_norm of the
+# patch embeddings, a learned position_embedding of the patches: no class token), Aimv2EncoderLayer (rms_norm1,
+# Aimv2Attention: q/k/v/out_proj with biases where qkv_bias, the output projection's too; rms_norm2, Aimv2MLP:
+# down_proj(act(gate_proj x) * up_proj x), biases where mlp_bias), a final rms_norm; every RMSNorm of rms_norm_eps.
+# With use_head=False it returns last_hidden_state (keras_vit's pooling=None). Aimv2VisionConfig's defaults (5.24):
+_AIMV2 = dict(hidden_size=1024, intermediate_size=2816, num_hidden_layers=24, num_attention_heads=8, num_channels=3,
+              image_size=224, patch_size=14, hidden_act="silu", rms_norm_eps=1e-5, qkv_bias=False, mlp_bias=False,
+              use_head=True, is_native=False)
+FAMILIES["aimv2_vision_model"] = Family(
+    "aimv2", "aimv2", _AIMV2, _CLIP, resampling=None, epsilon="rms_norm_eps",
+    switches={"class_token": (False, "no class token"), "norm_type": ("rmsnorm", "Aimv2RMSNorm in every norm"),
+              "patch_norm": (True, "Aimv2VisionEmbeddings.rms_norm of the patch embeddings"),
+              "pooling": (None, "last_hidden_state, every token (no pooler without use_head)")},
+    fixed_size="AIMv2's position table, which Aimv2VisionEmbeddings adds at this size only (no interpolate_pos_encoding)")
+FAMILIES["aimv2"] = FAMILIES["aimv2_vision_model"]._replace(tower=True, refused={"Aimv2Model": (
+    "Aimv2Model's image embedding is visual_projection of its vision tower's attention-pooling head "
+    "(Aimv2AttentionPoolingHead), which keras_vit does not build; an Aimv2VisionModel repository with use_head=False "
+    "loads (the vision tower's last_hidden_state)")})
+# what keras_vit does not build of AIMv2, as the config says it: field -> (the value that needs it, what it is)
+_AIMV2_REFUSED = {
+    "use_head": (True, "AIMv2's attention-pooling head (Aimv2AttentionPoolingHead: a learned query without a query "
+                       "projection, key and value projections, output_proj), which keras_vit does not build; an "
+                       "Aimv2VisionModel with use_head=False loads (its last_hidden_state)"),
+    "is_native": (True, "AIMv2's native-resolution position embeddings (2-D sin-cos, built for each image size), "
+                        "which keras_vit does not build"),
+}
 MODEL_TYPES = tuple(FAMILIES)
 # the family's model_types whose blocks need a switch keras_vit lacks (their modeling_*.py): refused by name
 REFUSED = {
@@ -171,8 +185,8 @@ def settings(config, path, model_type):
         value = read.number(name, integer=field != "layer_norm_epsilon")
         put(field, value, read.said(name, value))
     (width, sizes), (depth, layers) = record["hidden_size"][:2], record["num_layers"][:2]
-    if row.encoder == "aimv2":  # its gated MLP and biases (keras_vit.weights.transformers.aimv2)
-        aimv2.blocks(put, read, path, expected)
+    if row.encoder == "aimv2":  # its gated MLP and biases
+        _aimv2(put, read, path, expected)
     else:
         _mlp(put, read, row, vision, width, path, where, expected)
     if row.encoder == "dinov3":
@@ -181,7 +195,7 @@ def settings(config, path, model_type):
         qkv = read.flag("qkv_bias") if "qkv_bias" in row.defaults else True
         put("qkv_bias", qkv, read.said("qkv_bias", qkv) if "qkv_bias" in row.defaults else f"{model_type} attention (q/k/v biases)")
     classifier = row.classifiers.get(architecture)
-    _switches(put, read, row, model_type, classifier)
+    _switches(put, read, row, model_type, architecture, classifier)
     _top(put, read, row, architecture, config, classifier)
     patch = vision.get("patch_size", row.defaults["patch_size"])
     patch_side = config_lib.size_pair(patch, path, where + "patch_size")[0]
@@ -199,7 +213,7 @@ def settings(config, path, model_type):
         put("image_size", tuple(size), f"{said} ({row.fixed_size}, a rule keras_vit does not have: the model runs at "
             "that size only)")
     if row.layout in ("clip", "altclip"):
-        notes.append(_CLIP_BIAS)
+        notes.append("CLIP's patch embedding has no bias: keras_vit's (embedding/bias) is zeros")
     if model_type == "vit_mae":
         ratio = vision.get("mask_ratio", 0.75)
         notes.append(f"config.json mask_ratio={ratio!r}: the encoder runs on every patch (no masking), as ViTMAEModel with "
@@ -208,7 +222,56 @@ def settings(config, path, model_type):
     return Reading(declared=record, expected=expected, architecture=architecture, notes=notes,
                    class_names=None if not names or all(n.startswith("LABEL_") for n in names) else names,
                    position_resampling=row.resampling, layout=classifier or row.layout,
-                   naflex=siglip2.naflex_form(size, said, path) if "num_patches" in row.defaults else None)
+                   naflex=_siglip2_naflex(size, said, path) if "num_patches" in row.defaults else None)
+
+
+def _siglip2_naflex(size, said, path):
+    """The :class:`~keras_vit.weights.source.NaFlexForm` of a SigLIP 2 config whose table's grid makes ``size``
+    pixels (``said``: how the config says it): transformers' SigLIP 2 NaFlex (``modeling_siglip2.py``,
+    ``image_processing_siglip2.py``) as keras_vit's NaFlex model, read with ``from_pretrained(..., max_patches=N)`` or
+    ``input_mode="naflex"`` (else the image model at the table's own grid, square images of ``S * P`` pixels, where
+    the resampling is the identity).
+
+    ``Siglip2VisionModel`` takes each image at its own grid: ``pixel_values`` ``(B, N, P * P * C)`` (patches flattened
+    as ``(P, P, C)``), ``pixel_attention_mask`` ``(B, N)`` and ``spatial_shapes`` ``(B, 2)``. Its
+    ``Siglip2VisionEmbeddings`` adds to the first ``h * w`` patches of each image the ``(S, S)`` table
+    (``S = sqrt(num_patches)``) resampled to ``(h, w)`` by the weights of ``F.interpolate(mode="bilinear",
+    align_corners=False, antialias=True)`` (``resize_positional_embeddings``: keras_vit's ``bilinear_torch_antialias``);
+    the padding takes the first position and the mask keeps it out of every attention (the keys) and of the
+    attention-pooling head's, and ``Siglip2ForImageClassification`` averages the valid tokens. Its processor gives each
+    image its grid by ``get_image_size_for_max_num_patches`` (:data:`keras_vit.layers.naflex_grid.GRID_RULES`
+    ``"siglip2"``) and resizes it bilinearly with antialiasing.
+    """
+    record = {}
+    declare(record, "input_mode", "naflex", "Siglip2VisionModel (pixel_values, pixel_attention_mask, spatial_shapes: "
+            "each image at its own grid)", path)
+    declare(record, "grid_rule", "siglip2", "Siglip2ImageProcessor (get_image_size_for_max_num_patches)", path)
+    declare(record, "image_size", tuple(size), f"{said} (the table's grid; resampled to each image's)", path)
+    note = ("SigLIP 2 NaFlex: each image at its own grid (Siglip2ImageProcessor's rule, ViTConfig.grid_rule='siglip2'),"
+            " the position table resampled to it bilinearly with antialiasing (resize_positional_embeddings), the "
+            "padding masked")
+    return NaFlexForm(declared=record, position_resampling="bilinear_torch_antialias", note=note)
+
+
+def _aimv2(put, read, path, expected):
+    """What AIMv2's config says of its blocks: the gated MLP, its activation and width, and the biases; the parts
+    keras_vit lacks refused (:data:`_AIMV2_REFUSED`)."""
+    for field, (value, why) in _AIMV2_REFUSED.items():
+        if read.flag(field) == value:
+            raise CheckpointError(f"{path!r}: {read.said(field, value)}: {why}.")
+    act = read.config.get("hidden_act", _AIMV2["hidden_act"])
+    if not isinstance(act, str) or activation(act) not in MLP_ACTIVATIONS:
+        raise CheckpointError(f"{path!r}: {read.where}hidden_act={act!r} is no activation keras_vit's MLP has.")
+    mlp = read.number("intermediate_size")
+    said = read.said("intermediate_size", mlp)
+    put("mlp_type", "glu", "Aimv2MLP (down_proj(act(gate_proj x) * up_proj x))")
+    put("mlp_activation", activation(act), read.said("hidden_act", act) + " (gated: act(gate_proj x) * up_proj x)")
+    put("mlp_dim", mlp, said)
+    expected.append(("mlp_dim", said, 2 * mlp))  # gate_proj and up_proj joined
+    qkv, mlp_bias = read.flag("qkv_bias"), read.flag("mlp_bias")
+    put("qkv_bias", qkv, read.said("qkv_bias", qkv))
+    put("proj_bias", qkv, read.said("qkv_bias", qkv) + " (Aimv2Attention's out_proj too)")
+    put("mlp_bias", mlp_bias, read.said("mlp_bias", mlp_bias))
 
 
 def _dinov3(put, read, path):
@@ -259,7 +322,7 @@ def _mlp(put, read, row, vision, width, path, where, expected):
     put("mlp_dim", mlp, said)
 
 
-def _switches(put, read, row, model_type, classifier):
+def _switches(put, read, row, model_type, architecture, classifier):
     """The paper's switches, each replaced by the row's (or by its config's: registers, LayerScale)."""
     switches = {field: (value, f"{model_type}: {said}") for field, (value, said) in dict(_PAPER, **row.switches).items()}
     if "num_register_tokens" in row.defaults:
@@ -270,8 +333,7 @@ def _switches(put, read, row, model_type, classifier):
         scale = read.number("layerscale_value", integer=False)
         switches["layer_scale_init"] = (scale, read.said("layerscale_value", scale))
     if classifier == "clip_classifier":  # the mean of last_hidden_state, which post_layernorm never touches
-        name = next(name for name, found in row.classifiers.items() if found == classifier)
-        said = f"{name}: no LayerNorm after the blocks (post_layernorm is not read)"
+        said = f"{architecture}: no LayerNorm after the blocks (post_layernorm is not read)"
         switches["final_norm"] = switches["fc_norm"] = (False, said)
     for field, (value, said) in switches.items():
         if field != "pooling":
@@ -310,14 +372,10 @@ def normalization(reading, folder, model_type):
     """``reading`` with the input ``mean`` / ``std``: from ``preprocessor_config.json``, else the default."""
     file = os.path.join(folder, "preprocessor_config.json")
     label, (mean, std) = FAMILIES[model_type].normalization
-    said = None
-    if os.path.isfile(file):
-        mean, std, said = processor_normalization(config_lib.read_json(file), file, list(mean), list(std))
-    if said is None:
-        reading.notes.append(
-            f"no image_mean / image_std in a preprocessor_config.json beside the weights: {label} mean and std, "
-            f"those of the published {model_type} checkpoints ({list(mean)}, {list(std)})")
-    else:
-        reading.notes.append(f"input normalisation from preprocessor_config.json: {said}")
+    mean, std, said = (processor_normalization(config_lib.read_json(file), file, list(mean), list(std))
+                       if os.path.isfile(file) else (mean, std, None))
+    reading.notes.append(f"input normalisation from preprocessor_config.json: {said}" if said else
+                         f"no image_mean / image_std in a preprocessor_config.json beside the weights: {label} mean and "
+                         f"std, those of the published {model_type} checkpoints ({list(mean)}, {list(std)})")
     reading.mean, reading.std = [float(v) for v in mean], [float(v) for v in std]
     return reading

@@ -1,12 +1,9 @@
 """The key tables of transformers' ViT family: their names -> the original layout, one :class:`Layout` per ``model_type``.
 
-Each is written from its ``modeling_*.py``: the prefixes ``save_pretrained`` puts before the vision model's keys
-(``vision_model.`` in CLIP and SigLIP, except transformers 5's ``CLIPVisionModel``, ``SiglipVisionModel`` and
-``Siglip2VisionModel``: its loader reads the 4.x keys with the prefix removed, ``conversion_mapping.py``'s
-``PrefixChange(prefix_to_remove="vision_model")``), the names inside and outside the encoder layers, and the keys
-of other parts of the repository (a text tower, MAE's decoder, a mask token) or that the class does not read,
-skipped with the reason the load report gives. A key in no table, or under another prefix, is refused by name
-(:func:`keras_vit.weights.conventions.finish`). transformers 5.24 writes the 4.x names.
+Each is written from its ``modeling_*.py``. ``save_pretrained`` puts ``vision_model.`` before the vision keys of
+CLIP and SigLIP, except transformers 5's ``CLIPVisionModel``, ``SiglipVisionModel`` and ``Siglip2VisionModel``: its
+loader reads the 4.x keys with the prefix removed (``conversion_mapping.py``'s
+``PrefixChange(prefix_to_remove="vision_model")``); transformers 5.24 writes the 4.x names.
 """
 
 import re
@@ -15,7 +12,7 @@ from typing import NamedTuple
 import numpy as np
 
 from keras_vit.errors import CheckpointError
-from keras_vit.weights.conventions import finish, joined, linear as _linear, norm as _norm, torch_tensors
+from keras_vit.weights.conventions import counted, finish, joined, linear as _linear, norm as _norm, renamed, torch_tensors
 
 ATT = "MultiHeadDotProductAttention_1"
 POSEMB = "Transformer/posembed_input/pos_embedding"
@@ -55,17 +52,14 @@ DINOV3_LAYER = _layer(  # DINOv3ViTLayer: norm1, attention (q/k/v/o_proj), layer
 CLIP_LAYER = _layer(  # CLIPEncoderLayer, SiglipEncoderLayer
     ("layer_norm1", "layer_norm2"), _proj("self_attn"), {"mlp.fc1": "Dense_0", "mlp.fc2": "Dense_1"})
 
-_PATCH_CONV = {"embeddings.patch_embeddings.projection.weight": "embedding/kernel",
-               "embeddings.patch_embeddings.projection.bias": "embedding/bias"}
 _VIT_TOP = {
     "embeddings.cls_token": "cls",
     "embeddings.position_embeddings": POSEMB,
-    **_PATCH_CONV,
+    **_linear("embeddings.patch_embeddings.projection", "embedding"),
     **_norm("layernorm", "Transformer/encoder_norm"),
 }
 _SIGLIP_TOP = {
-    "embeddings.patch_embedding.weight": "embedding/kernel",
-    "embeddings.patch_embedding.bias": "embedding/bias",
+    **_linear("embeddings.patch_embedding", "embedding"),
     "embeddings.position_embedding.weight": POSEMB,
     **_norm("post_layernorm", "Transformer/encoder_norm"),
     "head.probe": "MAPHead_0/probe",
@@ -124,32 +118,36 @@ def _dinov3(out):
 
 
 _CLASSIFIER = _linear("classifier", "head")
+
+
+def _encoder(model, layer_keys, top, whole=_CLASSIFIER, skipped=(), mask=True, bare=False):
+    """A ViT-like ``model_type``'s layout: the vision keys under ``{model}.`` or none, the layers
+    ``encoder.layer.N``, the ``mask`` token and ``skipped`` (``{regex: reason}``) left out."""
+    mask = {rf"^({model}\.)?embeddings\.mask_token$": _MASK} if mask else {}
+    return Layout({f"{model}.": None, "": None}, r"^encoder\.layer\.(\d+)\.(.+)$", layer_keys, top,
+                  {**mask, **dict(skipped)}, whole, bare=bare)
+
+
 LAYOUTS = {
-    "vit": Layout({"vit.": None, "": None}, r"^encoder\.layer\.(\d+)\.(.+)$", VIT_LAYER,
-                  {**_VIT_TOP, **_linear("pooler.dense", "pre_logits")}, {r"^(vit\.)?embeddings\.mask_token$": _MASK},
-                  _CLASSIFIER, bare=True),
-    "dinov2": Layout({"dinov2.": None, "": None}, r"^encoder\.layer\.(\d+)\.(.+)$", DINOV2_LAYER, _VIT_TOP,
-                     {r"^(dinov2\.)?embeddings\.mask_token$": _MASK}, _CLASSIFIER),
-    "dinov2_with_registers": Layout(
-        {"dinov2_with_registers.": None, "": None}, r"^encoder\.layer\.(\d+)\.(.+)$", DINOV2_LAYER,
-        {**_VIT_TOP, "embeddings.register_tokens": "reg"},
-        {r"^(dinov2_with_registers\.)?embeddings\.mask_token$": _MASK}, _CLASSIFIER),
-    "deit": Layout(
-        {"deit.": None, "": None}, r"^encoder\.layer\.(\d+)\.(.+)$", VIT_LAYER,
-        {**_VIT_TOP, "embeddings.distillation_token": "dist"},
-        {r"^(deit\.)?embeddings\.mask_token$": _MASK,
-         r"^(deit\.)?pooler\.dense\.": "DeiTModel's pooler (dense + tanh on the class token), which DeiT's classifiers do "
-                                       "not read: the model returns the mean of the class and distillation tokens"},
-        {**_linear("cls_classifier", "head"), **_linear("distillation_classifier", "head_dist")}),
-    "vit_mae": Layout(
-        {"vit.": None, "": None}, r"^encoder\.layer\.(\d+)\.(.+)$", VIT_LAYER, _VIT_TOP,
-        {r"^(?P<group>decoder\.)": "MAE's pixel decoder (pre-training only; keras_vit loads the encoder, without masking)"},
-        {}),
+    "vit": _encoder("vit", VIT_LAYER, {**_VIT_TOP, **_linear("pooler.dense", "pre_logits")}, bare=True),
+    "dinov2": _encoder("dinov2", DINOV2_LAYER, _VIT_TOP),
+    "dinov2_with_registers": _encoder("dinov2_with_registers", DINOV2_LAYER,
+                                      {**_VIT_TOP, "embeddings.register_tokens": "reg"}),
+    "deit": _encoder(
+        "deit", VIT_LAYER, {**_VIT_TOP, "embeddings.distillation_token": "dist"},
+        {**_linear("cls_classifier", "head"), **_linear("distillation_classifier", "head_dist")},
+        {r"^(deit\.)?pooler\.dense\.": "DeiTModel's pooler (dense + tanh on the class token), which DeiT's classifiers do "
+                                      "not read: the model returns the mean of the class and distillation tokens"}),
+    "vit_mae": _encoder("vit", VIT_LAYER, _VIT_TOP, {}, mask=False, skipped={
+        r"^(?P<group>decoder\.)": "MAE's pixel decoder (pre-training only; keras_vit loads the encoder, without masking)"}),
+    # ViT-MSN: ViTMSNModel's keys bare, ViTMSNForImageClassification's under vit. (its classifier reads the class token)
+    "vit_msn": _encoder("vit", VIT_LAYER, _VIT_TOP, bare=True),
+    # I-JEPA: no class token; IJepaModel's keys bare, IJepaForImageClassification's under ijepa.
+    "ijepa": _encoder("ijepa", VIT_LAYER, {k: v for k, v in _VIT_TOP.items() if v != "cls"}),
     "dinov3_vit": Layout(
         {"": None}, r"^layer\.(\d+)\.(.+)$", DINOV3_LAYER,
         {"embeddings.cls_token": "cls", "embeddings.register_tokens": "reg",
-         "embeddings.patch_embeddings.weight": "embedding/kernel", "embeddings.patch_embeddings.bias": "embedding/bias",
-         **_norm("norm", "Transformer/encoder_norm")},
+         **_linear("embeddings.patch_embeddings", "embedding"), **_norm("norm", "Transformer/encoder_norm")},
         {r"^embeddings\.mask_token$": _MASK}, {}, hook=_dinov3),
     "clip": Layout(
         _TOWER, r"^encoder\.layers\.(\d+)\.(.+)$", CLIP_LAYER,
@@ -165,13 +163,6 @@ LAYOUTS = {
          r"^(vision_model\.)?embeddings\.position_ids$": _POSITION_IDS}, {}),
 }
 LAYOUTS["siglip2"] = LAYOUTS["siglip"]  # the NaFlex patch embedding is an nn.Linear: see _patch_linear
-# ViT-MSN: ViTMSNModel's keys bare, ViTMSNForImageClassification's under vit. (its classifier reads the class token)
-LAYOUTS["vit_msn"] = LAYOUTS["vit_mae"]._replace(skipped={r"^(vit\.)?embeddings\.mask_token$": _MASK}, whole=_CLASSIFIER,
-                                                bare=True)
-# I-JEPA: no class token; IJepaModel's keys bare, IJepaForImageClassification's under ijepa.
-LAYOUTS["ijepa"] = LAYOUTS["vit_mae"]._replace(
-    prefixes={"ijepa.": None, "": None}, top={k: v for k, v in _VIT_TOP.items() if v != "cls"},
-    skipped={r"^(ijepa\.)?embeddings\.mask_token$": _MASK}, whole=_CLASSIFIER)
 # AltCLIP: CLIP's vision tower; transformers 5's AltCLIPModel writes encoder.layer.N (its text tower's renaming
 # "layer." -> "layers." undone on save, conversion_mapping.py), 4.x and AltCLIPVisionModel encoder.layers.N
 LAYOUTS["altclip"] = LAYOUTS["clip"]._replace(layer=r"^encoder\.layers?\.(\d+)\.(.+)$")
@@ -185,8 +176,8 @@ LAYOUTS["tipsv2"] = Layout(
     {"vision_encoder.": "the vision tower of Tipsv2Model under 'vision_encoder.'",
      "": "Tipsv2VisionModel's keys (TIPSv2's original names, without a prefix)"},
     r"^blocks\.(\d+)\.(.+)$", TIPSV2_LAYER,
-    {"cls_token": "cls", "register_tokens": "reg", "pos_embed": POSEMB, "patch_embed.proj.weight": "embedding/kernel",
-     "patch_embed.proj.bias": "embedding/bias", **_norm("norm", "Transformer/encoder_norm")},
+    {"cls_token": "cls", "register_tokens": "reg", "pos_embed": POSEMB, **_linear("patch_embed.proj", "embedding"),
+     **_norm("norm", "Transformer/encoder_norm")},
     {r"^(vision_encoder\.)?mask_token$": _MASK,
      r"^(?P<group>text_encoder\.)|^temperature$": "the text tower (keras_vit loads the image tower of a TIPSv2 model)"},
     {})
@@ -195,9 +186,8 @@ AIMV2_LAYER = _layer(("rms_norm1", "rms_norm2"), _proj("attention"),
                      {"ffn.gate_proj": "Dense_0_gate", "ffn.up_proj": "Dense_0", "ffn.down_proj": "Dense_1"})
 LAYOUTS["aimv2"] = Layout(
     {"": None}, r"^encoder\.layers\.(\d+)\.(.+)$", AIMV2_LAYER,
-    {"embeddings.patch_embed.weight": "embedding/kernel", "embeddings.patch_embed.bias": "embedding/bias",
-     **_norm("embeddings.rms_norm", "embedding_norm"), "embeddings.position_embedding.weight": POSEMB,
-     **_norm("rms_norm", "Transformer/encoder_norm")},
+    {**_linear("embeddings.patch_embed", "embedding"), **_norm("embeddings.rms_norm", "embedding_norm"),
+     "embeddings.position_embedding.weight": POSEMB, **_norm("rms_norm", "Transformer/encoder_norm")},
     {r"^embeddings\.position_ids$": _POSITION_IDS}, {}, hook=_dinov3)
 # the *ForImageClassification classes: a classifier on the mean of the tokens; what their vision model computes
 # besides (SigLIP's attention-pooling head, CLIP's post_layernorm of the class token) is not read
@@ -252,15 +242,6 @@ def _patch_linear(key, array, path):
     return array.reshape(width, side, side, 3).transpose(1, 2, 3, 0)
 
 
-def _skipped(key, layout):
-    """``(group, reason)`` of a key the layout skips on purpose, else None."""
-    for pattern, why in layout.skipped.items():
-        match = re.search(pattern, key)
-        if match:
-            return (match["group"] + "*" if "group" in match.re.groupindex and match["group"] else key), why
-    return None
-
-
 def to_original(tensors, path, layout_name, notes=None):
     """``(arrays, skipped)``: a family state dict in the original layout, and ``{what: reason}`` of the keys left out.
 
@@ -278,24 +259,17 @@ def to_original(tensors, path, layout_name, notes=None):
     prefix = prefix_of(tensors, layout)
     if notes is not None and layout.prefixes[prefix]:
         notes.append(f"transformers layout: {layout.prefixes[prefix]}")
-    out, origin, unknown, skipped = {}, {}, [], {}
-    for key, array in tensors.items():
-        found = _skipped(key, layout)
-        if found is not None:
-            count, _ = skipped.get(found[0], (0, found[1]))
-            skipped[found[0]] = (count + 1, found[1])
-            continue
+
+    def rename(key):
         short = key[len(prefix):] if key.startswith(prefix) else (key if layout.bare else None)
         match = layer.match(short) if short is not None else None
-        if key in layout.whole:
-            name = layout.whole[key]
-        elif short in layout.top:
-            name = layout.top[short]
-        elif match and match[2] in layout.layer_keys:
-            name = f"Transformer/encoderblock_{match[1]}/{layout.layer_keys[match[2]]}"
-        else:
-            unknown.append(key)
-            continue
+        block = match and layout.layer_keys.get(match[2])
+        return layout.whole.get(key) or layout.top.get(short) or (block and f"Transformer/encoderblock_{match[1]}/{block}")
+
+    names, skipped, unknown = renamed(tensors, rename, layout.skipped)
+    out, origin = {}, {}
+    for key, name in names.items():
+        array = tensors[key]
         if name == "embedding/kernel" and array.ndim == 2:
             parts = {name: _patch_linear(key, array, path)}
         else:
@@ -311,4 +285,4 @@ def to_original(tensors, path, layout_name, notes=None):
         for name in layout.zeros:
             out.setdefault(name, np.zeros(out["embedding/kernel"].shape[-1], np.float32))
     out = finish(out, unknown, path, f"transformers {layout_name}, " + (f"{prefix!r}-prefixed" if prefix else "unprefixed"))
-    return out, {f"{group} ({count} tensor{'s' if count > 1 else ''})": why for group, (count, why) in skipped.items()}
+    return out, counted(skipped)

@@ -1,8 +1,6 @@
-"""What a transformers ``ViTModel`` / ``ViTForImageClassification`` ``config.json`` (``model_type`` ``vit``) says.
-
-Its keys are the ``"vit"`` row of :data:`keras_vit.weights.transformers.layouts.LAYOUTS`. The LayerNorm epsilon
-is ``layer_norm_eps`` (1e-12 in Google's ports), which the model must use; what ``config.json`` declares (heads,
-epsilon, ``hidden_act``, ``qkv_bias``, sizes) is compared with the model's by :mod:`keras_vit.weights.declared`.
+"""What a transformers ``ViTModel`` / ``ViTForImageClassification`` ``config.json`` (``model_type`` ``vit``) says
+(its keys: the ``"vit"`` row of :data:`keras_vit.weights.transformers.layouts.LAYOUTS`). Its ``layer_norm_eps``
+(1e-12 in Google's ports) is declared: the model must use it.
 """
 
 import re
@@ -12,7 +10,9 @@ from keras_vit.weights import config as config_lib
 from keras_vit.weights.declared import activation, declare
 from keras_vit.weights.source import Reading
 
-LAYER_NORM_EPSILON = 1e-12  # ViTConfig's default layer_norm_eps
+# transformers' ViTConfig's defaults (those of the family's rows too)
+DEFAULTS = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072, hidden_act="gelu",
+                layer_norm_eps=1e-12, image_size=224, patch_size=16, num_channels=3, qkv_bias=True)
 
 
 def _said(config, field, value):
@@ -31,29 +31,28 @@ def settings(config, path="<config>"):
     >>> s.layer_norm_epsilon, s.num_heads, s.class_names
     (1e-12, 3, ['cat', 'dog'])
     """
-    read = config_lib.Fields(config, path, whose="transformers'")
-    act = config.get("hidden_act", "gelu")
+    read = config_lib.Fields(config, path, defaults=DEFAULTS, whose="transformers'")
+    act = config.get("hidden_act", DEFAULTS["hidden_act"])
     if not isinstance(act, str):
         raise CheckpointError(f"{path!r}: hidden_act={act!r}, expected the name of an activation.")
     names = config_lib.indexed_names(config.get("id2label"), "id2label", path) or []
     if all(re.fullmatch(r"LABEL_\d+", name) for name in names):  # transformers' placeholder labels
         names = []
     record = {}  # what the model must have: compared with its ViTConfig by keras_vit.weights.declared.check
-    for field, name, default in (("num_heads", "num_attention_heads", 12),
-                                 ("layer_norm_epsilon", "layer_norm_eps", LAYER_NORM_EPSILON)):
-        value = read.number(name, default, integer=field != "layer_norm_epsilon")
+    for field, name in (("num_heads", "num_attention_heads"), ("layer_norm_epsilon", "layer_norm_eps")):
+        value = read.number(name, integer=field == "num_heads")
         declare(record, field, value, read.said(name, value), path)
     expected = []  # (quantity, the field as the config says it, value): checked against the weights
-    for quantity, field, default in (("hidden_size", "hidden_size", 768), ("num_layers", "num_hidden_layers", 12),
-                                     ("mlp_dim", "intermediate_size", 3072), ("num_channels", "num_channels", 3)):
-        value = read.number(field, default)
+    for quantity, field in (("hidden_size", "hidden_size"), ("num_layers", "num_hidden_layers"),
+                            ("mlp_dim", "intermediate_size"), ("num_channels", "num_channels")):
+        value = read.number(field)
         expected.append((quantity, _said(config, field, value), value))
         if field in config and quantity != "num_channels":  # a size the file states, not ViTConfig's default
             declare(record, quantity, value, read.said(field, value), path)
-    for field, default in (("patch_size", 16), ("image_size", 224)):
-        value = config.get(field, default)
+    for field in ("patch_size", "image_size"):
+        value = config.get(field, DEFAULTS[field])
         expected.append((field, _said(config, field, value), config_lib.size_pair(value, path, field)))
-    qkv_bias = read.flag("qkv_bias", True)
+    qkv_bias = read.flag("qkv_bias")
     expected.append(("qkv_bias", f"qkv_bias={qkv_bias!r}", qkv_bias))
     declare(record, "mlp_activation", activation(act), f"hidden_act={act!r}", path)
     declare(record, "qkv_bias", qkv_bias, f"qkv_bias={qkv_bias!r}", path)
