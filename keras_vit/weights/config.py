@@ -8,6 +8,7 @@ import math
 import numbers
 import warnings
 
+from keras_vit.architecture.arguments import positive_pair
 from keras_vit.errors import CheckpointError
 
 
@@ -92,20 +93,17 @@ class Fields:
 
 
 def size_pair(value, path, field):
-    """An int or ``[height, width]`` size as ``(height, width)``, or a ``CheckpointError`` naming the field.
+    """An int or ``[height, width]`` size as ``(height, width)`` (:func:`~keras_vit.architecture.arguments.positive_pair`),
+    or a ``CheckpointError`` naming the field.
 
     Example:
     >>> size_pair(224, "c", "image_size"), size_pair([3, 384, 384][1:], "c", "input_size")
     ((224, 224), (384, 384))
     """
-    pair = [value, value] if isinstance(value, numbers.Integral) and not isinstance(value, bool) else value
-    if (
-        not isinstance(pair, (list, tuple))
-        or len(pair) != 2
-        or not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v > 0 for v in pair)
-    ):
-        raise CheckpointError(f"{path!r}: {field}={value!r}, expected a positive integer or [height, width].")
-    return int(pair[0]), int(pair[1])
+    try:
+        return positive_pair(value, field)
+    except ValueError:
+        raise CheckpointError(f"{path!r}: {field}={value!r}, expected a positive integer or [height, width].") from None
 
 
 def indexed_names(mapping, field, path):
