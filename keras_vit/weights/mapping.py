@@ -64,14 +64,18 @@ MAP_ATTENTION_KEYS = {f"MAPHead_0/MultiHeadDotProductAttention_0/{name}/{kind}":
 
 @dataclasses.dataclass
 class Target:
-    """Where a checkpoint tensor goes: a variable and the expected file shape."""
+    """Where a checkpoint tensor goes: a variable and the expected file shape; ``merged``: an attention tensor, which
+    timm and transformers store with two head axes merged, e.g. ``(D, D)`` for ``(D, heads, head_dim)``."""
 
     variable: object
     shape: tuple  # shape expected in the checkpoint
+    merged: bool = False
 
     def accepts(self, shape):
         """Whether a checkpoint tensor of this shape fits (subclasses accept other layouts)."""
-        return tuple(shape) == tuple(self.shape)
+        own = tuple(self.shape)
+        merged = {own[:-2] + (int(np.prod(own[-2:])),), (int(np.prod(own[:2])),) + own[2:]} if self.merged else ()
+        return tuple(shape) == own or tuple(shape) in merged
 
     def convert(self, array):
         return np.reshape(array, tuple(self.variable.shape))
@@ -82,9 +86,7 @@ class MergedHeadsTarget(Target):
     or ``(heads, hd)``; the merged shape (timm, transformers) is accepted too."""
 
     def accepts(self, shape):
-        return int(np.prod(shape)) == int(np.prod(self.shape)) and (
-            tuple(shape) == tuple(self.shape) or len(shape) == len(self.shape) + 1
-        )
+        return super().accepts(shape) or (int(np.prod(shape)) == int(np.prod(self.shape)) and len(shape) == len(self.shape) + 1)
 
 
 class GroupNormTarget(Target):
@@ -108,11 +110,11 @@ def layer_weights(layer):
     return found
 
 
-def _target(weights, path, model, shape=None, cls=Target):
+def _target(weights, path, model, cls=Target, key=""):
     variable = weights.get(path)
     if variable is None:
         raise CheckpointError(f"Model {model.name!r} has no weight {path!r}: not a keras_vit ViT?")
-    return cls(variable, tuple(shape or variable.shape))
+    return cls(variable, tuple(variable.shape), "MultiHeadDotProductAttention" in key)
 
 
 def vit_targets(model):
@@ -147,7 +149,7 @@ def vit_targets(model):
     block_keys.update(MLP_NORM_KEYS if config.mlp_norm else {}, **(ATTENTION_NORM_KEYS if config.attention_norm else {}))
     for i in range(config.num_layers):
         for key, path in block_keys.items():
-            targets[f"Transformer/encoderblock_{i}/{key}"] = _target(weights, f"transformer_block_{i}/{path}", model)
+            targets[f"Transformer/encoderblock_{i}/{key}"] = _target(weights, f"transformer_block_{i}/{path}", model, key=key)
     if config.final_norm:
         for key, name in _NORM_WEIGHTS.items() if config.norm_type == "layernorm" else [("scale", "gamma")]:
             targets[f"Transformer/encoder_norm/{key}"] = _target(weights, f"encoder_norm/{name}", model)
@@ -155,7 +157,7 @@ def vit_targets(model):
     heads = {key: key for key in ("pre_logits/kernel", "pre_logits/bias", *HEAD_KEYS)}
     for key, path in {**FAMILY_KEYS, **MAP_ATTENTION_KEYS, **heads}.items():
         if path in weights:
-            targets[key] = _target(weights, path, model, cls=MergedHeadsTarget if key in MAP_ATTENTION_KEYS else Target)
+            targets[key] = _target(weights, path, model, MergedHeadsTarget if key in MAP_ATTENTION_KEYS else Target, key)
     return targets
 
 
