@@ -17,6 +17,8 @@ FACTORIZED_KEYS = (POSEMB_KEY + "_rows", POSEMB_KEY + "_cols")  # NaFlex's facto
 PATCH_KERNEL_KEY = "embedding/kernel"
 KERAS_PREFIX = "keras/"  # keys of the weights that only .keras sources carry (a conv stem's)
 HEAD_KEYS = ("head/kernel", "head/bias")
+ATT = "MultiHeadDotProductAttention_1"  # a block's attention
+MAP_ATT = "MAPHead_0/MultiHeadDotProductAttention_0"  # the attention-pooling head's
 
 # Flax parameter names -> Keras weight names
 _NORM_WEIGHTS = {"scale": "gamma", "bias": "beta"}
@@ -25,7 +27,7 @@ _ATTENTION = (("query", "query"), ("key", "key"), ("value", "value"), ("out", "a
 # inside encoder block i: checkpoint key under Transformer/encoderblock_{i}/ -> weight path under the block
 BLOCK_KEYS = {
     **{f"LayerNorm_0/{key}": f"layer_norm_1/{name}" for key, name in _NORM_WEIGHTS.items()},
-    **{f"MultiHeadDotProductAttention_1/{part}/{kind}": f"attention/{layer}/{kind}"
+    **{f"{ATT}/{part}/{kind}": f"attention/{layer}/{kind}"
        for part, layer in _ATTENTION for kind in ("kernel", "bias")},
     **{f"LayerNorm_2/{key}": f"layer_norm_2/{name}" for key, name in _NORM_WEIGHTS.items()},
     **{f"MlpBlock_3/Dense_{i}/{kind}": f"mlp_dense_{i + 1}/{kind}" for i in (0, 1) for kind in ("kernel", "bias")},
@@ -34,10 +36,10 @@ BLOCK_KEYS = {
 # inside encoder block i, LayerScale of the attention and MLP branches
 LAYER_SCALE_KEYS = {"LayerScale_1/gamma": "layer_scale_1/gamma", "LayerScale_3/gamma": "layer_scale_2/gamma"}
 # inside encoder block i, RoPE-Mixed's learnable frequencies (2, heads, head_dim / 2) (keras_vit's canonical key)
-ROPE_KEYS = {"MultiHeadDotProductAttention_1/rope_frequencies": "attention/rope_frequencies"}
+ROPE_KEYS = {f"{ATT}/rope_frequencies": "attention/rope_frequencies"}
 # inside encoder block i, NormFormer's sub-LayerNorms (keras_vit's canonical keys): the MLP's and the attention's
 MLP_NORM_KEYS = {f"MlpBlock_3/LayerNorm_0/{key}": f"mlp_norm/{name}" for key, name in _NORM_WEIGHTS.items()}
-ATTENTION_NORM_KEYS = {f"MultiHeadDotProductAttention_1/LayerNorm_0/{key}": f"attention/inner_norm/{name}"
+ATTENTION_NORM_KEYS = {f"{ATT}/LayerNorm_0/{key}": f"attention/inner_norm/{name}"
                        for key, name in _NORM_WEIGHTS.items()}
 # top level: checkpoint key -> weight path (each present only where the model's config has the part)
 FAMILY_KEYS = {
@@ -58,7 +60,7 @@ FAMILY_KEYS = {
 }
 # the MAP head's attention: big_vision's (D, heads, head_dim) kernels, or merged (D, D) as timm and transformers
 # store them -> keras_vit's (D, D) Dense kernels
-MAP_ATTENTION_KEYS = {f"MAPHead_0/MultiHeadDotProductAttention_0/{name}/{kind}": f"map_head/{layer}/{kind}"
+MAP_ATTENTION_KEYS = {f"{MAP_ATT}/{name}/{kind}": f"map_head/{layer}/{kind}"
                       for name, layer in _ATTENTION for kind in ("kernel", "bias")}
 
 

@@ -15,18 +15,15 @@ import numpy as np
 from keras_vit.architecture.family import PAPER
 from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
-from keras_vit.weights.conventions import counted, joined, renamed
+from keras_vit.weights.conventions import MASK, counted, joined, renamed
 from keras_vit.weights.declared import activation, declare
 from keras_vit.weights.keras_hub import preset as preset_files
-from keras_vit.weights.mapping import POSEMB_KEY
+from keras_vit.weights.mapping import ATT, POSEMB_KEY
 from keras_vit.layers.resampling import resize_position_embedding
 from keras_vit.weights.source import Reading
 
-ATT = "MultiHeadDotProductAttention_1"
-MAP_ATT = "MAPHead_0/MultiHeadDotProductAttention_0"
 POSITION_IDS = "position_ids"  # the Embedding's indices: the table is gathered by them, as keras-hub does
 TEXT = "the text tower (keras_vit loads the image tower of a keras-hub {} preset)"
-MASK = "the mask token of masked-image modelling (unused at inference)"
 # every family's sizes: {ViTConfig field: (config field, default: None when the config must name it)}
 SIZES = {"hidden_size": ("hidden_dim", None), "num_layers": ("num_layers", None), "num_heads": ("num_heads", None),
          "mlp_dim": ("intermediate_dim", None)}
