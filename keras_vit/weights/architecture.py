@@ -88,8 +88,7 @@ def infer(info, source=None, known_heads=None):
     arch["pooling"] = _pooling(info, class_token)
     head = shapes.get("head/kernel")
     arch["num_classes"] = int(head[-1]) if head is not None else None
-    pre_logits = shapes.get("pre_logits/kernel")
-    arch["representation_size"] = int(pre_logits[-1]) if pre_logits is not None else None
+    arch["representation_size"] = representation_size_of(shapes)
     return arch
 
 

@@ -4,11 +4,10 @@ dict may belong to another model.
 """
 
 import json
-import math
-import numbers
 import warnings
 
 from keras_vit.architecture.arguments import positive_pair
+from keras_vit.domains import POSITIVE, POSITIVE_INT
 from keras_vit.errors import CheckpointError
 
 
@@ -53,11 +52,11 @@ def number(config, field, default, path, integer=False):
     """
     if field not in config:
         return default
-    value = config[field]
-    kind = numbers.Integral if integer else numbers.Real
-    if isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value) or value <= 0:
-        raise CheckpointError(f"{path!r}: {field}={value!r}, expected a positive {'integer' if integer else 'number'}.")
-    return int(value) if integer else float(value)
+    try:
+        return (POSITIVE_INT if integer else POSITIVE).check(config[field], field)
+    except ValueError:
+        kind = "integer" if integer else "number"
+        raise CheckpointError(f"{path!r}: {field}={config[field]!r}, expected a positive {kind}.") from None
 
 
 class Fields:
