@@ -144,14 +144,13 @@ def indexed_names(mapping, field, path):
     return None
 
 
-def check_against_weights(expected, shapes, has_qkv_bias, path, position_prefix=None):
+def check_against_weights(expected, shapes, has_qkv_bias, path, prefix_positions=True):
     """Refuse weights whose shapes disagree with their config (naming the field and both values).
 
     ``expected``: ``[(quantity, field, value), ...]``, what the config states: ``field`` is how it says it
     (``"model_args.embed_dim=64"``, or ``"has no hidden_size (...)"`` for a default); an ``image_size``
-    ``(height, width)`` is compared as a grid of patches with the position embeddings. ``position_prefix``: how many
-    position embeddings precede the patches' (none: timm's ``no_embed_class``; default: the class and distillation
-    tokens').
+    ``(height, width)`` is compared as a grid of patches with the position embeddings, past the class and distillation
+    tokens' where they have one (``prefix_positions``, ViTConfig's field: not with timm's ``no_embed_class``).
 
     Example:
     >>> check_against_weights([("hidden_size", "hidden_size=8", 8)], {"embedding/kernel": (4, 4, 3, 16)}, True, "m")
@@ -172,9 +171,8 @@ def check_against_weights(expected, shapes, has_qkv_bias, path, position_prefix=
     head = shapes.get("head/kernel")
     found["num_classes"] = head[-1] if head is not None else None
     posemb = shapes.get("Transformer/posembed_input/pos_embedding")
-    if position_prefix is None:  # the class (and DeiT's distillation) token's positions
-        position_prefix = int(found["class_token"]) + int("dist" in shapes)
-    positions = posemb[1] - position_prefix if posemb is not None and len(posemb) == 3 else None
+    prefix = (int(found["class_token"]) + int("dist" in shapes)) * bool(prefix_positions)  # ViTConfig.num_position_prefix
+    positions = posemb[1] - prefix if posemb is not None and len(posemb) == 3 else None
     for quantity, field, value in expected:
         said = field if field.startswith("has no ") else f"says {field}"
         if quantity == "image_size":
