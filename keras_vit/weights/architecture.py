@@ -69,7 +69,7 @@ def infer(info, source=None, known_heads=None):
     elif arch["position_embedding"] or POSEMB_KEY in shapes:
         posemb = _shape(shapes, POSEMB_KEY, 3, source, "(1, tokens, D)")
         positions = int(posemb[1]) - ((int(class_token) + int(arch["distillation_token"])) if arch["prefix_positions"] else 0)
-        grid = _grid(positions, info.grid, source)
+        grid = grid_of(positions, info.grid, source)
     elif info.grid is not None:  # no position table (RoPE-ViT): the grid of the image size the file states
         grid = tuple(int(n) for n in info.grid)
     else:
@@ -88,12 +88,11 @@ def infer(info, source=None, known_heads=None):
     arch["pooling"] = _pooling(info, class_token)
     head = shapes.get("head/kernel")
     arch["num_classes"] = int(head[-1]) if head is not None else None
-    pre_logits = shapes.get("pre_logits/kernel")
-    arch["representation_size"] = int(pre_logits[-1]) if pre_logits is not None else None
+    arch["representation_size"] = representation_size_of(shapes)
     return arch
 
 
-def _grid(positions, declared, source):
+def grid_of(positions, declared, source):
     """``(rows, cols)`` of ``positions`` patch positions: the grid the file's config states (a rectangle:
     ``image_size: [16, 64]``), else the square they make."""
     if declared is not None:

@@ -4,10 +4,10 @@ dict may belong to another model.
 """
 
 import json
-import math
-import numbers
 import warnings
 
+from keras_vit.architecture.arguments import positive_pair
+from keras_vit.domains import POSITIVE, POSITIVE_INT
 from keras_vit.errors import CheckpointError
 
 
@@ -52,11 +52,11 @@ def number(config, field, default, path, integer=False):
     """
     if field not in config:
         return default
-    value = config[field]
-    kind = numbers.Integral if integer else numbers.Real
-    if isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value) or value <= 0:
-        raise CheckpointError(f"{path!r}: {field}={value!r}, expected a positive {'integer' if integer else 'number'}.")
-    return int(value) if integer else float(value)
+    try:
+        return (POSITIVE_INT if integer else POSITIVE).check(config[field], field)
+    except ValueError:
+        kind = "integer" if integer else "number"
+        raise CheckpointError(f"{path!r}: {field}={config[field]!r}, expected a positive {kind}.") from None
 
 
 class Fields:
@@ -92,20 +92,17 @@ class Fields:
 
 
 def size_pair(value, path, field):
-    """An int or ``[height, width]`` size as ``(height, width)``, or a ``CheckpointError`` naming the field.
+    """An int or ``[height, width]`` size as ``(height, width)`` (:func:`~keras_vit.architecture.arguments.positive_pair`),
+    or a ``CheckpointError`` naming the field.
 
     Example:
     >>> size_pair(224, "c", "image_size"), size_pair([3, 384, 384][1:], "c", "input_size")
     ((224, 224), (384, 384))
     """
-    pair = [value, value] if isinstance(value, numbers.Integral) and not isinstance(value, bool) else value
-    if (
-        not isinstance(pair, (list, tuple))
-        or len(pair) != 2
-        or not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v > 0 for v in pair)
-    ):
-        raise CheckpointError(f"{path!r}: {field}={value!r}, expected a positive integer or [height, width].")
-    return int(pair[0]), int(pair[1])
+    try:
+        return positive_pair(value, field)
+    except ValueError:
+        raise CheckpointError(f"{path!r}: {field}={value!r}, expected a positive integer or [height, width].") from None
 
 
 def indexed_names(mapping, field, path):
@@ -147,14 +144,13 @@ def indexed_names(mapping, field, path):
     return None
 
 
-def check_against_weights(expected, shapes, has_qkv_bias, path, position_prefix=None):
+def check_against_weights(expected, shapes, has_qkv_bias, path, prefix_positions=True):
     """Refuse weights whose shapes disagree with their config (naming the field and both values).
 
     ``expected``: ``[(quantity, field, value), ...]``, what the config states: ``field`` is how it says it
     (``"model_args.embed_dim=64"``, or ``"has no hidden_size (...)"`` for a default); an ``image_size``
-    ``(height, width)`` is compared as a grid of patches with the position embeddings. ``position_prefix``: how many
-    position embeddings precede the patches' (none: timm's ``no_embed_class``; default: the class and distillation
-    tokens').
+    ``(height, width)`` is compared as a grid of patches with the position embeddings, past the class and distillation
+    tokens' where they have one (``prefix_positions``, ViTConfig's field: not with timm's ``no_embed_class``).
 
     Example:
     >>> check_against_weights([("hidden_size", "hidden_size=8", 8)], {"embedding/kernel": (4, 4, 3, 16)}, True, "m")
@@ -175,9 +171,8 @@ def check_against_weights(expected, shapes, has_qkv_bias, path, position_prefix=
     head = shapes.get("head/kernel")
     found["num_classes"] = head[-1] if head is not None else None
     posemb = shapes.get("Transformer/posembed_input/pos_embedding")
-    if position_prefix is None:  # the class (and DeiT's distillation) token's positions
-        position_prefix = int(found["class_token"]) + int("dist" in shapes)
-    positions = posemb[1] - position_prefix if posemb is not None and len(posemb) == 3 else None
+    prefix = (int(found["class_token"]) + int("dist" in shapes)) * bool(prefix_positions)  # ViTConfig.num_position_prefix
+    positions = posemb[1] - prefix if posemb is not None and len(posemb) == 3 else None
     for quantity, field, value in expected:
         said = field if field.startswith("has no ") else f"says {field}"
         if quantity == "image_size":

@@ -12,6 +12,7 @@ from keras_vit.errors import CheckpointError
 IMAGENET = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
 CLIP_MEAN_STD = ((0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711))
 HALF = ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))
+MASK = "the mask token of masked-image modelling (unused at inference)"  # why a layout skips it
 
 
 def linear(name, canonical):

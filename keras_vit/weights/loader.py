@@ -3,9 +3,9 @@ position embeddings resampled to the model's grid, the patch kernel to its patch
 another size left at zero (the paper's fine-tuning).
 """
 
+import contextlib
 import dataclasses
 import logging
-import math
 import os
 import re
 
@@ -15,6 +15,7 @@ from keras_vit.architecture.model import config_of
 from keras_vit.architecture.state import require_float
 from keras_vit.errors import CheckpointError
 from keras_vit.weights import declared, formats, npz
+from keras_vit.weights.architecture import grid_of
 from keras_vit.weights.formats import read_checkpoint
 from keras_vit.weights.mapping import HEAD_KEYS, PATCH_KERNEL_KEY, POSEMB_KEY, keras_targets, targets_of
 from keras_vit.layers.resampling import resample_patch_embedding
@@ -129,8 +130,9 @@ def load_checkpoint(model, checkpoint, strict=True, source=None, *, info=None):
             continue
         array = arrays[key]
         _check_values(report.path, key, array)
-        if key == POSEMB_KEY and grid is None:  # a file that states no grid: its positions make a square
-            grid = _square_grid(config.grid, array, target)
+        if key == POSEMB_KEY and grid is None and array.ndim == 3:  # a file that states no grid: as infer reads it,
+            with contextlib.suppress(CheckpointError):  # the square of its positions (a 2 x 8 model resamples 4 x 4)
+                grid = grid_of(array.shape[1] - (target.shape[1] - int(np.prod(config.grid))), None, report.path)
         if key == POSEMB_KEY and (array.shape != target.shape or (grid is not None and tuple(grid) != config.grid)):
             array = _fit_position_embedding(model, config, array, target, report, grid)
         elif key == PATCH_KERNEL_KEY and array.shape != target.shape and array.ndim == 4 and array.shape[2:] == target.shape[2:]:
@@ -143,8 +145,6 @@ def load_checkpoint(model, checkpoint, strict=True, source=None, *, info=None):
             )
             values[key] = np.zeros(target.shape, dtype=np.float32)
             continue
-        elif _merged_heads(key, array.shape, target.shape):
-            array = np.reshape(array, target.shape)  # timm / transformers store (D, heads * head_dim)
         if not target.accepts(array.shape):
             if key == "reg" and array.ndim == 3 and array.shape[2] == target.shape[2]:  # the field, not the key
                 raise CheckpointError(
@@ -189,15 +189,6 @@ def load_into(model, path, source=None, *, info=None):
     return model.load_report
 
 
-def _merged_heads(key, shape, expected):
-    """An attention tensor stored with its head axes merged, e.g. ``(D, D)`` for ``(D, heads, head_dim)``."""
-    if "MultiHeadDotProductAttention" not in key or tuple(shape) == tuple(expected):
-        return False
-    expected = tuple(expected)
-    merged = {expected[:-2] + (int(np.prod(expected[-2:])),), (int(np.prod(expected[:2])),) + expected[2:]}
-    return tuple(shape) in merged
-
-
 def _check_values(path, key, array):
     """Refuse a tensor that is not real numbers (bool, complex, string, object) or holds NaN or infinity."""
     if not (np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)):  # bool is neither
@@ -211,15 +202,6 @@ def _check_values(path, key, array):
             f"Checkpoint {path!r}: key {key!r} holds {bad} NaN or infinite value(s) of {array.size}; "
             "the file is corrupt or comes from a diverged run."
         )
-
-
-def _square_grid(model_grid, array, target):
-    """The square grid of position embeddings whose file states none (as :func:`~keras_vit.weights.architecture.infer`
-    reads it), so that a model of another grid of the same count (2 x 8 for 4 x 4) gets them resampled, not read
-    row by row; None for a count that is no square."""
-    positions = array.shape[1] - (target.shape[1] - int(np.prod(model_grid))) if array.ndim == 3 else 0
-    side = math.isqrt(max(positions, 0))
-    return (side, side) if side and side * side == positions else None
 
 
 def _mismatch(model, key, array, target):

@@ -17,6 +17,8 @@ FACTORIZED_KEYS = (POSEMB_KEY + "_rows", POSEMB_KEY + "_cols")  # NaFlex's facto
 PATCH_KERNEL_KEY = "embedding/kernel"
 KERAS_PREFIX = "keras/"  # keys of the weights that only .keras sources carry (a conv stem's)
 HEAD_KEYS = ("head/kernel", "head/bias")
+ATT = "MultiHeadDotProductAttention_1"  # a block's attention
+MAP_ATT = "MAPHead_0/MultiHeadDotProductAttention_0"  # the attention-pooling head's
 
 # Flax parameter names -> Keras weight names
 _NORM_WEIGHTS = {"scale": "gamma", "bias": "beta"}
@@ -25,7 +27,7 @@ _ATTENTION = (("query", "query"), ("key", "key"), ("value", "value"), ("out", "a
 # inside encoder block i: checkpoint key under Transformer/encoderblock_{i}/ -> weight path under the block
 BLOCK_KEYS = {
     **{f"LayerNorm_0/{key}": f"layer_norm_1/{name}" for key, name in _NORM_WEIGHTS.items()},
-    **{f"MultiHeadDotProductAttention_1/{part}/{kind}": f"attention/{layer}/{kind}"
+    **{f"{ATT}/{part}/{kind}": f"attention/{layer}/{kind}"
        for part, layer in _ATTENTION for kind in ("kernel", "bias")},
     **{f"LayerNorm_2/{key}": f"layer_norm_2/{name}" for key, name in _NORM_WEIGHTS.items()},
     **{f"MlpBlock_3/Dense_{i}/{kind}": f"mlp_dense_{i + 1}/{kind}" for i in (0, 1) for kind in ("kernel", "bias")},
@@ -34,10 +36,10 @@ BLOCK_KEYS = {
 # inside encoder block i, LayerScale of the attention and MLP branches
 LAYER_SCALE_KEYS = {"LayerScale_1/gamma": "layer_scale_1/gamma", "LayerScale_3/gamma": "layer_scale_2/gamma"}
 # inside encoder block i, RoPE-Mixed's learnable frequencies (2, heads, head_dim / 2) (keras_vit's canonical key)
-ROPE_KEYS = {"MultiHeadDotProductAttention_1/rope_frequencies": "attention/rope_frequencies"}
+ROPE_KEYS = {f"{ATT}/rope_frequencies": "attention/rope_frequencies"}
 # inside encoder block i, NormFormer's sub-LayerNorms (keras_vit's canonical keys): the MLP's and the attention's
 MLP_NORM_KEYS = {f"MlpBlock_3/LayerNorm_0/{key}": f"mlp_norm/{name}" for key, name in _NORM_WEIGHTS.items()}
-ATTENTION_NORM_KEYS = {f"MultiHeadDotProductAttention_1/LayerNorm_0/{key}": f"attention/inner_norm/{name}"
+ATTENTION_NORM_KEYS = {f"{ATT}/LayerNorm_0/{key}": f"attention/inner_norm/{name}"
                        for key, name in _NORM_WEIGHTS.items()}
 # top level: checkpoint key -> weight path (each present only where the model's config has the part)
 FAMILY_KEYS = {
@@ -58,20 +60,24 @@ FAMILY_KEYS = {
 }
 # the MAP head's attention: big_vision's (D, heads, head_dim) kernels, or merged (D, D) as timm and transformers
 # store them -> keras_vit's (D, D) Dense kernels
-MAP_ATTENTION_KEYS = {f"MAPHead_0/MultiHeadDotProductAttention_0/{name}/{kind}": f"map_head/{layer}/{kind}"
+MAP_ATTENTION_KEYS = {f"{MAP_ATT}/{name}/{kind}": f"map_head/{layer}/{kind}"
                       for name, layer in _ATTENTION for kind in ("kernel", "bias")}
 
 
 @dataclasses.dataclass
 class Target:
-    """Where a checkpoint tensor goes: a variable and the expected file shape."""
+    """Where a checkpoint tensor goes: a variable and the expected file shape; ``merged``: an attention tensor, which
+    timm and transformers store with two head axes merged, e.g. ``(D, D)`` for ``(D, heads, head_dim)``."""
 
     variable: object
     shape: tuple  # shape expected in the checkpoint
+    merged: bool = False
 
     def accepts(self, shape):
         """Whether a checkpoint tensor of this shape fits (subclasses accept other layouts)."""
-        return tuple(shape) == tuple(self.shape)
+        own = tuple(self.shape)
+        merged = {own[:-2] + (int(np.prod(own[-2:])),), (int(np.prod(own[:2])),) + own[2:]} if self.merged else ()
+        return tuple(shape) == own or tuple(shape) in merged
 
     def convert(self, array):
         return np.reshape(array, tuple(self.variable.shape))
@@ -82,9 +88,7 @@ class MergedHeadsTarget(Target):
     or ``(heads, hd)``; the merged shape (timm, transformers) is accepted too."""
 
     def accepts(self, shape):
-        return int(np.prod(shape)) == int(np.prod(self.shape)) and (
-            tuple(shape) == tuple(self.shape) or len(shape) == len(self.shape) + 1
-        )
+        return super().accepts(shape) or (int(np.prod(shape)) == int(np.prod(self.shape)) and len(shape) == len(self.shape) + 1)
 
 
 class GroupNormTarget(Target):
@@ -108,11 +112,11 @@ def layer_weights(layer):
     return found
 
 
-def _target(weights, path, model, shape=None, cls=Target):
+def _target(weights, path, model, cls=Target, key=""):
     variable = weights.get(path)
     if variable is None:
         raise CheckpointError(f"Model {model.name!r} has no weight {path!r}: not a keras_vit ViT?")
-    return cls(variable, tuple(shape or variable.shape))
+    return cls(variable, tuple(variable.shape), "MultiHeadDotProductAttention" in key)
 
 
 def vit_targets(model):
@@ -147,7 +151,7 @@ def vit_targets(model):
     block_keys.update(MLP_NORM_KEYS if config.mlp_norm else {}, **(ATTENTION_NORM_KEYS if config.attention_norm else {}))
     for i in range(config.num_layers):
         for key, path in block_keys.items():
-            targets[f"Transformer/encoderblock_{i}/{key}"] = _target(weights, f"transformer_block_{i}/{path}", model)
+            targets[f"Transformer/encoderblock_{i}/{key}"] = _target(weights, f"transformer_block_{i}/{path}", model, key=key)
     if config.final_norm:
         for key, name in _NORM_WEIGHTS.items() if config.norm_type == "layernorm" else [("scale", "gamma")]:
             targets[f"Transformer/encoder_norm/{key}"] = _target(weights, f"encoder_norm/{name}", model)
@@ -155,7 +159,7 @@ def vit_targets(model):
     heads = {key: key for key in ("pre_logits/kernel", "pre_logits/bias", *HEAD_KEYS)}
     for key, path in {**FAMILY_KEYS, **MAP_ATTENTION_KEYS, **heads}.items():
         if path in weights:
-            targets[key] = _target(weights, path, model, cls=MergedHeadsTarget if key in MAP_ATTENTION_KEYS else Target)
+            targets[key] = _target(weights, path, model, MergedHeadsTarget if key in MAP_ATTENTION_KEYS else Target, key)
     return targets
 
 

@@ -11,7 +11,7 @@ from keras_vit.fetch import cache, hub, kaggle
 from keras_vit.weights import formats, npz, presets
 from keras_vit.weights.architecture import infer
 
-HF_PREFIX = "hf://"
+HF_PREFIX = hub.SCHEME
 KAGGLE_PREFIX = kaggle.SCHEME
 
 

@@ -44,9 +44,8 @@ class StateDictSource(Source):
         reading = self._reading(opened, architecture)
         shapes = {k: tuple(v.shape) for k, v in self.convert(tensors.stand_ins(), reading, path).items()}
         has_bias = any(key.endswith(QUERY_BIAS) for key in shapes)
-        declared_prefix = reading.declared.get("prefix_positions")
-        prefix = None if declared_prefix is None else (("cls" in shapes) + ("dist" in shapes)) * bool(declared_prefix.value)
-        config_lib.check_against_weights(reading.expected, shapes, has_bias, config_path or path, prefix)
+        prefix = reading.declared.get("prefix_positions")  # None: the paper's, the class token has a position
+        config_lib.check_against_weights(reading.expected, shapes, has_bias, config_path or path, prefix is None or prefix.value)
         record = dict(reading.declared)
         if not has_bias:  # zeros stand in for the biases in the shapes; the model must not have other ones
             declare(record, "qkv_bias", False, "no query/key/value bias tensors (qkv_bias=False)", path)

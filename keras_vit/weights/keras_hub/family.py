@@ -15,18 +15,15 @@ import numpy as np
 from keras_vit.architecture.family import PAPER
 from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
-from keras_vit.weights.conventions import joined
+from keras_vit.weights.conventions import MASK, counted, joined, renamed
 from keras_vit.weights.declared import activation, declare
 from keras_vit.weights.keras_hub import preset as preset_files
-from keras_vit.weights.mapping import POSEMB_KEY
+from keras_vit.weights.mapping import ATT, POSEMB_KEY
 from keras_vit.layers.resampling import resize_position_embedding
 from keras_vit.weights.source import Reading
 
-ATT = "MultiHeadDotProductAttention_1"
-MAP_ATT = "MAPHead_0/MultiHeadDotProductAttention_0"
 POSITION_IDS = "position_ids"  # the Embedding's indices: the table is gathered by them, as keras-hub does
 TEXT = "the text tower (keras_vit loads the image tower of a keras-hub {} preset)"
-MASK = "the mask token of masked-image modelling (unused at inference)"
 # every family's sizes: {ViTConfig field: (config field, default: None when the config must name it)}
 SIZES = {"hidden_size": ("hidden_dim", None), "num_layers": ("num_layers", None), "num_heads": ("num_heads", None),
          "mlp_dim": ("intermediate_dim", None)}
@@ -247,16 +244,9 @@ def locate(preset, parts, architecture, what="config.json"):
     out, skipped = {}, {}
     for files, keys in parts:
         datasets, names = preset_files.contents(files)
-        (table, skip), extra = resolve(keys, names), []
-        for name, (file, _) in datasets.items():
-            pattern = next((p for p in skip if re.search(p, name)), None)
-            if pattern is not None:
-                label = pattern.strip("^$") + ("" if pattern.endswith("$") else "*")
-                skipped[label] = (skipped.get(label, (0,))[0] + 1, skip[pattern])
-            elif name in table:
-                out[table[name]] = (file, name)
-            else:
-                extra.append(name)
+        table, skip = resolve(keys, names)
+        found, _, extra = renamed(datasets, table.get, skip, _label, skipped)
+        out.update({key: (datasets[name][0], name) for name, key in found.items()})
         missing = [name for name in table if name not in datasets]
         if missing:
             shown = os.path.basename(files[0]) if len(files) == 1 else "the shards of " + preset_files.SHARDED_WEIGHTS_FILE
@@ -270,6 +260,10 @@ def locate(preset, parts, architecture, what="config.json"):
     return out, skipped
 
 
+def _label(match, name):  # a skipped dataset counted under its pattern: ^a/b$ as a/b, ^a/ as a/*
+    return match.re.pattern.strip("^$") + ("" if match.re.pattern.endswith("$") else "*")
+
+
 def plan(preset, found):
     """``{canonical key: (file, dataset path)}`` of a preset's weights (and of its task's head, where it is loaded);
     ``found.skipped`` gets ``{what: reason}`` of the weights left out on purpose (a text tower, a buffer, a task's head)."""
@@ -281,7 +275,7 @@ def plan(preset, found):
                                   f"{preset_files.TASK_WEIGHTS_FILE}.")
         parts.append(([task_file], keys.task))
     out, skipped = locate(preset, parts, *(keys.label or (found.architecture,)))
-    found.skipped = {f"{label} ({n} tensor{'s' if n > 1 else ''})": why for label, (n, why) in skipped.items()}
+    found.skipped = counted(skipped)
     if keys.task_skipped:  # a task's head keras_vit cannot compute: named in the report, not loaded
         n = len(preset_files.contents([task_file])[0]) if os.path.isfile(task_file) else 0
         found.skipped[f"head (task.weights.h5, {n} tensor{'s' if n != 1 else ''})"] = keys.task_skipped

@@ -25,7 +25,7 @@ import numpy as np
 from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
 from keras_vit.weights.input_normalization import channels
-from keras_vit.weights.mapping import POSEMB_KEY
+from keras_vit.weights.mapping import ATT as _ATT, POSEMB_KEY
 
 CONFIG_FILE = "config.json"
 MODEL_WEIGHTS_FILE = "model.weights.h5"
@@ -41,7 +41,6 @@ IMAGE_CONVERTER = "ViTImageConverter"
 
 _EMBED = "layers/vi_t_patching_and_embedding"
 _ENCODER = "layers/vi_t_encoder"
-_ATT = "MultiHeadDotProductAttention_1"
 
 
 def block(prefix, i):

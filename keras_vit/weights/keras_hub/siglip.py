@@ -9,8 +9,8 @@ bias are skipped and reported.
 
 from keras_vit.errors import CheckpointError
 from keras_vit.weights.conventions import HALF
-from keras_vit.weights.keras_hub.family import MAP_ATT, POSITION_IDS, TEXT, Family, Keys, dense, encoder, mha, pair
-from keras_vit.weights.mapping import POSEMB_KEY
+from keras_vit.weights.keras_hub.family import POSITION_IDS, TEXT, Family, Keys, dense, encoder, mha, pair
+from keras_vit.weights.mapping import MAP_ATT, POSEMB_KEY
 
 _ENCODER = "SigLIPVisionEncoder"
 

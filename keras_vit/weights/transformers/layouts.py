@@ -12,11 +12,8 @@ from typing import NamedTuple
 import numpy as np
 
 from keras_vit.errors import CheckpointError
-from keras_vit.weights.conventions import counted, finish, joined, linear as _linear, norm as _norm, renamed, torch_tensors
-
-ATT = "MultiHeadDotProductAttention_1"
-POSEMB = "Transformer/posembed_input/pos_embedding"
-MAP_ATT = "MAPHead_0/MultiHeadDotProductAttention_0"
+from keras_vit.weights.conventions import MASK as _MASK, counted, finish, joined, linear as _linear, norm as _norm, renamed, torch_tensors
+from keras_vit.weights.mapping import ATT, MAP_ATT, POSEMB_KEY as POSEMB
 
 
 def _layer(norms, attention, mlp, scales=()):
@@ -71,7 +68,6 @@ _SIGLIP_TOP = {
     **_linear("head.mlp.fc2", "MAPHead_0/MlpBlock_0/Dense_1"),
 }
 _TEXT = "the text tower (keras_vit loads the image tower of a CLIP or SigLIP model)"
-_MASK = "the mask token of masked-image modelling (unused at inference)"
 _POSITION_IDS = "a buffer of position indices 0..N-1 (no weights)"
 # the prefix of the vision model's keys -> the classes whose save_pretrained writes it (the load report says which)
 _TOWER = {
