@@ -21,6 +21,8 @@ import importlib.util
 import sys
 import warnings
 
+from keras_vit.lazy import lazy_exports
+
 __version__ = "0.1.0"
 
 # public name -> the module that defines it
@@ -62,21 +64,7 @@ _EXPORTS = {
     "keras_vit.saving": ("load_model", "save_model"),
     "keras_vit.export": ("ExportError", "ExportVerificationError", "VerificationReport", "export_model", "gpu_delegate_report"),
 }
-_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
-__all__ = sorted(_MODULE_OF)
-
-
-def __getattr__(name):
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module 'keras_vit' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__, __all__ = lazy_exports(globals(), _EXPORTS)
 
 
 # the modules whose classes a saved model holds, registered with Keras (keras.saving.register_keras_serializable)

@@ -20,7 +20,7 @@ per format (:mod:`~keras_vit.export.saved_model` with
 :mod:`~keras_vit.export.quantization` (the size / latency / agreement table).
 """
 
-import importlib
+from keras_vit.lazy import lazy_exports
 
 # public name -> the module that defines it: imported on first use (PEP 562), so that a leaf module such as
 # keras_vit.export.options loads without Keras or TensorFlow (the command's --help builds from it)
@@ -32,17 +32,4 @@ _EXPORTS = {
     "keras_vit.export.orchestration": ("export_model",),
     "keras_vit.export.verify": ("TOLERANCES", "VerificationReport"),
 }
-_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
-__all__ = sorted(_MODULE_OF)
-
-
-def __getattr__(name):
-    if name not in _MODULE_OF:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_MODULE_OF[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__, __all__ = lazy_exports(globals(), _EXPORTS)

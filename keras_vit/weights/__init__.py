@@ -5,7 +5,7 @@ Importing the package only defines names (PEP 562, as :mod:`keras_vit`): each pu
 module on first use, so :mod:`keras_vit.weights.imagenet` (which inference reads) loads no Keras.
 """
 
-import importlib
+from keras_vit.lazy import lazy_exports
 
 # public name -> the module that defines it
 _EXPORTS = {
@@ -18,19 +18,4 @@ _EXPORTS = {
     "keras_vit.layers.resampling": ("resample_patch_embedding", "resize_position_embedding"),
     "keras_vit.weights.sources": ("resolve",),
 }
-_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
-
-__all__ = sorted(_MODULE_OF)
-
-
-def __getattr__(name):
-    module = _MODULE_OF.get(name)
-    if module is None:  # a submodule not imported yet: `from keras_vit.weights import npz` imports it
-        raise AttributeError(f"module 'keras_vit.weights' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__, __all__ = lazy_exports(globals(), _EXPORTS)
