@@ -166,12 +166,6 @@ def _built(part, args):
     return built(args) if built else bool(args[names[0]])
 
 
-def _field(part, value):
-    """``(ViTConfig field, value)`` of ``part`` shown or built as ``value``."""
-    field = PARTS[part][4]
-    return field, ("glu" if value else "mlp") if field == "mlp_type" else value
-
-
 def observe(shapes, path):
     """What a timm state dict (``{timm key: shape}``) shows about its architecture: ``{part: (value, said)}``."""
     seen = {part: (key in shapes, f"'{key}'" + (f" ({what})" if what else "")) for part, (key, what, *_) in PARTS.items()}
@@ -320,7 +314,8 @@ def record(resolved, seen, extra, config_path, weights):
             declare(out, field, value, said, config_path if said.startswith(("model_args", "architecture", "global_pool")) else weights)
     for part in RECORDED:
         have, said = seen[part]
-        declare(out, *_field(part, have), said if have else f"no {said}", weights)
+        field = PARTS[part][4]
+        declare(out, field, ("glu" if have else "mlp") if field == "mlp_type" else have, said if have else f"no {said}", weights)
     init, said = resolved["init_values"]
     scale = (init if init is not None else 1e-5) if seen["layer_scale"][0] else None
     declare(out, "layer_scale_init", scale, seen["layer_scale"][1] if scale else f"no {seen['layer_scale'][1]}", weights)
@@ -353,6 +348,7 @@ def config_fields(architecture, num_classes=0, projection_dim=None):
         qkv_bias=args["qkv_bias"], pooling=POOLING[args["global_pool"]], projection_dim=projection_dim,
         norm_type=args["norm_type"], map_num_heads=None if pool_heads == args["num_heads"] else pool_heads,
         map_mlp_dim=None if pool_mlp == mlp_dim else pool_mlp, num_classes=num_classes or 1, include_top=bool(num_classes),
-        **dict(_field(part, _built(part, args)) for part in RECORDED),
+        mlp_type="glu" if _built("glu", args) else "mlp",
+        **{PARTS[part][4]: _built(part, args) for part in RECORDED if part != "glu"},
         **{**timm_eva.fields(args), **timm_naflex.fields(args)},
     )
