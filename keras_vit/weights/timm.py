@@ -14,7 +14,7 @@ import numpy as np
 from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
 from keras_vit.weights import timm_config, timm_eva, timm_hybrid, timm_naflex
-from keras_vit.weights.conventions import finish, linear, norm, torch_tensors
+from keras_vit.weights.conventions import finish, linear, norm, renamed, torch_tensors
 from keras_vit.weights.mapping import POSEMB_KEY
 from keras_vit.weights.source import Reading
 from keras_vit.weights.state_dict import StateDictSource
@@ -96,22 +96,19 @@ def to_original(tensors, path="<arrays>", conversion=None):
             )
     out = timm_hybrid.to_original(tensors, path)  # a hybrid's backbone (patch_embed.backbone.*), else nothing
     out.update(timm_eva.to_original(tensors, path) if conversion.mixed_rope else {})
-    unknown = []
-    for key, array in tensors.items():
+
+    def rename(key):
         block = _BLOCK.match(key)
-        if key.startswith(timm_hybrid.PREFIX) or key == freqs:
-            continue
-        if conversion.head_is_projection and key in ("head.weight", "head.bias"):
-            name = "projection/kernel" if key == "head.weight" else None  # CLIP's bias-free proj: the zero bias dropped
-        elif key in _TOP_KEYS:
-            name = _TOP_KEYS[key]
-        elif block and block[2] in _BLOCK_KEYS:
-            name = f"Transformer/encoderblock_{block[1]}/{_BLOCK_KEYS[block[2]]}"
-        else:
-            unknown.append(key)
-            continue
-        if name is not None:
-            out.update(torch_tensors(key, name, array, path))
+        if conversion.head_is_projection and key == "head.weight":
+            return "projection/kernel"  # CLIP's bias-free proj: its zero bias skipped
+        if block and block[2] in _BLOCK_KEYS:
+            return f"Transformer/encoderblock_{block[1]}/{_BLOCK_KEYS[block[2]]}"
+        return _TOP_KEYS.get(key)
+
+    names, _, unknown = renamed([k for k in tensors if not k.startswith(timm_hybrid.PREFIX) and k != freqs], rename,
+                                {r"^head\.bias$": "CLIP's zero bias"} if conversion.head_is_projection else {})
+    for key, name in names.items():
+        out.update(torch_tensors(key, name, tensors[key], path))
     if conversion.pre_norm and "embedding/bias" not in out and "embedding/kernel" in out:
         out["embedding/bias"] = np.zeros(out["embedding/kernel"].shape[-1:], np.float32)  # PatchEmbed(bias=not pre_norm)
     return finish(out, unknown, path, "timm")

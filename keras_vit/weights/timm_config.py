@@ -127,25 +127,51 @@ def refuse_unbuildable(architecture, path):
         )
 
 
+def _fc_norm(args):
+    """Whether timm's ``VisionTransformer`` puts its final norm after pooling (``fc_norm``), as its ``__init__``."""
+    return args["global_pool"] in ("avg", "avgmax", "max") if args["fc_norm"] is None else args["fc_norm"]
+
+
+# what a timm state dict shows: part -> (its key, what it is, the timm arguments that build it (the first said is named
+# in a contradiction), what they build (None: whether the first is true), its ViTConfig field); in the order
+# consistent() names a contradiction, while record() declares in RECORDED's
+PARTS = {
+    "class_token": ("cls_token", "", ("class_token",), None, "class_token"),
+    "distilled": ("dist_token", "DeiT's distillation token", ("distilled",), None, "distillation_token"),
+    "reg_tokens": ("reg_token", "", ("reg_tokens",), lambda a: a["reg_tokens"], "num_register_tokens"),
+    "layer_scale": ("blocks.0.ls1.gamma", "LayerScale", ("init_values",), lambda a: a["init_values"] is not None, None),
+    "qkv_bias": ("blocks.*.attn.qkv.bias", "", ("qkv_bias",), None, None),
+    "pre_norm": ("norm_pre.weight", "a LayerNorm before the blocks", ("pre_norm",), None, "pre_norm"),
+    "map": ("attn_pool.latent", "attention pooling", ("global_pool",), lambda a: a["global_pool"] == "map", None),
+    "glu": ("blocks.0.mlp.fc1.weight", "", ("mlp_layer",), lambda a: a["mlp_layer"] in GLU_LAYERS + SWIGLU_LAYERS, "mlp_type"),
+    "proj_bias": ("blocks.0.attn.proj.bias", "", ("proj_bias",), None, "proj_bias"),
+    "mlp_bias": ("blocks.0.mlp.fc2.bias", "", ("proj_bias",), None, "mlp_bias"),
+    "norm_bias": ("blocks.0.norm1.bias", "a LayerNorm's bias; RmsNorm has none", ("norm_type",),
+                  lambda a: a["norm_type"] == "layernorm", None),
+    "patch_norm": ("patch_embed.norm.weight", "a norm of the patch embeddings", ("patch_norm",), None, "patch_norm"),
+    "mlp_norm": ("blocks.0.mlp.norm.weight", "a LayerNorm inside the MLP", ("scale_mlp_norm",), None, "mlp_norm"),
+    "attention_norm": ("blocks.0.attn.norm.weight", "a LayerNorm inside attention", ("scale_attn_norm",), None, "attention_norm"),
+    "fc_norm": ("fc_norm.weight", "a LayerNorm after pooling", ("fc_norm", "global_pool"),
+                lambda a: bool(a["final_norm"] and _fc_norm(a)), "fc_norm"),
+    "norm": ("norm.weight", "the final LayerNorm", ("final_norm", "global_pool", "fc_norm"),
+             lambda a: bool(a["final_norm"] and not _fc_norm(a)), "final_norm"),
+}
+RECORDED = ("class_token", "distilled", "reg_tokens", "glu", "pre_norm", "norm", "fc_norm", "patch_norm", "proj_bias",
+            "mlp_bias", "mlp_norm", "attention_norm")
+
+
+def _built(part, args):
+    """What timm builds of ``part`` from ``args`` (``{timm argument: value}``): what its weights must show."""
+    _, _, names, built, _ = PARTS[part]
+    return built(args) if built else bool(args[names[0]])
+
+
 def observe(shapes, path):
-    """What a timm state dict (``{timm key: shape}``) shows about its architecture: ``{name: (value, said)}``."""
-    seen = {
-        "class_token": ("cls_token" in shapes, "'cls_token'"),
-        "distilled": ("dist_token" in shapes, "'dist_token' (DeiT's distillation token)"),
-        "reg_tokens": (int(shapes["reg_token"][1]) if "reg_token" in shapes else 0, "'reg_token'"),
-        "layer_scale": (any(re.search(r"\.(ls1\.gamma|gamma_1)$", k) for k in shapes), "'blocks.0.ls1.gamma' (LayerScale)"),
-        "qkv_bias": (any(k.endswith("attn.qkv.bias") for k in shapes), "'blocks.*.attn.qkv.bias'"),
-        "pre_norm": ("norm_pre.weight" in shapes, "'norm_pre.weight' (a LayerNorm before the blocks)"),
-        "norm": ("norm.weight" in shapes, "'norm.weight' (the final LayerNorm)"),
-        "fc_norm": ("fc_norm.weight" in shapes, "'fc_norm.weight' (a LayerNorm after pooling)"),
-        "map": ("attn_pool.latent" in shapes, "'attn_pool.latent' (attention pooling)"),
-        "norm_bias": ("blocks.0.norm1.bias" in shapes, "'blocks.0.norm1.bias' (a LayerNorm's bias; RmsNorm has none)"),
-        "patch_norm": ("patch_embed.norm.weight" in shapes, "'patch_embed.norm.weight' (a norm of the patch embeddings)"),
-        "proj_bias": ("blocks.0.attn.proj.bias" in shapes, "'blocks.0.attn.proj.bias'"),
-        "mlp_bias": ("blocks.0.mlp.fc2.bias" in shapes, "'blocks.0.mlp.fc2.bias'"),
-        "mlp_norm": ("blocks.0.mlp.norm.weight" in shapes, "'blocks.0.mlp.norm.weight' (a LayerNorm inside the MLP)"),
-        "attention_norm": ("blocks.0.attn.norm.weight" in shapes, "'blocks.0.attn.norm.weight' (a LayerNorm inside attention)"),
-    }
+    """What a timm state dict (``{timm key: shape}``) shows about its architecture: ``{part: (value, said)}``."""
+    seen = {part: (key in shapes, f"'{key}'" + (f" ({what})" if what else "")) for part, (key, what, *_) in PARTS.items()}
+    seen["reg_tokens"] = (int(shapes["reg_token"][1]) if "reg_token" in shapes else 0, "'reg_token'")
+    seen["layer_scale"] = (any(re.search(r"\.(ls1\.gamma|gamma_1)$", k) for k in shapes), seen["layer_scale"][1])
+    seen["qkv_bias"] = (any(k.endswith("attn.qkv.bias") for k in shapes), seen["qkv_bias"][1])
     fc1, fc2 = shapes.get("blocks.0.mlp.fc1.weight"), shapes.get("blocks.0.mlp.fc2.weight")
     glu = fc1 is not None and fc2 is not None and fc1[0] != fc2[1] and fc1[0] == 2 * fc2[1]
     seen["glu"] = (glu, f"'blocks.0.mlp.fc1.weight' {tuple(fc1) if fc1 else ''} (2 x the {fc2[1] if fc2 else ''} inputs "
@@ -155,36 +181,16 @@ def observe(shapes, path):
 
 def consistent(resolved, seen, config_path):
     """Refuse a config whose stated architecture the state dict contradicts (naming the setting and the key)."""
-    use_fc_norm = resolved["global_pool"][0] in ("avg", "avgmax", "max") if resolved["fc_norm"][0] is None else resolved["fc_norm"][0]
-    final = resolved["final_norm"][0]
-    checks = [
-        ("class_token", "class_token", bool(resolved["class_token"][0])),
-        ("distilled", "distilled", bool(resolved["distilled"][0])),
-        ("reg_tokens", "reg_tokens", resolved["reg_tokens"][0]),
-        ("init_values", "layer_scale", resolved["init_values"][0] is not None),
-        ("qkv_bias", "qkv_bias", bool(resolved["qkv_bias"][0])),
-        ("pre_norm", "pre_norm", bool(resolved["pre_norm"][0])),
-        ("global_pool", "map", resolved["global_pool"][0] == "map"),
-        ("mlp_layer", "glu", resolved["mlp_layer"][0] in GLU_LAYERS + SWIGLU_LAYERS),
-        ("proj_bias", "proj_bias", bool(resolved["proj_bias"][0])),
-        ("proj_bias", "mlp_bias", bool(resolved["proj_bias"][0])),
-        ("norm_type", "norm_bias", resolved["norm_type"][0] == "layernorm"),
-        ("patch_norm", "patch_norm", bool(resolved["patch_norm"][0])),
-        ("scale_mlp_norm", "mlp_norm", bool(resolved["scale_mlp_norm"][0])),
-        ("scale_attn_norm", "attention_norm", bool(resolved["scale_attn_norm"][0])),
-        ("fc_norm", "fc_norm", bool(final and use_fc_norm)),
-        ("final_norm", "norm", bool(final and not use_fc_norm)),
-    ]
     if seen["patch_norm"][0] and resolved["patch_norm"][1] is None:
         raise CheckpointError(
             f"{config_path!r}: the weights have {seen['patch_norm'][1]}, and no timm registration or config.json says "
             "which norm it is (LayerNorm or RmsNorm, its epsilon): name the registered architecture it was trained as."
         )
-    for name, part, expected in checks:
-        relied = [n for n in ((name, "global_pool", "fc_norm") if part in ("fc_norm", "norm") else (name,))
-                  if resolved[n][1] is not None]
+    values = {name: value for name, (value, _) in resolved.items()}
+    for part, (_, _, names, _, _) in PARTS.items():
+        relied = [name for name in names if resolved[name][1] is not None]
         have, said = seen[part]
-        if relied and have != expected:
+        if relied and have != _built(part, values):
             raise CheckpointError(
                 f"{config_path!r}: config.json says {resolved[relied[0]][1]} but the weights have {have!r} ({said}): "
                 "the config belongs to another model, or the weights do."
@@ -306,11 +312,9 @@ def record(resolved, seen, extra, config_path, weights):
     for field, (value, said) in [*stated.items(), *extra.items()]:  # what resolve says starts with one of these
         if said is not None:
             declare(out, field, value, said, config_path if said.startswith(("model_args", "architecture", "global_pool")) else weights)
-    for field, part in (("class_token", "class_token"), ("distillation_token", "distilled"), ("num_register_tokens", "reg_tokens"),
-                        ("mlp_type", "glu"), ("pre_norm", "pre_norm"), ("final_norm", "norm"), ("fc_norm", "fc_norm"),
-                        ("patch_norm", "patch_norm"), ("proj_bias", "proj_bias"), ("mlp_bias", "mlp_bias"),
-                        ("mlp_norm", "mlp_norm"), ("attention_norm", "attention_norm")):
+    for part in RECORDED:
         have, said = seen[part]
+        field = PARTS[part][4]
         declare(out, field, ("glu" if have else "mlp") if field == "mlp_type" else have, said if have else f"no {said}", weights)
     init, said = resolved["init_values"]
     scale = (init if init is not None else 1e-5) if seen["layer_scale"][0] else None
@@ -332,30 +336,19 @@ def config_fields(architecture, num_classes=0, projection_dim=None):
     args = {**DEFAULTS, **registered(architecture)}
     if "backbone_layers" in args:  # a hybrid: from_pretrained reads it from its weights (keras_vit.weights.timm_hybrid)
         raise ValueError(f"{architecture!r} is a timm hybrid: its ViTConfig is read from its weights, not its registration alone.")
-    glu, swiglu = args["mlp_layer"] in GLU_LAYERS, args["mlp_layer"] in SWIGLU_LAYERS  # packed: fc1 has both halves
-    use_fc_norm = args["global_pool"] in ("avg", "avgmax", "max") if args["fc_norm"] is None else args["fc_norm"]
-    mlp_dim = int(args["embed_dim"] * args["mlp_ratio"]) // (2 if glu else 1)
+    mlp_dim = int(args["embed_dim"] * args["mlp_ratio"]) // (2 if args["mlp_layer"] in GLU_LAYERS else 1)  # packed: fc1 has both halves
     pool_heads, pool_ratio = (args["attn_pool_num_heads"], args["attn_pool_mlp_ratio"]) if args["global_pool"] == "map" else (None, None)
+    pool_mlp = int(args["embed_dim"] * pool_ratio) if pool_ratio else None  # Eva's AttentionPoolLatent sizes; None: the blocks'
     return dict(
         # timm's patch convolution drops what the patches do not cover (so400m/14 at 384: 27 x 14 = 378): cropped
         image_size=args["img_size"], crop_remainder=any(n % args["patch_size"] for n in np.atleast_1d(args["img_size"])),
-        patch_size=args["patch_size"], hidden_size=args["embed_dim"],
-        num_layers=args["depth"], num_heads=args["num_heads"],
-        mlp_dim=mlp_dim, layer_norm_epsilon=args["norm_eps"],
-        class_token=args["class_token"], distillation_token=args["distilled"], num_register_tokens=args["reg_tokens"],
-        prefix_positions=not args["no_embed_class"], layer_scale_init=args["init_values"],
-        mlp_activation=declared_lib.activation(args["act_layer"]),
-        mlp_type="glu" if glu or swiglu else "mlp", qkv_bias=args["qkv_bias"], pre_norm=args["pre_norm"],
-        final_norm=bool(args["final_norm"] and not use_fc_norm), fc_norm=bool(args["final_norm"] and use_fc_norm),
-        pooling=POOLING[args["global_pool"]], projection_dim=projection_dim, norm_type=args["norm_type"],
-        patch_norm=args["patch_norm"], proj_bias=args["proj_bias"], mlp_bias=args["proj_bias"],
-        mlp_norm=bool(args["scale_mlp_norm"]), attention_norm=bool(args["scale_attn_norm"]),
-        map_num_heads=_differs(pool_heads, args["num_heads"]),  # Eva's AttentionPoolLatent sizes
-        map_mlp_dim=_differs(int(args["embed_dim"] * pool_ratio) if pool_ratio else None, mlp_dim),
-        num_classes=num_classes or 1, include_top=bool(num_classes), **{**timm_eva.fields(args), **timm_naflex.fields(args)},
+        patch_size=args["patch_size"], hidden_size=args["embed_dim"], num_layers=args["depth"], num_heads=args["num_heads"],
+        mlp_dim=mlp_dim, layer_norm_epsilon=args["norm_eps"], prefix_positions=not args["no_embed_class"],
+        layer_scale_init=args["init_values"], mlp_activation=declared_lib.activation(args["act_layer"]),
+        qkv_bias=args["qkv_bias"], pooling=POOLING[args["global_pool"]], projection_dim=projection_dim,
+        norm_type=args["norm_type"], map_num_heads=None if pool_heads == args["num_heads"] else pool_heads,
+        map_mlp_dim=None if pool_mlp == mlp_dim else pool_mlp, num_classes=num_classes or 1, include_top=bool(num_classes),
+        mlp_type="glu" if _built("glu", args) else "mlp",
+        **{PARTS[part][4]: _built(part, args) for part in RECORDED if part != "glu"},
+        **{**timm_eva.fields(args), **timm_naflex.fields(args)},
     )
-
-
-def _differs(value, blocks):
-    """``value``, or None where it is the blocks' (ViTConfig's None)."""
-    return None if value == blocks else value
