@@ -13,9 +13,8 @@ import keras
 from keras_vit.architecture.arguments import positive_pair
 from keras_vit.architecture.model import VisionTransformer, config_of
 from keras_vit.architecture.state import require_float
+from keras_vit.layers.resampling import resample_patch_embedding, resize_position_embedding
 from keras_vit.weights.mapping import layer_weights
-from keras_vit.layers.resampling import resample_patch_embedding
-from keras_vit.layers.resampling import resize_position_embedding
 
 SAME = "same"  # resize_model's default image_size: the model's own (None for a dynamic model)
 

@@ -14,12 +14,11 @@ import numpy as np
 from keras_vit.architecture.model import config_of
 from keras_vit.architecture.state import require_float
 from keras_vit.errors import CheckpointError
+from keras_vit.layers.resampling import resample_patch_embedding, resize_position_embedding
 from keras_vit.weights import declared, formats, npz
 from keras_vit.weights.architecture import grid_of
 from keras_vit.weights.formats import read_checkpoint
 from keras_vit.weights.mapping import HEAD_KEYS, PATCH_KERNEL_KEY, POSEMB_KEY, keras_targets, targets_of
-from keras_vit.layers.resampling import resample_patch_embedding
-from keras_vit.layers.resampling import resize_position_embedding
 
 logger = logging.getLogger("keras_vit")
 

@@ -14,12 +14,12 @@ import numpy as np
 
 from keras_vit.architecture.family import PAPER
 from keras_vit.errors import CheckpointError
+from keras_vit.layers.resampling import resize_position_embedding
 from keras_vit.weights import config as config_lib
 from keras_vit.weights.conventions import MASK, counted, joined, renamed
 from keras_vit.weights.declared import activation, declare
 from keras_vit.weights.keras_hub import preset as preset_files
 from keras_vit.weights.mapping import ATT, POSEMB_KEY
-from keras_vit.layers.resampling import resize_position_embedding
 from keras_vit.weights.source import Reading
 
 POSITION_IDS = "position_ids"  # the Embedding's indices: the table is gathered by them, as keras-hub does
