@@ -126,7 +126,8 @@ _EAGER = {}
 
 
 def eager(name):
-    """``decode`` or ``decode_and_resize`` as a ``tf.function`` traced once per call signature (for Python callers)."""
+    """``decode``, ``decode_and_resize`` or ``resize`` as a ``tf.function`` traced once per call signature and process,
+    for Python callers and for the tf.data maps that decode files (an image folder's splits share its one trace)."""
     import tensorflow as tf  # deferred: TensorFlow, not imported under the JAX and PyTorch backends
 
     if name not in _EAGER:
