@@ -61,8 +61,9 @@ def bytes_to_inputs(image_bytes, patch_size, max_patches, rule="timm"):
     import tensorflow as tf  # deferred: TensorFlow, as above
 
     (ph, pw), n = patch_size if isinstance(patch_size, tuple) else (patch_size, patch_size), max_patches
+    decode = decoding.traced_decode()  # the process's one trace of the decoder
     signature = (tf.TensorSpec((n, ph * pw * 3), tf.float32), tf.TensorSpec((n, 2), tf.int32), tf.TensorSpec((n,), tf.bool))
-    return tf.map_fn(lambda data: naflex_input.image_to_patches(decoding.decode(data), (ph, pw), n, rule), image_bytes,
+    return tf.map_fn(lambda data: naflex_input.image_to_patches(decode(data), (ph, pw), n, rule), image_bytes,
                      fn_output_signature=signature)
 
 
@@ -79,13 +80,18 @@ def build_archive(model, labels, top_k, max_patches):
         inputs = {"patches": patches, "patch_coord": patch_coord, "patch_valid": patch_valid}
         return outputs_of(model(inputs, training=False))
 
-    def serve_bytes(image_bytes):
-        return serve(*bytes_to_inputs(image_bytes, patch, max_patches, config.grid_rule))
+    # traced here, once each, as keras_vit.export.saved_model.build_archive does (its comment says why)
+    serve = tf.function(serve, input_signature=input_specs(model, None, config.max_patches), autograph=False)
+    serve_graph = serve.get_concrete_function()
 
+    def serve_bytes(image_bytes):
+        return serve_graph(*bytes_to_inputs(image_bytes, patch, max_patches, config.grid_rule))
+
+    serve_bytes = tf.function(serve_bytes, input_signature=[tf.TensorSpec((None,), tf.string, name=saved_model.BYTES_INPUT)],
+                              autograph=False)
+    serve_bytes.get_concrete_function()
     archive = keras.export.ExportArchive()
     archive.track(model)
-    archive.add_endpoint(saved_model.SERVING_SIGNATURE, serve,
-                         input_signature=input_specs(model, None, config.max_patches))
-    archive.add_endpoint(saved_model.BYTES_SIGNATURE, serve_bytes,
-                         input_signature=[tf.TensorSpec((None,), tf.string, name=saved_model.BYTES_INPUT)])
+    archive.add_endpoint(saved_model.SERVING_SIGNATURE, serve)  # traced: Keras takes its one trace
+    archive.add_endpoint(saved_model.BYTES_SIGNATURE, serve_bytes)
     return archive

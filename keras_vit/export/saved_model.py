@@ -156,23 +156,29 @@ def build_archive(model, labels, top_k=5, *, image_size=None):
         images = tf.ensure_shape(images, (None, mh, mw, c), name="check_image_shape")
         return serve_outputs(model(images, training=False))
 
+    # each signature is traced here, once: Keras would trace an endpoint given with its input signature once to
+    # list its variables and again inside tf.saved_model.save (another variable policy, another cache key), and
+    # serving_bytes calls the one trace of serve and of the decoder (keras_vit.inference.decoding)
+    pixels = (None, None, None, c) if dynamic else (None, h, w, c)
+    serve = tf.function(serve, input_signature=[tf.TensorSpec(pixels, tf.float32, name=PIXELS_INPUT)], autograph=False)
+    serve_graph, decode = serve.get_concrete_function(), decoding.traced_decode()
+
     def serve_bytes(image_bytes):
         # the one decoder and resize rule, as keras-vit predict reads files (keras_vit.inference.decoding)
         images = tf.map_fn(
-            lambda data: decoding.decode_and_resize(data, (h, w)), image_bytes,
+            lambda data: decoding.resize(decode(data), (h, w)), image_bytes,
             fn_output_signature=tf.TensorSpec((h, w, c), tf.float32),
         )
-        return serve(images)
+        return serve_graph(images)
 
+    serve_bytes = tf.function(
+        serve_bytes, input_signature=[tf.TensorSpec((None,), tf.string, name=BYTES_INPUT)], autograph=False
+    )
+    serve_bytes.get_concrete_function()
     archive = keras.export.ExportArchive()
     archive.track(model)
-    pixels = (None, None, None, c) if dynamic else (None, h, w, c)
-    archive.add_endpoint(
-        SERVING_SIGNATURE, serve, input_signature=[tf.TensorSpec(pixels, tf.float32, name=PIXELS_INPUT)]
-    )
-    archive.add_endpoint(
-        BYTES_SIGNATURE, serve_bytes, input_signature=[tf.TensorSpec((None,), tf.string, name=BYTES_INPUT)]
-    )
+    archive.add_endpoint(SERVING_SIGNATURE, serve)  # traced: Keras takes its one trace
+    archive.add_endpoint(BYTES_SIGNATURE, serve_bytes)
     return archive
 
 

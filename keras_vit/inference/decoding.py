@@ -136,6 +136,17 @@ def eager(name):
     return _EAGER[name]
 
 
+def traced_decode():
+    """:func:`decode` as one traced graph per process (a ``ConcreteFunction`` of a scalar ``tf.string``), for the
+    graphs that call it: every SavedModel's ``serving_bytes`` embeds this one trace instead of tracing the decoder
+    (every format, EXIF, alpha) again for each export, and once more inside ``tf.saved_model.save``."""
+    import tensorflow as tf  # deferred: TensorFlow, not imported under the JAX and PyTorch backends
+
+    if "graph" not in _EAGER:
+        _EAGER["graph"] = tf.function(decode, autograph=False).get_concrete_function(tf.TensorSpec((), tf.string))
+    return _EAGER["graph"]
+
+
 def _first_run_filtered(function):
     """``function``, its first run (where TensorFlow builds the graph) under
     :func:`keras_vit.hardware.terminal.native_stderr_filtered`: there oneDNN, on for an AVX2 CPU, logs an

@@ -389,7 +389,8 @@ from keras_vit.export import export_model
 model, folder = sys.argv[1], sys.argv[2]
 x = np.random.default_rng(0).uniform(0, 255, (8, 32, 32, 3)).astype("float32")
 print("start", flush=True)
-export_model(model, "tflite", folder + "/vit.tflite", eval_data=x, num_images=8, report=folder + "/report.json")
+export_model(model, "tflite", folder + "/vit.tflite", eval_data=x, num_images=8, report=folder + "/report.json",
+             overwrite=True)  # over the old state the test wrote there
 export_model(model, "saved_model", folder, name="vit", eval_data=x, num_images=8, warmup=False)
 print("done", flush=True)
 """

@@ -184,7 +184,7 @@ def test_the_exported_saved_model_agrees_with_the_keras_model_on_three_aspect_ra
     randomized(model)
     keras_file = str(tmp_path / "naflex.keras")
     model.save(keras_file)
-    eval_data = rng.uniform(0, 255, (3, 32, 32, 3)).astype("float32")
+    eval_data = np.random.default_rng(0).uniform(0, 255, (3, 32, 32, 3)).astype("float32")
     report = export_model(keras_file, "saved_model", str(tmp_path / "serving"), eval_data=eval_data, warmup=False,
                           max_patches=24)
     assert report.passed, report.summary()
