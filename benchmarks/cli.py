@@ -101,6 +101,10 @@ def _check_args(args):
 
 
 def gpu_available():
+    """Whether TensorFlow sees a GPU, asked in a child process (this one stays free of TensorFlow); an empty
+    ``CUDA_VISIBLE_DEVICES`` hides every CUDA device, which needs no process to tell."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES") == "":
+        return False
     code = "import tensorflow as tf; print(len(tf.config.list_physical_devices('GPU')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     try:

@@ -59,7 +59,7 @@ def test_bad_arguments_name_the_value():
 
 
 def test_gpu_mode_fails_clearly_without_a_gpu(capsys):
-    # conftest hides GPUs (CUDA_VISIBLE_DEVICES=""); asking TensorFlow here too would start one more process
+    # conftest hides GPUs (CUDA_VISIBLE_DEVICES=""), which gpu_available reads without starting TensorFlow
     if os.environ.get("CUDA_VISIBLE_DEVICES") != "":
         pytest.skip("GPUs may be visible: CUDA_VISIBLE_DEVICES is not empty")
     assert cli.main(["--gpu", "--quick"]) == 2
