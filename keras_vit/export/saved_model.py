@@ -156,9 +156,11 @@ def build_archive(model, labels, top_k=5, *, image_size=None):
         images = tf.ensure_shape(images, (None, mh, mw, c), name="check_image_shape")
         return serve_outputs(model(images, training=False))
 
-    # each signature is traced here, once: Keras would trace an endpoint given with its input signature once to
-    # list its variables and again inside tf.saved_model.save (another variable policy, another cache key), and
-    # serving_bytes calls the one trace of serve and of the decoder (keras_vit.inference.decoding)
+    # each signature traced here, before Keras sees it: Keras traced an endpoint given with its input signature once
+    # to list its variables and again inside tf.saved_model.save (another variable policy, another cache key), and
+    # serving_bytes traced the model and the decoder again. Now serving_bytes calls serve's trace and the process's
+    # one trace of the decoder (keras_vit.inference.decoding.traced_decode); tf.saved_model.save still traces serve
+    # once more where it stores the function itself (tests/export/test_export_saved_model.py counts them)
     pixels = (None, None, None, c) if dynamic else (None, h, w, c)
     serve = tf.function(serve, input_signature=[tf.TensorSpec(pixels, tf.float32, name=PIXELS_INPUT)], autograph=False)
     serve_graph, decode = serve.get_concrete_function(), decoding.traced_decode()

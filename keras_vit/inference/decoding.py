@@ -123,6 +123,7 @@ def decode_and_resize(data, size):
 
 
 _EAGER = {}
+_TRACED = []  # traced_decode's one ConcreteFunction
 
 
 def eager(name):
@@ -142,9 +143,9 @@ def traced_decode():
     (every format, EXIF, alpha) again for each export, and once more inside ``tf.saved_model.save``."""
     import tensorflow as tf  # deferred: TensorFlow, not imported under the JAX and PyTorch backends
 
-    if "graph" not in _EAGER:
-        _EAGER["graph"] = tf.function(decode, autograph=False).get_concrete_function(tf.TensorSpec((), tf.string))
-    return _EAGER["graph"]
+    if not _TRACED:
+        _TRACED.append(tf.function(decode, autograph=False).get_concrete_function(tf.TensorSpec((), tf.string)))
+    return _TRACED[0]
 
 
 def _first_run_filtered(function):

@@ -356,3 +356,31 @@ def test_rest_client_over_http(decided, exported, tmp_path, capsys):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_each_export_traces_the_model_twice_and_the_decoder_once_per_process(monkeypatch, tmp_path):
+    """Keras traced an endpoint given with its input signature once to list its variables and again inside
+    tf.saved_model.save (another cache key), and serving_bytes traced the model and the decoder in each: 4 traces of
+    the model and 2 of the decoder per export. The archive now traces serving_default once before Keras sees it
+    (tf.saved_model.save traces it once more where it stores the function itself), serving_bytes calls that trace,
+    and every export embeds the process's one trace of the decoder."""
+    from helpers import tiny_vit
+    from keras_vit.inference import decoding
+
+    model, png = tiny_vit(num_classes=3), tf.io.encode_png(tf.zeros((32, 32, 3), tf.uint8)).numpy()
+    expected = model(decoding.eager("decode_and_resize")(tf.constant(png), (32, 32))[None])
+    model_traces, decoder_traces = [], []
+    outputs_of, decode = saved_model.signature_outputs, decoding.decode
+
+    def counted_outputs(*args, **kwargs):
+        outputs = outputs_of(*args, **kwargs)
+        return lambda logits: model_traces.append(1) or outputs(logits)
+
+    monkeypatch.setattr(saved_model, "signature_outputs", counted_outputs)
+    monkeypatch.setattr(decoding, "decode", lambda data: decoder_traces.append(1) or decode(data))
+    monkeypatch.setattr(decoding, "_TRACED", [])  # this process's trace, as if none had been made
+    for version in (1, 2):
+        path, _ = saved_model.export_saved_model(model, tmp_path, "m", version=version, labels=["a", "b", "c"])
+        served = saved_model.run_bytes_signature(tf.saved_model.load(path), [png])
+        np.testing.assert_allclose(served, expected, atol=ROUND_OFF)
+    assert (len(model_traces), len(decoder_traces)) == (4, 1)
