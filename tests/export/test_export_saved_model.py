@@ -338,7 +338,7 @@ def test_rest_client_over_http(decided, exported, tmp_path, capsys):
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)  # shutdown() waits a poll
     thread.start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}"
