@@ -163,13 +163,15 @@ DECIDED_MARGIN = 0.5
 
 def decided_images(model, pool, count, margin=DECIDED_MARGIN):
     """The first ``count`` images of ``pool`` whose Keras top-two probability margin is at least ``margin``."""
-    probabilities = np.asarray(model.predict(pool, verbose=0), "float64")
+    pool = np.asarray(pool)  # called eagerly, in batches: model.predict would trace a predict step per model
+    probabilities = np.concatenate([np.asarray(model(pool[i : i + 250], training=False), "float64")
+                                    for i in range(0, len(pool), 250)])
     top = np.sort(probabilities, -1)
     index = np.flatnonzero(top[:, -1] - top[:, -2] >= margin)
     if len(index) < count:
         raise AssertionError(f"only {len(index)} of {len(pool)} images have a top-two margin >= {margin}; "
                              f"the model needs training for {count}")
-    return np.asarray(pool)[index[:count]]
+    return pool[index[:count]]
 
 
 def top_two_margins(probabilities):
