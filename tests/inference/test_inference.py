@@ -503,7 +503,7 @@ def test_predict_on_the_project_exports_reads_their_labels(sample_image_dir, tmp
     # the classes below the first are near-tied for this model (probabilities ~1e-4 apart): only the top-1 class
     # is compared between runtimes, every label is checked against its class index
     assert_top_k_decided(model, folder, 1)
-    x = images(8)  # the verification images (the default, MNIST, parses its CSV: 5 s per export)
+    x = images(8)  # the verification images (the default is the MNIST digits)
     saved = export.export_model(
         model, "saved_model", str(tmp_path / "serving"), labels=names, warmup=False, eval_data=x, num_images=8, top_k=5
     )

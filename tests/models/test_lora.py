@@ -74,7 +74,7 @@ def test_lora_model_saves_reloads_and_merges_into_plain_weights(name, tmp_path, 
     for plain in (keras_vit.load_model(path), keras.saving.load_model(path), merged):
         assert not lora_layers(plain) and not any("lora" in v.path for v in plain.weights)
         np.testing.assert_allclose(np.asarray(plain(inputs)), expected, rtol=1e-5, atol=1e-5)
-    if name == "vit":  # a merged model is a plain one: its SavedModel (~10 s) once, the hybrid's export elsewhere
+    if name == "vit":  # a merged model is a plain one: its SavedModel (~5 s) once, the hybrid's export elsewhere
         report = keras_vit.export_model(merged, "saved_model", str(tmp_path / "served"), num_images=4)
         assert report.passed
 

@@ -127,7 +127,7 @@ def models_in_state():
     return model
 
 
-# the fast run: TFLite float32, ONNX and keras-hub (a SavedModel costs ~10 s even at this size: the wide run has it)
+# the fast run: TFLite float32, ONNX and keras-hub (a verified SavedModel costs ~5 s even at this size: the wide run has it)
 @settings(SETTINGS, max_examples=3)
 @given(state=st.sampled_from(STATES), export=st.sampled_from(("tflite", "onnx", "keras-hub")))
 @example(state="int8", export="tflite")  # the refusals, always tried: they cost nothing
