@@ -367,8 +367,7 @@ def test_each_export_traces_the_model_twice_and_the_decoder_once_per_process(mon
     from helpers import tiny_vit
     from keras_vit.inference import decoding
 
-    model, png = tiny_vit(num_classes=3), tf.io.encode_png(tf.zeros((32, 32, 3), tf.uint8)).numpy()
-    expected = model(decoding.eager("decode_and_resize")(tf.constant(png), (32, 32))[None])
+    model = tiny_vit(num_classes=3)  # what the files serve is checked by the other tests of this module
     model_traces, decoder_traces = [], []
     outputs_of, decode = saved_model.signature_outputs, decoding.decode
 
@@ -380,7 +379,5 @@ def test_each_export_traces_the_model_twice_and_the_decoder_once_per_process(mon
     monkeypatch.setattr(decoding, "decode", lambda data: decoder_traces.append(1) or decode(data))
     monkeypatch.setattr(decoding, "_TRACED", [])  # this process's trace, as if none had been made
     for version in (1, 2):
-        path, _ = saved_model.export_saved_model(model, tmp_path, "m", version=version, labels=["a", "b", "c"])
-        served = saved_model.run_bytes_signature(tf.saved_model.load(path), [png])
-        np.testing.assert_allclose(served, expected, atol=ROUND_OFF)
+        saved_model.export_saved_model(model, tmp_path, "m", version=version, labels=["a", "b", "c"])
     assert (len(model_traces), len(decoder_traces)) == (4, 1)
