@@ -32,6 +32,7 @@ import numpy as np
 from keras_vit.architecture.model import config_of
 from keras_vit.domains import FRACTION
 from keras_vit.inference import images as images_lib
+from keras_vit.inspect import features
 from keras_vit.inspect.options import HEAD_FUSIONS
 
 _ATTENTION_MODELS = weakref.WeakKeyDictionary()  # model -> its attention model, built once
@@ -129,7 +130,7 @@ def attention_weights(model, images, batch_size=8):
         if model not in _ATTENTION_MODELS:
             _ATTENTION_MODELS[model] = attention_model(model)
         model = _ATTENTION_MODELS[model]
-    outputs = model.predict(images, batch_size=batch_size, verbose=0)
+    outputs = features.run_in_batches(model, images, batch_size)
     if not isinstance(outputs, (list, tuple)):
         outputs = [outputs]
     weights = np.stack([np.asarray(o, dtype="float32") for o in outputs], axis=1)
