@@ -16,8 +16,6 @@ A NaFlex model (``ViTConfig(input_mode="naflex")``) takes ``{patches, patch_coor
   delegate takes every op.
 """
 
-import keras
-
 from keras_vit.architecture.model import config_of
 from keras_vit.export import saved_model
 from keras_vit.inference import decoding, naflex_input
@@ -70,8 +68,6 @@ def bytes_to_inputs(image_bytes, patch_size, max_patches, rule="timm"):
 def build_archive(model, labels, top_k, max_patches):
     """A ``keras.export.ExportArchive`` with ``serving_default`` (the dict) and ``serving_bytes`` (encoded images,
     the grid rule in the graph at ``max_patches``)."""
-    import tensorflow as tf  # deferred: TensorFlow, as above
-
     config = config_of(model)
     outputs_of = saved_model.signature_outputs(model, labels, top_k)
     patch = config.patch_size
@@ -80,18 +76,5 @@ def build_archive(model, labels, top_k, max_patches):
         inputs = {"patches": patches, "patch_coord": patch_coord, "patch_valid": patch_valid}
         return outputs_of(model(inputs, training=False))
 
-    # traced here, once each, as keras_vit.export.saved_model.build_archive does (its comment says why)
-    serve = tf.function(serve, input_signature=input_specs(model, None, config.max_patches), autograph=False)
-    serve_graph = serve.get_concrete_function()
-
-    def serve_bytes(image_bytes):
-        return serve_graph(*bytes_to_inputs(image_bytes, patch, max_patches, config.grid_rule))
-
-    serve_bytes = tf.function(serve_bytes, input_signature=[tf.TensorSpec((None,), tf.string, name=saved_model.BYTES_INPUT)],
-                              autograph=False)
-    serve_bytes.get_concrete_function()
-    archive = keras.export.ExportArchive()
-    archive.track(model)
-    archive.add_endpoint(saved_model.SERVING_SIGNATURE, serve)  # traced: Keras takes its one trace
-    archive.add_endpoint(saved_model.BYTES_SIGNATURE, serve_bytes)
-    return archive
+    return saved_model.traced_archive(model, serve, input_specs(model, None, config.max_patches),
+                                      lambda image_bytes: bytes_to_inputs(image_bytes, patch, max_patches, config.grid_rule))

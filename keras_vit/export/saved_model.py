@@ -156,22 +156,31 @@ def build_archive(model, labels, top_k=5, *, image_size=None):
         images = tf.ensure_shape(images, (None, mh, mw, c), name="check_image_shape")
         return serve_outputs(model(images, training=False))
 
-    # each signature traced here, before Keras sees it: Keras traced an endpoint given with its input signature once
-    # to list its variables and again inside tf.saved_model.save (another variable policy, another cache key), and
-    # serving_bytes traced the model and the decoder again. Now serving_bytes calls serve's trace and the process's
-    # one trace of the decoder (keras_vit.inference.decoding.traced_decode); tf.saved_model.save still traces serve
-    # once more where it stores the function itself (tests/export/test_export_saved_model.py counts them)
+    def images_of(image_bytes):
+        # the one decoder and resize rule, as keras-vit predict reads files (keras_vit.inference.decoding)
+        decode = decoding.traced_decode()
+        return (tf.map_fn(lambda data: decoding.resize(decode(data), (h, w)), image_bytes,
+                          fn_output_signature=tf.TensorSpec((h, w, c), tf.float32)),)
+
     pixels = (None, None, None, c) if dynamic else (None, h, w, c)
-    serve = tf.function(serve, input_signature=[tf.TensorSpec(pixels, tf.float32, name=PIXELS_INPUT)], autograph=False)
-    serve_graph, decode = serve.get_concrete_function(), decoding.traced_decode()
+    return traced_archive(model, serve, [tf.TensorSpec(pixels, tf.float32, name=PIXELS_INPUT)], images_of)
+
+
+def traced_archive(model, serve, input_signature, bytes_to_inputs):
+    """A ``keras.export.ExportArchive`` of ``model`` with ``serving_default`` (``serve`` on ``input_signature``) and
+    ``serving_bytes`` (``serve`` on the tuple ``bytes_to_inputs(image_bytes)``), each traced here once, before Keras
+    sees it. Keras traced an endpoint given with its input signature once to list its variables and again inside
+    tf.saved_model.save (another variable policy, another cache key), and serving_bytes traced the model and the
+    decoder again; now serving_bytes calls serve's trace (and ``bytes_to_inputs`` the process's one trace of the
+    decoder, :func:`keras_vit.inference.decoding.traced_decode`), and tf.saved_model.save traces serve once more
+    where it stores the function itself (tests/export/test_export_saved_model.py counts the traces)."""
+    import tensorflow as tf  # deferred: TensorFlow, not imported under the JAX and PyTorch backends
+
+    serve = tf.function(serve, input_signature=input_signature, autograph=False)
+    serve_graph = serve.get_concrete_function()
 
     def serve_bytes(image_bytes):
-        # the one decoder and resize rule, as keras-vit predict reads files (keras_vit.inference.decoding)
-        images = tf.map_fn(
-            lambda data: decoding.resize(decode(data), (h, w)), image_bytes,
-            fn_output_signature=tf.TensorSpec((h, w, c), tf.float32),
-        )
-        return serve_graph(images)
+        return serve_graph(*bytes_to_inputs(image_bytes))
 
     serve_bytes = tf.function(
         serve_bytes, input_signature=[tf.TensorSpec((None,), tf.string, name=BYTES_INPUT)], autograph=False
