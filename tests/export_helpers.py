@@ -163,9 +163,10 @@ DECIDED_MARGIN = 0.5
 
 def decided_images(model, pool, count, margin=DECIDED_MARGIN):
     """The first ``count`` images of ``pool`` whose Keras top-two probability margin is at least ``margin``."""
-    pool = np.asarray(pool)  # called eagerly, in batches: model.predict would trace a predict step per model
-    probabilities = np.concatenate([np.asarray(model(pool[i : i + 250], training=False), "float64")
-                                    for i in range(0, len(pool), 250)])
+    from keras_vit.inspect.features import run_in_batches  # eager: model.predict traces a predict step per model
+
+    pool = np.asarray(pool)
+    probabilities = np.asarray(run_in_batches(model, pool, 250), "float64")
     top = np.sort(probabilities, -1)
     index = np.flatnonzero(top[:, -1] - top[:, -2] >= margin)
     if len(index) < count:
