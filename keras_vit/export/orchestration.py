@@ -17,6 +17,7 @@ from keras_vit.export import common, data, gpu_delegate, keras_hub, naflex, onnx
 from keras_vit.inference import naflex_runtime
 from keras_vit.export.errors import ExportError, ExportVerificationError
 from keras_vit.inference.predictors import softmax
+from keras_vit.inspect.features import run_in_batches
 from keras_vit.architecture.arguments import positive_pair
 from keras_vit.architecture.model import config_of
 from keras_vit.architecture.state import model_state
@@ -174,7 +175,9 @@ def export_model(
     progress("reading the verification images")
     images = data.eval_images(eval_data, shape, num_images, dataset=dataset)
     progress(f"running the Keras model on {len(images.pixels)} images")
-    expected = model.predict(images.pixels, batch_size=32, verbose=0)
+    # eager batches, not model.predict: predict traces a step per model (seconds for a B/16), which the few hundred
+    # images of a verification do not repay; the same numbers to float32 rounding
+    expected = run_in_batches(model, images.pixels, 32)
 
     if format == "saved_model":
         progress(f"writing and verifying the SavedModel on {len(images.pixels)} images")
@@ -284,7 +287,7 @@ def _export_saved_model(model, base, *, name, version, labels, top_k, images, ex
     holder = {}
 
     def reference(pixels):
-        outputs = model.predict(pixels, batch_size=32, verbose=0)
+        outputs = run_in_batches(model, pixels, 32)
         return softmax(outputs) if logits else outputs
 
     def check(tmp):
