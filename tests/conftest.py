@@ -29,7 +29,14 @@ def pytest_unconfigure(config):
         os.environ.pop("KERAS_VIT_TEST_SHARED", None)
 
 
+def _controller(config):
+    """xdist's controller process, whose workers run the tests: it only hands them out and reports."""
+    return not hasattr(config, "workerinput") and getattr(config.option, "dist", "no") != "no"
+
+
 def pytest_sessionstart(session):
+    if _controller(session.config):
+        return  # TensorFlow's import here cost ~6 s before the workers were started, and it ran no test
     # TensorFlow, Keras and keras_vit leave ~460k Python objects alive after import; every full garbage
     # collection scans them all (0.26 s here). Keras calls gc.collect() on each variable it deletes, e.g.
     # 14 times in one model.quantize("int8"), which made a tiny quantization test take 13 s instead of 1 s.
@@ -58,19 +65,39 @@ def _freeze_what_outlives_a_test():
     gc.freeze()
 
 
-def pytest_terminal_summary(terminalreporter):
-    # the CPU class decides which kernels (and so which float32 roundings) the suite met: every log says it,
-    # also under -q (a report header would be hidden there)
+def _hardware_lines():
+    """What the log says of the machine the tests ran on."""
+    # the CPU class decides which kernels (and so which float32 roundings) the suite met
     from keras_vit.hardware.report import describe
 
-    terminalreporter.section("keras_vit hardware")
-    for line in describe():
-        terminalreporter.write_line(line)
+    lines = list(describe())
     # what programs see through CPUID (the kernels' dispatch), which an emulator or a VM can narrow below the
     # kernel's /proc/cpuinfo above (make test-avx2: QEMU's AVX2-only CPU on any machine)
     try:
         from numpy._core._multiarray_umath import __cpu_features__ as features
     except ImportError:  # NumPy moved it
-        return
+        return lines
     seen = [name for name in ("AVX2", "FMA3", "AVX512F", "AVX512BF16", "AVX512VNNI") if features.get(name)]
-    terminalreporter.write_line("cpu features through CPUID (NumPy): " + (", ".join(seen) or "none of AVX2, AVX-512"))
+    return lines + ["cpu features through CPUID (NumPy): " + (", ".join(seen) or "none of AVX2, AVX-512")]
+
+
+_WORKERS_SAW = []
+
+
+def pytest_sessionfinish(session):
+    if hasattr(session.config, "workerinput"):  # told where the tests ran: TensorFlow has started here already
+        session.config.workeroutput["keras_vit_hardware"] = _hardware_lines()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    lines = getattr(node, "workeroutput", {}).get("keras_vit_hardware")
+    if lines and not _WORKERS_SAW:
+        _WORKERS_SAW.extend(lines)
+
+
+def pytest_terminal_summary(terminalreporter):
+    # every log says it, also under -q (a report header would be hidden there)
+    terminalreporter.section("keras_vit hardware")
+    for line in _WORKERS_SAW or _hardware_lines():  # no worker told (all lost): read here, TensorFlow started here
+        terminalreporter.write_line(line)
