@@ -175,8 +175,7 @@ def export_model(
     progress("reading the verification images")
     images = data.eval_images(eval_data, shape, num_images, dataset=dataset)
     progress(f"running the Keras model on {len(images.pixels)} images")
-    # eager batches, not model.predict: predict traces a step per model (seconds for a B/16), which the few hundred
-    # images of a verification do not repay; the same numbers to float32 rounding
+    # one batch eagerly, more through model.predict (whose predict step, traced per model, one batch does not repay)
     expected = run_in_batches(model, images.pixels, 32)
 
     if format == "saved_model":

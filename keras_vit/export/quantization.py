@@ -144,7 +144,7 @@ def quantization_report(
         eval_labels = np.asarray(eval_labels)[: len(images)]
     workdir = workdir or tempfile.mkdtemp(prefix="keras_vit_quant_")
     os.makedirs(workdir, exist_ok=True)
-    expected = run_in_batches(model, images, 32)  # eager: no predict step traced (orchestration.export_model)
+    expected = run_in_batches(model, images, 32)  # one batch eagerly, more through model.predict
     batch = np.resize(images, (throughput_batch,) + images.shape[1:]) if throughput_batch else None
 
     def accuracy(outputs):
