@@ -149,7 +149,18 @@ def keras_runtime(model, include_preprocessing=None, image_size=None):
             pass
     shape = (None,) + size + tuple(shape[3:])
 
+    called = []
+
     def run(images):
+        if not called and 0 < len(images) <= _CHUNK:
+            # the first batch eagerly: predict_on_batch traces a predict step at its first call (one to two seconds
+            # for Ti/16 or B/16 on 2 cores), which one batch, the usual `keras-vit predict` of a few files, does
+            # not repay; the batches after it run traced, faster each (benchmarks/eager_or_traced.py)
+            import keras  # the model's own: imported already
+
+            called.append(True)
+            return keras.ops.convert_to_numpy(model(images, training=False))
+        called.append(True)
         # predict_on_batch per chunk, not model.predict: model.predict builds a tf.data iterator per call,
         # which made some calls much slower on CPU (docs/performance.md, "What makes it fast")
         chunks = [model.predict_on_batch(images[i : i + _CHUNK]) for i in range(0, len(images), _CHUNK)]

@@ -15,27 +15,26 @@ def _run(*args, **env):
     return subprocess.run([SCRIPT, *args], capture_output=True, text=True, env=full_env, timeout=300)
 
 
+# two TensorFlow processes (~10 s each here), each command checked for what both share: TensorFlow starts under the
+# same filter before any command runs (keras_vit.cli.quiet_tensorflow)
 @pytest.mark.skipif(not os.path.exists(SCRIPT), reason="keras-vit is not installed beside this Python")
-def test_command_starts_without_tensorflow_start_up_lines():
-    quiet = _run("info")
-    assert quiet.returncode == 0
-    assert "R50+B/16" in quiet.stdout
-    # and the machine: CPU, flags, the mixed-precision choice, oneDNN's state
-    out = quiet.stdout
-    assert "\ncpu: " in out and "\ncpu flags: " in out and "\n--mixed-precision: " in out
-    assert "\ntensorflow onednn: on (" in out or "\ntensorflow onednn: off (" in out
+def test_command_starts_without_tensorflow_start_up_lines_and_errors_still_reach_stderr():
+    quiet = _run("predict", "no-such-model.keras", "no-such-image.jpg")
+    assert quiet.returncode == 2
+    assert "keras-vit predict: error: Model not found: 'no-such-model.keras'" in quiet.stderr.splitlines(), quiet.stderr[-2000:]
     assert "absl::InitializeLog" not in quiet.stderr and "oneDNN custom operations" not in quiet.stderr
-    # asking TensorFlow for its log brings the lines back: nothing else is hidden
-    loud = _run("info", TF_CPP_MIN_LOG_LEVEL="0")
+
+
+@pytest.mark.skipif(not os.path.exists(SCRIPT), reason="keras-vit is not installed beside this Python")
+def test_asking_tensorflow_for_its_log_brings_the_lines_back_and_info_describes_the_machine():
+    loud = _run("info", TF_CPP_MIN_LOG_LEVEL="0")  # nothing else is hidden
     assert loud.returncode == 0
     assert "oneDNN custom operations" in loud.stderr or "absl::InitializeLog" in loud.stderr
-
-
-@pytest.mark.skipif(not os.path.exists(SCRIPT), reason="keras-vit is not installed beside this Python")
-def test_command_errors_still_reach_stderr():
-    result = _run("predict", "no-such-model.keras", "no-such-image.jpg")
-    assert result.returncode != 0
-    assert result.stderr.strip()
+    assert "R50+B/16" in loud.stdout
+    # and the machine: CPU, flags, the mixed-precision choice, oneDNN's state
+    out = loud.stdout
+    assert "\ncpu: " in out and "\ncpu flags: " in out and "\n--mixed-precision: " in out
+    assert "\ntensorflow onednn: on (" in out or "\ntensorflow onednn: off (" in out
 
 
 NOISE = ("failed call to cuInit", "XNNPACK delegate", "WARNING:absl", "absl::InitializeLog", "oneDNN custom operations",

@@ -402,6 +402,21 @@ def test_keras_predictor_runs_large_arrays_in_chunks():
     np.testing.assert_allclose(out, np.asarray(model(x)), atol=KERAS_ATOL)
 
 
+def test_a_keras_runtime_runs_its_first_batch_eagerly_and_the_next_traced(monkeypatch):
+    """The first batch (the usual `keras-vit predict` of a few files) is one eager call, not a predict step traced
+    for one batch; the batches after it go through predict_on_batch; the same scores either way."""
+    model, x = classifier(), images(6)
+    traced, calls = keras.Model.predict_on_batch, []
+    monkeypatch.setattr(keras.Model, "predict_on_batch", lambda self, batch: calls.append(len(batch)) or traced(self, batch))
+    run = runtimes.keras_runtime(model).run
+    first = run(x)
+    assert calls == []
+    np.testing.assert_allclose(run(x), first, atol=KERAS_ATOL)
+    assert calls == [6]
+    assert runtimes.keras_runtime(model).run(x[:0]).shape == (0, model.output_shape[-1])
+    np.testing.assert_allclose(first, model.predict(x, verbose=0), atol=KERAS_ATOL)
+
+
 def test_predict_bad_input_is_reported_per_file(tmp_path, capsys):
     from PIL import Image
 
