@@ -19,10 +19,12 @@ train: install
 
 # the package's floors (the import-linter contracts in setup.cfg), then the tests and every docstring
 # example in keras_vit/ as a doctest; --dist worksteal: an idle worker takes tests queued for the other, so a long
-# test near the end does not leave one of the two cores idle
+# test near the end does not leave one of the two cores idle. Bytecode is written even where the environment says
+# PYTHONDONTWRITEBYTECODE (some CI images do): each worker's collection rewrites the asserts of ~230 test modules
+# (~4 s) and each of the tests' Python processes compiles keras_vit (~1 s) unless an earlier one left the .pyc
 test: install
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -m "not slow" -q -p no:cacheprovider -n 2 --dist worksteal --doctest-modules keras_vit tests
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -m "not slow" -q -p no:cacheprovider -n 2 --dist worksteal --doctest-modules keras_vit tests
 
 test-slow: install
 	$(PY) -m pytest -m slow -q -p no:cacheprovider
