@@ -55,11 +55,12 @@ def run_model_saving_test(model, inputs, tmp_path, atol=1e-5):
     names = [f"class_{i}" for i in range(model.output_shape[-1])] if model.vit_config.include_top else None
     keras_vit.save_model(model, path, metadata={"class_names": names} if names else None)
     expected = np.asarray(model(inputs, training=False))
-    for loaded in (keras_vit.load_model(path), keras.saving.load_model(path, safe_mode=True)):
+    ours = keras_vit.load_model(path)
+    for loaded in (ours, keras.saving.load_model(path, safe_mode=True)):
         assert isinstance(loaded, keras_vit.VisionTransformer) and loaded.vit_config == model.vit_config
         np.testing.assert_allclose(np.asarray(loaded(inputs, training=False)), expected, rtol=atol, atol=atol)
     if names:
-        assert keras_vit.load_model(path).class_names == names
+        assert ours.class_names == names
     return path
 
 

@@ -156,7 +156,7 @@ def keras_runtime(model, include_preprocessing=None, image_size=None):
             # the first batch eagerly: predict_on_batch traces a predict step at its first call (one to two seconds
             # for Ti/16 or B/16 on 2 cores), which one batch, the usual `keras-vit predict` of a few files, does
             # not repay; the batches after it run traced, faster each (benchmarks/eager_or_traced.py)
-            import keras  # the model's own: imported already
+            import keras  # deferred: the TFLite, ONNX and SavedModel runtimes run without Keras
 
             called.append(True)
             return keras.ops.convert_to_numpy(model(images, training=False))
