@@ -1,13 +1,15 @@
 """One batch of a ViT called eagerly against the same batch through a traced graph, and what the trace costs.
 
-Why ``keras_vit.inspect.features.run_in_batches`` (the inspection functions, the export verification's Keras
-reference) calls the model eagerly when the images fit in one batch and goes through ``model.predict`` when they
-do not: the trace costs more than one eager batch loses, less than several do.
+Why a Keras runtime of ``keras_vit.predict`` (``keras_vit.inference.runtimes.keras_runtime``) runs its first batch
+eagerly and the later ones through ``predict_on_batch``, and why the export verification's Keras reference
+(``keras_vit.export.common.keras_reference``) calls the model eagerly when the images fit in one batch and goes
+through ``model.predict`` when they do not: the trace costs more than one eager batch loses, less than several do.
 
     python benchmarks/eager_or_traced.py [--model ViTTi16] [--batch 32] [--image-size 224] [--repeats 3]
 
 Prints, in seconds: the first traced call (trace + run), then per repeat a traced call (``tf.function``), an eager
-call (``model(x, training=False)``) and ``model.predict_on_batch`` (its own predict step, traced at its first call).
+call (``model(x, training=False)``), ``model.predict_on_batch`` (its own predict step, traced at its first call) and
+``model.predict`` of the same batch (the same step, through its data iterator).
 Randomly initialised weights; the TensorFlow backend; the CPU is printed beside the figures.
 """
 
@@ -44,7 +46,8 @@ def main(argv=None):
     for _ in range(args.repeats):
         row = {}
         for name, call in (("traced", traced), ("eager", lambda t: model(t, training=False)),
-                           ("predict_on_batch", model.predict_on_batch)):
+                           ("predict_on_batch", model.predict_on_batch),
+                           ("predict", lambda t: model.predict(t, batch_size=len(t), verbose=0))):
             start = time.perf_counter()
             np.asarray(call(x))
             row[name] = round(time.perf_counter() - start, 3)

@@ -31,7 +31,9 @@ def pytest_unconfigure(config):
 
 def _controller(config):
     """xdist's controller process, whose workers run the tests: it only hands them out and reports."""
-    return not hasattr(config, "workerinput") and getattr(config.option, "dist", "no") != "no"
+    # as xdist decides it (its _is_distribution_mode): --dist without -n runs the tests here
+    return (not hasattr(config, "workerinput") and getattr(config.option, "dist", "no") != "no"
+            and bool(getattr(config.option, "tx", None)))
 
 
 def pytest_sessionstart(session):
@@ -99,5 +101,6 @@ def pytest_testnodedown(node, error):
 def pytest_terminal_summary(terminalreporter):
     # every log says it, also under -q (a report header would be hidden there)
     terminalreporter.section("keras_vit hardware")
-    for line in _WORKERS_SAW or _hardware_lines():  # no worker told (all lost): read here, TensorFlow started here
+    # no worker told (none ran, or all were lost): read here, which starts TensorFlow in xdist's controller
+    for line in _WORKERS_SAW or _hardware_lines():
         terminalreporter.write_line(line)

@@ -78,3 +78,16 @@ def file_size(path):
         return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(path) for f in files)
     return os.path.getsize(path)
 
+
+
+def keras_reference(model, images, batch_size=32):
+    """The Keras model's outputs on the verification images, as NumPy.
+
+    Images that fit in one batch, for a model with no predict step traced yet, are one eager call:
+    ``model.predict`` would first trace one (about 1.7 s for ViT-Ti/16 on 2 cores, ``python
+    benchmarks/eager_or_traced.py``), which one batch does not repay; more go through ``model.predict``, whose
+    traced graph runs each batch faster than an eager call.
+    """
+    if getattr(model, "predict_function", None) is None and 0 < len(images) <= batch_size:
+        return keras.ops.convert_to_numpy(model(images, training=False))
+    return model.predict(images, batch_size=batch_size, verbose=0)

@@ -17,7 +17,6 @@ from keras_vit.export import common, data, gpu_delegate, keras_hub, naflex, onnx
 from keras_vit.inference import naflex_runtime
 from keras_vit.export.errors import ExportError, ExportVerificationError
 from keras_vit.inference.predictors import softmax
-from keras_vit.inspect.features import run_in_batches
 from keras_vit.architecture.arguments import positive_pair
 from keras_vit.architecture.model import config_of
 from keras_vit.architecture.state import model_state
@@ -175,8 +174,7 @@ def export_model(
     progress("reading the verification images")
     images = data.eval_images(eval_data, shape, num_images, dataset=dataset)
     progress(f"running the Keras model on {len(images.pixels)} images")
-    # one batch eagerly, more through model.predict (whose predict step, traced per model, one batch does not repay)
-    expected = run_in_batches(model, images.pixels, 32)
+    expected = common.keras_reference(model, images.pixels)
 
     if format == "saved_model":
         progress(f"writing and verifying the SavedModel on {len(images.pixels)} images")
@@ -286,7 +284,7 @@ def _export_saved_model(model, base, *, name, version, labels, top_k, images, ex
     holder = {}
 
     def reference(pixels):
-        outputs = run_in_batches(model, pixels, 32)
+        outputs = common.keras_reference(model, pixels)
         return softmax(outputs) if logits else outputs
 
     def check(tmp):

@@ -22,7 +22,6 @@ from keras_vit.export.options import REPORT_DOMAINS
 from keras_vit.export import common, data, onnx, saved_model, tflite, verify
 from keras_vit.export.orchestration import export_model
 from keras_vit.inference import runtimes
-from keras_vit.inspect.features import run_in_batches
 
 
 def _time(fn, runs, warmup=3):
@@ -144,7 +143,7 @@ def quantization_report(
         eval_labels = np.asarray(eval_labels)[: len(images)]
     workdir = workdir or tempfile.mkdtemp(prefix="keras_vit_quant_")
     os.makedirs(workdir, exist_ok=True)
-    expected = run_in_batches(model, images, 32)  # one batch eagerly, more through model.predict
+    expected = common.keras_reference(model, images)
     batch = np.resize(images, (throughput_batch,) + images.shape[1:]) if throughput_batch else None
 
     def accuracy(outputs):

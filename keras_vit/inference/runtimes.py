@@ -150,16 +150,18 @@ def keras_runtime(model, include_preprocessing=None, image_size=None):
     shape = (None,) + size + tuple(shape[3:])
 
     called = []
+    listed = isinstance(model.input, (list, tuple)) and len(model.input) == 1  # given as such: no Keras warning
 
     def run(images):
-        if not called and 0 < len(images) <= _CHUNK:
-            # the first batch eagerly: predict_on_batch traces a predict step at its first call (one to two seconds
-            # for Ti/16 or B/16 on 2 cores), which one batch, the usual `keras-vit predict` of a few files, does
-            # not repay; the batches after it run traced, faster each (benchmarks/eager_or_traced.py)
+        if not called and getattr(model, "predict_function", None) is None and 0 < len(images) <= _CHUNK:
+            # this runtime's first batch, of a model with no predict step traced yet, eagerly: predict_on_batch
+            # would trace one first (about 1.7 s for Ti/16 on 2 cores), which one batch, the usual `keras-vit
+            # predict` of a few files, does not repay; the batches after it run traced, faster each
+            # (benchmarks/eager_or_traced.py)
             import keras  # deferred: the TFLite, ONNX and SavedModel runtimes run without Keras
 
             called.append(True)
-            return keras.ops.convert_to_numpy(model(images, training=False))
+            return keras.ops.convert_to_numpy(model([images] if listed else images, training=False))
         called.append(True)
         # predict_on_batch per chunk, not model.predict: model.predict builds a tf.data iterator per call,
         # which made some calls much slower on CPU (docs/performance.md, "What makes it fast")

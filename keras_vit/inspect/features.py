@@ -179,22 +179,18 @@ def forward_features(model, images, blocks=None, outputs=None, batch_size=32):
 
 
 def run_in_batches(model, images, batch_size):
-    """``model``'s outputs on ``images``, ``batch_size`` images per forward pass (``training=False``), as NumPy in the
-    structure the model returns (an array, a list or a dict).
-
-    Images that fit in one batch are one eager call: ``model.predict`` would first trace a predict step for this
-    model (half a second for a tiny ViT, one to two seconds for Ti/16 or B/16 on a 2-core CPU), which a single
-    batch does not repay. More images go through ``model.predict``, whose traced graph runs each batch faster than
-    an eager call does (``python benchmarks/eager_or_traced.py`` measures both, and the trace).
-    """
+    """``model``'s outputs on ``images``, called eagerly ``batch_size`` images at a time (``training=False``), as
+    NumPy in the structure the model returns (an array, a list or a dict). Not ``model.predict``: it traces a
+    predict step for each model it is given (half a second for a tiny ViT on a 2-core CPU, seconds for a B/16),
+    which the few images an inspection looks at do not repay."""
     if len(images) == 0:
         raise ValueError(f"Expected at least one image. Received: images of shape {np.shape(images)}")
     # a model built on another's ``inputs`` takes a list of one input (predict unpacks it without a word; a call
     # with the bare batch works too, but Keras warns that the structure differs)
     listed = isinstance(model.input, (list, tuple)) and len(model.input) == 1
-    if len(images) > batch_size:
-        return model.predict([images] if listed else images, batch_size=batch_size, verbose=0)
-    return keras.tree.map_structure(np.asarray, model([images] if listed else images, training=False))
+    parts = [keras.tree.map_structure(np.asarray, model([batch] if listed else batch, training=False))
+             for batch in (images[i : i + batch_size] for i in range(0, len(images), batch_size))]
+    return keras.tree.map_structure(lambda *batches: np.concatenate(batches), *parts)
 
 
 # ---------------------------------------------------------------------------------------- dense features

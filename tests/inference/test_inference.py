@@ -403,8 +403,9 @@ def test_keras_predictor_runs_large_arrays_in_chunks():
 
 
 def test_a_keras_runtime_runs_its_first_batch_eagerly_and_the_next_traced(monkeypatch):
-    """The first batch (the usual `keras-vit predict` of a few files) is one eager call, not a predict step traced
-    for one batch; the batches after it go through predict_on_batch; the same scores either way."""
+    """The first batch (the usual `keras-vit predict` of a few files) of a model with no predict step traced is one
+    eager call, not a predict step traced for one batch; the batches after it, and every batch of a model traced
+    already, go through predict_on_batch; the same scores either way."""
     model, x = classifier(), images(6)
     traced, calls = keras.Model.predict_on_batch, []
     monkeypatch.setattr(keras.Model, "predict_on_batch", lambda self, batch: calls.append(len(batch)) or traced(self, batch))
@@ -413,6 +414,9 @@ def test_a_keras_runtime_runs_its_first_batch_eagerly_and_the_next_traced(monkey
     assert calls == []
     np.testing.assert_allclose(run(x), first, atol=KERAS_ATOL)
     assert calls == [6]
+    # a model whose predict step is traced already (keras_vit.predict called again on it): traced from the start
+    np.testing.assert_allclose(runtimes.keras_runtime(model).run(x[:2]), first[:2], atol=KERAS_ATOL)
+    assert calls == [6, 2]
     assert runtimes.keras_runtime(model).run(x[:0]).shape == (0, model.output_shape[-1])
     np.testing.assert_allclose(first, model.predict(x, verbose=0), atol=KERAS_ATOL)
 
