@@ -79,12 +79,11 @@ def file_size(path):
     return os.path.getsize(path)
 
 
-
 def keras_reference(model, images, batch_size=32):
     """The Keras model's outputs on the verification images, as NumPy.
 
     Images that fit in one batch, for a model with no predict step traced yet, are one eager call:
-    ``model.predict`` would first trace one (about 1.7 s for ViT-Ti/16 on 2 cores, ``python
+    ``model.predict`` would first trace one (about 2 s for ViT-Ti/16 on 2 cores, ``python
     benchmarks/eager_or_traced.py``), which one batch does not repay; more go through ``model.predict``, whose
     traced graph runs each batch faster than an eager call.
     """

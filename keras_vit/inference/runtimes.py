@@ -155,7 +155,7 @@ def keras_runtime(model, include_preprocessing=None, image_size=None):
     def run(images):
         if not called and getattr(model, "predict_function", None) is None and 0 < len(images) <= _CHUNK:
             # this runtime's first batch, of a model with no predict step traced yet, eagerly: predict_on_batch
-            # would trace one first (about 1.7 s for Ti/16 on 2 cores), which one batch, the usual `keras-vit
+            # would trace one first (about 2 s for Ti/16 on 2 cores), which one batch, the usual `keras-vit
             # predict` of a few files, does not repay; the batches after it run traced, faster each
             # (benchmarks/eager_or_traced.py)
             import keras  # deferred: the TFLite, ONNX and SavedModel runtimes run without Keras

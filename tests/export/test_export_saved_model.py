@@ -381,3 +381,22 @@ def test_each_export_traces_the_model_twice_and_the_decoder_once_per_process(mon
     for version in (1, 2):
         saved_model.export_saved_model(model, tmp_path, "m", version=version, labels=["a", "b", "c"])
     assert (len(model_traces), len(decoder_traces)) == (4, 1)
+
+
+def test_the_verification_reference_is_one_eager_call_for_one_batch_of_an_untraced_model(monkeypatch):
+    """export.common.keras_reference: one batch of a model with no predict step is one eager call (the trace would
+    cost more than the batch); more images, or a model traced already, go through model.predict; the same numbers."""
+    import keras
+
+    from helpers import images, tiny_vit
+    from keras_vit.export.common import keras_reference
+
+    model, x = tiny_vit(num_classes=3), images(5)
+    predict, calls = keras.Model.predict, []
+    monkeypatch.setattr(keras.Model, "predict", lambda self, *a, **k: calls.append(k["batch_size"]) or predict(self, *a, **k))
+    eager = keras_reference(model, x)
+    assert calls == [] and eager.shape == (5, 3)
+    np.testing.assert_allclose(keras_reference(model, x, batch_size=2), eager, atol=ROUND_OFF)
+    assert calls == [2]
+    np.testing.assert_allclose(keras_reference(model, x[:1]), eager[:1], atol=ROUND_OFF)  # traced now: predict
+    assert calls == [2, 32]
