@@ -7,6 +7,7 @@ import keras
 from keras_vit.architecture.model import config_of
 from keras_vit.export.options import FORMATS, QUANTIZE_MODES, check_format, check_quantize  # noqa: F401 (the shared names)
 from keras_vit.inference import labels as labels_lib
+from keras_vit.inference import runtimes
 
 
 def image_shape(model):
@@ -88,5 +89,5 @@ def keras_reference(model, images, batch_size=32):
     traced graph runs each batch faster than an eager call.
     """
     if getattr(model, "predict_function", None) is None and 0 < len(images) <= batch_size:
-        return keras.ops.convert_to_numpy(model(images, training=False))
+        return runtimes.eager_outputs(model, images)
     return model.predict(images, batch_size=batch_size, verbose=0)

@@ -123,6 +123,18 @@ def input_size(static, image_size=None, *, default=None, config=None, what="The 
 _CHUNK = 32  # images per predict_on_batch call of a Keras model
 
 
+def eager_outputs(model, images):
+    """``model(images, training=False)`` called once, eagerly, as NumPy in the structure the model returns.
+
+    A model built on another's ``inputs`` takes a list of one input and is given one (a bare batch works too, but
+    Keras warns that the structure differs; ``predict`` unpacks it without a word).
+    """
+    import keras  # deferred: the TFLite, ONNX and SavedModel runtimes run without Keras
+
+    listed = isinstance(model.input, (list, tuple)) and len(model.input) == 1
+    return keras.tree.map_structure(keras.ops.convert_to_numpy, model([images] if listed else images, training=False))
+
+
 def keras_runtime(model, include_preprocessing=None, image_size=None):
     """A ``keras.Model`` with one image input.
 
@@ -150,7 +162,6 @@ def keras_runtime(model, include_preprocessing=None, image_size=None):
     shape = (None,) + size + tuple(shape[3:])
 
     called = []
-    listed = isinstance(model.input, (list, tuple)) and len(model.input) == 1  # given as such: no Keras warning
 
     def run(images):
         if not called and getattr(model, "predict_function", None) is None and 0 < len(images) <= _CHUNK:
@@ -158,10 +169,8 @@ def keras_runtime(model, include_preprocessing=None, image_size=None):
             # would trace one first (about 2 s for Ti/16 on 2 cores), which one batch, the usual `keras-vit
             # predict` of a few files, does not repay; the batches after it run traced, faster each
             # (benchmarks/eager_or_traced.py)
-            import keras  # deferred: the TFLite, ONNX and SavedModel runtimes run without Keras
-
             called.append(True)
-            return keras.ops.convert_to_numpy(model([images] if listed else images, training=False))
+            return eager_outputs(model, images)
         called.append(True)
         # predict_on_batch per chunk, not model.predict: model.predict builds a tf.data iterator per call,
         # which made some calls much slower on CPU (docs/performance.md, "What makes it fast")

@@ -28,6 +28,7 @@ import numpy as np
 from keras import ops
 
 from keras_vit.architecture.model import config_of
+from keras_vit.inference.runtimes import eager_outputs
 from keras_vit.layers import TokenPooling, TransformerBlock
 from keras_vit.layers.checks import PACKAGE
 
@@ -185,11 +186,7 @@ def run_in_batches(model, images, batch_size):
     which the few images an inspection looks at do not repay."""
     if len(images) == 0:
         raise ValueError(f"Expected at least one image. Received: images of shape {np.shape(images)}")
-    # a model built on another's ``inputs`` takes a list of one input (predict unpacks it without a word; a call
-    # with the bare batch works too, but Keras warns that the structure differs)
-    listed = isinstance(model.input, (list, tuple)) and len(model.input) == 1
-    parts = [keras.tree.map_structure(np.asarray, model([batch] if listed else batch, training=False))
-             for batch in (images[i : i + batch_size] for i in range(0, len(images), batch_size))]
+    parts = [eager_outputs(model, images[i : i + batch_size]) for i in range(0, len(images), batch_size)]
     return keras.tree.map_structure(lambda *batches: np.concatenate(batches), *parts)
 
 
