@@ -44,7 +44,8 @@ def test_tflite_embedding_is_named_and_unlabelled(clip_like, tmp_path):
     Image.fromarray(x[0].round().astype("uint8")).save(folder / "a.png")
     (result,) = predict(str(path), [str(folder)])
     assert "predictions" not in result
-    np.testing.assert_allclose(result["embedding"], expected[0], atol=1e-3)
+    # the same whole pixels through the same float32 file: TFLite's own bar against Keras (measured 2e-6)
+    np.testing.assert_allclose(result["embedding"], expected[0], atol=1e-4)
 
 
 def test_tflite_classifier_output_is_named_probabilities(tmp_path):

@@ -503,6 +503,7 @@ def test_norm_statistics_in_float32(restore_policy):
     gn = resnet.group_norm("gn")
     out = np.asarray(keras.ops.cast(gn(x), "float32"))
     expected = ref.group_norm(x[0].astype(np.float64), np.ones(64), np.zeros(64))
+    # float16 outputs of order 1-3 (11 significant bits; measured 1e-3); statistics taken in float16 overflow
     np.testing.assert_allclose(out[0], expected, atol=0.02)
     ln = keras.layers.LayerNormalization(epsilon=1e-6)
     out = np.asarray(keras.ops.cast(ln(x.reshape(1, 16, 64)), "float32"))
