@@ -128,7 +128,8 @@ def test_position_resampling_is_the_same_rule_in_the_graph_and_the_loader(method
     stored = np.asarray(encoder.position_embedding)
     graph = np.asarray(encoder.position_embedding_for((3, 5)))
     loader = resize_position_embedding(stored.astype("float64"), (3, 5), (4, 4), num_prefix_tokens=1, method=method)
-    np.testing.assert_allclose(graph, loader, rtol=1e-5, atol=1e-6)
+    # float32 in the graph against float64 in the loader, on N(0, 1) values: float32 round-off of the interpolation
+    np.testing.assert_allclose(graph, loader, rtol=0, atol=1e-5 * np.abs(loader).max())
     with pytest.raises(ValueError, match="Unknown `position_resampling`"):
         config.replace(position_resampling="nearest")
 

@@ -20,5 +20,6 @@ def test_functional_models_load_and_compute_the_same(name):
     x = np.load(os.path.join(FIXTURES, "inputs.npy"))
     h, w = model.input_shape[1:3]
     out = np.asarray(model(x[:, : h or 32, : w or 48]))
+    assert np.all(np.isfinite(OUTPUTS[name])) and np.all(np.isfinite(out))  # NaN would equal NaN below
     np.testing.assert_allclose(out, np.asarray(OUTPUTS[name]), rtol=1e-5, atol=1e-5)
     assert metadata["class_names"] == [f"c{i}" for i in range(5)]

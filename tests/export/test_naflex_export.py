@@ -112,7 +112,9 @@ def test_a_siglip2_rule_model_exports_to_a_saved_model_verified(tmp_path):
 @pytest.mark.slow
 def test_saved_model_takes_the_dict_and_encoded_images_of_any_size(saved, tmp_path):
     report = export_model(saved, "saved_model", str(tmp_path / "serving"), eval_data=EVAL, warmup=False)
-    assert report.passed and report.max_abs_diff <= 1e-5 and report.top1_agreement == 1.0
+    # the float export's statement is its max_abs_diff; the top-1 agreement of a random model's images is not asserted
+    # (a near-tied image could go either way by round-off)
+    assert report.passed and report.max_abs_diff <= 1e-5
     assert report.details["aspect_ratios"] == "2 at 1:1, 2 at 16:9, 2 at 1:3" and report.details["max_patches"] == 16
     assert report.details["serving_bytes"]["passed"] and report.details["serving_bytes"]["max_abs_diff"] <= 1e-5
     import tensorflow as tf
@@ -190,6 +192,10 @@ def test_int8_and_other_formats_are_refused_by_name(saved, tmp_path):
 def test_tflite_precisions_and_poolings(tmp_path, quantize, pooling):
     path = tmp_path / "m.keras"
     tiny(pooling).save(path)
-    report = export_model(str(path), "tflite", str(tmp_path / "m.tflite"), quantize=quantize, eval_data=EVAL, max_patches=20)
+    # dynamic range's default bar is a top-1 agreement, which on six images of a random model is a verdict on its
+    # near-ties: held instead to the probabilities' error (measured 2.2e-3 for both poolings, AMD EPYC AVX-512)
+    bars = dict(min_top1_agreement=0.0, max_abs_diff=0.02) if quantize == "dynamic" else {}
+    report = export_model(str(path), "tflite", str(tmp_path / "m.tflite"), quantize=quantize, eval_data=EVAL, max_patches=20,
+                          **bars)
     assert report.passed, report.summary()
     assert report.details["gpu_delegate"].startswith("GPU delegate: all "), report.details["gpu_delegate"]

@@ -187,8 +187,8 @@ def test_inspection_runs_in_eager_batches_and_agrees_with_predict(monkeypatch):
     for batch_size in (2, 8):
         got = features.run_in_batches(maps, x, batch_size)
         assert sorted(got) == sorted(expected)
-        for name in got:  # the same graph, eager or traced: float32 round-off
-            np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-6)
+        for name in got:  # the same graph, eager or traced: float32 round-off, which scales with the tokens' size
+            np.testing.assert_allclose(got[name], expected[name], rtol=0, atol=1e-5 * np.abs(expected[name]).max())
     weights = keras_vit.attention_weights(model, x, batch_size=2)
     assert weights.shape == (5, 2, 4, 17, 17) and np.allclose(weights.sum(-1), 1.0, atol=1e-5)
     assert keras_vit.forward_features(model, x, blocks=[1], outputs=["cls"], batch_size=3)["cls"].shape == (5, 32)

@@ -149,7 +149,10 @@ def test_group_norm_matches_reference():
     scale, bias = rng.normal(1, 0.2, 64), rng.normal(0, 0.2, 64)
     layer.set_weights([scale, bias])
     expected = np.stack([ref.group_norm(xi.astype(np.float64), scale, bias) for xi in x])
-    np.testing.assert_allclose(np.asarray(layer(x)), expected, atol=1e-4)
+    # one float32 ulp of the group mean (2.4e-7 at 2.0) moves the output by ~2.4e-5 x scale, and the mean's summation
+    # order differs between vector widths: measured 4.2e-5 (AMD EPYC, AVX-512), up to 8.8e-5 for other orders (NumPy);
+    # a one-pass variance (E[x^2] - E[x]^2 in float32) is off by 3e-2 here
+    np.testing.assert_allclose(np.asarray(layer(x)), expected, atol=3e-4)
 
 
 @pytest.mark.parametrize("channels,features,stride", [(64, 32, 1), (128, 32, 1), (128, 64, 2)])
@@ -466,7 +469,12 @@ def restore_policy():
     keras.config.set_dtype_policy("float32")
 
 
-@pytest.mark.parametrize("policy,tolerance", [("mixed_float16", 0.02), ("mixed_bfloat16", 0.1)])
+# the largest |16-bit - float32| logit as a share of the largest float32 logit: measured 0.009 (float16) and 0.046
+# (bfloat16) for the hybrid, 0.002 and 0.021 for the ViT (AMD EPYC, AVX-512 with native bfloat16). Mostly the
+# rounding of weights and activations to 11 or 8 significant bits, the same on every CPU; the kernels (native,
+# emulated bfloat16 or Eigen) add their own order of sums, so the bars leave about 4x. A norm computed in 16 bits or
+# an overflow gives non-finite or order-1 errors
+@pytest.mark.parametrize("policy,tolerance", [("mixed_float16", 0.04), ("mixed_bfloat16", 0.2)])
 @pytest.mark.parametrize("kind", ["hybrid", "vit"])
 def test_mixed_precision_close_to_float32(tmp_path, restore_policy, policy, tolerance, kind, request):
     if kind == "hybrid":

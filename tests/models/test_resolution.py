@@ -132,7 +132,9 @@ def test_dynamic_equals_static_at_native_and_at_another_size(kind, tmp_path):
     # the dynamic model through predict (a traced graph, whose height and width Keras relaxes to None when the
     # second size comes), the models of one size called as they are (eagerly: no trace of their own)
     x = images(2, native)
-    np.testing.assert_allclose(dynamic.predict(x, verbose=0), np.asarray(static(x)), atol=1e-6)
+    # the same weights in a traced and an eager graph: float32 round-off of logits of order 1, whose size depends on
+    # the kernels' blocking (6.8e-7 with oneDNN, 2.3e-7 without, AMD EPYC AVX-512); the bar of the other size below
+    np.testing.assert_allclose(dynamic.predict(x, verbose=0), np.asarray(static(x)), atol=1e-5)
 
     # at another size: a static model built there, loaded from the same weights (.keras as the source)
     path = str(tmp_path / "dynamic.keras")
