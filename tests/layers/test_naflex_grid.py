@@ -52,7 +52,7 @@ patches = st.sampled_from([8, 14, 16, 32])
 budgets = st.integers(min_value=1, max_value=2048)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, derandomize=True)
 @given(h=sizes, w=sizes, p=patches, budget=budgets)
 def test_grid_fits_the_budget_and_no_larger_scale_does(h, w, p, budget):
     rows, cols = naflex_grid.grid_for((h, w), p, budget)
@@ -65,7 +65,7 @@ def test_grid_fits_the_budget_and_no_larger_scale_does(h, w, p, budget):
         assert math.ceil(h * r / p) * math.ceil(w * r / p) > budget
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, derandomize=True)
 @given(h=sizes, w=sizes, p=patches, budget=st.integers(min_value=4, max_value=2048))
 def test_grid_keeps_the_aspect_ratio_to_one_patch(h, w, p, budget):
     rows, cols = naflex_grid.grid_for((h, w), p, budget)
@@ -77,7 +77,7 @@ def test_grid_keeps_the_aspect_ratio_to_one_patch(h, w, p, budget):
     assert low <= high * (1 + 1e-9)
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=50, deadline=None, derandomize=True)
 @given(rows=st.integers(1, 6), cols=st.integers(1, 6), extra=st.integers(0, 5), c=st.sampled_from([1, 3]))
 def test_patchify_round_trips_the_image(rows, cols, extra, c):
     p = 4
@@ -120,7 +120,7 @@ def siglip2_size(image_height, image_width, patch_size, max_num_patches, eps=1e-
     return get_scaled_image_size(scale, image_height, patch_size), get_scaled_image_size(scale, image_width, patch_size)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, derandomize=True)
 @given(h=sizes, w=sizes, p=patches, budget=budgets)
 def test_siglip2_rule_is_its_processors_search(h, w, p, budget):
     assert naflex_grid.target_size((h, w), p, budget, rule="siglip2") == siglip2_size(h, w, p, budget)
