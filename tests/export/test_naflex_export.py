@@ -195,7 +195,7 @@ def test_tflite_precisions_and_poolings(tmp_path, quantize, pooling):
     # dynamic range's default bar is a top-1 agreement, which on six images of a random model is a verdict on its
     # near-ties: held instead to the probabilities' error (measured 2.2e-3 for both poolings, AMD EPYC AVX-512)
     bars = dict(min_top1_agreement=0.0, max_abs_diff=0.02) if quantize == "dynamic" else {}
-    report = export_model(str(path), "tflite", str(tmp_path / "m.tflite"), quantize=quantize, eval_data=EVAL, max_patches=20,
-                          **bars)
+    report = export_model(str(path), "tflite", str(tmp_path / "m.tflite"), quantize=quantize, eval_data=EVAL,
+                          max_patches=20, **bars)
     assert report.passed, report.summary()
     assert report.details["gpu_delegate"].startswith("GPU delegate: all "), report.details["gpu_delegate"]

@@ -63,7 +63,7 @@ def test_quantized_tflite_refusal_prints_its_reason_only(monkeypatch, capfd, tmp
     with pytest.raises(ValueError, match=r"it is quantized \(int8, \d+ layers\).*Nothing was written"):
         export_model(model, "tflite", str(path), eval_data=tiny_images(), num_images=2)
     assert not path.exists() and "loc(" not in capfd.readouterr().err
-    # the converter itself, given Keras' integer kernels, stops: its reason once, without MLIR's source locations
+    # the converter itself, given Keras' integer kernels, stops: its reason, without MLIR's source locations
     with pytest.raises(ExportError, match="must be tensor of 32-bit float or QI8") as info:
         tflite.convert(model, "float32")
     assert "loc(" not in capfd.readouterr().err

@@ -472,11 +472,14 @@ def restore_policy():
 # the largest |16-bit - float32| logit as a share of the largest float32 logit: measured 0.009 (float16) and 0.046
 # (bfloat16) for the hybrid, 0.002 and 0.021 for the ViT (AMD EPYC, AVX-512 with native bfloat16). Mostly the
 # rounding of weights and activations to 11 or 8 significant bits, the same on every CPU; the kernels (native,
-# emulated bfloat16 or Eigen) add their own order of sums, so the bars leave about 4x. A norm computed in 16 bits or
-# an overflow gives non-finite or order-1 errors
-@pytest.mark.parametrize("policy,tolerance", [("mixed_float16", 0.04), ("mixed_bfloat16", 0.2)])
+# emulated bfloat16 or Eigen) add their own order of sums, so each bar leaves 4-5x
+BARS_16_BIT = {("hybrid", "mixed_float16"): 0.04, ("hybrid", "mixed_bfloat16"): 0.2,
+               ("vit", "mixed_float16"): 0.01, ("vit", "mixed_bfloat16"): 0.1}
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
 @pytest.mark.parametrize("kind", ["hybrid", "vit"])
-def test_mixed_precision_close_to_float32(tmp_path, restore_policy, policy, tolerance, kind, request):
+def test_mixed_precision_close_to_float32(tmp_path, restore_policy, policy, kind, request):
     if kind == "hybrid":
         shared = request.getfixturevalue("default_hybrid")  # built in float32 (outside this test's policy)
         path, size = shared.path, 64
@@ -500,7 +503,7 @@ def test_mixed_precision_close_to_float32(tmp_path, restore_policy, policy, tole
     assert norms and all(layer.dtype_policy.name == policy for layer in norms)
     out = np.asarray(keras.ops.cast(out, "float32"))
     assert np.all(np.isfinite(out))
-    np.testing.assert_allclose(out, expected, atol=tolerance * np.abs(expected).max(), rtol=0)
+    np.testing.assert_allclose(out, expected, atol=BARS_16_BIT[kind, policy] * np.abs(expected).max(), rtol=0)
 
 
 def test_norm_statistics_in_float32(restore_policy):

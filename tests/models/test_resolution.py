@@ -149,7 +149,7 @@ def test_dynamic_equals_static_at_native_and_at_another_size(kind, tmp_path):
     np.testing.assert_allclose(at_other, expected, atol=1e-5)
     np.testing.assert_allclose(np.asarray(keras_vit.resize_model(static, other)(x)), expected, atol=1e-6)
     loaded = keras_vit.load_model(path)  # the dynamic model round-trips through .keras
-    np.testing.assert_allclose(np.asarray(loaded(x)), at_other, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(loaded(x)), at_other, atol=1e-5)  # eager against predict's trace, as above
 
 
 @pytest.mark.slow
@@ -181,7 +181,8 @@ def test_resize_model_copies_every_weight_and_resamples_the_position_embeddings(
     dynamic = keras_vit.resize_model(resized, None)
     assert dynamic.get_layer("patch_encoder").grid_size == (6, 8) and native_image_size(dynamic) == (48, 64)
     x = images(1, (48, 64))
-    np.testing.assert_allclose(dynamic.predict(x, verbose=0), np.asarray(resized(x)), atol=1e-6)
+    # predict's trace against an eager call: the kernels' round-off (see test_dynamic_equals_static_...)
+    np.testing.assert_allclose(dynamic.predict(x, verbose=0), np.asarray(resized(x)), atol=1e-5)
 
 
 def test_resize_model_refuses_an_indivisible_size():
