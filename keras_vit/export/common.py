@@ -81,13 +81,8 @@ def file_size(path):
 
 
 def keras_reference(model, images, batch_size=32):
-    """The Keras model's outputs on the verification images, as NumPy.
-
-    Images that fit in one batch, for a model with no predict step traced yet, are one eager call:
-    ``model.predict`` would first trace one (about 2 s for ViT-Ti/16 on 2 cores, ``python
-    benchmarks/eager_or_traced.py``), which one batch does not repay; more go through ``model.predict``, whose
-    traced graph runs each batch faster than an eager call.
-    """
-    if getattr(model, "predict_function", None) is None and 0 < len(images) <= batch_size:
+    """The Keras model's outputs on the verification images, as NumPy: one eager call where that beats tracing a
+    predict step (:func:`keras_vit.inference.runtimes.one_eager_batch`), else ``model.predict``."""
+    if runtimes.one_eager_batch(model, len(images), batch_size):
         return runtimes.eager_outputs(model, images)
     return model.predict(images, batch_size=batch_size, verbose=0)

@@ -123,6 +123,14 @@ def input_size(static, image_size=None, *, default=None, config=None, what="The 
 _CHUNK = 32  # images per predict_on_batch call of a Keras model
 
 
+def one_eager_batch(model, count, batch_size):
+    """Whether ``count`` images are better run as one eager call than through a traced predict step: they fit in one
+    batch of ``batch_size`` and ``model`` has no predict step yet. Tracing one costs about 2 s for ViT-Ti/16 on 2
+    cores, which one batch does not repay; the traced graph then runs each batch faster than an eager call
+    (``python benchmarks/eager_or_traced.py``)."""
+    return getattr(model, "predict_function", None) is None and 0 < count <= batch_size
+
+
 def eager_outputs(model, images):
     """``model(images, training=False)`` called once, eagerly, as NumPy in the structure the model returns.
 
@@ -161,17 +169,13 @@ def keras_runtime(model, include_preprocessing=None, image_size=None):
             pass
     shape = (None,) + size + tuple(shape[3:])
 
-    called = []
+    first = True  # an eager first call leaves no predict step on the model: the runtime remembers it
 
     def run(images):
-        if not called and getattr(model, "predict_function", None) is None and 0 < len(images) <= _CHUNK:
-            # this runtime's first batch, of a model with no predict step traced yet, eagerly: predict_on_batch
-            # would trace one first (about 2 s for Ti/16 on 2 cores), which one batch, the usual `keras-vit
-            # predict` of a few files, does not repay; the batches after it run traced, faster each
-            # (benchmarks/eager_or_traced.py)
-            called.append(True)
+        nonlocal first
+        eager, first = first and one_eager_batch(model, len(images), _CHUNK), False
+        if eager:  # this runtime's first batch (the usual `keras-vit predict` of a few files)
             return eager_outputs(model, images)
-        called.append(True)
         # predict_on_batch per chunk, not model.predict: model.predict builds a tf.data iterator per call,
         # which made some calls much slower on CPU (docs/performance.md, "What makes it fast")
         chunks = [model.predict_on_batch(images[i : i + _CHUNK]) for i in range(0, len(images), _CHUNK)]
