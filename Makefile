@@ -35,9 +35,9 @@ test-avx2: install
 	KERAS_VIT_QEMU_PYTHON=$(abspath $(PY)) PYTHONPATH=$(CURDIR)/tools/qemu-avx2 tools/qemu-avx2/python \
 		-m pytest -m "not slow" -q -p no:cacheprovider -n 2 --dist worksteal --doctest-modules keras_vit tests
 
-# the fast suite as on an Intel Xeon with AVX-512 and VNNI but no bfloat16 or AMX, on a CPU with AVX-512 VNNI:
-# /proc/cpuinfo without the bf16 / AMX flags and oneDNN capped at that class's kernels; XNNPACK and Eigen still
-# see this CPU (tools/avx512-no-bf16/run says what is and is not emulated)
+# the fast suite as on an Intel Xeon with AVX-512 and VNNI but no bfloat16 or AMX, on an AMD CPU with AVX-512 VNNI:
+# /proc/cpuinfo without the bf16 / AMX flags, oneDNN and XLA capped at that class's instructions; CPUID (XNNPACK,
+# NumPy) still tells this CPU (tools/avx512-no-bf16/run says what is and is not emulated)
 test-avx512-no-bf16: install
 	tools/avx512-no-bf16/run $(MAKE) --no-print-directory test
 
