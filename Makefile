@@ -4,6 +4,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 OUTPUT ?= runs/mnist
 
+# the fast suite's pytest arguments: make test runs them, make test-avx2 the same on QEMU's CPU
+FAST_SUITE = -m pytest -m "not slow" -q -p no:cacheprovider -n 2 --dist worksteal --doctest-modules keras_vit tests
+
 .PHONY: install train test test-slow test-avx2 test-avx512-no-bf16 peers bench clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
@@ -24,7 +27,7 @@ train: install
 # (~4 s) and each of the tests' Python processes compiles keras_vit (~1 s) unless an earlier one left the .pyc
 test: install
 	$(VENV)/bin/lint-imports
-	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -m "not slow" -q -p no:cacheprovider -n 2 --dist worksteal --doctest-modules keras_vit tests
+	PYTHONDONTWRITEBYTECODE= $(PY) $(FAST_SUITE)
 
 test-slow: install
 	$(PY) -m pytest -m slow -q -p no:cacheprovider
@@ -32,8 +35,7 @@ test-slow: install
 # the fast suite on an emulated AVX2-only CPU (QEMU `-cpu max`: no AVX-512, no bfloat16), child processes
 # included; needs qemu-user (apt-get install qemu-user) and runs ~9x slower than make test (tools/qemu-avx2)
 test-avx2: install
-	KERAS_VIT_QEMU_PYTHON=$(abspath $(PY)) PYTHONPATH=$(CURDIR)/tools/qemu-avx2 tools/qemu-avx2/python \
-		-m pytest -m "not slow" -q -p no:cacheprovider -n 2 --dist worksteal --doctest-modules keras_vit tests
+	KERAS_VIT_QEMU_PYTHON=$(abspath $(PY)) PYTHONPATH=$(CURDIR)/tools/qemu-avx2 tools/qemu-avx2/python $(FAST_SUITE)
 
 # the fast suite as on an Intel Xeon with AVX-512 and VNNI but no bfloat16 or AMX, on an AMD CPU with AVX-512 VNNI:
 # /proc/cpuinfo without the bf16 / AMX flags, oneDNN and XLA capped at that class's instructions; CPUID (XNNPACK,
