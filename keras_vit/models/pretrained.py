@@ -13,6 +13,7 @@ import warnings
 
 from keras_vit.architecture import variants
 from keras_vit.architecture.config import ViTConfig
+from keras_vit.errors import CheckpointError
 from keras_vit.models import naflex_conversion
 from keras_vit.models.build import build_model
 from keras_vit.weights import architecture, declared, formats, imagenet, keras_file, presets, sources
@@ -100,10 +101,19 @@ def from_pretrained(source, **overrides):
     if adopted_activation:  # the source's own head keeps the activation the source declares (keras-hub's task.json)
         kwargs["classifier_activation"] = info.classifier_activation[0]
     name, input_tensor = kwargs.pop("name", None), kwargs.pop("input_tensor", None)
-    if saved is not None:  # a keras_vit model: its whole architecture (the family's switches, a stem), the overrides applied
-        config = saved.replace(**kwargs)
-    else:
-        config = ViTConfig(stem="resnet" if "block_units" in kwargs else None, **kwargs)
+    try:
+        if saved is not None:  # a keras_vit model: its whole architecture (the family's switches, a stem), the overrides applied
+            config = saved.replace(**kwargs)
+        else:
+            config = ViTConfig(stem="resnet" if "block_units" in kwargs else None, **kwargs)
+    except ValueError as error:  # a value the file declares that keras_vit has no layer for: the file's field named
+        said = [f"{origin}: {said}" for field, (value, said, origin) in info.declared.items()
+                if f"{field}={value!r}" in str(error)]
+        if said:
+            raise CheckpointError(
+                f"Checkpoint {path!r} declares what keras_vit cannot build: {'; '.join(said)} ({error})"
+            ) from error
+        raise
     model = build_model(config, weights=path, info=info, input_tensor=input_tensor, name=name, given=frozenset(kwargs))
     model.load_report.source = str(source)
     if adopted_activation:

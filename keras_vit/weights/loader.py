@@ -138,6 +138,11 @@ def load_checkpoint(model, checkpoint, strict=True, source=None, *, info=None):
             report.resized[key] = (array.shape, target.shape)  # only another patch size (FlexiViT)
             array = resample_patch_embedding(array, target.shape[:2])
         elif key in HEAD_KEYS and array.shape != target.shape:
+            if array.shape[-1:] == target.shape[-1:]:  # the same classes on other features: not a new head
+                raise CheckpointError(f"Checkpoint {report.path!r}: its {key} {array.shape} classifies {array.shape[-1]} "
+                                      f"classes from {array.shape[0]} features, but model {model.name!r} gives its head "
+                                      f"{target.shape[0]} (pooling={config.pooling!r}): the file's head was trained on "
+                                      "other features. Pass num_classes=N for a new head, or include_top=False.")
             report.skipped[key] = (
                 f"checkpoint shape {array.shape} != model shape {target.shape}; "
                 "new head zero-initialised (fine-tuning)"

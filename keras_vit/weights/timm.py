@@ -243,7 +243,11 @@ class TimmSource(StateDictSource):
 
     def reading(self, opened, architecture=None):
         tensors, config, config_path = opened.state_dict()
-        config = config if (config or {}).get("architecture") else None
+        stated = [field for field in ("model_args", "pretrained_cfg") if isinstance(config, dict) and config.get(field)]
+        if stated and not config.get("architecture"):  # changes to a registration not named (timm's reader needs it)
+            raise CheckpointError(f"{config_path!r} has {' and '.join(stated)} but no 'architecture', the timm "
+                                  "registration they change, which decides the rest (activation, epsilon, pooling).")
+        config = config if (config or {}).get("architecture") else None  # another tool's: the keys, timm's defaults
         return settings(config, config_path or "<config>", weights=opened.path, tensors=tensors, architecture=architecture)
 
     def convert(self, tensors, reading, path):

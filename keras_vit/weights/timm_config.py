@@ -273,10 +273,13 @@ def prefix_positions(resolved, seen, shapes, image_size, path):
 
 
 def pooling_of(resolved, seen, path):
-    """``(keras_vit pooling or None, said)``: timm's ``global_pool`` (``''`` and an unstated default: not declared)."""
+    """``(keras_vit pooling or None, said)``: timm's ``global_pool`` (an unstated default: not declared; a stated
+    ``''``, timm's head on every token: keras_vit's ``pooling=None``)."""
     pool, said = resolved["global_pool"]
     if seen["map"][0]:
         return "map", seen["map"][1]
+    if pool == "" and said is not None:
+        return None, said
     if pool in ("", None) or (said is None and not seen["class_token"][0]):
         return ("gap" if not seen["class_token"][0] else None), None
     if pool not in POOLING:

@@ -38,7 +38,7 @@ class TransformersSource(StateDictSource):
             )
         model_type = config.get("model_type")
         if model_type == "vit":
-            return vit.settings(config, config_path)
+            return vit.settings(config, config_path, keys=opened.keys())
         if model_type in family.REFUSED:
             raise CheckpointError(
                 f"{config_path!r} describes a transformers {model_type!r} model, whose blocks have "

@@ -20,10 +20,11 @@ def _said(config, field, value):
     return f"{field}={value!r}" if field in config else f"has no {field} (ViTConfig's default {value!r})"
 
 
-def settings(config, path="<config>"):
+def settings(config, path="<config>", keys=()):
     """What a transformers ``config.json`` of ``model_type`` ``vit`` says: heads, epsilon, activation, sizes to
     check, labels; every field type-checked, an absent one ``ViTConfig``'s default. A ``hidden_act`` other than the
-    exact GELU is declared, and refused when compared with the model's.
+    exact GELU is declared, and refused when compared with the model's; a ``pooler_act`` other than tanh is refused
+    where the weights (``keys``) hold ``ViTModel``'s pooler, keras_vit's pre-logits (dense + tanh, the paper's).
 
     Example:
     >>> s = settings({"model_type": "vit", "layer_norm_eps": 1e-12, "num_attention_heads": 3,
@@ -35,6 +36,9 @@ def settings(config, path="<config>"):
     act = config.get("hidden_act", DEFAULTS["hidden_act"])
     if not isinstance(act, str):
         raise CheckpointError(f"{path!r}: hidden_act={act!r}, expected the name of an activation.")
+    if config.get("pooler_act", "tanh") != "tanh" and any(re.match(r"(vit\.)?pooler\.dense\.", key) for key in keys):
+        raise CheckpointError(f"{path!r}: pooler_act={config['pooler_act']!r}: the pooler of its weights (pooler.dense) "
+                              "is followed by it, keras_vit's pre-logits by tanh (the paper's): not built.")
     names = config_lib.indexed_names(config.get("id2label"), "id2label", path) or []
     if all(re.fullmatch(r"LABEL_\d+", name) for name in names):  # transformers' placeholder labels
         names = []
