@@ -33,7 +33,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from keras_vit.domains import FRACTION
+from keras_vit.domains import FRACTION, POSITIVE_INT, PROBABILITY, SEED, Interval, Optional
 from keras_vit.train import augment as augment_lib
 from keras_vit.train import naflex_data
 from keras_vit.train.choices import MNIST_NAMES
@@ -221,6 +221,27 @@ def load_dataset(spec="mnist", data_dir=None, validation_fraction=0.0, *, downlo
 IMAGE_DTYPES = ("float32", "uint8")
 
 
+CROP_FRACTION = Interval(0, 1, closed="(]")  # of the largest central box of the model's aspect ratio
+
+
+def _image_size(image_size):
+    """``(height, width)`` of an int or a pair of positive ints, else a ``ValueError`` naming the value."""
+    pair = (image_size, image_size) if POSITIVE_INT.contains(image_size) else image_size
+    if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(POSITIVE_INT.contains(v) for v in pair)):
+        raise ValueError(f"`image_size` must be a positive int or (height, width). Received: image_size={image_size!r}")
+    return tuple(int(v) for v in pair)
+
+
+def _one_hot(label, num_classes):
+    """One-hot ``float32`` of an int label, refused at iteration when it is outside ``[0, num_classes)`` (tf.one_hot
+    would give a row of zeros: an image that counts as no class)."""
+    label = tf.cast(label, tf.int32)
+    check = tf.debugging.Assert(tf.reduce_all((label >= 0) & (label < num_classes)), [
+        f"make_pipeline(num_classes={num_classes}): a label is outside [0, {num_classes}); label:", label])
+    with tf.control_dependencies([check]):
+        return tf.one_hot(label, num_classes)
+
+
 def make_pipeline(
     dataset,
     image_size,
@@ -261,7 +282,8 @@ def make_pipeline(
         num_classes: if given, labels are one-hot ``float32`` (needed for
             label smoothing, MixUp and CutMix); otherwise ``int32``.
         seed: int seed for shuffling and augmentation.
-        crop_fraction: fraction of the short side kept by the eval crop.
+        crop_fraction: in (0, 1]: the share of the largest central box of ``image_size``'s aspect ratio that the
+            eval crop keeps (each side).
         randaugment: apply ``keras.layers.RandAugment`` (training only).
         mixup, cutmix: probability of mixing a batch with MixUp / CutMix.
         repeat: repeat forever (use with ``steps_per_epoch``).
@@ -285,18 +307,21 @@ def make_pipeline(
         ``image_dtype``, labels)``.
 
     Raises:
-        ValueError: an unknown option, or a split too small to make one batch.
+        ValueError: an unknown option or a value outside its domain, or a split too small to make one batch.
+        tf.errors.InvalidArgumentError: when iterated, a label outside ``[0, num_classes)`` (with ``num_classes``).
     """
-    size = (image_size, image_size) if isinstance(image_size, int) else tuple(image_size)
+    size = _image_size(image_size) if naflex is None else None  # a NaFlex batch keeps each image's own size
     if augment not in augment_lib.AUGMENTATIONS:
         raise ValueError(f"Unknown augmentation: expected one of {augment_lib.AUGMENTATIONS}. Received: augment={augment!r}")
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"`batch_size` must be a positive int. Received: batch_size={batch_size!r}")
+    batch_size, shuffle_buffer = POSITIVE_INT.check(batch_size, "batch_size"), POSITIVE_INT.check(shuffle_buffer, "shuffle_buffer")
+    num_classes = Optional(POSITIVE_INT).check(num_classes, "num_classes")
+    mixup, cutmix = PROBABILITY.check(mixup, "mixup"), PROBABILITY.check(cutmix, "cutmix")
+    crop_fraction = CROP_FRACTION.check(crop_fraction, "crop_fraction")
     if image_dtype not in IMAGE_DTYPES:
         raise ValueError(f"`image_dtype` must be one of {IMAGE_DTYPES}. Received: image_dtype={image_dtype!r}")
     if (mixup or cutmix) and not num_classes:
         raise ValueError(f"MixUp and CutMix need one-hot labels: pass num_classes. Received: num_classes={num_classes!r}")
-    seed = 0 if seed is None else int(seed)
+    seed = 0 if seed is None else SEED.check(seed, "seed")
     drop_remainder = training if drop_remainder is None else drop_remainder
     count = int(dataset.cardinality())  # negative: unknown or infinite
     if drop_remainder and not repeat and 0 <= count < batch_size:
@@ -348,7 +373,7 @@ def make_pipeline(
             ds = ds.repeat()
 
     if num_classes:
-        ds = ds.map(lambda image, label: (image, tf.one_hot(label, num_classes)), num_parallel_calls=AUTOTUNE)
+        ds = ds.map(lambda image, label: (image, _one_hot(label, num_classes)), num_parallel_calls=AUTOTUNE)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder, num_parallel_calls=AUTOTUNE)
     if training and (randaugment or mixup or cutmix):
         augment_batch = augment_lib.batch_augmenter(randaugment, mixup, cutmix, seed=seed)
