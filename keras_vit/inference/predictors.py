@@ -73,6 +73,9 @@ def decode_predictions(preds, top=5, class_names=None, model=None):
         first; ``class_id`` is the WordNet id for ImageNet heads, else the
         class index as a string.
 
+    Raises:
+        ValueError: ``preds`` is not 2-D, or ``model`` returns no class scores (an embedding, tokens).
+
     Example:
     >>> decode_predictions(np.array([[0.1, 0.7, 0.2]]), top=2)
     [[('1', 'class_1', 0.7), ('2', 'class_2', 0.2)]]
@@ -83,6 +86,11 @@ def decode_predictions(preds, top=5, class_names=None, model=None):
     preds = np.asarray(preds)
     if preds.ndim != 2:
         raise ValueError(f"`decode_predictions` expects a batch of predictions (2-D). Received: shape={preds.shape}")
+    output = getattr(getattr(model, "vit_config", None), "output", None)
+    output = runtimes.EMBEDDING if getattr(model, "embedding", False) else output  # a Predictor's
+    if output not in (None, "probabilities", "logits"):  # an embedding's dimensions are no classes
+        raise ValueError(f"`decode_predictions` decodes class scores; the model returns {output!r} (it has no "
+                         f"classification head). Received: preds of shape {preds.shape}")
     num_classes = preds.shape[1]
     names = labels_lib.class_names(num_classes, labels=class_names, loaded=model)
     ids = labels_lib.class_ids(num_classes)

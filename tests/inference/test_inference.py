@@ -114,6 +114,19 @@ def test_decode_predictions_uses_the_models_class_names(tmp_path):
         inference.decode_predictions(preds, model=loaded)
 
 
+def test_decode_predictions_refuses_an_embedding_as_class_scores(tmp_path):
+    """An embedding's dimensions used to come back as ('2', 'class_2', 2.10): scores of classes the model has not."""
+    model = tiny_vit(include_top=False)
+    embeddings = np.asarray(model(images(2)))
+    with pytest.raises(ValueError, match=r"decodes class scores; the model returns 'embedding' \(it has no "
+                                         r"classification head\)\. Received: preds of shape \(2, 32\)"):
+        inference.decode_predictions(embeddings, model=model)
+    path = str(tmp_path / "embedding.keras")
+    keras_vit.save_model(model, path)
+    with pytest.raises(ValueError, match=r"the model returns 'embedding'"):
+        inference.decode_predictions(embeddings, model=keras_vit.load_predictor(path))
+
+
 def test_imagenet_label_lists():
     in1k = imagenet.imagenet_classes("imagenet1k")
     in21k = imagenet.imagenet_classes("imagenet21k")
