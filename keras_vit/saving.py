@@ -146,7 +146,13 @@ def save_model(model, path, metadata=None, *, include_optimizer=True):
     ``include_optimizer=False`` writes the model without its compile settings and
     optimizer state (a copy of it, uncompiled: Keras 3's ``.keras`` format has no such
     switch), a file of the weights' size that predicts and exports the same.
+
+    Raises:
+        ValueError: ``path`` does not end in ``.keras`` (nothing is written).
     """
+    if not os.fspath(path).endswith(".keras"):  # Keras would write HDF5 for .h5, or refuse a temporary's name
+        raise ValueError(f"save_model writes a .keras file (the model, its metadata inside): the path must end in "
+                         f".keras. Received: path={os.fspath(path)!r}")
     names = getattr(model, "class_names", None)
     if names and "class_names" not in (metadata or {}):
         metadata = {**(metadata or {}), "class_names": [str(name) for name in names]}

@@ -115,7 +115,7 @@ def export_model(
         FileExistsError: the SavedModel version exists, or the output file and ``overwrite`` is False.
         IsADirectoryError: ``output`` of a ``.tflite`` / ``.onnx`` file is a folder.
         ValueError: bad arguments (a number out of its domain, :data:`ARGUMENT_DOMAINS`, is
-            refused first) or data of the wrong shape.
+            refused first; a ``.tflite`` / ``.onnx`` output without its format's extension) or data of the wrong shape.
     """
     check_arguments(  # before anything is read or written
         ARGUMENT_DOMAINS, num_images=num_images, version=version, top_k=top_k, batch_size=batch_size, opset=opset,
@@ -133,6 +133,9 @@ def export_model(
         keras_hub.check_output(output)
     if format in FILE_FORMATS:
         check_output(output, overwrite=overwrite)
+        if not os.fspath(output).endswith(f".{format}"):  # load_predictor and keras-vit predict read the format by it
+            raise ValueError(f"A {format} export is written to a .{format} file (keras-vit predict and load_predictor "
+                             f"tell its runtime by the extension). Received: output={os.fspath(output)!r}")
     dataset = data.recorded_dataset(model)
     int8 = format == "tflite" and quantize == "int8"
     if int8 and representative_data is None and data.dataset_kind(dataset) is None:

@@ -77,6 +77,27 @@ def test_unreadable_model_file(tmp_path, capsys):
     assert "Model file not found" in capsys.readouterr().err
 
 
+def test_an_export_to_another_formats_extension_is_refused_before_any_work(model_path, tmp_path, capsys):
+    """A TFLite file named x.onnx used to pass verification and then fail in keras-vit predict (onnxruntime)."""
+    output = tmp_path / "x.onnx"
+    assert cli.main(["export", model_path, "--format", "tflite", "--output", str(output)]) == 2
+    assert re.search(r"A tflite export is written to a \.tflite file .*Received: output='.*x\.onnx'", capsys.readouterr().err)
+    assert not output.exists() and os.listdir(tmp_path) == []
+
+
+def test_save_model_refuses_a_path_that_is_not_a_keras_file(tmp_path):
+    """'.h5' wrote legacy HDF5 with a zip appended, which nothing loads; a path without '.keras' was refused by Keras
+    under the temporary's hidden name."""
+    import keras_vit
+    from helpers import tiny_vit
+
+    model = tiny_vit()
+    for name in ("model.h5", "model", "model.KERAS"):
+        with pytest.raises(ValueError, match=rf"must end in \.keras\. Received: path='.*{re.escape(name)}'"):
+            keras_vit.save_model(model, str(tmp_path / name))
+    assert os.listdir(tmp_path) == []
+
+
 def test_unsupported_quantize_mode_is_rejected(model_path, tmp_path, capsys):
     with pytest.raises(SystemExit) as info:
         cli.main(["export", model_path, "--format", "tflite", "--quantize", "int4", "--output", "m.tflite"])
