@@ -146,8 +146,25 @@ def quiet_tensorflow(verbose=False):
         tf.config.list_physical_devices()  # the CUDA probing (cuInit) happens here, once, filtered
 
 
+def attached(argv, flags=("--input-range",)):
+    """``argv`` with ``--input-range -1-1`` as ``--input-range=-1-1``: argparse reads a value that starts with "-" and is
+    no plain negative number as a flag ("expected one argument").
+
+    Example:
+    >>> attached(["predict", "m.keras", "--input-range", "-1-1", "-v"])
+    ['predict', 'm.keras', '--input-range=-1-1', '-v']
+    """
+    out = []
+    for token in argv:
+        if out and out[-1] in flags and token.startswith("-") and not token.startswith("--"):
+            out[-1] = f"{out[-1]}={token}"
+        else:
+            out.append(token)
+    return out
+
+
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else list(argv)
+    argv = attached(sys.argv[1:] if argv is None else list(argv))
     parser, modules = build_parser(commands=(command_name(argv),))
     args = parser.parse_args(argv)  # --help and bad flags end here, before TensorFlow starts
     quiet_tensorflow(verbose_requested(args))

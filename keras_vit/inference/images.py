@@ -200,7 +200,7 @@ def read_image_and_decoder(path):
         try:
             return decoding.eager("decode")(tf.constant(data)).numpy(), "tensorflow"
         except tf.errors.InvalidArgumentError as error:
-            tf_error = error.message.strip().splitlines()[0]
+            tf_error = _decoder_message(error.message)
             if "no pixels" in tf_error:
                 raise ValueError(f"Image {path!r} has no pixels ({tf_error})") from None
     else:
@@ -212,11 +212,21 @@ def read_image_and_decoder(path):
     except Image.DecompressionBombError as error:
         raise ValueError(f"Image too large to decode safely: {path!r} ({error})") from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as error:
-        raise ValueError(f"Corrupt or unreadable image: {path!r} ({tf_error or error})") from None
+        unknown = "not a format TensorFlow or Pillow decodes (PNG, JPEG, GIF, BMP, TIFF, WebP...)"
+        why = tf_error or (unknown if isinstance(error, UnidentifiedImageError) else error)
+        raise ValueError(f"Corrupt or unreadable image: {path!r} ({why})") from None
     pixels = _to_rgb(image, path)
     if min(pixels.shape[:2]) < 1:
         raise ValueError(f"Image {path!r} has no pixels: {pixels.shape[0]}x{pixels.shape[1]} (height x width)")
     return pixels, "pillow"
+
+
+def _decoder_message(message):
+    """What a TensorFlow decoder says is wrong ("Invalid PNG data, size 6210"), without the graph's wrapping
+    ("Graph execution error:", "Detected at node ...", the Python frames, "[[{{node ...}}]]")."""
+    said = [line.strip() for line in message.splitlines() if line.strip() and not line.strip().startswith(
+        ("Graph execution error", "Detected at node", "File ", "[["))]
+    return said[-1] if said else message.strip()
 
 
 def _size(size, name="size"):

@@ -126,3 +126,22 @@ def test_export_progress_lines_off_a_terminal():
         progress("calibrating", done, 3)
     lines = stream.getvalue().splitlines()
     assert len(lines) == 2 and lines[0].endswith("converting to TFLite int8") and lines[1].endswith("calibrating: 3/3 images")
+
+
+def test_input_range_minus_one_to_one_is_taken_as_the_docs_write_it(tmp_path, capsys):
+    """argparse read "-1-1" as a flag: `--input-range -1-1` ended in "expected one argument"."""
+    import json
+
+    import numpy as np
+    from PIL import Image
+
+    from helpers import tiny_vit
+
+    model = tmp_path / "unit.keras"
+    tiny_vit(num_classes=3, include_preprocessing=False).save(model)
+    image = tmp_path / "a.png"
+    Image.fromarray(np.random.default_rng(0).integers(0, 255, (32, 32, 3), dtype=np.uint8)).save(image)
+    for flag in (["--input-range", "-1-1"], ["--input-range=-1-1"]):
+        assert cli.main(["predict", str(model), str(image), "--json", *flag]) == 0
+        printed = json.loads(capsys.readouterr().out)
+        assert len(printed["results"][0]["predictions"]) == 3
