@@ -125,6 +125,8 @@ def build_model(config, *, weights=None, input_tensor=None, name=None, variant=N
     (3, (None, 3))
     """
     config = ViTConfig.from_dict(config)
+    if input_tensor is not None and config.input_mode == "image":
+        check_input_tensor(input_tensor, config)
     path = resolve_weights(weights, config, variant)
     if path is not None:
         info = info or weights_lib.describe(path)  # shapes and settings only, no tensor data
@@ -133,6 +135,27 @@ def build_model(config, *, weights=None, input_tensor=None, name=None, variant=N
     if path is not None:
         weights_lib.load_into(model, path, info=info)
     return model
+
+
+def check_input_tensor(tensor, config):
+    """Refuse an ``input_tensor`` that is no batch of RGB images of ``config``'s size (a channel count other than 3
+    was built and predicted uniform scores; another size failed deep in the patch encoder), before anything is built.
+
+    Example:
+    >>> import keras
+    >>> check_input_tensor(keras.Input((32, 32, 1)), ViTConfig(image_size=32, patch_size=8))
+    Traceback (most recent call last):
+    ...
+    ValueError: `input_tensor` must be a batch of RGB images, (batch, height, width, 3). Received: input_tensor of shape (None, 32, 32, 1)
+    """
+    shape = tuple(getattr(tensor, "shape", None) or ())
+    if len(shape) != 4 or shape[-1] != 3:
+        raise ValueError(f"`input_tensor` must be a batch of RGB images, (batch, height, width, 3). "
+                         f"Received: input_tensor of shape {shape}")
+    size = tuple(shape[1:3])
+    if config.image_size is not None and None not in size and size != tuple(config.image_size):
+        raise ValueError(f"`input_tensor` holds {size[0]}x{size[1]} images; the model is built for image_size="
+                         f"{config.image_size!r}: pass image_size={size!r}. Received: input_tensor of shape {shape}")
 
 
 def make_builder(builder_name, *, doc, positional=(), fixed=None, defaults=None, variant=None, default_name=None):

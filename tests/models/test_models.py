@@ -313,3 +313,19 @@ def test_int8_quantization_of_a_model_loaded_from_keras_file(tmp_path):
     assert loaded.get_layer("transformer_block_0").attention.output_dense.quantization_mode == "int8"
     x = images(4)
     _assert_close_to_float(np.asarray(loaded(x)), np.asarray(model(x)))
+
+
+def test_input_tensor_is_the_models_input_and_is_checked_before_building():
+    """keras.applications' input_tensor: a channel count other than 3 used to build a model that predicted uniform
+    scores, another size to fail inside the patch encoder, naming neither input_tensor nor image_size."""
+    tensor = keras.Input((32, 48, 3))
+    model = keras_vit.ViT(**{**TINY, "image_size": (32, 48)}, num_classes=3, input_tensor=tensor)
+    assert model.inputs[0] is tensor and model(images(1, (32, 48))).shape == (1, 3)
+    with pytest.raises(ValueError, match=r"must be a batch of RGB images, \(batch, height, width, 3\)\. "
+                                         r"Received: input_tensor of shape \(None, 32, 32, 1\)"):
+        keras_vit.ViT(**TINY, num_classes=3, input_tensor=keras.Input((32, 32, 1)))
+    with pytest.raises(ValueError, match=r"holds 64x64 images; the model is built for image_size=\(32, 32\): "
+                                         r"pass image_size=\(64, 64\)"):
+        keras_vit.ViT(**TINY, num_classes=3, input_tensor=keras.Input((64, 64, 3)))
+    assert keras_vit.ViT(**{**TINY, "image_size": None}, input_tensor=keras.Input((None, None, 3))).input_shape == (
+        None, None, None, 3)
