@@ -15,7 +15,7 @@ import time
 
 
 def add_arguments(parser):
-    from keras_vit.cli.resize import parse_image_size
+    from keras_vit.cli.resize import parse_fixed_size
     from keras_vit.export.options import ARGUMENT_DOMAINS, FORMATS, QUANTIZE_MODES
 
     def typed(name):  # the argparse type of export_model's argument `name`, from its declared domain
@@ -61,7 +61,7 @@ def add_arguments(parser):
         "(serving_default takes any length from a model without one). Refused for a non-NaFlex model",
     )
     parser.add_argument(
-        "--image-size", type=parse_image_size,
+        "--image-size", type=parse_fixed_size,
         help="N or HxW: export at this size (the model resized); for a model of any size, the fixed size of "
         "TFLite/ONNX and of serving_bytes' resize (default: its native size)",
     )

@@ -32,6 +32,22 @@ def parse_image_size(text):
     return sides[0] if len(sides) == 1 else tuple(sides)
 
 
+def parse_fixed_size(text):
+    """``"16" -> 16``, ``"16x8" -> (16, 8)``: a size with no "any" (``--patch-size``, export's ``--image-size``), where
+    ``"none"`` is refused, not ignored.
+
+    Example:
+    >>> parse_fixed_size("16x8")
+    (16, 8)
+    """
+    if text.lower() in ("none", "any", "dynamic"):
+        raise argparse.ArgumentTypeError(f"must be N or HxW of positive ints ('any size' is no choice here), got {text}")
+    try:
+        return parse_image_size(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"must be N or HxW of positive ints, got {text}") from None
+
+
 def add_arguments(parser):
     parser.add_argument("model", help="the .keras file")
     parser.add_argument("--output", required=True, help="the .keras file to write")
@@ -40,7 +56,7 @@ def add_arguments(parser):
         "--image-size", type=parse_image_size, default=_KEEP,
         help="N, HxW, or 'none' for any size (default: the model's own)",
     )
-    parser.add_argument("--patch-size", type=parse_image_size, help="N or HxW (default: the model's own)")
+    parser.add_argument("--patch-size", type=parse_fixed_size, help="N or HxW (default: the model's own)")
 
 
 def run(args):

@@ -143,6 +143,10 @@ def test_each_export_flag_and_export_model_accept_and_refuse_alike(flag, value):
         (["predict", "m.keras", "x.png", "--top-k", "0"], "argument --top-k: must be a positive int, got 0"),
         (["convert", "src.npz", "--output", "o.keras", "--num-classes", "0"], "argument --num-classes: must be a positive int, got 0"),
         (["resize", "m.keras", "--output", "o.keras", "--image-size", "0"], "argument --image-size: must be N, HxW"),
+        # 'none' (any size) is no patch size, nor an export's size: it was taken and ignored
+        (["resize", "m.keras", "--output", "o.keras", "--patch-size", "none"],
+         "argument --patch-size: must be N or HxW of positive ints ('any size' is no choice here), got none"),
+        ([*EXPORT_PREFIX, "--image-size", "none"], "argument --image-size: must be N or HxW of positive ints"),
     ],
 )
 def test_out_of_domain_flags_exit_2_naming_flag_domain_and_value(argv, message, capsys):
