@@ -210,7 +210,13 @@ def rollout_map(model, image, head_fusion="mean", discard_ratio=0.0, weights=Non
         comes from each pixel's patch (on the patch grid, before resizing,
         the values sum to 1 minus the share the prefix tokens keep: class,
         distillation, registers).
+
+    Raises:
+        ValueError: ``image`` is not one ``(H, W, 3)`` image (a batch: call it once per image).
     """
+    if np.ndim(image) != 3:
+        raise ValueError(f"rollout_map takes one image (H, W, 3); for a batch, call it once per image. "
+                         f"Received: image of shape {np.shape(image)}")
     if weights is None:
         weights = attention_weights(model, image)
     rollout = attention_rollout(weights, head_fusion, discard_ratio)

@@ -136,3 +136,11 @@ def test_rope_models_attention_maps_and_intermediates():
     assert [m.shape for m in maps] == [(2, 4, 6, 32)] * 2
     with pytest.raises(ValueError, match="no learned position embeddings"):
         attention.position_embedding_similarity(model)
+
+
+def test_rollout_map_of_a_batch_says_it_takes_one_image():
+    """A batch used to be refused for the shape of attention weights, which the caller never passed."""
+    model = family_model(sorted(FAMILY)[0])
+    with pytest.raises(ValueError, match=r"rollout_map takes one image \(H, W, 3\); for a batch, call it once per "
+                                         r"image\. Received: image of shape \(2, 32, 32, 3\)"):
+        keras_vit.rollout_map(model, images(2))
