@@ -66,8 +66,8 @@ def dataset_kind(dataset):
     """``"mnist"``, ``"folder"`` or None: whether this export can read the images of a recorded ``dataset``."""
     if dataset in MNIST_NAMES:
         return "mnist"
-    if dataset is not None and os.path.isdir(dataset):
-        return "folder"
+    if dataset is not None and os.path.isabs(dataset) and os.path.isdir(dataset):  # a relative record: relative to
+        return "folder"  # where keras-vit train ran (before it recorded absolute paths), a folder no export can locate
     return None
 
 
@@ -76,6 +76,9 @@ def _unreadable(dataset):
         return "records no training dataset"
     if dataset.startswith("tfds:"):
         return f"was trained on {dataset!r}, which export does not load"
+    if not os.path.isabs(dataset):
+        return (f"was trained on {dataset!r}, a path relative to where it was trained, which is not known here (a "
+                "folder of that name here may hold other images)")
     return f"was trained on {dataset!r}, which is not a folder on this machine"
 
 

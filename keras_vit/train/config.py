@@ -201,7 +201,7 @@ class TrainConfig:
         """
         stored = {name: getattr(self, name) for name in RUN_SETTINGS}
         for name in ("dataset", "weights"):
-            stored[name] = _as_path(name, stored[name])
+            stored[name] = as_path(name, stored[name])
         return stored
 
     def resolved(self):
@@ -240,10 +240,10 @@ def _comparable(name, value):
         return tuple(value) if value else None
     if name == "dataset" and isinstance(value, str) and value.lower() in MNIST_NAMES:
         return "mnist"
-    return _as_path(name, value)
+    return as_path(name, value)
 
 
-def _as_path(name, value):
+def as_path(name, value):
     """A dataset folder or weights file as an absolute path (the MNIST names and TFDS names stay as they are)."""
     if not isinstance(value, str) or name == "dataset" and (value.lower() in MNIST_NAMES or value.startswith("tfds:")):
         return value

@@ -321,7 +321,7 @@ def _train(config, strategy, *, fit_batch=False):
         "steps": int(model.optimizer.iterations.numpy()),
         "resumed_from_step": history["resumed_from_step"],
         "train_seconds": round(train_seconds, 1),
-        "dataset": dataset.name,
+        "dataset": config_lib.as_path("dataset", dataset.name),  # a folder by its absolute path, as the backups
         "num_train_examples": dataset.num_train,
         "num_validation_examples": dataset.num_validation,
         "model": config.model,
@@ -342,7 +342,7 @@ def _train(config, strategy, *, fit_batch=False):
         "naflex": list(config.naflex) if config.naflex else None,
     }
     if chief:
-        metadata = {"class_names": dataset.class_names, "dataset": dataset.name, "image_size": config.image_size}
+        metadata = {"class_names": dataset.class_names, "dataset": metrics["dataset"], "image_size": config.image_size}
         if config.naflex:
             metadata["naflex"] = list(config.naflex)
         check_space(os.path.join(output, "model.keras"), model)  # HDF5 on a full disk: a crash

@@ -37,6 +37,18 @@ def test_a_tfds_or_missing_dataset_is_named_in_the_refusal(tmp_path):
         data.calibration_images(None, SHAPE, 4, dataset=str(tmp_path / "gone"))
 
 
+def test_a_relative_dataset_record_is_not_resolved_against_this_directory(tmp_path, monkeypatch):
+    """A model trained on --dataset data recorded 'data': an export run where another 'data' folder lay calibrated
+    its int8 file on that folder's images, and said they were the model's own."""
+    image_folder(tmp_path / "data", per_class=5)  # another folder of the same name, here
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=r"trained on 'data', a path relative to where it was trained, which is not "
+                                         r"known here"):
+        data.calibration_images(None, SHAPE, 4, dataset="data")
+    assert "NOT the model's own" in data.eval_images(None, SHAPE, 2, dataset="data").source
+    assert "the folder the model was trained on" in data.eval_images(None, SHAPE, 2, dataset=str(tmp_path / "data")).source
+
+
 @pytest.mark.slow  # MNIST digits read and resized: the folder and array tests below run the same path fast
 def test_mnist_stand_in_for_verification_says_it_is_not_the_models_data():
     images = data.eval_images(None, SHAPE, 5, dataset=None)

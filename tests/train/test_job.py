@@ -239,7 +239,7 @@ def test_killed_train_command_resumes(tmp_path):
     assert after.startswith(before) and [r["epoch"] for r in csv.DictReader(after.splitlines())] == ["0", "1", "2", "3"]
 
 
-def test_small_folder_run_validates_fits_its_batch_and_saves_no_optimizer(tmp_path, capsys):
+def test_small_folder_run_validates_fits_its_batch_and_saves_no_optimizer(tmp_path, capsys, monkeypatch):
     """Issue 23 item 4 and the two seen beside it, through `keras-vit train` on a 20-image folder.
 
     --validation-fraction held out nothing on a folder; the default batch of 64 failed on 12 training images; and
@@ -253,7 +253,8 @@ def test_small_folder_run_validates_fits_its_batch_and_saves_no_optimizer(tmp_pa
     from keras_vit.inference.predictors import predict
 
     folder, out = str(image_folder(tmp_path / "pets", per_class=10, size=(28, 28))), tmp_path / "run"
-    code = cli.main(["train", "--model", "micro", "--dataset", folder, "--validation-fraction", "0.25", "--epochs", "1",
+    monkeypatch.chdir(tmp_path)  # --dataset pets: recorded by its absolute path, which export reads from anywhere
+    code = cli.main(["train", "--model", "micro", "--dataset", "pets", "--validation-fraction", "0.25", "--epochs", "1",
                      "--output", str(out), "--progress", "0", "--no-tensorboard"])
     printed = capsys.readouterr().out
     assert code == 0
@@ -263,6 +264,7 @@ def test_small_folder_run_validates_fits_its_batch_and_saves_no_optimizer(tmp_pa
     metrics = json.loads((out / "metrics.json").read_text())
     assert (metrics["num_train_examples"], metrics["num_validation_examples"], metrics["num_test_examples"]) == (12, 4, 4)
     assert metrics["batch_size"] == 12 and metrics["steps"] == 1 and metrics["validation_accuracy"] is not None
+    assert metrics["dataset"] == folder == saving.read_metadata(out / "model.keras")["dataset"]
 
     with zipfile.ZipFile(out / "model.keras") as archive:
         archive.extract("model.weights.h5", tmp_path)
