@@ -59,11 +59,23 @@ def main(argv=None):
     except grpc.RpcError as error:  # UNAVAILABLE when no server answers, INVALID_ARGUMENT for bytes that are not an image
         print(f"error {error.code().name}: {error.details()}", file=sys.stderr)
         return 1
-    labels = tf.make_ndarray(response.outputs["top_k_labels"])
-    scores = tf.make_ndarray(response.outputs["top_k_scores"])
-    for path, row_labels, row_scores in zip(args.images, labels, scores):
-        print(f"{path}: " + ", ".join(f"{l.decode()} {s:.3f}" for l, s in zip(row_labels, row_scores)))
+    for path, line in zip(args.images, describe(response.outputs)):
+        print(f"{path}: {line}")
     return 0
+
+
+def describe(outputs):
+    """One line per image of a ``PredictResponse``'s outputs: the top-k labels and scores, or an embedding model's
+    vector (its only output, ``embedding``)."""
+    import tensorflow as tf
+
+    if "top_k_labels" not in outputs:
+        vectors = tf.make_ndarray(outputs["embedding"])
+        return [f"embedding of {len(v)}: " + ", ".join(f"{x:.4f}" for x in v[:8]) + (", ..." if len(v) > 8 else "")
+                for v in vectors]
+    labels = tf.make_ndarray(outputs["top_k_labels"])
+    scores = tf.make_ndarray(outputs["top_k_scores"])
+    return [", ".join(f"{l.decode()} {s:.3f}" for l, s in zip(row_labels, row_scores)) for row_labels, row_scores in zip(labels, scores)]
 
 
 if __name__ == "__main__":

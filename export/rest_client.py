@@ -82,9 +82,18 @@ def main(argv=None):
         print(f"error {status}: {answer.get('error', answer)}", file=sys.stderr)
         return 1
     for path, prediction in zip(args.images, answer["predictions"]):
-        ranked = ", ".join(f"{label} {score:.3f}" for label, score in zip(prediction["top_k_labels"], prediction["top_k_scores"]))
-        print(f"{path}: {ranked}")
+        print(f"{path}: {describe(prediction)}")
     return 0
+
+
+def describe(prediction):
+    """One instance's answer as a line: its top-k labels and scores, or an embedding model's vector (TF Serving
+    answers a signature's only output unnamed)."""
+    if isinstance(prediction, dict) and "top_k_labels" in prediction:
+        return ", ".join(f"{label} {score:.3f}" for label, score in zip(prediction["top_k_labels"], prediction["top_k_scores"]))
+    values = prediction.get("embedding", prediction) if isinstance(prediction, dict) else prediction
+    shown = ", ".join(f"{value:.4f}" for value in values[:8])
+    return f"embedding of {len(values)}: {shown}{', ...' if len(values) > 8 else ''}"
 
 
 if __name__ == "__main__":

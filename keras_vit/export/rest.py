@@ -77,7 +77,8 @@ def predict(loaded, request):
 
     Returns:
         ``(status, body)``: ``(200, {"predictions": [...]})`` with one object
-        of named outputs per instance, or ``(400, {"error": message})`` for
+        of named outputs per instance (for a signature of one output, its value
+        per instance, unnamed, as TF Serving's row format answers), or ``(400, {"error": message})`` for
         any request it cannot answer (not an object, no ``instances``, a
         ``signature_name`` that is not a known name, a ``b64`` that is not
         a base64 string, values of the wrong type or shape).
@@ -102,4 +103,7 @@ def predict(loaded, request):
         return 400, {"error": message}
     arrays = {name: tensor.numpy() for name, tensor in outputs.items()}
     count = len(next(iter(arrays.values())))
+    if len(arrays) == 1:  # TF Serving omits the name of a signature's only output (an embedding's)
+        (array,) = arrays.values()
+        return 200, {"predictions": [_jsonable(array[i]) for i in range(count)]}
     return 200, {"predictions": [{name: _jsonable(a[i]) for name, a in arrays.items()} for i in range(count)]}

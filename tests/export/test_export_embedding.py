@@ -16,6 +16,7 @@ from keras_vit import predict
 from keras_vit.export import export_model, saved_model
 from keras_vit.inference import runtimes
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 @pytest.fixture(scope="module")
 def clip_like():
@@ -94,6 +95,24 @@ def test_saved_model_serves_the_embedding_only(clip_like, tmp_path):
     predictor = load_predictor(report.path)
     assert predictor.embedding and predictor.class_names is None
     np.testing.assert_allclose(predictor(x), expected, atol=1e-5)
+    # as TF Serving answers one output (REST: unnamed values), and the kit's clients print it (they raised KeyError
+    # 'top_k_labels' and a DType TypeError)
+    import importlib.util
+
+    from keras_vit.export import rest
+
+    status, answer = rest.predict(loaded, {"instances": x[:2].tolist()})
+    assert status == 200 and np.asarray(answer["predictions"]).shape == (2, expected.shape[1])
+    np.testing.assert_allclose(answer["predictions"], expected[:2], atol=1e-5)
+    clients = {}
+    for name in ("rest_client", "grpc_client"):
+        spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "export", f"{name}.py"))
+        clients[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(clients[name])
+    line = clients["rest_client"].describe(answer["predictions"][0])
+    assert line.startswith(f"embedding of {expected.shape[1]}: {expected[0][0]:.4f}")
+    proto = {"embedding": tf.make_tensor_proto(expected[:2])}
+    assert clients["grpc_client"].describe(proto)[1].startswith(f"embedding of {expected.shape[1]}: {expected[1][0]:.4f}")
 
 
 @pytest.mark.slow
