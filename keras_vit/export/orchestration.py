@@ -361,6 +361,8 @@ def _export_tflite(model, output, *, quantize, labels, calibration, images, expe
             os.replace(tmp, output)
             if labels is not None:  # an embedding has no classes
                 atomic_write(tflite.label_file_path(output), lambda path: _write_lines(path, labels))
+            elif os.path.isfile(tflite.label_file_path(output)):  # the classes of the file it replaced (overwrite)
+                os.remove(tflite.label_file_path(output))
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)

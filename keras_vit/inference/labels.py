@@ -84,6 +84,9 @@ def class_names(num_classes, labels=None, model_path=None, loaded=None):
 
     Returns:
         A list of ``num_classes`` strings.
+
+    Raises:
+        ValueError: another number of names than ``num_classes``; a given name that is empty or holds a line break.
     """
     source = "labels"
     if labels is None:
@@ -100,6 +103,10 @@ def class_names(num_classes, labels=None, model_path=None, loaded=None):
         names = read_label_file(labels)
     else:
         names = [str(name) for name in labels]
+        bad = next((i for i, name in enumerate(names) if not name.strip() or "\n" in name or "\r" in name), None)
+        if bad is not None:  # a label file holds one name a line: it would shift every name after it
+            raise ValueError(f"Class names are stored one a line (label files, TFLite and ONNX metadata): name {bad} "
+                             f"is {names[bad]!r}, empty or with a line break. Received: labels={names!r}")
     if len(names) != num_classes:
         raise ValueError(
             f"The model has {num_classes} classes but {source} holds {len(names)} names. "

@@ -30,7 +30,9 @@ def _output_names(path):
 def test_tflite_embedding_is_named_and_unlabelled(clip_like, tmp_path):
     x = np.round(images(4, 32, seed=1))  # whole pixels: the PNG that predict reads holds the same
     path = tmp_path / "clip_like.tflite"
-    report = export_model(clip_like, "tflite", str(path), eval_data=x, num_images=4)
+    path.write_bytes(b"a classifier's export")  # replaced (overwrite), with the label file beside it, which went stale
+    (tmp_path / "clip_like.labels.txt").write_text("cat\ndog\n")
+    report = export_model(clip_like, "tflite", str(path), eval_data=x, num_images=4, overwrite=True)
     assert report.passed and report.details["output"] == "embedding" and "labels" not in report.details
     assert _output_names(path) == ["embedding"]
     assert not zipfile.is_zipfile(path)  # no class names zipped on

@@ -127,6 +127,15 @@ def test_decode_predictions_refuses_an_embedding_as_class_scores(tmp_path):
         inference.decode_predictions(embeddings, model=keras_vit.load_predictor(path))
 
 
+def test_a_class_name_a_label_file_cannot_hold_is_refused():
+    """An empty name, or one with a line break, passed the export and then failed predict (a name short) or shifted
+    every name after it ('hot\\ndog': class 0 became 'hot', class 1 'dog')."""
+    for names in (["cat", "", "bird"], ["", "hot\ndog", "bird"]):
+        with pytest.raises(ValueError, match=r"stored one a line .*empty or with a line break"):
+            labels.class_names(3, labels=names)
+    assert labels.class_names(3, labels=["cat", "hot dog", 7]) == ["cat", "hot dog", "7"]
+
+
 def test_imagenet_label_lists():
     in1k = imagenet.imagenet_classes("imagenet1k")
     in21k = imagenet.imagenet_classes("imagenet21k")
