@@ -311,6 +311,7 @@ def export_saved_model(
     # leaves no visible <name>/ or version, and the next export removes what a killed one left
     target = os.path.join(os.fspath(base_path), f"{name}.{version}")
     saving.remove_stale_temporaries(target, same_target=lambda base: re.fullmatch(rf"{re.escape(str(name))}\.\d+", base))
+    new_base = not os.path.isdir(base_path)  # made for this export: removed again if it fails
     tmp = saving.temporary_path(target)
     details = {"name": name, "version": version, "signatures": [SERVING_SIGNATURE, BYTES_SIGNATURE]}
     try:
@@ -334,6 +335,8 @@ def export_saved_model(
     finally:
         if os.path.exists(tmp):
             shutil.rmtree(tmp, ignore_errors=True)
+        if new_base and not os.path.exists(path) and os.path.isdir(base_path) and not os.listdir(base_path):
+            os.rmdir(base_path)
     return path, details
 
 

@@ -290,6 +290,9 @@ def test_failed_verification_leaves_no_version(model, decided, tmp_path, monkeyp
     assert not info.value.report.passed and info.value.report.path == str(tmp_path / "m" / "1")
     assert not (tmp_path / "m").exists()  # no empty <base>/<name>/ left
     assert json.loads(report_path.read_text())["passed"] is False
+    with pytest.raises(ExportVerificationError):  # a base folder made for the export goes with it
+        export_model(model, "saved_model", str(tmp_path / "new"), name="m", eval_data=decided, num_images=8)
+    assert not (tmp_path / "new").exists()
 
 
 def test_saved_model_cli_lists_signatures(fresh_process):
