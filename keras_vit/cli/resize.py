@@ -16,36 +16,34 @@ from keras_vit.domains import POSITIVE_INT
 _KEEP = object()  # --image-size not given (argparse converts string defaults with `type`; this it leaves alone)
 
 
-def parse_image_size(text):
-    """``"384" -> 384``, ``"384x512" -> (384, 512)``, ``"none"`` -> None (any size).
+def parse_image_size(text, allow_any=True):
+    """``"384" -> 384``, ``"384x512" -> (384, 512)``, ``"none"`` -> None (any size; refused, not ignored, where a
+    size has no "any": ``allow_any=False``).
 
     Example:
     >>> parse_image_size("384"), parse_image_size("384x512"), parse_image_size("none")
     (384, (384, 512), None)
     """
     if text.lower() in ("none", "any", "dynamic"):
-        return None
+        if allow_any:
+            return None
+        raise argparse.ArgumentTypeError(f"must be N or HxW of positive ints ('any size' is no choice here), got {text}")
     match = re.fullmatch(r"(\d+)(?:x(\d+))?", text)
     sides = [] if match is None else [int(side) for side in match.groups() if side is not None]
     if not sides or not all(POSITIVE_INT.contains(side) for side in sides):  # the builders' image_size domain
-        raise argparse.ArgumentTypeError(f"must be N, HxW or 'none' (any size) of positive ints, got {text}")
+        domain = "N, HxW or 'none' (any size)" if allow_any else "N or HxW"
+        raise argparse.ArgumentTypeError(f"must be {domain} of positive ints, got {text}")
     return sides[0] if len(sides) == 1 else tuple(sides)
 
 
 def parse_fixed_size(text):
-    """``"16" -> 16``, ``"16x8" -> (16, 8)``: a size with no "any" (``--patch-size``, export's ``--image-size``), where
-    ``"none"`` is refused, not ignored.
+    """:func:`parse_image_size` of a size with no "any" (``--patch-size``, export's ``--image-size``).
 
     Example:
     >>> parse_fixed_size("16x8")
     (16, 8)
     """
-    if text.lower() in ("none", "any", "dynamic"):
-        raise argparse.ArgumentTypeError(f"must be N or HxW of positive ints ('any size' is no choice here), got {text}")
-    try:
-        return parse_image_size(text)
-    except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(f"must be N or HxW of positive ints, got {text}") from None
+    return parse_image_size(text, allow_any=False)
 
 
 def add_arguments(parser):

@@ -29,6 +29,16 @@ def resize(image, size):
     return decoding.resize(image, size)
 
 
+def one_hot(label, num_classes):
+    """One-hot ``float32`` of an int label, refused at iteration when it is outside ``[0, num_classes)`` (tf.one_hot
+    would give a row of zeros: an image that counts as no class)."""
+    label = tf.cast(label, tf.int32)
+    check = tf.debugging.Assert(tf.reduce_all((label >= 0) & (label < num_classes)), [
+        f"make_pipeline(num_classes={num_classes}): a label is outside [0, {num_classes}); label:", label])
+    with tf.control_dependencies([check]):
+        return tf.one_hot(label, num_classes)
+
+
 def center_crop(image, size, crop_fraction=1.0):
     """Evaluation transform: the largest central box of ``size``'s aspect ratio (a square for a square model), its
     sides ``crop_fraction`` of that, resized to ``size``: a model of another aspect ratio sees its own, undistorted."""

@@ -33,6 +33,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from keras_vit.architecture.arguments import positive_pair
 from keras_vit.domains import FRACTION, POSITIVE_INT, PROBABILITY, SEED, Interval, Optional
 from keras_vit.train import augment as augment_lib
 from keras_vit.train import naflex_data
@@ -224,24 +225,6 @@ IMAGE_DTYPES = ("float32", "uint8")
 CROP_FRACTION = Interval(0, 1, closed="(]")  # of the largest central box of the model's aspect ratio
 
 
-def _image_size(image_size):
-    """``(height, width)`` of an int or a pair of positive ints, else a ``ValueError`` naming the value."""
-    pair = (image_size, image_size) if POSITIVE_INT.contains(image_size) else image_size
-    if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(POSITIVE_INT.contains(v) for v in pair)):
-        raise ValueError(f"`image_size` must be a positive int or (height, width). Received: image_size={image_size!r}")
-    return tuple(int(v) for v in pair)
-
-
-def _one_hot(label, num_classes):
-    """One-hot ``float32`` of an int label, refused at iteration when it is outside ``[0, num_classes)`` (tf.one_hot
-    would give a row of zeros: an image that counts as no class)."""
-    label = tf.cast(label, tf.int32)
-    check = tf.debugging.Assert(tf.reduce_all((label >= 0) & (label < num_classes)), [
-        f"make_pipeline(num_classes={num_classes}): a label is outside [0, {num_classes}); label:", label])
-    with tf.control_dependencies([check]):
-        return tf.one_hot(label, num_classes)
-
-
 def make_pipeline(
     dataset,
     image_size,
@@ -310,7 +293,7 @@ def make_pipeline(
         ValueError: an unknown option or a value outside its domain, or a split too small to make one batch.
         tf.errors.InvalidArgumentError: when iterated, a label outside ``[0, num_classes)`` (with ``num_classes``).
     """
-    size = _image_size(image_size) if naflex is None else None  # a NaFlex batch keeps each image's own size
+    size = positive_pair(image_size, "image_size") if naflex is None else None  # a NaFlex batch keeps each image's own size
     if augment not in augment_lib.AUGMENTATIONS:
         raise ValueError(f"Unknown augmentation: expected one of {augment_lib.AUGMENTATIONS}. Received: augment={augment!r}")
     batch_size, shuffle_buffer = POSITIVE_INT.check(batch_size, "batch_size"), POSITIVE_INT.check(shuffle_buffer, "shuffle_buffer")
@@ -373,7 +356,7 @@ def make_pipeline(
             ds = ds.repeat()
 
     if num_classes:
-        ds = ds.map(lambda image, label: (image, _one_hot(label, num_classes)), num_parallel_calls=AUTOTUNE)
+        ds = ds.map(lambda image, label: (image, augment_lib.one_hot(label, num_classes)), num_parallel_calls=AUTOTUNE)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder, num_parallel_calls=AUTOTUNE)
     if training and (randaugment or mixup or cutmix):
         augment_batch = augment_lib.batch_augmenter(randaugment, mixup, cutmix, seed=seed)

@@ -104,7 +104,7 @@ def pipeline(dataset, patch_size, budgets, batch_size, *, training=False, augmen
     ds = dataset.with_options(options)
 
     def labelled(label):
-        return tf.one_hot(label, num_classes) if num_classes else label
+        return augment_lib.one_hot(label, num_classes) if num_classes else label
 
     if not training:
         largest = budgets[-1]

@@ -145,7 +145,7 @@ def test_center_crop_keeps_a_non_square_models_aspect_ratio():
 
 
 @pytest.mark.parametrize("argument, value, message", [
-    ("image_size", 32.0, r"`image_size` must be a positive int or \(height, width\)\. Received: image_size=32\.0"),
+    ("image_size", 32.0, r"`image_size` must be a positive int or a \(height, width\) pair of them\. Received: image_size=32\.0"),
     ("image_size", (32,), r"Received: image_size=\(32,\)"),
     ("image_size", 0, r"Received: image_size=0"),
     ("crop_fraction", 0, r"`crop_fraction` must be in \(0, 1\]\. Received: crop_fraction=0"),
@@ -169,6 +169,11 @@ def test_a_label_outside_num_classes_stops_the_pipeline_not_a_zero_target():
         list(data.make_pipeline(ds, 8, 2, num_classes=2))
     labels = np.concatenate([np.asarray(y) for _, y in data.make_pipeline(ds, 8, 2, num_classes=4)])
     np.testing.assert_allclose(labels, np.eye(4))
+    from keras_vit.train.naflex_data import NaFlexBatching
+
+    naflex = NaFlexBatching(4, (4, 8))  # the NaFlex pipeline's own labels: the same check
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"make_pipeline\(num_classes=2\): a label is outside"):
+        list(data.make_pipeline(ds, 8, 2, num_classes=2, naflex=naflex))
 
 
 @pytest.fixture(scope="module")
