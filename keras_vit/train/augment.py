@@ -110,9 +110,11 @@ def random_affine(image, seed, *, max_rotation=10.0, max_shift=0.1, scale_range=
 def batch_augmenter(randaugment, mixup, cutmix, *, seed):
     """A ``map`` function ``(images, labels, batch_seed)`` for batches: ``keras.layers.RandAugment``, then MixUp or
     CutMix with their probabilities, chosen by a stateless draw from ``batch_seed`` (a ``(2,)`` int64 tensor)."""
-    rand = keras.layers.RandAugment(value_range=(0, 255), seed=seed) if randaugment else None
-    mix = keras.layers.MixUp(seed=seed) if mixup else None
-    cut = keras.layers.CutMix(seed=seed + 1) if cutmix else None
+    # float32 whatever the global policy: under mixed_bfloat16 they cast the batch to bfloat16 and MixUp / CutMix
+    # failed on the float32 labels (the model casts its inputs itself)
+    rand = keras.layers.RandAugment(value_range=(0, 255), seed=seed, dtype="float32") if randaugment else None
+    mix = keras.layers.MixUp(seed=seed, dtype="float32") if mixup else None
+    cut = keras.layers.CutMix(seed=seed + 1, dtype="float32") if cutmix else None
 
     def apply(images, labels, batch_seed):
         if rand is not None:

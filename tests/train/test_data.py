@@ -424,3 +424,19 @@ def test_a_folder_traces_the_one_decoder_once_for_its_check_and_every_split(tmp_
     splits = (dataset.train, dataset.validation, dataset.test)
     assert [len(list(split)) for split in splits] == [dataset.num_train, dataset.num_validation, dataset.num_test]
     assert len(traces) == 1
+
+
+@pytest.mark.parametrize("mixing", [{"mixup": 1.0}, {"cutmix": 1.0}, {"randaugment": True}])
+def test_batch_augmentation_under_a_16_bit_policy_keeps_float32(mixing):
+    """Under mixed_bfloat16 (keras-vit train --mixed-precision on a CPU with avx512_bf16, an Ampere GPU) the layers
+    cast the batch to bfloat16: MixUp and CutMix failed on the float32 labels, RandAugment fed bfloat16 images."""
+    import keras
+
+    ds = tf.data.Dataset.from_tensor_slices((np.zeros((4, 8, 8, 3), "uint8"), np.arange(4) % 2))
+    policy = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        images, labels = next(iter(data.make_pipeline(ds, 8, 4, training=True, num_classes=2, **mixing)))
+    finally:
+        keras.mixed_precision.set_global_policy(policy)
+    assert (images.dtype, labels.dtype) == (tf.float32, tf.float32)
