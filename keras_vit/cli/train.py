@@ -74,7 +74,7 @@ def add_arguments(parser):
     add("--warmup-epochs", default=None)
     add("--label-smoothing", default=None)
     add("--layer-decay", default=None, help="layer-wise learning-rate decay (fine-tuning), e.g. 0.75")
-    add("--freeze-blocks", default=None, help="freeze the embedding and the first N blocks (-1: all blocks; default 0)")
+    add("--freeze-blocks", default=None, help="freeze the embedding and the first N blocks (-1: all blocks; default 0: nothing frozen)")
     add("--lora", default=None, metavar="RANK",
         help="LoRA: train factors of this rank on the attention and MLP projections, and the head, the rest frozen "
         "(model.keras holds the merged weights)")

@@ -110,7 +110,7 @@ class TrainConfig:
         lr, optimizer, weight_decay, warmup_epochs, label_smoothing: the
             recipe (:func:`keras_vit.train.optimizers.build_optimizer`).
         layer_decay: layer-wise learning-rate decay in (0, 1] (fine-tuning), e.g. 0.75.
-        freeze_blocks: freeze the embedding and the first N blocks (-1: all; default 0).
+        freeze_blocks: freeze the embedding and the first N blocks (-1: all; default 0: nothing frozen).
         lora: train LoRA factors of this rank on every block's attention and MLP projections, and the head,
             with the rest frozen (:func:`keras_vit.enable_lora`); ``model.keras`` holds the merged weights.
         drop_path: stochastic depth rate in [0, 1).

@@ -91,12 +91,25 @@ def build_model(model_name, num_classes, image_size=None, *, weights=None, drop_
 
     ``weights`` (any source a builder takes: an original ``.npz``, a preset
     tag, ``hf://``, a timm or transformers checkpoint, or a ``.keras`` model saved by
-    keras_vit) loads a checkpoint for fine-tuning: a head of another size is
-    replaced by a zero-initialised one with ``num_classes`` outputs, the
-    position embeddings are interpolated to ``image_size`` whatever
-    resolution the source had. A model with a conv stem loads ``.keras``
+    keras_vit) loads a checkpoint for fine-tuning: the head is a zero-initialised
+    one with ``num_classes`` outputs whatever head the source had (the paper's
+    fine-tuning; a head of the same number of classes too, whose classes are not
+    the new data's), the position embeddings are interpolated to ``image_size``
+    whatever resolution the source had. A model with a conv stem loads ``.keras``
     sources only (the other formats have no place for the stem's weights).
     """
+    model = _build(model_name, num_classes, image_size, weights=weights, drop_path_rate=drop_path_rate, naflex=naflex)
+    if weights is not None:
+        head = model.get_layer("head")
+        for variable in head.weights:
+            variable.assign(keras.ops.zeros(variable.shape, variable.dtype))
+        report = getattr(model, "load_report", None)
+        if report is not None and "head/kernel" in report.loaded:  # one of another size is skipped, and says so
+            report.notes.append("head: the checkpoint's zeroed for the new classes (fine-tuning)")
+    return model
+
+
+def _build(model_name, num_classes, image_size, *, weights, drop_path_rate, naflex):
     if model_name == PRETRAINED:
         if weights is None:
             source_image_size(None)  # the error: pretrained needs weights

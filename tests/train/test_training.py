@@ -216,6 +216,10 @@ def test_fine_tune_from_checkpoint_at_higher_resolution(tmp_path):
     np.testing.assert_allclose(np.asarray(block), vit_checkpoint(patch_size=7, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64, num_classes=5, grid=(2, 2))["Transformer/encoderblock_1/MlpBlock_3/Dense_1/kernel"])
     with pytest.raises(ValueError, match="conv stem"):
         recipes.build_model("mnist", 10, weights=path)
+    # a head of the same number of classes is zeroed too: its classes are not the new data's (the paper's zero head)
+    same = recipes.build_model("micro", num_classes=5, image_size=28, weights=path)
+    assert not any(np.any(np.asarray(v)) for v in same.get_layer("head").weights)
+    assert "head: the checkpoint's zeroed for the new classes (fine-tuning)" in str(same.load_report)
 
 
 def test_build_model_names():
