@@ -76,5 +76,6 @@ def check_finite(model, callbacks, backup_dir):
     where = f"at step {stop['step']} (epoch {stop['epoch'] + 1}): the loss is {stop['loss']}" if stop else f": {reason}"
     raise TrainingDiverged(
         f"Training diverged {where}. No model.keras or metrics.json written; the last good backup in "
-        f"{backup_dir!r} is kept (if one was saved). Lower the learning rate (--lr) and run again."
+        f"{backup_dir!r} is kept (if one was saved). Train with a lower learning rate (--lr) into another --output "
+        f"(a run resumed from that backup keeps its learning rate: delete {backup_dir!r} to start this folder again)."
     )

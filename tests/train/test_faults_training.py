@@ -61,6 +61,7 @@ def test_diverged_run_fails_writes_no_outputs_and_keeps_the_last_good_backup(tmp
     err = capsys.readouterr().err
     assert code == 1, err
     assert "diverged" in err and "--lr" in err and str(out / "backup") in err
+    assert "into another --output" in err  # the same --output resumes with the stored learning rate, refusing another
     assert not (out / "model.keras").exists() and not (out / "metrics.json").exists()
     backup = out / "backup" / "latest.weights.h5"
     assert backup.exists(), "the last good backup was deleted"
