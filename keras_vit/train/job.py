@@ -53,6 +53,7 @@ Example:
 """
 
 import dataclasses
+import glob
 import os
 import warnings
 
@@ -115,6 +116,7 @@ def run(config):
         raise TypeError(f"`config` must be a TrainConfig. Received: config of type {type(config).__name__}")
     config.resolved()  # an unknown model fails before anything is written
     folder = _lock_folder(config)
+    _refuse_other_layout(config)
     with output_lock(folder):  # one run per output folder (per worker folder in a cluster)
         # a backup to resume: its stored settings fill what this run leaves unset, and refuse what it sets otherwise
         backup_dir = os.path.join(folder, "backup")
@@ -137,6 +139,21 @@ def _lock_folder(config):
     from keras_vit.train import distribute  # deferred: TensorFlow (see the imports above)
 
     return os.path.join(config.output, f"worker-{distribute.worker_info()[0]}")
+
+
+def _refuse_other_layout(config):
+    """Refuse a run whose --output holds the backup of an interrupted run of the other layout: one worker's
+    ``<output>/backup``, a cluster's ``<output>/worker-<i>/backup``. It was not looked for, so the run started afresh
+    (the default job, when the flags were left to the backup) over the interrupted one's log."""
+    if config.strategy == "multi-worker":
+        other, resume = glob.glob(os.path.join(config.output, "backup")), "a --strategy other than multi-worker"
+    else:
+        other, resume = sorted(glob.glob(os.path.join(config.output, "worker-*", "backup"))), "--strategy multi-worker"
+    if other:
+        raise ValueError(
+            f"--output {config.output!r} holds the backup of an interrupted run of another layout ({other[0]!r}): resume "
+            f"it with {resume}, or train into another --output. Received: strategy={config.strategy!r}"
+        )
 
 
 def _batch_that_fits(config, num_train, replicas):

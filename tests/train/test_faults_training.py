@@ -282,3 +282,18 @@ def test_training_killed_at_random_points_leaves_the_old_state_or_the_new(tmp_pa
     _check_state(out)
     assert _strict_json(out / "metrics.json")["steps"] == 40
     assert not (out / "backup").exists() and not list(out.rglob(".tmp-*"))
+
+
+def test_a_backup_of_the_other_layout_is_named_not_ignored(tmp_path, capsys):
+    """An interrupted run resumed with --strategy multi-worker (backups in <output>/worker-<i>/backup) started the
+    default job afresh over the interrupted one's log, leaving its backup behind; and the other way round."""
+    out = tmp_path / "run"
+    (out / "backup").mkdir(parents=True)
+    assert _train_cli(out, "--strategy", "multi-worker") == 2
+    err = capsys.readouterr().err
+    assert "holds the backup of an interrupted run of another layout" in err and "resume it with a --strategy other" in err
+    (out / "backup").rmdir()
+    (out / "worker-0" / "backup").mkdir(parents=True)
+    assert _train_cli(out) == 2
+    assert "resume it with --strategy multi-worker" in capsys.readouterr().err
+    assert sorted(os.listdir(out)) == ["worker-0"]  # nothing written
