@@ -77,7 +77,7 @@ from keras_vit.train.lock import output_lock
 from keras_vit.train.progress import Timer
 from keras_vit.train.resumable import fit_resumable
 from keras_vit.train.resumable import make_callbacks
-from keras_vit.train.run_files import write_json
+from keras_vit.train.run_files import last_log_row, write_json
 from keras_vit.train.choices import STRATEGIES  # noqa: F401  (public here too: the strategies of run)
 from keras_vit.train.config import TrainConfig
 
@@ -322,8 +322,12 @@ def _train(config, strategy, *, fit_batch=False):
     train_seconds = timer.total()
     evaluation = evaluate(test)
 
+    logged = last_log_row(os.path.join(output, "log.csv"))  # a run resumed after its last epoch trains none
+
     def last(key):
-        return float(history[key][-1]) if history.get(key) else None
+        if history.get(key):
+            return float(history[key][-1])
+        return float(logged[key]) if logged.get(key) not in (None, "") else None
 
     metrics = {
         "test_accuracy": float(evaluation["accuracy"]),

@@ -54,6 +54,16 @@ def read_json(path):
         return {}
 
 
+def last_log_row(path, separator=","):
+    """``{column: value}`` of the CSV log's last row (strings), or ``{}`` without a log or a row."""
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f, delimiter=separator))
+    except OSError:
+        return {}
+    return rows[-1] if rows else {}
+
+
 def drop_log_rows(path, *, first_epoch, separator=","):
     """Rewrite the CSV log ``path`` (atomically) without the rows of epochs ``first_epoch`` and later."""
     if not os.path.isfile(path):

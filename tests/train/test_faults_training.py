@@ -297,3 +297,27 @@ def test_a_backup_of_the_other_layout_is_named_not_ignored(tmp_path, capsys):
     assert _train_cli(out) == 2
     assert "resume it with --strategy multi-worker" in capsys.readouterr().err
     assert sorted(os.listdir(out)) == ["worker-0"]  # nothing written
+
+
+def test_a_run_killed_after_its_last_epoch_keeps_its_train_metrics_when_resumed(tmp_path, monkeypatch):
+    """Killed in the final evaluation (after the last backup), the resumed run trains no step: metrics.json had
+    train and validation loss and accuracy null, though log.csv held them."""
+    from helpers import image_folder
+
+    folder = str(image_folder(tmp_path / "pets", per_class=10, size=(28, 28)))
+    config = job.TrainConfig(model="micro", dataset=folder, validation_fraction=0.25, epochs=1, batch_size=4,
+                             tensorboard=False, output=str(tmp_path / "run"), verbose=0)
+    evaluate = model_setup.evaluate
+
+    def killed(*args, **kwargs):
+        monkeypatch.setattr(model_setup, "evaluate", evaluate)  # once
+        raise KeyboardInterrupt("killed in the test evaluation")
+
+    monkeypatch.setattr(model_setup, "evaluate", killed)
+    with pytest.raises(KeyboardInterrupt):
+        job.run(config)
+    metrics = job.run(config)
+    with open(tmp_path / "run" / "log.csv", newline="") as f:
+        (row,) = list(csv.DictReader(f))
+    for key, column in (("train_loss", "loss"), ("train_accuracy", "accuracy"), ("validation_loss", "val_loss")):
+        assert metrics[key] == pytest.approx(float(row[column]), rel=1e-6), key
