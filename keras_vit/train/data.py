@@ -52,6 +52,7 @@ def _validation_cut(num, validation_fraction, seed=0):
     validation_fraction = FRACTION.check(validation_fraction, "validation_fraction")
     order = np.random.default_rng(seed).permutation(num)
     cut = int(round(num * validation_fraction))
+    cut = 1 if validation_fraction > 0 and cut == 0 else cut  # a fraction asked for holds out one image at least, as a folder's does
     return np.sort(order[cut:]), np.sort(order[:cut])
 
 

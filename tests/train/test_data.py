@@ -38,6 +38,8 @@ def test_mnist_fixed_split(mnist):
     # the same split every time, and the test images are not among the training ones
     again = data.load_mnist(validation_fraction=0.1)
     assert np.array_equal(_arrays(again.validation.batch(400))[1], _arrays(mnist.validation.batch(400))[1])
+    tiny = data.load_mnist(validation_fraction=0.0001)  # 0.4 of an image: one held out, as a folder holds out one
+    assert (tiny.num_train, tiny.num_validation) == (3999, 1)
     train_x = _arrays(mnist.train.batch(4000))[0].reshape(3600, -1)
     test_x = x.reshape(1000, -1)
     train_rows = {row.tobytes() for row in train_x}
