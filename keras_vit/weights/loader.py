@@ -142,7 +142,7 @@ def load_checkpoint(model, checkpoint, strict=True, source=None, *, info=None):
                 raise CheckpointError(f"Checkpoint {report.path!r}: its {key} {array.shape} classifies {array.shape[-1]} "
                                       f"classes from {array.shape[0]} features, but model {model.name!r} gives its head "
                                       f"{target.shape[0]} (pooling={config.pooling!r}): the file's head was trained on "
-                                      "other features. Pass num_classes=N for a new head, or include_top=False.")
+                                      f"other features. {_OWN_HEAD}")
             report.skipped[key] = (
                 f"checkpoint shape {array.shape} != model shape {target.shape}; "
                 "new head zero-initialised (fine-tuning)"
@@ -166,6 +166,12 @@ def load_checkpoint(model, checkpoint, strict=True, source=None, *, info=None):
             + (" ..." if len(missing) > 10 else "")
         )
     report.unused = sorted(set(arrays) - set(targets))
+    unused_pre_logits = [k for k in report.unused if k.startswith("pre_logits/")]
+    if unused_pre_logits and "head/kernel" in report.loaded:  # the head would read raw features, not tanh(pre-logits)
+        raise CheckpointError(
+            f"Checkpoint {report.path!r}: its head reads its pre-logits layer ({', '.join(unused_pre_logits)}: dense "
+            f"+ tanh), which model {model.name!r} has not (representation_size=None). {_OWN_HEAD}"
+        )
     tolerated = [k for k in report.unused if re.match(r"^(head|pre_logits)/", k)]
     if strict and len(report.unused) > len(tolerated):
         extra = [k for k in report.unused if k not in tolerated]
@@ -178,6 +184,10 @@ def load_checkpoint(model, checkpoint, strict=True, source=None, *, info=None):
         variable.assign(value.astype(variable.dtype))
     logger.info("%s", report)
     return report
+
+
+_OWN_HEAD = ("Build the model as the file's source describes it (its pooling, representation_size: "
+             "keras_vit.from_pretrained(path) does), or with another number of classes (a new head) or include_top=False.")
 
 
 def load_into(model, path, source=None, *, info=None):

@@ -377,6 +377,20 @@ def test_a_head_of_the_same_classes_on_other_features_is_refused_not_zeroed():
     assert "new head zero-initialised" in str(keras_vit.load_checkpoint(model, arrays))
 
 
+def test_a_head_that_reads_pre_logits_the_model_lacks_is_refused():
+    """An in21k-style file (pre-logits as wide as the blocks) into a model without pre-logits and of its classes:
+    the head loaded and ran on raw features instead of tanh(pre_logits), pre_logits/* listed as unused."""
+    from keras_vit.weights.mapping import targets_of
+
+    kw = dict(image_size=32, patch_size=8, hidden_size=32, num_layers=1, num_heads=4, mlp_dim=64)
+    source = keras_vit.ViT(**kw, representation_size=32, num_classes=5)
+    arrays = {key: np.full(target.shape, 0.1, np.float32) for key, target in targets_of(source).items()}
+    with pytest.raises(CheckpointError, match=r"its head reads its pre-logits layer \(pre_logits/bias, pre_logits/kernel"):
+        keras_vit.load_checkpoint(keras_vit.ViT(**kw, num_classes=5), arrays)
+    assert keras_vit.load_checkpoint(keras_vit.ViT(**kw, num_classes=3), arrays).unused == ["pre_logits/bias",
+                                                                                          "pre_logits/kernel"]
+
+
 def test_a_vit_pooler_followed_by_another_activation_than_tanh_is_refused(tmp_path):
     """transformers' ViTPooler applies ACT2FN[pooler_act]; keras_vit's pre-logits is the paper's tanh."""
     folder = transformers_folder(tmp_path / "vit", vit_checkpoint(), pooler_act="relu")
