@@ -8,6 +8,8 @@ with one call. The class names the source carries go with the model
 (``model.class_names``, then into a saved ``.keras`` by ``keras-vit convert``).
 """
 
+import dataclasses
+import functools
 import os
 import warnings
 
@@ -101,14 +103,14 @@ def from_pretrained(source, **overrides):
     if adopted_activation:  # the source's own head keeps the activation the source declares (keras-hub's task.json)
         kwargs["classifier_activation"] = info.classifier_activation[0]
     name, input_tensor = kwargs.pop("name", None), kwargs.pop("input_tensor", None)
+    if saved is not None:  # a keras_vit model: its whole architecture (the family's switches, a stem), the overrides applied
+        build = saved.replace
+    else:
+        build = functools.partial(ViTConfig, stem="resnet" if "block_units" in kwargs else None)
     try:
-        if saved is not None:  # a keras_vit model: its whole architecture (the family's switches, a stem), the overrides applied
-            config = saved.replace(**kwargs)
-        else:
-            config = ViTConfig(stem="resnet" if "block_units" in kwargs else None, **kwargs)
+        config = build(**kwargs)
     except ValueError as error:  # a value the file declares that keras_vit has no layer for: the file's field named
-        said = [f"{origin}: {said}" for field, (value, said, origin) in info.declared.items()
-                if f"{field}={value!r}" in str(error)]
+        said = _declared_at_fault(build, kwargs, info.declared)
         if said:
             raise CheckpointError(
                 f"Checkpoint {path!r} declares what keras_vit cannot build: {'; '.join(said)} ({error})"
@@ -125,6 +127,22 @@ def from_pretrained(source, **overrides):
         if names:
             model.class_names = names
     return model
+
+
+def _declared_at_fault(build, kwargs, record):
+    """``["config.json: hidden_act='relu'", ...]``: the declarations of ``record`` that alone make ``build(**kwargs)``
+    fail, each found by building with that field at ``ViTConfig``'s default and the rest as they are."""
+    defaults = {field.name: field.default for field in dataclasses.fields(ViTConfig)}
+    at_fault = []
+    for field, declaration in record.items():
+        if field not in kwargs or field not in defaults or kwargs[field] == defaults[field]:
+            continue
+        try:
+            build(**{**kwargs, field: defaults[field]})
+        except ValueError:
+            continue
+        at_fault.append(f"{declaration.origin}: {declaration.said}")
+    return at_fault
 
 
 def saved_config(path, info):
