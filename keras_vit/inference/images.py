@@ -212,7 +212,7 @@ def read_image_and_decoder(path):
     except Image.DecompressionBombError as error:
         raise ValueError(f"Image too large to decode safely: {path!r} ({error})") from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as error:
-        unknown = "not a format TensorFlow or Pillow decodes (PNG, JPEG, GIF, BMP, TIFF, WebP...)"
+        unknown = "not an image TensorFlow or Pillow can identify: another format, or a damaged header"
         why = tf_error or (unknown if isinstance(error, UnidentifiedImageError) else error)
         raise ValueError(f"Corrupt or unreadable image: {path!r} ({why})") from None
     pixels = _to_rgb(image, path)

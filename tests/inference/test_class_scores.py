@@ -1,0 +1,32 @@
+"""What a classifier's outputs are called: an embedding is never decoded as class scores, and class names are ones a
+label file can hold."""
+
+import numpy as np
+import pytest
+
+import keras_vit
+from helpers import images, tiny_vit
+from keras_vit.inference import labels
+from keras_vit.inference import predictors as inference
+
+
+def test_decode_predictions_refuses_an_embedding_as_class_scores(tmp_path):
+    """An embedding's dimensions used to come back as ('2', 'class_2', 2.10): scores of classes the model has not."""
+    model = tiny_vit(include_top=False)
+    embeddings = np.asarray(model(images(2)))
+    with pytest.raises(ValueError, match=r"decodes class scores; the model returns 'embedding' \(it has no "
+                                         r"classification head\)\. Received: preds of shape \(2, 32\)"):
+        inference.decode_predictions(embeddings, model=model)
+    path = str(tmp_path / "embedding.keras")
+    keras_vit.save_model(model, path)
+    with pytest.raises(ValueError, match=r"the model returns 'embedding'"):
+        inference.decode_predictions(embeddings, model=keras_vit.load_predictor(path))
+
+
+def test_a_class_name_a_label_file_cannot_hold_is_refused():
+    """An empty name, or one with a line break, passed the export and then failed predict (a name short) or shifted
+    every name after it ('hot\\ndog': class 0 became 'hot', class 1 'dog')."""
+    for names in (["cat", "", "bird"], ["", "hot\ndog", "bird"]):
+        with pytest.raises(ValueError, match=r"stored one a line .*empty or with a line break"):
+            labels.class_names(3, labels=names)
+    assert labels.class_names(3, labels=["cat", "hot dog", 7]) == ["cat", "hot dog", "7"]
