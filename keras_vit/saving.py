@@ -112,14 +112,16 @@ def atomic_write(path, write):
             os.remove(tmp)
 
 
-def check_output(path, *, overwrite=False, what="output"):
-    """Refuse, before any work, to write a file at ``path`` where a folder is, or over a file unless ``overwrite``.
+def check_output(path, *, overwrite=False, what="output", extension=None):
+    """Refuse, before any work, to write a file at ``path`` where a folder is, or over a file unless ``overwrite``, or
+    (with ``extension``, e.g. ``".keras"``) to a path that does not end in it.
 
     The one rule of every file a keras_vit command or export writes (``.keras``, ``.tflite``, ``.onnx``).
 
     Raises:
         IsADirectoryError: ``path`` is a folder (whatever ``overwrite`` says).
         FileExistsError: ``path`` exists and ``overwrite`` is False.
+        ValueError: ``path`` does not end in ``extension``.
 
     Example:
     >>> import tempfile
@@ -131,6 +133,8 @@ def check_output(path, *, overwrite=False, what="output"):
     path = os.fspath(path)
     if os.path.isdir(path):
         raise IsADirectoryError(f"{what} {path!r} is a folder: give the path of the file to write")
+    if extension is not None and not path.endswith(extension):
+        raise ValueError(f"{what} must name a {extension} file. Received: {path!r}")
     if os.path.lexists(path) and not overwrite:
         raise FileExistsError(
             f"{what} {path!r} exists: pass overwrite=True (keras-vit: --overwrite) to replace it, or another path"
@@ -149,10 +153,10 @@ def save_model(model, path, metadata=None, *, include_optimizer=True):
 
     Raises:
         ValueError: ``path`` does not end in ``.keras`` (nothing is written).
+        IsADirectoryError: ``path`` is a folder.
     """
-    if not os.fspath(path).endswith(".keras"):  # Keras would write HDF5 for .h5, or refuse a temporary's name
-        raise ValueError(f"save_model writes a .keras file (the model, its metadata inside): the path must end in "
-                         f".keras. Received: path={os.fspath(path)!r}")
+    # Keras would write HDF5 for .h5 (the metadata zip appended: a file nothing loads), or refuse a temporary's name
+    check_output(path, overwrite=True, what="save_model's path", extension=".keras")
     names = getattr(model, "class_names", None)
     if names and "class_names" not in (metadata or {}):
         metadata = {**(metadata or {}), "class_names": [str(name) for name in names]}

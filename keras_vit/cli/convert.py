@@ -29,9 +29,7 @@ def run(args):
     from keras_vit.models.pretrained import from_pretrained
     from keras_vit.saving import check_output, save_model
 
-    if not args.output.endswith(".keras"):
-        raise ValueError(f"--output must name a .keras file. Received: {args.output!r}")
-    check_output(args.output, overwrite=args.overwrite, what="--output")  # before the weights are read
+    check_output(args.output, overwrite=args.overwrite, what="--output", extension=".keras")  # before the weights are read
     overrides = {
         name: value
         for name, value in (("num_classes", args.num_classes), ("image_size", args.image_size), ("num_heads", args.num_heads))

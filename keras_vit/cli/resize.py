@@ -63,7 +63,7 @@ def run(args):
 
     if args.image_size is _KEEP and args.patch_size is None:
         raise ValueError("Nothing to change: give --image-size and/or --patch-size")
-    check_output(args.output, overwrite=args.overwrite, what="--output")  # before the model is read
+    check_output(args.output, overwrite=args.overwrite, what="--output", extension=".keras")  # before the model is read
     metadata = read_metadata(args.model)
     model = load_model(args.model)
     image_size = SAME if args.image_size is _KEEP else args.image_size

@@ -131,11 +131,8 @@ def export_model(
     model_path = None if not isinstance(model, (str, os.PathLike)) else os.fspath(model)
     if format == "keras-hub":  # checked before the model is resized or any image read
         keras_hub.check_output(output)
-    if format in FILE_FORMATS:
-        check_output(output, overwrite=overwrite)
-        if not os.fspath(output).endswith(f".{format}"):  # load_predictor and keras-vit predict read the format by it
-            raise ValueError(f"A {format} export is written to a .{format} file (keras-vit predict and load_predictor "
-                             f"tell its runtime by the extension). Received: output={os.fspath(output)!r}")
+    if format in FILE_FORMATS:  # of its format's extension: load_predictor and keras-vit predict tell the runtime by it
+        check_output(output, overwrite=overwrite, what=f"A {format} export's output", extension=f".{format}")
     dataset = data.recorded_dataset(model)
     int8 = format == "tflite" and quantize == "int8"
     if int8 and representative_data is None and data.dataset_kind(dataset) is None:

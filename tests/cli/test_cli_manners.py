@@ -88,6 +88,8 @@ def test_keras_outputs_are_refused_before_any_work_unless_overwrite(command, tmp
     assert "is a folder" in capsys.readouterr().err
     assert cli.main([*command, "--output", str(existing), "--overwrite"]) == 2  # past the check, at the input
     assert "exists" not in capsys.readouterr().err
+    assert cli.main([*command, "--output", str(tmp_path / "out.h5")]) == 2  # before the input is read (resize loaded
+    assert "--output must name a .keras file" in capsys.readouterr().err  # and resized the model first)
 
 
 @pytest.mark.parametrize("fmt", ["tflite", "onnx"])

@@ -81,7 +81,7 @@ def test_an_export_to_another_formats_extension_is_refused_before_any_work(model
     """A TFLite file named x.onnx used to pass verification and then fail in keras-vit predict (onnxruntime)."""
     output = tmp_path / "x.onnx"
     assert cli.main(["export", model_path, "--format", "tflite", "--output", str(output)]) == 2
-    assert re.search(r"A tflite export is written to a \.tflite file .*Received: output='.*x\.onnx'", capsys.readouterr().err)
+    assert re.search(r"A tflite export's output must name a \.tflite file\. Received: '.*x\.onnx'", capsys.readouterr().err)
     assert not output.exists() and os.listdir(tmp_path) == []
 
 
@@ -93,7 +93,7 @@ def test_save_model_refuses_a_path_that_is_not_a_keras_file(tmp_path):
 
     model = tiny_vit()
     for name in ("model.h5", "model", "model.KERAS"):
-        with pytest.raises(ValueError, match=rf"must end in \.keras\. Received: path='.*{re.escape(name)}'"):
+        with pytest.raises(ValueError, match=rf"save_model's path must name a \.keras file\. Received: '.*{re.escape(name)}'"):
             keras_vit.save_model(model, str(tmp_path / name))
     assert os.listdir(tmp_path) == []
 
