@@ -327,7 +327,10 @@ def _train(config, strategy, *, fit_batch=False):
     def last(key):
         if history.get(key):
             return float(history[key][-1])
-        return float(logged[key]) if logged.get(key) not in (None, "") else None
+        try:
+            return float(logged[key])
+        except (KeyError, TypeError, ValueError):  # no such column, or CSVLogger's "NA" for an epoch without it
+            return None
 
     metrics = {
         "test_accuracy": float(evaluation["accuracy"]),

@@ -185,6 +185,14 @@ def fit_resumable(
             f"The backup in {backup.backup_dir} has taken {start // per_update} steps, more than this run's {total}; "
             "use a new output folder"
         )
+    count = int(train.cardinality()) if hasattr(train, "cardinality") else -1  # tf.data: negative, infinite or unknown
+    if 0 <= count < total * per_update - start:  # Keras would stop when it runs out, and the run would look finished
+        raise ValueError(
+            f"`train` yields {count} batches and this run takes {total * per_update - start} more "
+            f"({epochs} epochs of {steps_per_epoch} steps{f' of {per_update} batches' if per_update > 1 else ''}): "
+            "it must repeat, make_pipeline(..., repeat=True) or dataset.repeat(). Received: a dataset of "
+            f"{count} batches"
+        )
 
     progbar = [] if not verbose or any(isinstance(c, keras.callbacks.ProgbarLogger) for c in callbacks) else [RunProgbar(epochs)]
 
