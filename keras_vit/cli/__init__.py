@@ -173,4 +173,8 @@ def main(argv=None):
     except (ValueError, FileNotFoundError, OSError) as error:
         print(f"keras-vit {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback through TensorFlow
+        resume = " (the same command resumes from its last backup)" if args.command == "train" else ""
+        print(f"keras-vit {args.command}: interrupted{resume}", file=sys.stderr)
+        return 130
 

@@ -147,3 +147,15 @@ def test_input_range_minus_one_to_one_is_taken_as_the_docs_write_it(tmp_path, ca
         assert cli.main(["predict", str(model), str(image), "--json", *flag]) == 0
         printed = json.loads(capsys.readouterr().out)
         assert len(printed["results"][0]["predictions"]) == 3
+
+
+def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys):
+    """Ctrl-C during a run printed a KeyboardInterrupt traceback through TensorFlow's frames."""
+    from keras_vit.cli import info
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(info, "run", interrupted)
+    assert cli.main(["info"]) == 130
+    assert capsys.readouterr().err == "keras-vit info: interrupted\n"
