@@ -120,6 +120,11 @@ def load_image_folder(path, *, test_every=5, validation_fraction=0.0, seed=0):
                     f"{classes} vs {validation_classes}"
                 )
     else:
+        splits = [d for d in ("train", "test", *VALIDATION_FOLDERS) if os.path.isdir(os.path.join(path, d))]
+        folders = [e.name for e in os.scandir(path) if e.is_dir()] if os.path.isdir(path) else []
+        if "train" in splits and len(splits) == len(folders):  # split folders only (a class named train has others)
+            raise ValueError(f"Image folder {path!r} has {', '.join(s + '/' for s in splits)} but no test/: a split "
+                             "folder needs train/ and test/ (validation/ optional), each with one subfolder per class")
         if test_every < 2:
             raise ValueError(f"`test_every` must be at least 2. Received: test_every={test_every!r}")
         classes, files, labels = _list_class_folder(path)

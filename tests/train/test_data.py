@@ -442,3 +442,16 @@ def test_batch_augmentation_under_a_16_bit_policy_keeps_float32(mixing):
     finally:
         keras.mixed_precision.set_global_policy(policy)
     assert (images.dtype, labels.dtype) == (tf.float32, tf.float32)
+
+
+def test_a_split_folder_without_test_says_so(tmp_path):
+    """train/ and validation/ without test/ were read as two classes 'train' and 'validation' holding no images."""
+    from helpers import image_folder
+
+    image_folder(tmp_path / "pets" / "train", per_class=2)
+    image_folder(tmp_path / "pets" / "validation", per_class=2)
+    with pytest.raises(ValueError, match=r"has train/, validation/ but no test/: a split folder needs train/ and test/"):
+        data.load_dataset(str(tmp_path / "pets"))
+    image_folder(tmp_path / "vehicles", per_class=5)  # a class may be called train, beside others
+    os.rename(tmp_path / "vehicles" / "cat", tmp_path / "vehicles" / "train")
+    assert "train" in data.load_dataset(str(tmp_path / "vehicles")).class_names
