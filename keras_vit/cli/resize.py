@@ -68,9 +68,10 @@ def run(args):
     model = load_model(args.model)
     image_size = SAME if args.image_size is _KEEP else args.image_size
     resized = resize_model(model, image_size=image_size, patch_size=args.patch_size)
-    if "image_size" in metadata:  # what keras-vit train records
-        size = resized.input_shape[1]
-        metadata["image_size"] = size if size == resized.input_shape[2] else list(resized.input_shape[1:3])
+    if "image_size" in metadata:  # what keras-vit train records (a NaFlex model's: its native size; it takes a dict)
+        config = resized.vit_config
+        size = config.native_image_size if config.input_mode == "naflex" else config.image_size
+        metadata["image_size"] = None if size is None else size[0] if size[0] == size[1] else list(size)
     save_model(resized, args.output, metadata=metadata or None)
     print(f"{args.model} ({model.vit_config.describe_size()}) -> {args.output} ({resized.vit_config.describe_size()})")
     return 0

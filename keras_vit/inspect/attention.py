@@ -68,6 +68,7 @@ def attention_model(model):
         A ``keras.Model`` from the same inputs to a list with one
         ``(batch, heads, tokens, tokens)`` tensor per block, in depth order.
     """
+    features.require_image_model(model, "attention_model (attention_weights, rollout_map, mean_attention_distance)")
     _patch_encoder(model)
     blocks = transformer_blocks(model)
     x = blocks[0].input  # the patch encoder's output, after the family's pre_norm (CLIP's ln_pre) if any
@@ -120,6 +121,7 @@ def attention_weights(model, images, batch_size=8):
         and register tokens (those the model has, in that order) followed by
         the patches in row-major order.
     """
+    features.require_image_model(model, "attention_weights")
     images = np.asarray(images, dtype="float32")
     single = images.ndim == 3
     if single:
@@ -214,6 +216,7 @@ def rollout_map(model, image, head_fusion="mean", discard_ratio=0.0, weights=Non
     Raises:
         ValueError: ``image`` is not one ``(H, W, 3)`` image (a batch: call it once per image).
     """
+    features.require_image_model(model, "rollout_map")
     if np.ndim(image) != 3:
         raise ValueError(f"rollout_map takes one image (H, W, 3); for a batch, call it once per image. "
                          f"Received: image of shape {np.shape(image)}")
@@ -286,6 +289,7 @@ def position_embedding_similarity(model):
         ``(rows, cols, rows, cols)``: entry ``[i, j]`` is the similarity map of
         patch ``(i, j)``'s embedding with every patch's.
     """
+    features.require_image_model(model, "position_embedding_similarity")
     encoder = _patch_encoder(model)
     gh, gw = config_of(model).grid
     if not config_of(model).position_embedding:

@@ -35,6 +35,17 @@ from keras_vit.layers.checks import PACKAGE
 FEATURES = ("tokens", "cls", "distillation", "registers", "pooled", "embedding")
 
 
+def require_image_model(model, what):
+    """Refuse a NaFlex model (its input: each image's patches at its own grid, padded and masked) by name where
+    ``what`` takes images of one size; :func:`feature_model` serves one."""
+    if getattr(getattr(model, "vit_config", None), "input_mode", "image") == "naflex":
+        raise ValueError(
+            f"{what} takes images of one size (batch, H, W, 3); model {model.name!r} is a NaFlex model "
+            "(input_mode='naflex': each image's patches at its own grid, padded and masked), which it does not "
+            "support. keras_vit.feature_model(model) returns its features for a NaFlex batch."
+        )
+
+
 def final_tokens(model):
     """The symbolic token sequence after the encoder: the final norm's output, or the last block's without one."""
     config = config_of(model)
@@ -164,7 +175,8 @@ def block_indices(blocks, depth):
 
 
 def forward_features(model, images, blocks=None, outputs=None, batch_size=32):
-    """Features of a batch of images as NumPy arrays (see :func:`feature_model`).
+    """Features of a batch of images as NumPy arrays (see :func:`feature_model`; a NaFlex model: call
+    ``feature_model(model)`` on its batch).
 
     Args:
         model: a keras_vit model.
@@ -175,6 +187,7 @@ def forward_features(model, images, blocks=None, outputs=None, batch_size=32):
     Returns:
         A dict of arrays.
     """
+    require_image_model(model, "forward_features")
     features = feature_model(model, blocks=blocks, outputs=outputs)
     return run_in_batches(features, np.asarray(images, dtype="float32"), batch_size)
 
@@ -279,6 +292,7 @@ def intermediates_model(model, indices=None, norm=False, return_prefix_tokens=Fa
     >>> {name: value.shape for name, value in maps.predict(np.zeros((1, 48, 64, 3)), verbose=0).items()}
     {'block_1': (1, 6, 8, 32), 'block_1_prefix': (1, 3, 32)}
     """
+    require_image_model(model, "intermediates_model")
     config = config_of(model)
     blocks = [model.get_layer(f"transformer_block_{i}") for i in range(config.num_layers)]
     chosen = take_indices(indices, config.num_layers)
@@ -328,6 +342,7 @@ def forward_intermediates(
     >>> tokens.shape, [m.shape for m in maps]
     ((2, 17, 32), [(2, 32, 4, 4)])
     """
+    require_image_model(model, "forward_intermediates")
     if output_fmt not in OUTPUT_FORMATS:
         raise ValueError(f"Unknown `output_fmt`: expected one of {OUTPUT_FORMATS}. Received: output_fmt={output_fmt!r}")
     config = config_of(model)
