@@ -174,7 +174,7 @@ def main(argv=None):
         print(f"keras-vit {args.command}: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback through TensorFlow
-        resume = " (the same command resumes from its last backup)" if args.command == "train" else ""
+        resume = " (the same command resumes from its last backup, if one was saved)" if args.command == "train" else ""
         print(f"keras-vit {args.command}: interrupted{resume}", file=sys.stderr)
         return 130
 

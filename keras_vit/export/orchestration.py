@@ -132,7 +132,8 @@ def export_model(
     if format == "keras-hub":  # checked before the model is resized or any image read
         keras_hub.check_output(output)
     if format in FILE_FORMATS:  # of its format's extension: load_predictor and keras-vit predict tell the runtime by it
-        check_output(output, overwrite=overwrite, what=f"A {format} export's output", extension=f".{format}")
+        check_output(output, overwrite=overwrite, extension=f".{format}",
+                     what=f"A {format} export's output (predict and load_predictor tell its runtime by the extension)")
     dataset = data.recorded_dataset(model)
     int8 = format == "tflite" and quantize == "int8"
     if int8 and representative_data is None and data.dataset_kind(dataset) is None:

@@ -19,10 +19,15 @@ from keras_vit.train.choices import VALIDATION_FOLDERS
 from keras_vit.train.dataset import ImageDataset
 
 
+def _class_folders(root):
+    """The sorted names of ``root``'s class subfolders (a hidden one, ``.ipynb_checkpoints``, is none)."""
+    return sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)) and not d.startswith("."))
+
+
 def _list_class_folder(root):
     if not os.path.isdir(root):
         raise FileNotFoundError(f"Image folder not found: {root!r}")
-    classes = sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)) and not d.startswith("."))
+    classes = _class_folders(root)
     if not classes:
         raise ValueError(f"Image folder {root!r} has no class subfolders (expected one subfolder per class)")
     files, labels = [], []
@@ -121,7 +126,7 @@ def load_image_folder(path, *, test_every=5, validation_fraction=0.0, seed=0):
                 )
     else:
         splits = [d for d in ("train", "test", *VALIDATION_FOLDERS) if os.path.isdir(os.path.join(path, d))]
-        folders = [e.name for e in os.scandir(path) if e.is_dir()] if os.path.isdir(path) else []
+        folders = _class_folders(path) if os.path.isdir(path) else []
         if "train" in splits and len(splits) == len(folders):  # split folders only (a class named train has others)
             raise ValueError(f"Image folder {path!r} has {', '.join(s + '/' for s in splits)} but no test/: a split "
                              "folder needs train/ and test/ (validation/ optional), each with one subfolder per class")

@@ -28,6 +28,7 @@ from keras_vit.weights import architecture as source_architecture
 from keras_vit.models import vit as models
 from keras_vit.models import pretrained
 from keras_vit.models.hybrid import HYBRID_BUILDERS
+from keras_vit.models.lora import HEADS
 from keras_vit.models.small import conv_stem_vit
 from keras_vit.architecture.variants import SMALL_MODELS
 
@@ -100,11 +101,11 @@ def build_model(model_name, num_classes, image_size=None, *, weights=None, drop_
     """
     model = _build(model_name, num_classes, image_size, weights=weights, drop_path_rate=drop_path_rate, naflex=naflex)
     if weights is not None:
-        head = model.get_layer("head")
-        for variable in head.weights:
-            variable.assign(keras.ops.zeros(variable.shape, variable.dtype))
+        for head in (layer for layer in model.layers if layer.name in HEADS):  # a distilled model's two
+            for variable in head.weights:
+                variable.assign(keras.ops.zeros(variable.shape, variable.dtype))
         report = getattr(model, "load_report", None)
-        if report is not None and "head/kernel" in report.loaded:  # one of another size is skipped, and says so
+        if report is not None and {"head/kernel", "head_dist/kernel"} & set(report.loaded):  # a skipped one says so
             report.notes.append("head: the checkpoint's zeroed for the new classes (fine-tuning)")
     return model
 

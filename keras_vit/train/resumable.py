@@ -186,12 +186,12 @@ def fit_resumable(
             "use a new output folder"
         )
     count = int(train.cardinality()) if hasattr(train, "cardinality") else -1  # tf.data: negative, infinite or unknown
-    if 0 <= count < total * per_update - start:  # Keras would stop when it runs out, and the run would look finished
-        raise ValueError(
-            f"`train` yields {count} batches and this run takes {total * per_update - start} more "
-            f"({epochs} epochs of {steps_per_epoch} steps{f' of {per_update} batches' if per_update > 1 else ''}): "
-            "it must repeat, make_pipeline(..., repeat=True) or dataset.repeat(). Received: a dataset of "
-            f"{count} batches"
+    if count >= 0 and count % (steps_per_epoch * per_update):  # Keras restarts a finite dataset at an epoch's end only:
+        raise ValueError(  # an epoch that runs out ends early, and the run looks finished
+            f"`train` yields {count} batches, not a whole number of epochs of {steps_per_epoch * per_update} "
+            f"({steps_per_epoch} steps{f' of {per_update} batches' if per_update > 1 else ''}): an epoch would run "
+            "out of data and end early. Make it repeat (make_pipeline(..., repeat=True), dataset.repeat()). "
+            f"Received: a dataset of {count} batches, steps_per_epoch={steps_per_epoch}"
         )
 
     progbar = [] if not verbose or any(isinstance(c, keras.callbacks.ProgbarLogger) for c in callbacks) else [RunProgbar(epochs)]

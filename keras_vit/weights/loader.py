@@ -18,7 +18,7 @@ from keras_vit.layers.resampling import resample_patch_embedding, resize_positio
 from keras_vit.weights import declared, formats, npz
 from keras_vit.weights.architecture import grid_of
 from keras_vit.weights.formats import read_checkpoint
-from keras_vit.weights.mapping import HEAD_KEYS, PATCH_KERNEL_KEY, POSEMB_KEY, keras_targets, targets_of
+from keras_vit.weights.mapping import CLASSIFIER_KEYS, PATCH_KERNEL_KEY, POSEMB_KEY, keras_targets, targets_of
 
 logger = logging.getLogger("keras_vit")
 
@@ -121,7 +121,7 @@ def load_checkpoint(model, checkpoint, strict=True, source=None, *, info=None):
     missing = []
     for key, target in targets.items():
         if key not in arrays:
-            if key in HEAD_KEYS and not any(k in arrays for k in HEAD_KEYS):  # half a head is a damaged file
+            if key in CLASSIFIER_KEYS and not any(k in arrays for k in CLASSIFIER_KEYS):  # half a head: a damaged file
                 report.skipped[key] = "not in the checkpoint; head left at its zero initialisation"
                 values[key] = np.zeros(tuple(target.variable.shape), dtype=np.float32)
                 continue
@@ -137,7 +137,7 @@ def load_checkpoint(model, checkpoint, strict=True, source=None, *, info=None):
         elif key == PATCH_KERNEL_KEY and array.shape != target.shape and array.ndim == 4 and array.shape[2:] == target.shape[2:]:
             report.resized[key] = (array.shape, target.shape)  # only another patch size (FlexiViT)
             array = resample_patch_embedding(array, target.shape[:2])
-        elif key in HEAD_KEYS and array.shape != target.shape:
+        elif key in CLASSIFIER_KEYS and array.shape != target.shape:
             if array.shape[-1:] == target.shape[-1:]:  # the same classes on other features: not a new head
                 raise CheckpointError(f"Checkpoint {report.path!r}: its {key} {array.shape} classifies {array.shape[-1]} "
                                       f"classes from {array.shape[0]} features, but model {model.name!r} gives its head "

@@ -17,6 +17,7 @@ FACTORIZED_KEYS = (POSEMB_KEY + "_rows", POSEMB_KEY + "_cols")  # NaFlex's facto
 PATCH_KERNEL_KEY = "embedding/kernel"
 KERAS_PREFIX = "keras/"  # keys of the weights that only .keras sources carry (a conv stem's)
 HEAD_KEYS = ("head/kernel", "head/bias")
+CLASSIFIER_KEYS = (*HEAD_KEYS, "head_dist/kernel", "head_dist/bias")  # a new head is new in both (distilled DeiT)
 ATT = "MultiHeadDotProductAttention_1"  # a block's attention
 MAP_ATT = "MAPHead_0/MultiHeadDotProductAttention_0"  # the attention-pooling head's
 

@@ -81,7 +81,8 @@ def test_an_export_to_another_formats_extension_is_refused_before_any_work(model
     """A TFLite file named x.onnx used to pass verification and then fail in keras-vit predict (onnxruntime)."""
     output = tmp_path / "x.onnx"
     assert cli.main(["export", model_path, "--format", "tflite", "--output", str(output)]) == 2
-    assert re.search(r"A tflite export's output must name a \.tflite file\. Received: '.*x\.onnx'", capsys.readouterr().err)
+    assert re.search(r"A tflite export's output \(predict and load_predictor tell its runtime by the extension\) must "
+                     r"name a \.tflite file\. Received: '.*x\.onnx'", capsys.readouterr().err)
     assert not output.exists() and os.listdir(tmp_path) == []
 
 

@@ -197,3 +197,19 @@ def test_convert_refuses_bad_arguments_with_the_value(tmp_path, capsys):
     assert exit_.value.code == 2
     assert "--num-classes: must be a positive int, got 0" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "m.keras")
+
+
+def test_the_declared_field_at_fault_is_found_by_building_without_it():
+    """It was found by searching the error's text for 'field=value': 'num_heads=4' matched inside 'map_num_heads=4'."""
+    from keras_vit.models.pretrained import _declared_at_fault
+    from keras_vit.weights.declared import declare
+
+    record = declare({}, "num_heads", 4, "num_attention_heads=4", "vit/config.json")
+    declare(record, "map_num_heads", 4, "vision_config.num_attention_heads=4 (head)", "vit/config.json")
+
+    def build(**kwargs):  # refuses the attention-pooling head's heads, whatever the blocks' are
+        if kwargs["map_num_heads"] == 4:
+            raise ValueError("Received: map_num_heads=4")
+
+    said = _declared_at_fault(build, {"num_heads": 4, "map_num_heads": 4}, record)
+    assert said == ["config.json: vision_config.num_attention_heads=4 (head)"]

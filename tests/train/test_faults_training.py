@@ -323,13 +323,18 @@ def test_a_run_killed_after_its_last_epoch_keeps_its_train_metrics_when_resumed(
         assert metrics[key] == pytest.approx(float(row[column]), rel=1e-6), key
 
 
-def test_fit_resumable_refuses_data_that_would_run_out(tmp_path):
-    """A pipeline that does not repeat ended the run after 18 of 30 steps, reported stopped=False and deleted the
-    backup: the run looked finished."""
+def test_fit_resumable_refuses_data_that_would_run_out_in_an_epoch(tmp_path):
+    """18 batches for epochs of 10 steps: Keras restarts a finite dataset at an epoch's end only, so the second epoch
+    ran out after 8 steps; the run took 28 of 30 steps, reported stopped=False and deleted the backup."""
     model = small_classifier()
     model.compile(optimizer=keras.optimizers.SGD(0.01), loss="sparse_categorical_crossentropy")
-    data = tf.data.Dataset.from_tensor_slices((images(18, 32), np.zeros(18, "int32"))).batch(1)
-    with pytest.raises(ValueError, match=r"`train` yields 18 batches and this run takes 30 more \(3 epochs of 10 steps\)"
-                                         r": it must repeat"):
-        resumable.fit_resumable(model, data, epochs=3, steps_per_epoch=10, callbacks=[Backup(str(tmp_path / "b"))])
+
+    def batches(n):
+        return tf.data.Dataset.from_tensor_slices((images(n, 32), np.zeros(n, "int32"))).batch(1)
+
+    with pytest.raises(ValueError, match=r"`train` yields 18 batches, not a whole number of epochs of 10 \(10 steps\)"):
+        resumable.fit_resumable(model, batches(18), epochs=3, steps_per_epoch=10, callbacks=[Backup(str(tmp_path / "b"))])
     assert int(model.optimizer.iterations) == 0
+    history = resumable.fit_resumable(model, batches(20), epochs=3, steps_per_epoch=10, verbose=0,
+                                      callbacks=[Backup(str(tmp_path / "c"))])  # two epochs a pass: every step runs
+    assert int(model.optimizer.iterations) == 30 and not history.stopped

@@ -222,6 +222,21 @@ def test_fine_tune_from_checkpoint_at_higher_resolution(tmp_path):
     assert "head: the checkpoint's zeroed for the new classes (fine-tuning)" in str(same.load_report)
 
 
+def test_fine_tuning_a_distilled_model_zeroes_both_heads(tmp_path):
+    """--weights zeroed `head` only: a distilled model's output averages its two heads, so half kept the old classes."""
+    import keras_vit
+
+    source = keras_vit.ViT(image_size=32, patch_size=8, hidden_size=32, num_layers=1, num_heads=4, mlp_dim=64,
+                           num_classes=5, distillation_token=True)
+    for name in ("head", "head_distillation"):
+        for variable in source.get_layer(name).weights:
+            variable.assign(np.full(variable.shape, 0.3, "float32"))
+    path = str(tmp_path / "distilled.keras")
+    keras_vit.save_model(source, path)
+    model = recipes.build_model("pretrained", 5, weights=path)
+    assert not any(np.any(np.asarray(v)) for name in ("head", "head_distillation") for v in model.get_layer(name).weights)
+
+
 def test_build_model_names():
     assert recipes.build_model("micro", 10).output_shape == (None, 10)
     model = recipes.build_model("mnist", 3)
