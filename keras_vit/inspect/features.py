@@ -28,6 +28,7 @@ import numpy as np
 from keras import ops
 
 from keras_vit.architecture.model import config_of
+from keras_vit.inference.naflex_runtime import is_naflex
 from keras_vit.inference.runtimes import eager_outputs
 from keras_vit.layers import TokenPooling, TransformerBlock
 from keras_vit.layers.checks import PACKAGE
@@ -38,7 +39,7 @@ FEATURES = ("tokens", "cls", "distillation", "registers", "pooled", "embedding")
 def require_image_model(model, what):
     """Refuse a NaFlex model (its input: each image's patches at its own grid, padded and masked) by name where
     ``what`` takes images of one size; :func:`feature_model` serves one."""
-    if getattr(getattr(model, "vit_config", None), "input_mode", "image") == "naflex":
+    if is_naflex(model):
         raise ValueError(
             f"{what} takes images of one size (batch, H, W, 3); model {model.name!r} is a NaFlex model "
             "(input_mode='naflex': each image's patches at its own grid, padded and masked), which it does not "

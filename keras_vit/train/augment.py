@@ -42,12 +42,12 @@ def one_hot(label, num_classes):
 def center_crop(image, size, crop_fraction=1.0):
     """Evaluation transform: the largest central box of ``size``'s aspect ratio (a square for a square model), its
     sides ``crop_fraction`` of that, resized to ``size``: a model of another aspect ratio sees its own, undistorted."""
+    if None not in image.shape[:2] and image.shape[0] * size[1] == image.shape[1] * size[0] and crop_fraction == 1.0:
+        return resize(image, size)
     shape = tf.cast(tf.shape(image)[:2], tf.float32)
     target = tf.constant(size, tf.float32)
     box = tf.cast(tf.round(target * tf.reduce_min(shape / target) * crop_fraction), tf.int32)
     box = tf.clip_by_value(box, 1, tf.shape(image)[:2])
-    if None not in image.shape[:2] and image.shape[0] * size[1] == image.shape[1] * size[0] and crop_fraction == 1.0:
-        return resize(image, size)
     corner = (tf.shape(image)[:2] - box) // 2
     image = tf.image.crop_to_bounding_box(image, corner[0], corner[1], box[0], box[1])
     return resize(image, size)

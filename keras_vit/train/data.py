@@ -39,7 +39,7 @@ from keras_vit.train import augment as augment_lib
 from keras_vit.train import naflex_data
 from keras_vit.train.choices import MNIST_NAMES
 from keras_vit.train.dataset import ImageDataset
-from keras_vit.train.image_folder import load_image_folder
+from keras_vit.train.image_folder import held_out_count, load_image_folder
 
 AUTOTUNE = tf.data.AUTOTUNE
 
@@ -51,8 +51,7 @@ def _from_arrays(images, labels):
 def _validation_cut(num, validation_fraction, seed=0):
     validation_fraction = FRACTION.check(validation_fraction, "validation_fraction")
     order = np.random.default_rng(seed).permutation(num)
-    cut = int(round(num * validation_fraction))
-    cut = 1 if validation_fraction > 0 and cut == 0 else cut  # a fraction asked for holds out one image at least, as a folder's does
+    cut = held_out_count(num, validation_fraction)  # the rule of an image folder's
     return np.sort(order[cut:]), np.sort(order[:cut])
 
 

@@ -65,15 +65,24 @@ def _file_dataset(files, labels, in_graph):
     return ds.map(_decode, num_parallel_calls=tf.data.AUTOTUNE)
 
 
+def held_out_count(num, fraction):
+    """How many of ``num`` images a validation ``fraction`` holds out: rounded, and one at least for a fraction > 0.
+
+    Example:
+    >>> held_out_count(4000, 0.1), held_out_count(4000, 0.0001), held_out_count(4000, 0.0)
+    (400, 1, 0)
+    """
+    count = int(round(num * fraction))
+    return 1 if fraction > 0 and count == 0 else count
+
+
 def _held_out(labels, fraction, seed):
     """A boolean mask of the images held out for validation: ``fraction`` of them, of every class alike, seeded.
 
     Each class's images are ranked in a seeded random order; the images of the
     lowest relative ranks go, so every class gives its share (rounded overall).
     """
-    count = int(round(len(labels) * fraction))
-    if fraction > 0 and count == 0:
-        count = 1
+    count = held_out_count(len(labels), fraction)
     rng = np.random.default_rng(seed)
     position = np.zeros(len(labels))
     for label in np.unique(labels):
