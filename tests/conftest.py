@@ -18,6 +18,14 @@ def pytest_configure(config):
         import tempfile
 
         config._keras_vit_shared = os.environ["KERAS_VIT_TEST_SHARED"] = tempfile.mkdtemp(prefix="keras_vit_tests_")
+        # what the doctests, tensorflow-datasets (DatasetInfo.initialize_from_bucket) and the CLI's subprocesses
+        # leave in the temporary directory goes in the run's folder, removed with it (each run left hundreds of
+        # folders in /tmp). pytest's own tmp_path folders stay where they were (it keeps the last three runs' to debug).
+        os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
+        scratch = os.path.join(config._keras_vit_shared, "tmp")
+        os.mkdir(scratch)
+        config._keras_vit_tmpdir = os.environ.get("TMPDIR")  # put back when the run ends
+        os.environ["TMPDIR"] = tempfile.tempdir = scratch
 
 
 def pytest_unconfigure(config):
@@ -27,6 +35,13 @@ def pytest_unconfigure(config):
 
         shutil.rmtree(folder, ignore_errors=True)
         os.environ.pop("KERAS_VIT_TEST_SHARED", None)
+        import tempfile
+
+        tempfile.tempdir = None
+        if config._keras_vit_tmpdir is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = config._keras_vit_tmpdir
 
 
 def _controller(config):

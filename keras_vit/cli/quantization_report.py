@@ -25,7 +25,7 @@ def add_arguments(parser):
     parser.add_argument("--num-images", type=typed("num_images"), default=100, help="images to verify / calibrate on (default 100)")
     parser.add_argument("--threads", type=typed("num_threads"), default=2, help="LiteRT / onnxruntime threads (default 2)")
     parser.add_argument("--runs", type=typed("runs"), default=20, help="timed runs per latency, median reported")
-    parser.add_argument("--workdir", help="keep the exports here (default: a temporary folder)")
+    parser.add_argument("--workdir", help="keep the exports here (default: a temporary folder, removed after the report)")
     parser.add_argument("--no-onnx", action="store_true", help="leave out the ONNX row")
     parser.add_argument("--no-selective", action="store_true", help="leave out the int8-selective row")
     parser.add_argument("--saved-model", action="store_true", help="add a SavedModel row")

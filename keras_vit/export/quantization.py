@@ -9,6 +9,7 @@ The latency helpers (:func:`keras_latency`, :func:`tflite_latency`,
 """
 
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -113,8 +114,9 @@ def quantization_report(
         throughput_batch: if > 0, also time a batch of this many images
             (Keras, SavedModel, ONNX; TFLite runs batch 1, so its throughput
             is ``1000 / latency_ms``) and report images per second.
-        workdir: where the exports go (default a temporary folder); files of an
-            earlier report there are replaced.
+        workdir: where the exports go, kept (files of an earlier report there are
+            replaced); default a temporary folder, removed when the report is made,
+            and every row's ``path`` None.
         labels: class names.
 
     Returns:
@@ -144,57 +146,65 @@ def quantization_report(
     else:
         images = data.as_images(eval_data, shape, num_images, what="eval_data")
     eval_labels = None if eval_labels is None or embedding else np.asarray(eval_labels)[: len(images)]
-    workdir = workdir or tempfile.mkdtemp(prefix="keras_vit_quant_")
+    temporary = workdir is None  # the default folder is removed when the report is made: its rows carry no path
+    workdir = tempfile.mkdtemp(prefix="keras_vit_quant_") if temporary else workdir
     os.makedirs(workdir, exist_ok=True)
-    expected = common.keras_reference(model, images)
-    batch = np.resize(images, (throughput_batch,) + images.shape[1:]) if throughput_batch else None
+    try:
+        expected = common.keras_reference(model, images)
+        batch = np.resize(images, (throughput_batch,) + images.shape[1:]) if throughput_batch else None
 
-    def accuracy(outputs):
-        return None if eval_labels is None else float(np.mean(np.asarray(outputs).argmax(-1) == eval_labels))
+        def accuracy(outputs):
+            return None if eval_labels is None else float(np.mean(np.asarray(outputs).argmax(-1) == eval_labels))
 
-    def throughput(latency_fn):
-        return None if batch is None else len(batch) * 1e3 / latency_fn(batch)
+        def throughput(latency_fn):
+            return None if batch is None else len(batch) * 1e3 / latency_fn(batch)
 
-    rows = [{
-        "format": "keras", "quantize": "float32", "path": None,
-        "size_bytes": int(sum(int(np.prod(w.shape)) * np.dtype(w.dtype).itemsize for w in model.weights)),
-        "latency_ms": keras_latency(model, images[:1], runs),
-        "throughput_ips": throughput(lambda x: keras_latency(model, x, max(3, runs // 4))),
-        "max_abs_diff": 0.0, "top1_agreement": None if embedding else 1.0, "accuracy": accuracy(expected), "passed": True,
-    }]
-    jobs = [("tflite", mode, ()) for mode in modes]
-    if selective_int8:
-        jobs.append(("tflite", "int8-selective", tflite.FRAGILE_OPS))
-    if include_onnx:
-        jobs.append(("onnx", "float32", ()))
-    if include_saved_model:
-        jobs.append(("saved_model", "float32", ()))
-    for fmt, label, float_ops in jobs:
-        mode = "int8" if label == "int8-selective" else label
-        path = os.path.join(workdir, f"{model.name}_{label}.{fmt}") if fmt != "saved_model" else workdir
-        report = export_model(
-            model, fmt, path, quantize=mode, labels=labels, eval_data=images,
-            representative_data=representative_data, num_images=num_images, name=f"{model.name}_saved_model",
-            # no bar here (the rows are judged against TOLERANCES below): the largest finite tolerance, a float's maximum
-            max_abs_diff=sys.float_info.max, min_top1_agreement=0.0, float_ops=float_ops, warmup=False,
-            overwrite=True,  # the report's own files, named by it
-        )
-        bars = verify.TOLERANCES[(fmt, mode)]
-        if fmt == "tflite":
-            latency = tflite_latency(report.path, images[0], num_threads, runs=runs)
-            ips = None if batch is None else 1e3 / latency
-        elif fmt == "onnx":
-            latency = onnx_latency(report.path, images[:1], num_threads, runs=runs)
-            ips = throughput(lambda x: onnx_latency(report.path, x, num_threads, runs=max(3, runs // 4)))
-        else:
-            latency = saved_model_latency(report.path, images[:1], runs)
-            ips = throughput(lambda x: saved_model_latency(report.path, x, max(3, runs // 4)))
-        rows.append({
-            "format": fmt, "quantize": label, "path": report.path, "size_bytes": report.size_bytes,
-            "latency_ms": latency, "throughput_ips": ips, "max_abs_diff": report.max_abs_diff,
-            "top1_agreement": None if embedding else report.top1_agreement, "accuracy": accuracy(report.outputs),
-            "passed": _passed(bars, report, embedding),
-        })
+        rows = [{
+            "format": "keras", "quantize": "float32", "path": None,
+            "size_bytes": int(sum(int(np.prod(w.shape)) * np.dtype(w.dtype).itemsize for w in model.weights)),
+            "latency_ms": keras_latency(model, images[:1], runs),
+            "throughput_ips": throughput(lambda x: keras_latency(model, x, max(3, runs // 4))),
+            "max_abs_diff": 0.0, "top1_agreement": None if embedding else 1.0, "accuracy": accuracy(expected), "passed": True,
+        }]
+        jobs = [("tflite", mode, ()) for mode in modes]
+        if selective_int8:
+            jobs.append(("tflite", "int8-selective", tflite.FRAGILE_OPS))
+        if include_onnx:
+            jobs.append(("onnx", "float32", ()))
+        if include_saved_model:
+            jobs.append(("saved_model", "float32", ()))
+        for fmt, label, float_ops in jobs:
+            mode = "int8" if label == "int8-selective" else label
+            path = os.path.join(workdir, f"{model.name}_{label}.{fmt}") if fmt != "saved_model" else workdir
+            report = export_model(
+                model, fmt, path, quantize=mode, labels=labels, eval_data=images,
+                representative_data=representative_data, num_images=num_images, name=f"{model.name}_saved_model",
+                # no bar here (the rows are judged against TOLERANCES below): the largest finite tolerance, a float's maximum
+                max_abs_diff=sys.float_info.max, min_top1_agreement=0.0, float_ops=float_ops, warmup=False,
+                overwrite=True,  # the report's own files, named by it
+            )
+            bars = verify.TOLERANCES[(fmt, mode)]
+            if fmt == "tflite":
+                latency = tflite_latency(report.path, images[0], num_threads, runs=runs)
+                ips = None if batch is None else 1e3 / latency
+            elif fmt == "onnx":
+                latency = onnx_latency(report.path, images[:1], num_threads, runs=runs)
+                ips = throughput(lambda x: onnx_latency(report.path, x, num_threads, runs=max(3, runs // 4)))
+            else:
+                latency = saved_model_latency(report.path, images[:1], runs)
+                ips = throughput(lambda x: saved_model_latency(report.path, x, max(3, runs // 4)))
+            rows.append({
+                "format": fmt, "quantize": label, "path": report.path, "size_bytes": report.size_bytes,
+                "latency_ms": latency, "throughput_ips": ips, "max_abs_diff": report.max_abs_diff,
+                "top1_agreement": None if embedding else report.top1_agreement, "accuracy": accuracy(report.outputs),
+                "passed": _passed(bars, report, embedding),
+            })
+    finally:
+        if temporary:
+            shutil.rmtree(workdir, ignore_errors=True)
+    if temporary:
+        for row in rows:
+            row["path"] = None
     return rows
 
 

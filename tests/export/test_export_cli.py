@@ -149,6 +149,25 @@ def test_quantization_report_judges_no_accuracy_or_top1_it_cannot_measure(tmp_pa
             assert all(0 <= r["top1_agreement"] <= 1 for r in rows)
 
 
+def test_quantization_report_removes_its_default_folder(tmp_path, monkeypatch):
+    """Without `workdir` every export was left in a `keras_vit_quant_*` folder of the temporary directory (a B/16
+    report: about a gigabyte a run); the default folder is removed and the rows carry no path to it."""
+    import tempfile
+
+    from helpers import images, tiny_vit
+    from keras_vit.export.quantization import quantization_report
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    model = tiny_vit(num_classes=3)
+    rows = quantization_report(model, eval_data=images(4), num_images=4, modes=("float32",), runs=1,
+                               selective_int8=False, include_onnx=False)
+    assert [r["path"] for r in rows] == [None, None] and os.listdir(tmp_path) == []
+    kept = tmp_path / "kept"
+    rows = quantization_report(model, eval_data=images(4), num_images=4, modes=("float32",), runs=1,
+                               selective_int8=False, include_onnx=False, workdir=str(kept))
+    assert os.path.isfile(rows[1]["path"]) and os.path.dirname(rows[1]["path"]) == str(kept)
+
+
 def test_class_names_saved_by_training_travel_with_the_export(tmp_path):
     """A model saved by keras_vit.saving.save_model (as `keras-vit train` does) keeps its class names."""
     from keras_vit import saving
