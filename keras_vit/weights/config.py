@@ -7,7 +7,7 @@ import json
 import warnings
 
 from keras_vit.architecture.arguments import positive_pair
-from keras_vit.domains import POSITIVE, POSITIVE_INT
+from keras_vit.domains import NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT
 from keras_vit.errors import CheckpointError
 
 
@@ -39,8 +39,9 @@ def json_object(value, path, field=None):
     raise CheckpointError(f"{path!r}: {field}={value!r}, expected a JSON object.")
 
 
-def number(config, field, default, path, integer=False):
-    """``config[field]`` (``default`` when absent): a positive number, or a positive integer when ``integer``.
+def number(config, field, default, path, integer=False, zero=False):
+    """``config[field]`` (``default`` when absent): a positive number, or a positive integer when ``integer`` (a
+    count that may be 0 when ``zero``: register tokens).
 
     Example:
     >>> number({"layer_norm_eps": 1e-12}, "layer_norm_eps", 1e-12, "c")
@@ -53,10 +54,10 @@ def number(config, field, default, path, integer=False):
     if field not in config:
         return default
     try:
-        return (POSITIVE_INT if integer else POSITIVE).check(config[field], field)
+        return (NON_NEGATIVE_INT if zero else POSITIVE_INT if integer else POSITIVE).check(config[field], field)
     except ValueError:
-        kind = "integer" if integer else "number"
-        raise CheckpointError(f"{path!r}: {field}={config[field]!r}, expected a positive {kind}.") from None
+        kind = "non-negative integer" if zero else "positive integer" if integer else "positive number"
+        raise CheckpointError(f"{path!r}: {field}={config[field]!r}, expected a {kind}.") from None
 
 
 class Fields:
@@ -78,8 +79,8 @@ class Fields:
             return f"{self.where}{field}={value!r}"
         return f"{self.where}{field} absent ({self.whose} default {value!r})"
 
-    def number(self, field, default=None, integer=True):
-        value = number(self.config, field, self.defaults.get(field, default), self.path, integer=integer)
+    def number(self, field, default=None, integer=True, zero=False):
+        value = number(self.config, field, self.defaults.get(field, default), self.path, integer=integer, zero=zero)
         if value is None and self.required:
             raise CheckpointError(f"{self.path!r}: {self.where}{field} is missing; {self.required} names it.")
         return value

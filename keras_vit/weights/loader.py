@@ -165,7 +165,8 @@ def load_checkpoint(model, checkpoint, strict=True, source=None, *, info=None):
             + "; ".join(missing[:10])
             + (" ..." if len(missing) > 10 else "")
         )
-    report.unused = sorted(set(arrays) - set(targets))
+    empty_registers = {"reg"} if "reg" in arrays and np.size(arrays["reg"]) == 0 else set()  # (1, 0, width): none
+    report.unused = sorted(set(arrays) - set(targets) - empty_registers)
     unused_pre_logits = [k for k in report.unused if k.startswith("pre_logits/")]
     if unused_pre_logits and "head/kernel" in report.loaded:  # the head would read raw features, not tanh(pre-logits)
         raise CheckpointError(

@@ -31,6 +31,10 @@ CASES = {
     "dinov2_with_registers": ("dinov2_with_registers", dict(
         _DINO, model_type="dinov2_with_registers", architectures=["Dinov2WithRegistersForImageClassification"],
         num_register_tokens=2, id2label=LABELS), ref.IMAGENET, "logits"),
+    # no registers: transformers writes a (1, 0, width) register_tokens (it was refused as "expected a positive integer")
+    "dinov2_with_registers_none": ("dinov2_with_registers", dict(
+        _DINO, model_type="dinov2_with_registers", architectures=["Dinov2WithRegistersModel"], num_register_tokens=0),
+        ref.IMAGENET, "pooled"),
     "deit": ("deit", dict(_VIT, model_type="deit", architectures=["DeiTForImageClassificationWithTeacher"],
                           id2label=LABELS), None, "logits"),
     "vit_mae": ("vit_mae", dict(_VIT, model_type="vit_mae", architectures=["ViTMAEForPreTraining"], mask_ratio=0.75,

@@ -326,7 +326,7 @@ def _switches(put, read, row, model_type, architecture, classifier):
     """The paper's switches, each replaced by the row's (or by its config's: registers, LayerScale)."""
     switches = {field: (value, f"{model_type}: {said}") for field, (value, said) in dict(_PAPER, **row.switches).items()}
     if "num_register_tokens" in row.defaults:
-        registers = read.number("num_register_tokens")
+        registers = read.number("num_register_tokens", zero=True)  # 0: none (a (1, 0, width) tensor)
         if registers:
             switches["num_register_tokens"] = (registers, read.said("num_register_tokens", registers))
     if "layerscale_value" in row.defaults:
