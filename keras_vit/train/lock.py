@@ -6,7 +6,8 @@ interleave ``log.csv``. :func:`output_lock` takes an exclusive
 holding it) for the duration of a ``with`` block; a second run fails at once
 with :class:`OutputInUse`, naming the folder and the other run's pid. A
 killed run leaves no stale lock: the kernel drops a ``flock`` with the
-process's last file descriptor, so the file left behind is free to take.
+process's last file descriptor, so the file left behind is free to take. A run that fails before it writes
+anything leaves no folder it created (a lock file alone in a new ``--output`` was all that a typo left).
 
 Example:
 >>> import tempfile
@@ -38,9 +39,11 @@ def output_lock(folder):
     import fcntl  # deferred: POSIX only (Linux, macOS); the module is still importable elsewhere
 
     folder = os.fspath(folder)
+    created = _first_missing(folder)  # a run that fails before writing anything leaves no folder of its own behind
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, LOCK_NAME)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    failed = True
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -53,5 +56,31 @@ def output_lock(folder):
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         yield path
+        failed = False
     finally:
+        if failed and created and os.listdir(folder) == [LOCK_NAME]:
+            os.remove(path)  # under the lock: no other run can have taken the folder
+            _remove_empty(folder, created)
         os.close(fd)  # releases the lock
+
+
+def _first_missing(folder):
+    """The outermost folder of ``folder``'s path that does not exist yet (None if ``folder`` exists)."""
+    missing = None
+    path = os.path.abspath(folder)
+    while not os.path.isdir(path):
+        missing, path = path, os.path.dirname(path)
+    return missing
+
+
+def _remove_empty(folder, top):
+    """Remove ``folder`` and its parents up to ``top`` while they are empty."""
+    path = os.path.abspath(folder)
+    while True:
+        try:
+            os.rmdir(path)
+        except OSError:  # not empty: something else was written there meanwhile
+            return
+        if path == top:
+            return
+        path = os.path.dirname(path)

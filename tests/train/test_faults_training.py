@@ -200,7 +200,28 @@ def test_single_class_folder_is_refused(tmp_path, capsys):
     assert _train_cli(tmp_path / "run", "--dataset", str(folder)) == 2
     err = capsys.readouterr().err
     assert str(folder) in err and "at least 2" in err
-    assert not (tmp_path / "run" / "model.keras").exists()
+    assert not (tmp_path / "run").exists()  # nothing written: the folder the run made is gone (it left a lone .lock)
+
+
+def test_a_failed_run_removes_only_the_folders_it_made_and_left_empty(tmp_path):
+    from keras_vit.train.lock import LOCK_NAME, output_lock
+
+    def fail(folder, write=None):
+        with pytest.raises(RuntimeError, match="boom"), output_lock(folder):
+            if write:
+                (folder / write).write_text("x")
+            raise RuntimeError("boom")
+
+    fail(tmp_path / "a" / "worker-0")  # a cluster's worker folder inside a new --output: both made, both removed
+    assert os.listdir(tmp_path) == []
+    (tmp_path / "kept").mkdir()
+    fail(tmp_path / "kept")  # the user's folder: kept, only the lock file left, as before
+    assert os.listdir(tmp_path / "kept") == [LOCK_NAME]
+    fail(tmp_path / "b", write="log.csv")  # something written: kept
+    assert sorted(os.listdir(tmp_path / "b")) == [LOCK_NAME, "log.csv"]
+    with output_lock(tmp_path / "c"):  # a run that ends well keeps its folder
+        pass
+    assert os.listdir(tmp_path / "c") == [LOCK_NAME]
 
 
 @pytest.mark.parametrize("flag, field", [("--save-freq", "save_freq"), ("--steps-per-epoch", "steps_per_epoch")])
