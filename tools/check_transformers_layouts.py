@@ -71,6 +71,9 @@ CASES = {
     "Dinov2WithRegistersForImageClassification": (
         lambda: T.Dinov2WithRegistersConfig(**NO_MLP, mlp_ratio=2, num_register_tokens=2, **LABELS), IMAGENET,
         lambda m, x: m(x).logits, "matched"),
+    "Dinov2WithRegistersModel": (  # no registers: a (1, 0, width) register_tokens tensor
+        lambda: T.Dinov2WithRegistersConfig(**NO_MLP, mlp_ratio=2, num_register_tokens=0), IMAGENET,
+        lambda m, x: m(x).pooler_output, "matched"),
     "CLIPVisionModel": (lambda: T.CLIPVisionConfig(**SMALL), CLIP_NORM, lambda m, x: m(x).pooler_output, "matched"),
     "CLIPVisionModelWithProjection": (lambda: T.CLIPVisionConfig(**SMALL, projection_dim=24), CLIP_NORM,
                                       lambda m, x: m(x).image_embeds, "matched"),
