@@ -129,10 +129,14 @@ def _h5(path, arrays, names):
             f.create_dataset(key, data=array)
 
 
+# the dtype every keras-hub layer's get_config writes (a serialised DTypePolicy)
+FLOAT32 = {"module": "keras", "class_name": "DTypePolicy", "config": {"name": "float32"}, "registered_name": None}
+
+
 def write_preset(folder, config, backbone, task=None, task_config=None, scale=None, offset=None, image_size=None, shards=None):
     """A preset folder as keras-hub's ``save_to_preset`` writes it (``shards``: split ``model.weights.h5`` in two)."""
     os.makedirs(folder, exist_ok=True)
-    float32 = {"module": "keras", "class_name": "DTypePolicy", "config": {"name": "float32"}, "registered_name": None}
+    float32 = FLOAT32
     bb_config = _serialized("ViTBackbone", "keras_hub.src.models.vit.vit_backbone", {
         "name": "vi_t_backbone", "trainable": True, "dtype": float32, "dropout_rate": 0.0, "attention_dropout": 0.0,
         "layer_norm_epsilon": 1e-6, "use_mha_bias": True, "use_mlp_bias": True, "use_class_token": True,
@@ -377,10 +381,10 @@ def family_config(kind, **vision):
     """A tiny config of ``kind`` as keras-hub's ``get_config`` writes it (vision fields overridden by ``vision``)."""
     sizes = dict(patch_size=8, hidden_dim=32, num_layers=2, num_heads=4, intermediate_dim=64, image_shape=[32, 32, 3])
     if kind == "DeiTBackbone":
-        return {"name": "dei_t_backbone", "trainable": True, **sizes, "dropout_rate": 0.0, "attention_dropout": 0.0,
+        return {"name": "dei_t_backbone", "trainable": True, "dtype": FLOAT32, **sizes, "dropout_rate": 0.0, "attention_dropout": 0.0,
                 "layer_norm_epsilon": 1e-6, "use_mha_bias": True, **vision}
     if kind == "DINOV2Backbone":
-        return {"name": "dinov2_backbone", "trainable": True, **sizes, "layer_scale_init_value": 1.0, "num_register_tokens": 0,
+        return {"name": "dinov2_backbone", "trainable": True, "dtype": FLOAT32, **sizes, "layer_scale_init_value": 1.0, "num_register_tokens": 0,
                 "use_mask_token": True, "use_swiglu_ffn": False, "dropout_rate": 0.0, "drop_path_rate": 0.0,
                 "position_embedding_shape": [32, 32, 3], "antialias_in_interpolation": False, "apply_layernorm": False, **vision}
     short = "siglip" if kind == "SigLIPBackbone" else "clip"
@@ -388,8 +392,9 @@ def family_config(kind, **vision):
     extra = {"intermediate_activation": "gelu_approximate", "layer_norm_epsilon": 1e-6} if short == "siglip" else {
         "intermediate_activation": "quick_gelu", "intermediate_output_index": None}
     tower = lambda part, fields: _serialized(f"{encoder}{part}Encoder", f"keras_hub.src.models.{short}.{short}_{part.lower()}_encoder", fields)  # noqa: E731
-    config = {"name": f"{short}_backbone", "trainable": True,
-              "vision_encoder": tower("Vision", {"name": f"{short}_vision_encoder", **sizes, **extra, **vision}),
+    config = {"name": f"{short}_backbone", "trainable": True, "dtype": FLOAT32,
+              "vision_encoder": tower("Vision", {"name": f"{short}_vision_encoder", "trainable": True, "dtype": FLOAT32,
+                                                 **sizes, **extra, **vision}),
               "text_encoder": tower("Text", {"vocabulary_size": 50, "embedding_dim": 32, "hidden_dim": 32, "num_layers": 1, "num_heads": 4,
                                              "intermediate_dim": 64, "max_sequence_length": 8})}
     if short == "clip":
@@ -413,7 +418,11 @@ def write_family_preset(folder, kind, config, weights, scale=None, offset=None, 
         d, classes = config["hidden_dim"], task.get("num_classes", 5)
         dump("task.json", _serialized("DeiTImageClassifier", "keras_hub.src.models.deit.deit_image_classifier", {
             "backbone": _serialized(kind, module, config), "name": "dei_t_image_classifier", "num_classes": classes,
-            "pooling": task.get("pooling", "token"), "activation": None, "dropout": 0.0}))
+            "pooling": task.get("pooling", "token"), "activation": None, "dropout": 0.0,
+            "preprocessor": _serialized("DeiTImageClassifierPreprocessor",
+                                        "keras_hub.src.models.deit.deit_image_classifier_preprocessor",
+                                        {"name": "dei_t_image_classifier_preprocessor", "trainable": True, "dtype": FLOAT32,
+                                         "config_file": "preprocessor.json"})}))
         head = np.random.default_rng(1).normal(0, 0.2, (d + 1, classes)).astype("float32")
         _h5(os.path.join(folder, "task.weights.h5"), {"layers/dense/vars/0": head[:d], "layers/dense/vars/1": head[d],
                                                      "optimizer/vars/0": np.int64(0)},

@@ -17,7 +17,7 @@ import os
 import numpy as np
 
 from reference import gelu, layer_norm, softmax
-from reference_keras_hub import _h5, _serialized
+from reference_keras_hub import FLOAT32, _h5, _serialized
 
 EMBED, BLOCK = "layers/dinov3_embedding", "layers/dinov3_encoder/layers/dinov3_layer"
 ACTIVATIONS = {"gelu": gelu, "silu": lambda t: t / (1 + np.exp(-t))}
@@ -25,7 +25,7 @@ ACTIVATIONS = {"gelu": gelu, "silu": lambda t: t / (1 + np.exp(-t))}
 
 def config(**fields):
     """A tiny ``DINOV3Backbone`` config as keras-hub's ``get_config`` writes it (its defaults, then ``fields``)."""
-    return {"name": "dinov3_backbone", "trainable": True, "patch_size": 8, "num_layers": 2, "hidden_dim": 32, "num_heads": 2,
+    return {"name": "dinov3_backbone", "trainable": True, "dtype": FLOAT32, "patch_size": 8, "num_layers": 2, "hidden_dim": 32, "num_heads": 2,
             "intermediate_dim": 64, "num_register_tokens": 4, "use_mask_token": True, "layer_scale_init_value": 1.0,
             "hidden_activation": "gelu", "use_gated_mlp": False, "use_query_bias": True, "use_key_bias": True,
             "use_value_bias": True, "use_proj_bias": True, "use_mlp_bias": True, "attention_dropout": 0.0, "drop_path_rate": 0.0,

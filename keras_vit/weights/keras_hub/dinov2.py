@@ -10,7 +10,7 @@ after the final norm.
 
 from keras_vit.weights.conventions import IMAGENET
 from keras_vit.weights.declared import declare
-from keras_vit.weights.keras_hub.family import Family, Keys, dense, encoder, pair, tokens
+from keras_vit.weights.keras_hub.family import Family, Keys, dense, encoder, pair, pyramid_norm, tokens
 from keras_vit.weights.mapping import POSEMB_KEY
 
 
@@ -22,6 +22,7 @@ def _special(read, found):
         said = f"{read.said('intermediate_dim', inner)} with use_swiglu_ffn=True ((int({inner} * 2 / 3) + 7) // 8 * 8 = {mlp})"
         declare(found.declared, "mlp_activation", "silu", "config.use_swiglu_ffn=True (SiLU-gated MLP)", read.path)
         declare(found.declared, "mlp_dim", mlp, said, read.path)
+    pyramid_norm(read, found)
     antialias = read.flag("antialias_in_interpolation", False)
     table_shape = read.shape("position_embedding_shape", (518, 518, 3))
     method = "bicubic_torch_antialias" if antialias else "bicubic_tf"

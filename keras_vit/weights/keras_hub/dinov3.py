@@ -16,7 +16,7 @@ as for keras-hub's DINOv2.
 from keras_vit.errors import CheckpointError
 from keras_vit.weights.conventions import IMAGENET
 from keras_vit.weights.declared import declare
-from keras_vit.weights.keras_hub.family import ATT, Family, Keys, dense, encoder, pair, tokens
+from keras_vit.weights.keras_hub.family import ATT, Family, Keys, dense, encoder, pair, pyramid_norm, tokens
 
 # Keras' activation names keras-hub's Dense layers take -> keras_vit's MLP activations
 _ACTIVATIONS = {"gelu": "gelu", "silu": "silu", "swish": "silu"}
@@ -52,9 +52,7 @@ def _special(read, found):
     declare(found.declared, "mlp_bias", bias["mlp"], read.said("use_mlp_bias", bias["mlp"]), read.path)
     theta = read.number("rope_theta", 100.0, integer=False)
     declare(found.declared, "rope_temperature", float(theta), read.said("rope_theta", theta), read.path)
-    if read.config.get("apply_layernorm", False) is True:
-        found.notes.append("config.apply_layernorm=true normalises keras-hub's pyramid_outputs (its intermediate "
-                           "features); the backbone's output, which keras_vit loads, is the same either way")
+    pyramid_norm(read, found)
 
 
 def _keys(read, depth):

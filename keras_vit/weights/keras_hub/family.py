@@ -116,17 +116,72 @@ def tokens(read, group, registers):
             {f"^{group}/vars/{i}$": MASK for i, name in enumerate(names) if name == "mask"}, len(names))
 
 
+# the fields keras-hub writes that change nothing keras_vit computes: read by no row, never refused
+INERT = {"name", "trainable", "dtype", "dropout_rate", "attention_dropout", "drop_path_rate", "dropout"}
+
+
+class Recorded(dict):
+    """A config object that remembers which fields were looked up (``get``, ``[]``, ``in``): what was never read
+    is refused by :meth:`Reader.refuse_unread`, not ignored."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.seen = set()
+
+    def get(self, field, default=None):
+        self.seen.add(field)
+        return super().get(field, default)
+
+    def __getitem__(self, field):
+        self.seen.add(field)
+        return super().__getitem__(field)
+
+    def __contains__(self, field):
+        self.seen.add(field)
+        return super().__contains__(field)
+
+    def unread(self, skip=()):
+        return [field for field in self if field not in self.seen and field not in INERT and field not in skip]
+
+
+def refuse_unread(path, architecture, parts):
+    """A ``CheckpointError`` naming the fields of ``parts`` (``[(where, Recorded config, fields read elsewhere)]``)
+    that nothing looked at: a field keras-hub 0.32's ``architecture`` does not write (a later keras-hub's switch, a
+    hand-written one) may change the output, which keras_vit would not compute."""
+    unread = [f"{where}{field}={config[field]!r}" for where, config, skip in parts for field in config.unread(skip)]
+    if unread:
+        raise CheckpointError(
+            f"{path!r}: {', '.join(unread)}: no field keras_vit reads for a {architecture} (keras-hub 0.32's writes "
+            "none such); what it changes is not known, so the preset is refused rather than loaded without it.")
+
+
+def pyramid_norm(read, found):
+    """DINOv2's and DINOv3's ``apply_layernorm`` (read, said in a note when true): it normalises keras-hub's
+    ``pyramid_outputs``, never the backbone's output."""
+    if read.flag("apply_layernorm", False):
+        found.notes.append("config.apply_layernorm=true normalises keras-hub's pyramid_outputs (its intermediate "
+                           "features); the backbone's output, which keras_vit loads, is the same either way")
+
+
 class Reader(config_lib.Fields):
     """The fields of one keras-hub object's ``config`` (:class:`~keras_vit.weights.config.Fields`; ``top``: the
     backbone's own config, around a two-tower model's vision one; a family's ``patch`` and ``image`` sizes, once
-    read)."""
+    read). Every field is looked up through it: :meth:`refuse_unread` refuses what no reader looked at."""
 
     def __init__(self, config, path, where, top=None):
+        config = config if isinstance(config, Recorded) else Recorded(config)
         super().__init__(config, path, where, whose="keras-hub's", required="a keras-hub backbone's config")
         self.top = config if top is None else top
         if config.get("data_format", "channels_last") not in (None, "channels_last"):
             raise CheckpointError(f"{path!r}: {where}data_format={config.get('data_format')!r}; keras_vit models take "
                                   "channels_last images.")
+
+    def refuse_unread(self, architecture, backbone=None):
+        """:func:`refuse_unread` of this config (``architecture``'s) and of ``top``'s (a two-tower ``backbone``'s,
+        its towers aside)."""
+        if self.top is not self.config:
+            refuse_unread(self.path, backbone, [("config.", self.top, ("vision_encoder", "text_encoder"))])
+        refuse_unread(self.path, architecture, [(self.where, self.config, ())])
 
     def shape(self, field, default=None):
         shape = self.config.get(field, default)
@@ -167,8 +222,9 @@ def reading(family, preset, config, path):
     read = Reader(config, path, "config.")
     if family.vision is not None:
         where = "config.vision_encoder.config."
-        encoder = config_lib.json_object(config.get("vision_encoder"), path, "config.vision_encoder")
-        read = Reader(config_lib.json_object(encoder.get("config"), path, "config.vision_encoder.config"), path, where, config)
+        encoder = config_lib.json_object(read.config.get("vision_encoder"), path, "config.vision_encoder")
+        read = Reader(config_lib.json_object(encoder.get("config"), path, "config.vision_encoder.config"), path, where,
+                      read.config)
         if encoder.get("class_name") != family.vision:
             raise CheckpointError(f"{path!r}: config.vision_encoder is a {encoder.get('class_name')!r}; a {family.backbone} has a {family.vision}.")
     # a fixed-size model in keras-hub: transformers' rule for another size (DINOv2's special says keras-hub's)
@@ -194,6 +250,7 @@ def reading(family, preset, config, path):
                       ("mlp_dim", mlp.said, 2 * mlp.value if glu else mlp.value), ("class_token", token.said, token.value),
                       special[1] if special else ("image_size", read.said("image_shape", list(read.image)), read.image[:2])]
     found.layout = family.keys(read, depth)._replace(position=special and special[0])
+    read.refuse_unread(family.vision or family.backbone, family.backbone)
     if preset is not None:
         found.layout = found.layout._replace(task_skipped=_task_skipped(family, preset))
         preset.normalization(found, family.converter, family.normalization)

@@ -11,7 +11,7 @@ from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
 from keras_vit.weights.declared import declare
 from keras_vit.weights.keras_hub import preset as preset_files
-from keras_vit.weights.keras_hub.family import Keys, Reader
+from keras_vit.weights.keras_hub.family import Keys, Reader, Recorded, refuse_unread
 from keras_vit.weights.source import Reading
 
 # {ViTConfig field: (config field, ViTBackbone's default: None where the config must name it)}
@@ -31,14 +31,15 @@ def reading(preset, config, path):
         declare(record, field, value, f"config.{name}={value!r}", path)
     flags = {name: read.flag(name, True) for name in _FLAGS}
     declare(record, "mlp_activation", "gelu", "ViTBackbone's MLP (keras.activations.gelu, exact)", path)
-    patch = config_lib.size_pair(config.get("patch_size"), path, "patch_size")
+    patch = config_lib.size_pair(read.config.get("patch_size"), path, "patch_size")
     expected = [(field, record[field].said, record[field].value) for field in ("num_layers", "hidden_size", "mlp_dim")]
     expected += [
-        ("patch_size", f"config.patch_size={config.get('patch_size')!r}", patch),
+        ("patch_size", f"config.patch_size={read.config.get('patch_size')!r}", patch),
         ("image_size", f"config.image_shape={shape!r}", (shape[0], shape[1])),
         ("num_channels", f"config.image_shape={shape!r}", shape[2] if len(shape) == 3 else 3),
         ("class_token", record["class_token"].said, record["class_token"].value),
     ]
+    read.refuse_unread(preset_files.BACKBONE)
     found = Reading(declared=record, expected=expected, architecture=preset_files.BACKBONE)
     for flag, what in (("use_mha_bias", "the attention's output bias"), ("use_mlp_bias", "the MLP's biases"),
                        ("use_patch_bias", "the patch embedding's bias")):
@@ -55,6 +56,7 @@ def _task(preset, found, class_token):
     """``task.json``'s head, checked: its pooling, classes and activation put on ``found``; whether it has a
     pre-logits layer (``intermediate_dim``)."""
     config, path = preset.object(preset_files.TASK_FILE, preset_files.TASK)
+    config = Recorded(config)  # its fields are all read, or refused (the backbone's are config.json's)
     pooling = config.get("pooling", "token")
     if pooling == "gap" and class_token:
         raise CheckpointError(
@@ -77,6 +79,7 @@ def _task(preset, found, class_token):
     activation = config.get("activation")
     if activation is not None and not isinstance(activation, str):
         raise CheckpointError(f"{path!r}: config.activation={activation!r}, expected null or an activation's name.")
+    refuse_unread(path, preset_files.TASK, [("config.", config, ("backbone", "preprocessor"))])
     found.expected.append(("num_classes", f"task.json config.num_classes={classes!r}", classes))
     found.architecture = preset_files.TASK
     found.classifier_activation = (None if activation in (None, "linear") else activation, f"task.json config.activation={activation!r}")
