@@ -19,8 +19,9 @@ def pytest_configure(config):
 
         config._keras_vit_shared = os.environ["KERAS_VIT_TEST_SHARED"] = tempfile.mkdtemp(prefix="keras_vit_tests_")
         # what the doctests, tensorflow-datasets (DatasetInfo.initialize_from_bucket) and the CLI's subprocesses
-        # leave in the temporary directory goes in the run's folder, removed with it (each run left hundreds of
-        # folders in /tmp). pytest's own tmp_path folders stay where they were (it keeps the last three runs' to debug).
+        # leave in the temporary directory goes in the run's folder, removed with it (each run left them in
+        # /tmp: 19 folders from the weights and inference doctests and tests/train/test_data.py alone). pytest's own tmp_path folders stay where they were (it keeps the last three runs' to debug).
+        config._keras_vit_temproot = os.environ.get("PYTEST_DEBUG_TEMPROOT")  # put back when the run ends
         os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
         scratch = os.path.join(config._keras_vit_shared, "tmp")
         os.mkdir(scratch)
@@ -38,10 +39,11 @@ def pytest_unconfigure(config):
         import tempfile
 
         tempfile.tempdir = None
-        if config._keras_vit_tmpdir is None:
-            os.environ.pop("TMPDIR", None)
-        else:
-            os.environ["TMPDIR"] = config._keras_vit_tmpdir
+        for name, value in (("TMPDIR", config._keras_vit_tmpdir), ("PYTEST_DEBUG_TEMPROOT", config._keras_vit_temproot)):
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _controller(config):

@@ -146,7 +146,7 @@ def quantization_report(
     else:
         images = data.as_images(eval_data, shape, num_images, what="eval_data")
     eval_labels = None if eval_labels is None or embedding else np.asarray(eval_labels)[: len(images)]
-    temporary = workdir is None  # the default folder is removed when the report is made: its rows carry no path
+    temporary = not workdir  # the default folder (None, "") is removed when the report is made: its rows carry no path
     workdir = tempfile.mkdtemp(prefix="keras_vit_quant_") if temporary else workdir
     os.makedirs(workdir, exist_ok=True)
     try:

@@ -39,12 +39,12 @@ class RMSNorm(keras.layers.Layer):
         ``x``'s shape, normalised.
 
     Example:
-    >>> layer = RMSNorm(epsilon=1e-6)
+    >>> layer = RMSNorm(epsilon=1e-6, name="norm")  # named: Keras numbers unnamed layers per process (rms_norm_1)
     >>> y = layer(keras.ops.convert_to_tensor([[3.0, -4.0]]))
     >>> [round(v, 4) for v in keras.ops.convert_to_numpy(y)[0].tolist()]  # rms = sqrt((9 + 16) / 2)
     [0.8485, -1.1314]
     >>> [w.path for w in layer.weights]
-    ['rms_norm/gamma']
+    ['norm/gamma']
     """
 
     def __init__(self, epsilon=LAYER_NORM_EPSILON, **kwargs):

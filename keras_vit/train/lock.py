@@ -40,28 +40,64 @@ def output_lock(folder):
 
     folder = os.fspath(folder)
     created = _first_missing(folder)  # a run that fails before writing anything leaves no folder of its own behind
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, LOCK_NAME)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    failed = True
+    fd, path = _take(folder, fcntl)
     try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield path
+    except BaseException:
+        if created:  # still under the lock: no other run can have taken the folder meanwhile
+            _remove_untouched(folder, path, created)
+        raise
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _take(folder, fcntl, tries=5):
+    """``(fd, path)`` of the folder's lock file, locked. A lock file that its holder removed while this run opened
+    it (a failed run cleaning up the folder it made) is not the folder's any more: taken again from the start."""
+    path = os.path.join(folder, LOCK_NAME)
+    for _ in range(tries):
+        os.makedirs(folder, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:  # the folder was removed after makedirs
+            continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             other = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
             raise OutputInUse(
                 f"Output folder {folder!r} is in use by another run (pid {other}); wait for it to end "
                 "or choose another --output"
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        yield path
-        failed = False
-    finally:
-        if failed and created and os.listdir(folder) == [LOCK_NAME]:
-            os.remove(path)  # under the lock: no other run can have taken the folder
-            _remove_empty(folder, created)
-        os.close(fd)  # releases the lock
+        except BaseException:
+            os.close(fd)
+            raise
+        if _same_file(fd, path):
+            return fd, path
+        os.close(fd)
+    raise OutputInUse(f"Output folder {folder!r} is being created and removed by other runs; try again or choose another --output")
+
+
+def _same_file(fd, path):
+    try:
+        here, there = os.fstat(fd), os.stat(path)
+    except FileNotFoundError:
+        return False
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+
+
+def _remove_untouched(folder, path, created):
+    """Remove the lock file and the folders this run made (``created`` and below) if nothing else was written."""
+    try:
+        if os.listdir(folder) != [LOCK_NAME]:
+            return
+        os.remove(path)
+    except OSError:  # gone, or unreadable: the run's own error is the one to report
+        return
+    _remove_empty(folder, created)
 
 
 def _first_missing(folder):

@@ -161,7 +161,9 @@ def test_quantization_report_removes_its_default_folder(tmp_path, monkeypatch):
     model = tiny_vit(num_classes=3)
     rows = quantization_report(model, eval_data=images(4), num_images=4, modes=("float32",), runs=1,
                                selective_int8=False, include_onnx=False)
-    assert [r["path"] for r in rows] == [None, None] and os.listdir(tmp_path) == []
+    # only the report's folder: TensorFlow's AutoGraph writes its own files there when it first traces in a process
+    assert [r["path"] for r in rows] == [None, None]
+    assert not [name for name in os.listdir(tmp_path) if name.startswith("keras_vit_quant_")]
     kept = tmp_path / "kept"
     rows = quantization_report(model, eval_data=images(4), num_images=4, modes=("float32",), runs=1,
                                selective_int8=False, include_onnx=False, workdir=str(kept))

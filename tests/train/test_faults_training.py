@@ -222,6 +222,47 @@ def test_a_failed_run_removes_only_the_folders_it_made_and_left_empty(tmp_path):
     with output_lock(tmp_path / "c"):  # a run that ends well keeps its folder
         pass
     assert os.listdir(tmp_path / "c") == [LOCK_NAME]
+    with pytest.raises(ValueError, match="the run's own"), output_lock(tmp_path / "d"):  # the folder gone meanwhile:
+        os.remove(tmp_path / "d" / LOCK_NAME)                                            # the run's error is the one
+        os.rmdir(tmp_path / "d")                                                         # reported
+        raise ValueError("the run's own error")
+
+
+def test_a_run_that_did_not_get_the_lock_removes_nothing(tmp_path, monkeypatch):
+    """Two runs started together on a new --output both found it missing; the one refused (OutputInUse) removed the
+    winner's lock file and folder while the winner ran (a reviewer's race: 21 of 30 simultaneous starts), so a third
+    run could take the folder too."""
+    from keras_vit.train import lock
+
+    folder = tmp_path / "new"
+    with lock.output_lock(folder):  # the winner, before it has written anything
+        monkeypatch.setattr(lock, "_first_missing", lambda path: str(folder))  # the loser saw the folder missing
+        with pytest.raises(lock.OutputInUse), lock.output_lock(folder):
+            pass
+        assert os.listdir(folder) == [lock.LOCK_NAME]
+        monkeypatch.undo()
+        with pytest.raises(lock.OutputInUse):  # a third run is still refused
+            with lock.output_lock(folder):
+                pass
+
+
+def test_a_lock_file_removed_by_its_holder_is_taken_anew(tmp_path):
+    """A run that opened the lock file just before a failed run removed it (and the folder) would lock a file no
+    longer in the folder: it checks that the file it locked is the folder's, and takes the lock again if not."""
+    from keras_vit.train import lock
+
+    folder = tmp_path / "f"
+    folder.mkdir()
+    path = folder / lock.LOCK_NAME
+    fd = os.open(path, os.O_RDWR | os.O_CREAT)
+    try:
+        assert lock._same_file(fd, str(path))
+        os.remove(path)
+        assert not lock._same_file(fd, str(path))
+        path.write_text("")  # another run's new lock file
+        assert not lock._same_file(fd, str(path))
+    finally:
+        os.close(fd)
 
 
 @pytest.mark.parametrize("flag, field", [("--save-freq", "save_freq"), ("--steps-per-epoch", "steps_per_epoch")])
