@@ -78,6 +78,8 @@ class ViTConfig:
             position embeddings (DINOv2 with registers, timm's ``reg_tokens``).
         prefix_positions: the class and distillation tokens have position embeddings (False: timm's
             ``no_embed_class``).
+        register_positions: the register tokens have position embeddings too, after the class token's (timm's
+            ``reg_tokens`` with ``no_embed_class=False``: its SBB ``vit_so150m*_reg*`` models).
         layer_scale_init: initial LayerScale gamma of both residual branches, or None (no LayerScale).
         mlp_activation: ``"gelu"`` (exact), ``"gelu_tanh"`` (SigLIP), ``"quick_gelu"`` (OpenAI CLIP) or
             ``"silu"`` (with ``mlp_type="glu"``: SwiGLU).
@@ -169,6 +171,7 @@ class ViTConfig:
     distillation_token: bool = False
     num_register_tokens: int = 0
     prefix_positions: bool = True
+    register_positions: bool = False
     layer_scale_init: float | None = None
     mlp_activation: str = "gelu"
     mlp_type: str = "mlp"
@@ -326,8 +329,10 @@ class ViTConfig:
 
     @property
     def num_position_prefix(self):
-        """Position embeddings stored before the patches' (the class and distillation tokens', if they have any)."""
-        return int(self.class_token) + int(self.distillation_token) if self.prefix_positions else 0
+        """Position embeddings stored before the patches' (the class and distillation tokens', if they have any; the
+        registers' with ``register_positions``)."""
+        learned = int(self.class_token) + int(self.distillation_token)
+        return learned + self.num_register_tokens * self.register_positions if self.prefix_positions else 0
 
     @property
     def num_tokens(self):

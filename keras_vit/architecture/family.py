@@ -20,6 +20,7 @@ PAPER = {
     "distillation_token": False,
     "num_register_tokens": 0,
     "prefix_positions": True,
+    "register_positions": False,
     "layer_scale_init": None,
     "mlp_activation": "gelu",
     "mlp_type": "mlp",
@@ -69,7 +70,7 @@ def validate(config, set_):
     elif not isinstance(class_token, (bool, numbers.Integral)):
         raise ValueError(f"`class_token` must be a bool or None. Received: class_token={class_token!r}")
     set_("class_token", bool(class_token))
-    for flag in ("distillation_token", "prefix_positions", "qkv_bias", "pre_norm", "final_norm", "fc_norm", "mlp_norm",
+    for flag in ("distillation_token", "prefix_positions", "register_positions", "qkv_bias", "pre_norm", "final_norm", "fc_norm", "mlp_norm",
                  "attention_norm"):
         value = getattr(config, flag)
         if not isinstance(value, (bool, numbers.Integral)):
@@ -187,6 +188,12 @@ def _check_combinations(config):
         refuse.append("fc_norm replaces the final norm (as in timm): set final_norm=False with fc_norm=True")
     if not config.pooled and (config.fc_norm or config.projection_dim):
         refuse.append(f"fc_norm and projection_dim act on the pooled vector: pooling={config.pooling!r} has none")
+    if config.register_positions and not (config.num_register_tokens and config.prefix_positions
+                                          and config.position_embedding):
+        refuse.append("register_positions adds the register tokens' rows to a position table that has the class "
+                      "token's: it needs num_register_tokens > 0, prefix_positions=True and position_embedding=True. "
+                      f"Received: num_register_tokens={config.num_register_tokens}, prefix_positions="
+                      f"{config.prefix_positions}, position_embedding={config.position_embedding}")
     if config.stem is not None and not is_paper_tokens(config):
         refuse.append(f"stem={config.stem!r} models have the paper's tokens only (no registers or distillation token)")
     if refuse:

@@ -73,6 +73,7 @@ def embed(x, config):
         distillation_token=config.distillation_token,
         num_register_tokens=config.num_register_tokens,
         prefix_positions=config.prefix_positions,
+        **({"register_positions": True} if config.register_positions else {}),
         resampling=config.position_resampling,
         position_embedding=config.position_embedding,
         **({"patch_norm": config.norm_type, "patch_norm_epsilon": config.layer_norm_epsilon} if config.patch_norm else {}),

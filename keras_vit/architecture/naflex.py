@@ -81,6 +81,8 @@ def validate(config, set_):
         refuse.append(f"RoPE on each image's own grid is not implemented for NaFlex yet. Received: rope={config.rope!r}")
     if config.distillation_token:
         refuse.append("DeiT's distillation token has no NaFlex form (distillation_token=True)")
+    if config.register_positions:
+        refuse.append("the NaFlex position table has the class token's row at most (register_positions=True)")
     if config.patch_norm:
         refuse.append("the NaFlex patch embedding has no norm of its own yet (patch_norm=True, AIMv2's)")
     if config.pooling not in POOLINGS:

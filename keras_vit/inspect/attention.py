@@ -281,8 +281,8 @@ def position_embedding_similarity(model):
 
     The patches' embeddings are the last ``rows * cols`` stored: the class and
     distillation tokens' positions before them are left out, and a model with
-    ``prefix_positions=False`` (or register tokens, which never have one) stores
-    none for its prefix tokens. For an ``image_size=None`` model, the grid the
+    ``prefix_positions=False`` stores none for its prefix tokens (nor for its
+    register tokens, unless ``register_positions``). For an ``image_size=None`` model, the grid the
     embeddings are stored for (its native size).
 
     Returns:

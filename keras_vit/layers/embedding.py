@@ -21,8 +21,9 @@ class PatchEncoder(SublayerPolicies, keras.layers.Layer):
     every token (class token included), then optional dropout.
 
     The ViT family's tokens: DeiT's distillation token after the class token
-    (with a position, as the class token), register tokens after them (never
-    with a position: DINOv2 with registers, timm's ``reg_tokens``), and
+    (with a position, as the class token), register tokens after them (with a
+    position only with ``register_positions``: DINOv2 with registers and timm's
+    ``reg_tokens`` have none, timm's SBB ``vit_so150m*_reg*`` models one), and
     position embeddings over the patches only (timm's ``no_embed_class``:
     ``prefix_positions=False``). The sequence is ``[class, distillation,
     registers, patches]``.
@@ -48,6 +49,8 @@ class PatchEncoder(SublayerPolicies, keras.layers.Layer):
         distillation_token: a learnable distillation token after the class token.
         num_register_tokens: learnable register tokens after them, without positions.
         prefix_positions: the class and distillation tokens have position embeddings.
+        register_positions: the register tokens have position embeddings too (with ``prefix_positions``),
+            the rows after the class token's. Saved only when True.
         resampling: the rule of :mod:`keras_vit.layers.resampling` for another grid
             (``"linear_aligned"``, the paper's; timm's and transformers' bicubic ones).
         position_embedding: learned position embeddings (False: none, as RoPE-ViT's models without
@@ -82,6 +85,7 @@ class PatchEncoder(SublayerPolicies, keras.layers.Layer):
         distillation_token=False,
         num_register_tokens=0,
         prefix_positions=True,
+        register_positions=False,
         resampling="linear_aligned",
         position_embedding=True,
         patch_norm=None,
@@ -106,6 +110,11 @@ class PatchEncoder(SublayerPolicies, keras.layers.Layer):
             raise ValueError(f"`num_register_tokens` must be an int >= 0. Received: num_register_tokens={num_register_tokens!r}")
         self.num_register_tokens = num_register_tokens
         self.prefix_positions = bool(prefix_positions)
+        self.register_positions = bool(register_positions)
+        if self.register_positions and not (self.prefix_positions and self.num_register_tokens):
+            raise ValueError("`register_positions` adds the registers' rows after the class token's: it needs "
+                             f"prefix_positions=True and registers. Received: prefix_positions={prefix_positions!r}, "
+                             f"num_register_tokens={num_register_tokens!r}")
         self.resampling = resampling
         resampling_lib.check_method(resampling)
         self.dropout = check_rate(dropout, "dropout")
@@ -139,8 +148,11 @@ class PatchEncoder(SublayerPolicies, keras.layers.Layer):
 
     @property
     def num_position_prefix(self):
-        """Position embeddings before the patches' (the class and distillation tokens', unless ``prefix_positions=False``)."""
-        return self.num_learned_prefix if self.prefix_positions else 0
+        """Position embeddings before the patches' (the class and distillation tokens', unless ``prefix_positions=False``;
+        the registers' too with ``register_positions``)."""
+        if not self.prefix_positions:
+            return 0
+        return self.num_learned_prefix + (self.num_register_tokens if self.register_positions else 0)
 
     @property
     def stored_grid(self):
@@ -221,6 +233,8 @@ class PatchEncoder(SublayerPolicies, keras.layers.Layer):
             registers = [ops.broadcast_to(ops.cast(self.registers, x.dtype), shape)]
         if position is None:  # no learned positions (RoPE in the attention)
             x = ops.concatenate(prefix + registers + [x], axis=1) if prefix or registers else x
+        elif self.register_positions:  # [class, distillation, registers, patches] + positions of them all
+            x = ops.concatenate(prefix + registers + [x], axis=1) + ops.cast(position, x.dtype)
         elif self.prefix_positions:
             x = ops.concatenate(prefix + [x], axis=1) if prefix else x
             x = x + ops.cast(position, x.dtype)
@@ -256,6 +270,8 @@ class PatchEncoder(SublayerPolicies, keras.layers.Layer):
         )
         if not self.has_position_embedding:
             config["position_embedding"] = False
+        if self.register_positions:
+            config["register_positions"] = True
         if self.patch_norm is not None:
             config.update(patch_norm=self.patch_norm, patch_norm_epsilon=self.patch_norm_epsilon)
         return config

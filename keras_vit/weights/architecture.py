@@ -68,7 +68,8 @@ def infer(info, source=None, known_heads=None):
         grid = (int(shapes[FACTORIZED_KEYS[0]][1]), int(_shape(shapes, FACTORIZED_KEYS[1], 3, source, "(1, cols, D)")[1]))
     elif arch["position_embedding"] or POSEMB_KEY in shapes:
         posemb = _shape(shapes, POSEMB_KEY, 3, source, "(1, tokens, D)")
-        positions = int(posemb[1]) - ((int(class_token) + int(arch["distillation_token"])) if arch["prefix_positions"] else 0)
+        prefix = int(class_token) + int(arch["distillation_token"]) + arch["num_register_tokens"] * arch["register_positions"]
+        positions = int(posemb[1]) - (prefix if arch["prefix_positions"] else 0)
         grid = grid_of(positions, info.grid, source)
     elif info.grid is not None:  # no position table (RoPE-ViT): the grid of the image size the file states
         grid = tuple(int(n) for n in info.grid)
@@ -133,7 +134,7 @@ def family_of(info):
         "class_token": "cls" in shapes,
         "distillation_token": "dist" in shapes,
         "num_register_tokens": int(shapes["reg"][1]) if "reg" in shapes else 0,
-        "prefix_positions": True,
+        "prefix_positions": True, "register_positions": False,  # the registers' positions only where a file declares them
         "layer_scale_init": 1e-5 if block + "LayerScale_1/gamma" in shapes else None,
         "mlp_activation": "gelu",
         "mlp_type": "glu" if dense_0[-1] and dense_0[-1] == 2 * dense_1[0] else "mlp",

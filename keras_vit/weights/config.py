@@ -145,13 +145,14 @@ def indexed_names(mapping, field, path):
     return None
 
 
-def check_against_weights(expected, shapes, has_qkv_bias, path, prefix_positions=True):
+def check_against_weights(expected, shapes, has_qkv_bias, path, prefix_positions=True, register_positions=False):
     """Refuse weights whose shapes disagree with their config (naming the field and both values).
 
     ``expected``: ``[(quantity, field, value), ...]``, what the config states: ``field`` is how it says it
     (``"model_args.embed_dim=64"``, or ``"has no hidden_size (...)"`` for a default); an ``image_size``
     ``(height, width)`` is compared as a grid of patches with the position embeddings, past the class and distillation
-    tokens' where they have one (``prefix_positions``, ViTConfig's field: not with timm's ``no_embed_class``).
+    tokens' where they have one (``prefix_positions``, ViTConfig's field: not with timm's ``no_embed_class``), and
+    past the registers' with ``register_positions``.
 
     Example:
     >>> check_against_weights([("hidden_size", "hidden_size=8", 8)], {"embedding/kernel": (4, 4, 3, 16)}, True, "m")
@@ -172,7 +173,8 @@ def check_against_weights(expected, shapes, has_qkv_bias, path, prefix_positions
     head = shapes.get("head/kernel")
     found["num_classes"] = head[-1] if head is not None else None
     posemb = shapes.get("Transformer/posembed_input/pos_embedding")
-    prefix = (int(found["class_token"]) + int("dist" in shapes)) * bool(prefix_positions)  # ViTConfig.num_position_prefix
+    registers = int(shapes["reg"][1]) if register_positions and "reg" in shapes else 0
+    prefix = (int(found["class_token"]) + int("dist" in shapes) + registers) * bool(prefix_positions)  # ViTConfig.num_position_prefix
     positions = posemb[1] - prefix if posemb is not None and len(posemb) == 3 else None
     for quantity, field, value in expected:
         said = field if field.startswith("has no ") else f"says {field}"

@@ -45,7 +45,9 @@ class StateDictSource(Source):
         shapes = {k: tuple(v.shape) for k, v in self.convert(tensors.stand_ins(), reading, path).items()}
         has_bias = any(key.endswith(QUERY_BIAS) for key in shapes)
         prefix = reading.declared.get("prefix_positions")  # None: the paper's, the class token has a position
-        config_lib.check_against_weights(reading.expected, shapes, has_bias, config_path or path, prefix is None or prefix.value)
+        registers = reading.declared.get("register_positions")  # None: the paper's, none
+        config_lib.check_against_weights(reading.expected, shapes, has_bias, config_path or path, prefix is None or prefix.value,
+                                         registers is not None and registers.value)
         record = dict(reading.declared)
         if not has_bias:  # zeros stand in for the biases in the shapes; the model must not have other ones
             declare(record, "qkv_bias", False, "no query/key/value bias tensors (qkv_bias=False)", path)

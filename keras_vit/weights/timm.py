@@ -163,7 +163,7 @@ def _declared(resolved, expected, path, weights, tensors, labelled=False):
     extra = {
         "mlp_activation": timm_config.activation_of(resolved, seen, path),
         "layer_norm_epsilon": timm_config.epsilon_of(resolved, seen, path, weights),
-        "prefix_positions": timm_config.prefix_positions(resolved, seen, shapes, sizes[0] if sizes else None, weights),
+        **timm_config.prefix_positions(resolved, seen, shapes, sizes[0] if sizes else None, weights),
         "pooling": timm_config.pooling_of(resolved, seen, path),
         "map_num_heads": pool_heads if seen["map"][0] and pool_heads[0] is not None else (None, None),
         **timm_eva.declared(resolved, shapes, tensors.shapes),  # RoPE-ViT's rotary and absolute positions

@@ -240,36 +240,37 @@ def _named(resolved):
 
 
 def prefix_positions(resolved, seen, shapes, image_size, path):
-    """``(prefix_positions, said)``: whether the class (and distillation) tokens have position embeddings, read
-    from ``pos_embed``'s length and the grid (timm's ``no_embed_class`` is its negation); registers never do."""
-    prefix = int(seen["class_token"][0]) + int(seen["distilled"][0])
+    """``{"prefix_positions": (value, said), "register_positions": (value, said)}``: whether the class (and
+    distillation) tokens, and the register tokens, have position embeddings, read from ``pos_embed``'s length and the
+    grid. timm's table covers every prefix token, registers included, unless ``no_embed_class`` (then none)."""
+    prefix, registers = int(seen["class_token"][0]) + int(seen["distilled"][0]), seen["reg_tokens"][0]
     stated, said = resolved["no_embed_class"]
     pos, kernel = shapes.get("pos_embed"), shapes.get("patch_embed.proj.weight")
     length = int(pos[1]) if pos is not None and len(pos) == 3 else None
-    found = None
-    if length is not None and kernel is not None and len(kernel) == 4:
-        registers = seen["reg_tokens"][0]
+    found = None  # whether the table has the prefix tokens' positions
+    if length is not None and kernel is not None and len(kernel) == 4 and prefix + registers:
         if image_size is not None:
             grid = (image_size[0] // kernel[2]) * (image_size[1] // kernel[3])
         else:  # a square grid: the length with or without the prefix positions
             grid = next((n for n in (length - prefix - registers, length - prefix, length) if n > 0 and math.isqrt(n) ** 2 == n), None)
-        if grid is not None and registers and length == grid + prefix + registers:
+        if grid is not None and registers and prefix and length == grid + prefix:
             raise CheckpointError(
-                f"{path!r}: 'pos_embed' {tuple(pos)} has positions for the {registers} register tokens (timm "
-                "no_embed_class=False with reg_tokens): keras_vit's register tokens have no position embeddings."
-            )
-        if grid is not None and length in (grid, grid + prefix) and prefix:
-            found = length == grid + prefix
+                f"{path!r}: 'pos_embed' {tuple(pos)} has positions for the class token but not for the {registers} "
+                "register tokens: timm's table has both (no_embed_class=False) or neither (no_embed_class=True).")
+        if grid is not None and length in (grid, grid + prefix + registers):
+            found = length == grid + prefix + registers
+    what = " and ".join(filter(None, ["the class token's" * bool(prefix), f"the {registers} register tokens'" * bool(registers)]))
     if said is not None and found is not None and found == bool(stated):
-        raise CheckpointError(
-            f"{path!r}: config.json says {said}, but 'pos_embed' {tuple(pos)} "
-            f"{'has' if found else 'lacks'} the positions of the class token."
-        )
+        tokens = what.replace("'", "")
+        raise CheckpointError(f"{path!r}: config.json says {said}, but 'pos_embed' {tuple(pos)} "
+                              f"{'has' if found else 'lacks'} the positions of {tokens}.")
     if said is not None:
-        return not stated, said
-    if found is None:
-        return True, None
-    return found, f"'pos_embed' {tuple(pos)} ({'with' if found else 'without'} the class token's position)"
+        value = not stated
+    elif found is None:
+        return {"prefix_positions": (True, None), "register_positions": (False, None)}
+    else:
+        value, said = found, f"'pos_embed' {tuple(pos)} ({'with' if found else 'without'} {what} position{'s' * (prefix + registers > 1)})"
+    return {"prefix_positions": (value, said), "register_positions": (value and registers > 0, said if registers else None)}
 
 
 def pooling_of(resolved, seen, path):
@@ -347,6 +348,7 @@ def config_fields(architecture, num_classes=0, projection_dim=None):
         image_size=args["img_size"], crop_remainder=any(n % args["patch_size"] for n in np.atleast_1d(args["img_size"])),
         patch_size=args["patch_size"], hidden_size=args["embed_dim"], num_layers=args["depth"], num_heads=args["num_heads"],
         mlp_dim=mlp_dim, layer_norm_epsilon=args["norm_eps"], prefix_positions=not args["no_embed_class"],
+        register_positions=bool(args["reg_tokens"]) and not args["no_embed_class"],
         layer_scale_init=args["init_values"], mlp_activation=declared_lib.activation(args["act_layer"]),
         qkv_bias=args["qkv_bias"], pooling=POOLING[args["global_pool"]], projection_dim=projection_dim,
         norm_type=args["norm_type"], map_num_heads=None if pool_heads == args["num_heads"] else pool_heads,

@@ -163,8 +163,6 @@ def _read(architecture):
         else:
             lacking.append(f"timm argument {name}={value!r}, which keras_vit does not know")
     lacking += _norms(args, out)
-    if out.get("reg_tokens") and not out.get("no_embed_class", DEFAULTS["no_embed_class"]):
-        lacking.append("position embeddings for the register tokens (reg_tokens with no_embed_class=False)")
     out["mlp_layer"] = out.get("mlp_layer")
     if out.get("norm_eps") is None:
         out.pop("norm_eps", None)

@@ -25,6 +25,9 @@ ROWS = {
     "dinov3_plus": dict(image_size=(32, 48), patch_size=8, rope="dinov3", rope_grid_indexing="ij", position_embedding=False,
                         num_register_tokens=4, prefix_positions=False, mlp_type="glu", mlp_activation="silu",
                         layer_scale_init=1e-5, pooling="gap", **dict(SMALL, num_heads=2)),
+    # timm's SBB so150m: registers whose positions are in the table (no class token), on a rectangle for the resampling
+    "so150m_register_positions": dict(image_size=(32, 48), patch_size=8, class_token=False, num_register_tokens=4,
+                                      register_positions=True, pooling="gap", layer_scale_init=1e-5, **SMALL),
     # EVA-02's CLIP towers: axial RoPE on a reference grid, SwiGLU, the sub-LayerNorms in the MLP and the attention
     "eva02_clip": dict(image_size=(32, 48), patch_size=8, rope="axial", rope_reference_grid=(3, 5), rope_grid_indexing="ij",
                        mlp_type="glu", mlp_activation="silu", mlp_norm=True, attention_norm=True, **dict(SMALL, num_heads=2)),

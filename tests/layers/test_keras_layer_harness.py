@@ -74,6 +74,7 @@ class LayerHarnessTest(testing.TestCase):
         # tokens: class + distillation + 4 registers; weights: projection (2), position embedding, 3 token weights
         ("registers_and_distillation", {"distillation_token": True, "num_register_tokens": 4}, TOKENS + 6, 6),
         ("no_prefix_positions", {"num_register_tokens": 2, "prefix_positions": False}, TOKENS + 3, 5),
+        ("register_positions", {"num_register_tokens": 2, "register_positions": True}, TOKENS + 3, 5),
     )
     def test_patch_encoder_family_tokens(self, switches, tokens, num_weights):
         self.run_layer_test(

@@ -33,6 +33,9 @@ CONV = dict(stem_channels=(8, 16), patch_size=2, hidden_size=32, num_layers=2, n
 KINDS = {
     "vit": (keras_vit.ViT, TINY, 32, (48, 64)),
     "gap": (keras_vit.ViT, dict(TINY, pooling="gap"), (32, 24), (40, 56)),
+    # timm's SBB so150m: the registers' positions kept, only the patches' resampled
+    "register_positions": (keras_vit.ViT, dict(TINY, pooling="gap", num_register_tokens=2, register_positions=True),
+                           (32, 24), (40, 56)),
     "hybrid": (keras_vit.HybridViT, HYBRID, 64, (96, 48)),
     "conv_stem": (conv_stem_vit, CONV, 28, (56, 40)),
 }

@@ -39,6 +39,12 @@ FAMILIES = {
     "mae": ("vit_base_patch16_224", {}, 0, IMAGENET),
     "reg4_gap": ("vit_betwixt_patch16_reg4_gap_256", dict(init_values=1e-5, class_token=False, no_embed_class=True,
                                                           reg_tokens=4, global_pool="avg"), 5, {}),
+    # SBB's so150m: registers with positions (timm's no_embed_class=False: the table covers them), no class token
+    # (mlp_ratio stated in model_args: the tiny width 32 times the registration's 2.572 is no whole MLP)
+    "so150m_reg4_gap": ("vit_so150m_patch16_reg4_gap_256", dict(class_token=False, reg_tokens=4, global_pool="avg",
+                                                                 fc_norm=False, mlp_ratio=2.0), 5, {}),
+    "so150m2_reg1_gap": ("vit_so150m2_patch16_reg1_gap_256", dict(class_token=False, reg_tokens=1, global_pool="avg",
+                                                                  init_values=1e-5, qkv_bias=False, mlp_ratio=2.0), 5, {}),
 }
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -66,7 +72,7 @@ def write_timm(folder, family, seed=3, config=True, **model_args):
         pool = {"map": "map", "avg": "avg"}.get(args.get("global_pool"), "token")
         stated = {k: args[k] for k in SIZES if k != "img_size"}  # the tiny sizes; the switches: the registration's
         stated.update({k: v for k, v in model_args.items() if k != "num_classes"})
-        if "mlp_layer" in args:
+        if "mlp_layer" in args or "mlp_ratio" in FAMILIES[family][1]:
             stated["mlp_ratio"] = args["mlp_ratio"]
         written = {
             "architecture": architecture, "num_classes": args["num_classes"], "num_features": args["embed_dim"],

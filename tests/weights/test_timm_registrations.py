@@ -42,7 +42,9 @@ def test_every_registration_is_read_or_refused_by_a_named_switch():
             read += 1
         else:
             refused += 1
-    assert read > 240 and refused > 25  # timm 1.0.31: 242 read, 30 refused (AIMv2, NaFlexVit with C-RADIO, EVA-02 B / L, PE read)
+    # timm 1.0.31: 250 read, 22 refused (AIMv2, NaFlexVit with C-RADIO, EVA-02 B / L, PE read; the registers'
+    # positions of the SBB so150m models and test_vit2 / test_vit4 read since register_positions)
+    assert read >= 250 and refused <= 22
 
 
 @pytest.mark.parametrize("name, switch", [
@@ -52,7 +54,7 @@ def test_every_registration_is_read_or_refused_by_a_named_switch():
     ("vit_base_patch16_xp_224", r"query/key normalisation \(qk_norm=True\)"),
     ("vit_base_resnet50d_224", r"FeatureListNet backbone"),
     ("vit_dwee_patch16_reg1_gap_256", r"differential attention"),
-    ("vit_so150m_patch16_reg4_gap_256", r"position embeddings for the register tokens"),
+    ("test_vit3", r"average pooling over the class and register tokens too \(pool_include_prefix=True\)"),
 ])
 def test_an_architecture_with_a_switch_keras_vit_lacks_is_refused_by_name(name, switch):
     with pytest.raises(CheckpointError, match=rf"timm's architecture '{name}' has .*{switch}.*Nothing was built"):
