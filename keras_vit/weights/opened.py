@@ -142,6 +142,10 @@ def check_index(folder, tensors):
         )
 
 
+# torch's BatchNorm saves its training-step counter beside its weights (an integer): read by no layer
+BATCH_COUNTER = "num_batches_tracked"
+
+
 class Tensors:
     """The tensors of ``.safetensors`` files: their shapes, or stand-ins, or the data (NumPy API, no torch); float
     dtypes only (:data:`FLOAT_DTYPES`), a key found in two files refused."""
@@ -159,6 +163,8 @@ class Tensors:
                     for key in f.keys():
                         part = f.get_slice(key)
                         dtype = part.get_dtype()
+                        if key.rpartition(".")[2] == BATCH_COUNTER and dtype.startswith(("I", "U")):
+                            continue  # torch BatchNorm's step counter: no weight, never computed with
                         if dtype not in FLOAT_DTYPES:
                             raise CheckpointError(
                                 f"Checkpoint {file!r}: tensor {key!r} has dtype {dtype}; keras_vit reads bfloat16, "

@@ -221,6 +221,18 @@ def test_an_integer_tensor_is_named_by_its_dtype_not_called_corrupt(tmp_path):
     assert "tensor 'norm.bias' has dtype I64" in str(error.value) and "truncated" not in str(error.value)
 
 
+def test_a_batchnorm_step_counter_is_no_weight_and_the_refusal_names_what_is_lacking(tmp_path):
+    """timm's MobileCLIP vit_base_mci_224 (a convolutional stem with BatchNorm) was refused for the dtype of torch's
+    `num_batches_tracked` counter ("save the weights as float32"), which would not have helped: its stem is lacking."""
+    state = timm_state_dict(vit_checkpoint())
+    state["patch_embed.backbone.0.bn.num_batches_tracked"] = np.zeros((), np.int64)
+    path = tmp_path / "model.safetensors"
+    safetensors_numpy.save_file(state, str(path))
+    write_json(tmp_path / "config.json", dict(TIMM_CONFIG, architecture="vit_base_mci_224"))
+    with pytest.raises(CheckpointError, match=r"'vit_base_mci_224' has a ConvStem backbone"):
+        describe(str(path))
+
+
 def test_input_normalisation_errors_name_the_file_and_field(tmp_path):
     config = dict(TIMM_CONFIG, pretrained_cfg={"mean": "imagenet", "std": [0.5] * 3})
     path = timm_file(tmp_path / "timm", vit_checkpoint(), config)
