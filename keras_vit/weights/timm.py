@@ -237,6 +237,10 @@ class TimmSource(StateDictSource):
         """timm's keys, unless a transformers ``config.json`` (a ``model_type``, no timm ``architecture``) says the
         folder is a transformers model that writes timm's names (TIPSv2): that one is the transformers source's."""
         if not self.matches(opened.keys()):
+            if opened.keys():  # a timm repository whose keys are no ViT's: its registration says what it has instead
+                config, config_path = opened.state_dict()[1:]
+                if isinstance(config, dict) and "architecture" in config and "model_type" not in config:
+                    timm_config.refuse_unbuildable(config["architecture"], config_path)
             return False
         config = opened.state_dict()[1]
         return not (isinstance(config, dict) and "model_type" in config and "architecture" not in config)

@@ -231,6 +231,11 @@ def test_a_batchnorm_step_counter_is_no_weight_and_the_refusal_names_what_is_lac
     write_json(tmp_path / "config.json", dict(TIMM_CONFIG, architecture="vit_base_mci_224"))
     with pytest.raises(CheckpointError, match=r"'vit_base_mci_224' has a ConvStem backbone"):
         describe(str(path))
+    del state["patch_embed.proj.weight"]  # its stem's keys: no timm ViT's (timm writes patch_embed.backbone.*)
+    state["patch_embed.backbone.0.conv.weight"] = np.zeros((8, 3, 3, 3), np.float32)
+    safetensors_numpy.save_file(state, str(path))
+    with pytest.raises(CheckpointError, match=r"config.json': timm's architecture 'vit_base_mci_224' has a ConvStem backbone"):
+        describe(str(path))
 
 
 def test_input_normalisation_errors_name_the_file_and_field(tmp_path):
