@@ -30,3 +30,22 @@ def test_a_class_name_a_label_file_cannot_hold_is_refused():
         with pytest.raises(ValueError, match=r"stored one a line .*empty or with a line break"):
             labels.class_names(3, labels=names)
     assert labels.class_names(3, labels=["cat", "hot dog", 7]) == ["cat", "hot dog", "7"]
+
+
+@pytest.mark.parametrize("pooling", [None, "feature_map"])
+def test_predict_refuses_tokens_and_feature_maps_by_name(tmp_path, pooling, capsys):
+    """A model of tokens or a feature map crashed predict inside ('only 0-dimensional arrays can be converted to
+    Python scalars'); export refused it by name."""
+    from PIL import Image
+
+    from keras_vit import cli
+
+    model = tiny_vit(include_top=False, pooling=pooling)
+    path = str(tmp_path / "tokens.keras")
+    keras_vit.save_model(model, path)
+    Image.new("RGB", (40, 30), (200, 30, 30)).save(tmp_path / "red.png")
+    message = rf"predict needs a model of class scores or an embedding, \(batch, n\) \(it gives {model.vit_config.output}: "
+    with pytest.raises(ValueError, match=message):
+        keras_vit.predict(model, [str(tmp_path / "red.png")])
+    assert cli.main(["predict", path, str(tmp_path / "red.png")]) == 2
+    assert "predict needs a model of class scores or an embedding" in capsys.readouterr().err
