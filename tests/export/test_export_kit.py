@@ -72,6 +72,26 @@ def test_android_sample_states_the_input_contract():
         assert needle in readme
 
 
+def test_android_sample_reads_the_input_size_from_the_file(tmp_path):
+    """The sample hard-coded IMAGE_SIZE = 224 (H = W), so the MNIST export the docs copy into it (28 x 28) and every
+    rectangular export got a buffer of the wrong size; it reads [1, H, W, 3] of the file's input, named as the export
+    names it."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    from helpers import images, tiny_vit
+    from keras_vit.export import export_model
+
+    sources = ("android", "app", "src", "main", "java", "org", "kerasvit", "sample")
+    kotlin = _read(*sources, "ViTClassifier.kt") + _read(*sources, "MainActivity.kt")
+    assert "IMAGE_SIZE" not in kotlin and "imageSize" not in kotlin
+    (name,) = re.findall(r'getInputTensorType\("(\w+)"\)', kotlin)
+    assert "createScaledBitmap(bitmap, imageWidth, imageHeight, true)" in kotlin
+    path = str(tmp_path / "vit.tflite")
+    export_model(tiny_vit(image_size=(32, 48)), "tflite", path, eval_data=images(2, (32, 48)), num_images=2)
+    (detail,) = Interpreter(path).get_input_details()
+    assert (detail["name"], detail["shape"].tolist()) == (name, [1, 32, 48, 3])
+
+
 def _android_assets():
     """The asset files the Android sample opens: ``assets.open("...")`` and the ``...Asset: String = "..."`` defaults."""
     sources = os.path.join(KIT, "android", "app", "src", "main", "java", "org", "kerasvit", "sample")

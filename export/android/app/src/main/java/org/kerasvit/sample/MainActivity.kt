@@ -8,16 +8,12 @@ import kotlin.concurrent.thread
 
 /** Classifies `assets/sample.jpg` and shows the top-5 labels, their probabilities, the time and the accelerator. */
 class MainActivity : AppCompatActivity() {
-    private companion object {
-        const val IMAGE_SIZE = 224  // the export's H = W: `keras-vit info MODEL.keras` prints it
-    }
-
     override fun onCreate(savedInstanceState: Bundle?) {
         super.onCreate(savedInstanceState)
         val text = TextView(this).apply { setPadding(32, 32, 32, 32) }
         setContentView(text)
         thread {  // keep inference off the UI thread
-            val result = ViTClassifier(this, imageSize = IMAGE_SIZE).use { classifier ->
+            val result = ViTClassifier(this).use { classifier ->
                 val bitmap = assets.open("sample.jpg").use { BitmapFactory.decodeStream(it) }
                 val start = System.nanoTime()
                 val top = classifier.classify(bitmap, k = 5)

@@ -5,6 +5,7 @@ import android.graphics.Bitmap
 import android.util.Log
 import com.google.ai.edge.litert.Accelerator
 import com.google.ai.edge.litert.CompiledModel
+import com.google.ai.edge.litert.Model
 
 /**
  * Runs a ViT exported by `keras-vit export MODEL.keras --format tflite` with LiteRT's CompiledModel API:
@@ -20,15 +21,21 @@ import com.google.ai.edge.litert.CompiledModel
  * [1, classes], softmax probabilities. Labels: `labels.txt` (one per line, head order), written
  * beside the .tflite by the exporter (`MODEL.labels.txt`) and also zipped inside it.
  *
- * @param imageSize the export's H = W (`keras-vit info MODEL.keras`; 224 for the paper's models).
+ * The input's H and W are read from the file (its `images` tensor), so any export runs as it is: the paper's
+ * 224 x 224, the MNIST sample's 28 x 28, a rectangle such as 32 x 48.
  */
 class ViTClassifier(context: Context, modelAsset: String = "vit.tflite", labelsAsset: String = "labels.txt",
-                    val imageSize: Int = 224, preferGpu: Boolean = true) : AutoCloseable {
+                    preferGpu: Boolean = true) : AutoCloseable {
 
     data class Prediction(val label: String, val index: Int, val score: Float)
 
     val labels: List<String> =
         context.assets.open(labelsAsset).bufferedReader().readLines().filter { it.isNotBlank() }
+    private val inputShape: List<Int>? = imagesShape(context, modelAsset)
+    /** The export's input height and width, read from the file's `images` tensor ([1, H, W, 3]); 0 for a NaFlex
+     *  export, whose inputs are patches (classifyNaFlex). */
+    val imageHeight: Int = inputShape?.get(1) ?: 0
+    val imageWidth: Int = inputShape?.get(2) ?: 0
     /** The accelerator the model was compiled for: GPU, or CPU (XNNPACK) when the GPU one is missing or refuses it. */
     val accelerator: Accelerator
     private val model: CompiledModel
@@ -49,12 +56,14 @@ class ViTClassifier(context: Context, modelAsset: String = "vit.tflite", labelsA
     private val inputBuffers = model.createInputBuffers()
     private val outputBuffers = model.createOutputBuffers()
 
-    /** Bitmap -> float32 NHWC RGB in [0, 255], resized bilinearly to H x W (what the SavedModel's bytes signature does). */
+    /** Bitmap -> float32 NHWC RGB in [0, 255], the whole image resized bilinearly to H x W, no crop (as keras_vit's
+     *  predict and serving_bytes, which also antialias when they shrink: a large photo's pixels differ a little). */
     fun toInput(bitmap: Bitmap): FloatArray {
-        val scaled = if (bitmap.width == imageSize && bitmap.height == imageSize) bitmap
-                     else Bitmap.createScaledBitmap(bitmap, imageSize, imageSize, true)
-        val pixels = IntArray(imageSize * imageSize)
-        scaled.getPixels(pixels, 0, imageSize, 0, 0, imageSize, imageSize)
+        check(imageHeight > 0) { "the file has no input 'images' of shape [1, H, W, 3]: a NaFlex export takes patches (classifyNaFlex)" }
+        val scaled = if (bitmap.width == imageWidth && bitmap.height == imageHeight) bitmap
+                     else Bitmap.createScaledBitmap(bitmap, imageWidth, imageHeight, true)
+        val pixels = IntArray(imageWidth * imageHeight)
+        scaled.getPixels(pixels, 0, imageWidth, 0, 0, imageWidth, imageHeight)
         val input = FloatArray(3 * pixels.size)
         var i = 0
         for (argb in pixels) {  // row-major, so the array is [row][col][channel]
@@ -92,6 +101,26 @@ class ViTClassifier(context: Context, modelAsset: String = "vit.tflite", labelsA
 
     fun topK(scores: FloatArray, k: Int): List<Prediction> =
         scores.indices.sortedByDescending { scores[it] }.take(k).map { Prediction(labels[it], it, scores[it]) }
+
+    private companion object {
+        /** [1, H, W, 3] of the file's `images` input, or null without one (a NaFlex export: patches, patch_coord, patch_valid). */
+        fun imagesShape(context: Context, modelAsset: String): List<Int>? {
+            val file = Model.load(context.assets, modelAsset)
+            try {
+                val dims = try {
+                    file.getInputTensorType("images").layout?.dimensions?.toList()
+                } catch (error: Exception) {  // no input of that name
+                    null
+                }
+                require(dims == null || (dims.size == 4 && dims[0] == 1 && dims[3] == 3)) {
+                    "$modelAsset: input 'images' has shape $dims; a keras_vit image export's is [1, H, W, 3]"
+                }
+                return dims
+            } finally {
+                file.close()
+            }
+        }
+    }
 
     override fun close() {
         inputBuffers.forEach { it.close() }
