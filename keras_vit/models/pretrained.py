@@ -184,7 +184,7 @@ def locate(source, image_size=None):
         needs = f" A preset tag needs its variant: B/16:{tag}."
         hint = f" {written!r} is no variant with presets." if written else needs
     raise ValueError(
-        f"from_pretrained: {source!r} is neither a file or folder, 'hf://ORG/NAME' nor a preset 'VARIANT:TAG' "
+        f"from_pretrained: {source!r} is neither a file, a folder, 'hf://ORG/NAME' nor a preset 'VARIANT:TAG' "
         f"(e.g. {PRESET_EXAMPLE!r}; variants with presets: {with_presets}; tags: {', '.join(presets.tags())}) "
         f"nor a named preset ({', '.join(presets.hub_names())}).{hint}"
     )
