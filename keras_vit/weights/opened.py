@@ -17,6 +17,8 @@ from keras_vit.weights import keras_file
 
 PICKLE_SUFFIXES = (".bin", ".pth", ".pt", ".ckpt", ".pkl", ".pickle")
 FLOAT_DTYPES = ("BF16", "F16", "F32", "F64")
+# torch's BatchNorm saves its training-step counter beside its weights (an integer): read by no layer
+BATCH_COUNTER = "num_batches_tracked"
 
 
 def refuse_pickle(path, what=None):
@@ -127,7 +129,7 @@ def check_index(folder, tensors):
     index = os.path.join(folder, "model.safetensors.index.json")
     if not os.path.isfile(index):
         return
-    weight_map = read_index(index)
+    weight_map = {key: file for key, file in read_index(index).items() if key.rpartition(".")[2] != BATCH_COUNTER}
     found = {key: os.path.basename(file) for key, file in tensors.where.items()}
     wrong = sorted(k for k in set(weight_map) | set(found) if found.get(k) != weight_map.get(k))
     if wrong:
@@ -140,10 +142,6 @@ def check_index(folder, tensors):
             f"{' ...' if len(wrong) > 5 else ''}); "
             "the shards and the index come from different downloads. Download the model again."
         )
-
-
-# torch's BatchNorm saves its training-step counter beside its weights (an integer): read by no layer
-BATCH_COUNTER = "num_batches_tracked"
 
 
 class Tensors:

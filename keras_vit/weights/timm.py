@@ -13,7 +13,7 @@ import numpy as np
 
 from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
-from keras_vit.weights import timm_config, timm_eva, timm_hybrid, timm_naflex
+from keras_vit.weights import timm_config, timm_eva, timm_hybrid, timm_models, timm_naflex
 from keras_vit.weights.conventions import finish, linear, norm, renamed, torch_tensors
 from keras_vit.weights.mapping import POSEMB_KEY
 from keras_vit.weights.source import Reading
@@ -237,10 +237,11 @@ class TimmSource(StateDictSource):
         """timm's keys, unless a transformers ``config.json`` (a ``model_type``, no timm ``architecture``) says the
         folder is a transformers model that writes timm's names (TIPSv2): that one is the transformers source's."""
         if not self.matches(opened.keys()):
-            if opened.keys():  # a timm repository whose keys are no ViT's: its registration says what it has instead
+            if opened.keys():  # a timm registration whose keys are no ViT's: it says what it has instead
                 config, config_path = opened.state_dict()[1:]
-                if isinstance(config, dict) and "architecture" in config and "model_type" not in config:
-                    timm_config.refuse_unbuildable(config["architecture"], config_path)
+                architecture = config.get("architecture") if isinstance(config, dict) else None
+                if isinstance(architecture, str) and timm_models.lacking(architecture.partition(".")[0]):
+                    timm_config.refuse_unbuildable(architecture, config_path)
             return False
         config = opened.state_dict()[1]
         return not (isinstance(config, dict) and "model_type" in config and "architecture" not in config)

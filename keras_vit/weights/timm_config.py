@@ -243,7 +243,10 @@ def prefix_positions(resolved, seen, shapes, image_size, path):
     """``{"prefix_positions": (value, said), "register_positions": (value, said)}``: whether the class (and
     distillation) tokens, and the register tokens, have position embeddings, read from ``pos_embed``'s length and the
     grid. timm's table covers every prefix token, registers included, unless ``no_embed_class`` (then none)."""
-    prefix, registers = int(seen["class_token"][0]) + int(seen["distilled"][0]), seen["reg_tokens"][0]
+    cls, dist, registers = int(seen["class_token"][0]), int(seen["distilled"][0]), seen["reg_tokens"][0]
+    prefix = cls + dist
+    tokens = " and ".join(filter(None, ["the class token" * cls, "the distillation token" * dist,
+                                        f"the {registers} register tokens" * bool(registers)]))
     stated, said = resolved["no_embed_class"]
     pos, kernel = shapes.get("pos_embed"), shapes.get("patch_embed.proj.weight")
     length = int(pos[1]) if pos is not None and len(pos) == 3 else None
@@ -252,16 +255,21 @@ def prefix_positions(resolved, seen, shapes, image_size, path):
         if image_size is not None:
             grid = (image_size[0] // kernel[2]) * (image_size[1] // kernel[3])
         else:  # a square grid: the length with or without the prefix positions
-            grid = next((n for n in (length - prefix - registers, length - prefix, length) if n > 0 and math.isqrt(n) ** 2 == n), None)
+            fits = [n for n in dict.fromkeys((length - prefix - registers, length - prefix, length))
+                    if n > 0 and math.isqrt(n) ** 2 == n]
+            if len(fits) > 1:  # 16 = 3 x 3 + 7 registers, or 4 x 4 without their positions: never guessed
+                raise CheckpointError(
+                    f"{path!r}: 'pos_embed' {tuple(pos)} is a grid of {' or '.join(map(str, fits))} patches, with or "
+                    f"without the positions of {tokens}, and nothing states the image size: give the file its "
+                    "config.json (timm's pretrained_cfg.input_size or model_args.img_size).")
+            grid = fits[0] if fits else None
         if grid is not None and registers and prefix and length == grid + prefix:
             raise CheckpointError(
                 f"{path!r}: 'pos_embed' {tuple(pos)} has positions for the class token but not for the {registers} "
                 "register tokens: timm's table has both (no_embed_class=False) or neither (no_embed_class=True).")
         if grid is not None and length in (grid, grid + prefix + registers):
             found = length == grid + prefix + registers
-    what = " and ".join(filter(None, ["the class token's" * bool(prefix), f"the {registers} register tokens'" * bool(registers)]))
     if said is not None and found is not None and found == bool(stated):
-        tokens = what.replace("'", "")
         raise CheckpointError(f"{path!r}: config.json says {said}, but 'pos_embed' {tuple(pos)} "
                               f"{'has' if found else 'lacks'} the positions of {tokens}.")
     if said is not None:
@@ -269,7 +277,7 @@ def prefix_positions(resolved, seen, shapes, image_size, path):
     elif found is None:
         return {"prefix_positions": (True, None), "register_positions": (False, None)}
     else:
-        value, said = found, f"'pos_embed' {tuple(pos)} ({'with' if found else 'without'} {what} position{'s' * (prefix + registers > 1)})"
+        value, said = found, f"'pos_embed' {tuple(pos)} ({'with' if found else 'without'} the positions of {tokens})"
     return {"prefix_positions": (value, said), "register_positions": (value and registers > 0, said if registers else None)}
 
 

@@ -236,6 +236,14 @@ def test_a_batchnorm_step_counter_is_no_weight_and_the_refusal_names_what_is_lac
     safetensors_numpy.save_file(state, str(path))
     with pytest.raises(CheckpointError, match=r"config.json': timm's architecture 'vit_base_mci_224' has a ConvStem backbone"):
         describe(str(path))
+    os.remove(path)  # sharded, the counter in the index too: the index is not called a mismatch for it
+    keys = sorted(state)
+    safetensors_numpy.save_file({k: state[k] for k in keys[::2]}, str(tmp_path / "model-1.safetensors"))
+    safetensors_numpy.save_file({k: state[k] for k in keys[1::2]}, str(tmp_path / "model-2.safetensors"))
+    write_json(tmp_path / "model.safetensors.index.json",
+               {"weight_map": {k: f"model-{1 + i % 2}.safetensors" for i, k in enumerate(keys)}})
+    with pytest.raises(CheckpointError, match=r"'vit_base_mci_224' has a ConvStem backbone"):
+        describe(str(tmp_path))
 
 
 def test_input_normalisation_errors_name_the_file_and_field(tmp_path):

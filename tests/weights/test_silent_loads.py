@@ -97,3 +97,60 @@ def test_a_distilled_checkpoint_gets_two_new_heads_for_other_classes():
     report = keras_vit.load_checkpoint(model, arrays)
     assert {"head/kernel", "head/bias", "head_dist/kernel", "head_dist/bias"} <= set(report.skipped)
     assert not any(np.any(np.asarray(v)) for name in ("head", "head_distillation") for v in model.get_layer(name).weights)
+
+
+def _timm_registers(folder, **args):
+    """A timm state dict of tiny sizes (patch 8 at 32 x 32: a 4 x 4 grid) with the switches ``args``, no config.json."""
+    import reference_timm
+
+    state = reference_timm.state_dict(dict(patch_size=8, embed_dim=32, depth=1, num_heads=4, img_size=32, num_classes=0,
+                                           **args))
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "model.safetensors")
+    safetensors_numpy.save_file(state, path)
+    return path
+
+
+def test_a_position_table_of_two_readings_is_refused_not_guessed(tmp_path):
+    """Without a config.json, pos_embed (1, 16, D) with 7 registers is a 3 x 3 grid with the registers' positions or a
+    4 x 4 one without: the first was taken (a 24 x 24 model, 13.5 % off timm's at 32 x 32)."""
+    path = _timm_registers(tmp_path / "r7", class_token=False, reg_tokens=7, no_embed_class=True, global_pool="avg")
+    with pytest.raises(CheckpointError, match=r"'pos_embed' \(1, 16, 32\) is a grid of 9 or 16 patches, with or without "
+                                              r"the positions of the 7 register tokens, and nothing states the image size"):
+        describe(path)
+    path = _timm_registers(tmp_path / "r4", reg_tokens=4)  # 4 x 4 + 5: one reading only, the registers' positions in it
+    assert describe(path).declared["register_positions"].value is True
+
+
+def test_a_stated_no_embed_class_against_the_table_names_the_tokens(tmp_path):
+    """The message said 'the class tokens' (a possessive stripped), and never the distillation token."""
+    path = _timm_registers(tmp_path / "plain")
+    write_json(tmp_path / "plain" / "config.json", {"architecture": "vit_base_patch16_224",
+                                                    "model_args": dict(tiny_args(), no_embed_class=True)})
+    with pytest.raises(CheckpointError, match=r"says model_args\.no_embed_class=True, but 'pos_embed' \(1, 17, 32\) has "
+                                              r"the positions of the class token\.$"):
+        describe(path)
+
+
+def test_a_folder_another_source_reads_is_not_refused_by_the_timm_source(tmp_path):
+    """A config.json naming an 'architecture' that is no timm registration, beside keys no layout keras_vit knows: the
+    timm source refused it ('timm registers no architecture'), before a source a user registered could claim it."""
+    from keras_vit.weights import formats
+    from keras_vit.weights.source import Source
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    safetensors_numpy.save_file({"encoder.w": np.zeros((2, 2), np.float32)}, str(folder / "model.safetensors"))
+    write_json(folder / "config.json", {"architecture": "my_net"})
+
+    class Mine(Source):
+        name = "mine"
+
+        def claims(self, opened):
+            return "encoder.w" in opened.keys()
+
+    source = formats.register(Mine())
+    try:
+        assert formats.source_of(str(folder))[0] is source
+    finally:
+        formats.SOURCES.remove(source)
