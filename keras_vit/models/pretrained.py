@@ -14,6 +14,7 @@ import os
 import warnings
 
 from keras_vit.architecture import variants
+from keras_vit.architecture.arguments import whole_patches
 from keras_vit.architecture.config import ViTConfig
 from keras_vit.errors import CheckpointError
 from keras_vit.models import naflex_conversion
@@ -222,6 +223,11 @@ def arguments(arch, overrides, source, no_head=()):
             f"Pass them: from_pretrained({str(source)!r}, num_heads=...)."
         )
     kwargs.update({k: v for k, v in overrides.items() if k in OVERRIDES})
+    if "image_size" in overrides and overrides["image_size"] is None and arch["image_size"] is not None:
+        # any size: the table stays at the grid it was trained for (in whole patches), resampled once per input; the
+        # default native 224 resampled a 256 model's table to 224's grid and back (3.2 % off timm's at 256)
+        size = arch["image_size"]  # a size the patches do not divide (so400m/14 at 384): its whole patches' (378)
+        kwargs["native_image_size"] = whole_patches(size, arch["patch_size"]) if kwargs.pop("crop_remainder", False) else size
     num_classes = overrides.get("num_classes", arch["num_classes"])
     kwargs["include_top"] = overrides.get("include_top", num_classes is not None)
     if kwargs["include_top"] and num_classes is None:

@@ -379,3 +379,17 @@ def test_a_clip_classifier_with_a_zero_head_bias_and_named_classes_stays_a_class
     assert model.class_names[:2] == ["kind 0", "kind 1"]
     x = images()
     assert_close(np.asarray(model(x)), expected("clip_quickgelu", state, x))  # a zero bias: the same numbers
+
+
+@pytest.mark.parametrize("family", ["so150m_reg4_gap", "deit3"])
+def test_any_size_keeps_the_table_at_the_checkpoints_grid(tmp_path, family):
+    """from_pretrained(..., image_size=None) stored the table for the default native 224 (28 x 28 patches of 8 here),
+    resampled from the file's grid and back to the input's in the graph: 3.2 % off timm's at a 256 model's own size.
+    The table is now the file's, as it is, and the model gives timm's output at the checkpoint's size."""
+    state = write_timm(tmp_path / "f", family)
+    x = images()
+    model = keras_vit.from_pretrained(str(tmp_path / "f" / "model.safetensors"), image_size=None, classifier_activation=None)
+    assert model.vit_config.image_size is None and model.vit_config.native_image_size == (32, 32)
+    # the file's table copied as it is (no arithmetic): bit for bit
+    np.testing.assert_array_equal(np.asarray(model.get_layer("patch_encoder").position_embedding), state["pos_embed"])
+    assert_close(np.asarray(model(x)), expected(family, state, x))
