@@ -139,7 +139,11 @@ def eager_outputs(model, images):
     """
     import keras  # deferred: the TFLite, ONNX and SavedModel runtimes run without Keras
 
-    listed = isinstance(model.input, (list, tuple)) and len(model.input) == 1
+    try:
+        structure = model.input
+    except (AttributeError, ValueError):  # a keras.Sequential never called ("has no defined input"): one bare batch
+        structure = None
+    listed = isinstance(structure, (list, tuple)) and len(structure) == 1
     return keras.tree.map_structure(keras.ops.convert_to_numpy, model([images] if listed else images, training=False))
 
 
@@ -168,8 +172,11 @@ def keras_runtime(model, include_preprocessing=None, image_size=None):
         except ValueError:  # another Keras model: class scores
             pass
     shape = (None,) + size + tuple(shape[3:])
-    out = model.output_shape
-    if isinstance(out, list) or len(out) != 2 or out[-1] is None:  # tokens or a feature map: no scores to rank
+    if len(model.outputs) != 1:
+        raise ValueError(f"predict takes a model of one output (class scores or an embedding); {model.name!r} has "
+                         f"{len(model.outputs)}. Received: output_shape={model.output_shape}")
+    out = tuple(model.outputs[0].shape)  # its one output, bare or in a dict or list of one
+    if len(out) != 2 or out[-1] is None:  # tokens or a feature map: no scores to rank
         gives = f" (it gives {config.output}: include_top=False with pooling={config.pooling!r})" if config is not None else ""
         raise ValueError(f"predict needs a model of class scores or an embedding, (batch, n){gives}; take its tokens "
                          f"or feature map with model(images) or keras_vit.intermediate_outputs. Received: "
@@ -181,14 +188,23 @@ def keras_runtime(model, include_preprocessing=None, image_size=None):
         nonlocal first
         eager, first = first and one_eager_batch(model, len(images), _CHUNK), False
         if eager:  # this runtime's first batch (the usual `keras-vit predict` of a few files)
-            return eager_outputs(model, images)
+            return _one(eager_outputs(model, images))
         # predict_on_batch per chunk, not model.predict: model.predict builds a tf.data iterator per call,
         # which made some calls much slower on CPU (docs/performance.md, "What makes it fast")
-        chunks = [model.predict_on_batch(images[i : i + _CHUNK]) for i in range(0, len(images), _CHUNK)]
-        return np.concatenate(chunks, axis=0) if chunks else np.zeros((0, model.output_shape[-1]), "float32")
+        chunks = [_one(model.predict_on_batch(images[i : i + _CHUNK])) for i in range(0, len(images), _CHUNK)]
+        return np.concatenate(chunks, axis=0) if chunks else np.zeros((0, out[-1]), "float32")
 
-    return Runtime(run, shape[1:3], model.output_shape[-1], include_preprocessing, model,
+    return Runtime(run, shape[1:3], out[-1], include_preprocessing, model,
                    output=config.output if config is not None else None)
+
+
+def _one(outputs):
+    """A Keras model's one output as an array, whether it returns it bare or in a dict or list of one."""
+    if isinstance(outputs, dict):
+        (outputs,) = outputs.values()
+    elif isinstance(outputs, (list, tuple)):
+        (outputs,) = outputs
+    return np.asarray(outputs)
 
 
 def saved_model_runtime(path, include_preprocessing=None, image_size=None):

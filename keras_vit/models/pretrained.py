@@ -155,6 +155,7 @@ def saved_architecture(config):
     """What :func:`~keras_vit.weights.architecture.infer` reads from a checkpoint, read from a saved ``ViTConfig``."""
     arch = {k: getattr(config, k) for k in ("patch_size", "hidden_size", "num_layers", "mlp_dim", "num_heads", "representation_size", "pooling")}
     arch["image_size"] = config.image_size  # None: the saved model takes any size, and so does the new one
+    arch["crop_remainder"] = config.crop_remainder
     arch["num_classes"] = config.num_classes if config.include_top else None
     arch.update({k: getattr(config, k) for k in architecture.FAMILY})  # the family's switches it was saved with
     if config.stem == "resnet":
@@ -227,7 +228,8 @@ def arguments(arch, overrides, source, no_head=()):
         # any size: the table stays at the grid it was trained for (in whole patches), resampled once per input; the
         # default native 224 resampled a 256 model's table to 224's grid and back (3.2 % off timm's at 256)
         size = arch["image_size"]  # a size the patches do not divide (so400m/14 at 384): its whole patches' (378)
-        kwargs["native_image_size"] = whole_patches(size, arch["patch_size"]) if kwargs.pop("crop_remainder", False) else size
+        kwargs["native_image_size"] = whole_patches(size, arch["patch_size"]) if kwargs.get("crop_remainder") else size
+        kwargs["crop_remainder"] = False  # said, for a saved config that crops
     num_classes = overrides.get("num_classes", arch["num_classes"])
     kwargs["include_top"] = overrides.get("include_top", num_classes is not None)
     if kwargs["include_top"] and num_classes is None:

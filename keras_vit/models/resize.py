@@ -46,7 +46,8 @@ def _target_config(config, image_size, patch_size):
                 f"The native grid {gh}x{gw} of {ph}x{pw} patches is no whole grid of {nh}x{nw} patches. "
                 f"Received: patch_size={patch_size}"
             )
-        return config.replace(image_size=None, native_image_size=config.native_image_size, patch_size=patch_size)
+        native = (gh * ph, gw * pw) if config.crop_remainder else config.native_image_size  # its whole patches
+        return config.replace(image_size=None, native_image_size=native, patch_size=patch_size, crop_remainder=False)
     rows, cols = config.feature_map_size(image_size)
     if (rows % nh or cols % nw) and not (config.crop_remainder and rows >= nh and cols >= nw):
         stem = "" if (rows, cols) == tuple(image_size) else f" (a {rows}x{cols} feature map)"
@@ -106,6 +107,8 @@ def resize_model(model, image_size=SAME, patch_size=None):
     if len(resized.weights) != len(model.weights):
         raise ValueError(f"Model {model.name!r} rebuilt with {len(resized.weights)} weights instead of {len(model.weights)}")
     for layer in resized.layers:
+        if not layer.weights:  # a layer without weights may be missing from an older file (stem_input_check)
+            continue
         old = layer_weights(model.get_layer(layer.name))
         for path, variable in layer_weights(layer).items():
             value = keras.ops.convert_to_numpy(old[path])

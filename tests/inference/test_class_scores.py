@@ -49,3 +49,26 @@ def test_predict_refuses_tokens_and_feature_maps_by_name(tmp_path, pooling, caps
         keras_vit.predict(model, [str(tmp_path / "red.png")])
     assert cli.main(["predict", path, str(tmp_path / "red.png")]) == 2
     assert "predict needs a model of class scores or an embedding" in capsys.readouterr().err
+
+
+def test_predict_takes_any_keras_classifier_of_one_output(tmp_path):
+    """A keras.Sequential crashed predict ('The layer sequential has never been called and thus has no defined
+    input'), a dict of one output crashed it later; a model of two outputs is refused as such, not as tokens."""
+    import keras
+    from PIL import Image
+
+    Image.new("RGB", (40, 30), (200, 30, 30)).save(tmp_path / "red.png")
+    image = str(tmp_path / "red.png")
+    sequential = keras.Sequential([keras.Input((32, 32, 3)), keras.layers.Rescaling(1 / 255), keras.layers.Flatten(),
+                                   keras.layers.Dense(4, activation="softmax")])
+    want = keras_vit.predict(sequential, image)[0]["predictions"]
+    path = str(tmp_path / "sequential.keras")
+    sequential.save(path)
+    assert [p["index"] for p in keras_vit.predict(path, image)[0]["predictions"]] == [p["index"] for p in want]
+    x = keras.Input((32, 32, 3))
+    features = keras.layers.Flatten()(keras.layers.Rescaling(1 / 255)(x))
+    scores = keras.layers.Dense(3, activation="softmax")(features)
+    (result,) = keras_vit.predict(keras.Model(x, {"probabilities": scores}), image)
+    assert len(result["predictions"]) == 3
+    with pytest.raises(ValueError, match=r"predict takes a model of one output .* has 2"):
+        keras_vit.predict(keras.Model(x, [scores, features]), image)

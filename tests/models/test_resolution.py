@@ -188,6 +188,22 @@ def test_resize_model_copies_every_weight_and_resamples_the_position_embeddings(
     np.testing.assert_allclose(dynamic.predict(x, verbose=0), np.asarray(resized(x)), atol=1e-5)
 
 
+def test_any_size_from_a_model_that_crops_and_from_an_older_conv_stem_file(tmp_path):
+    """A .keras of crop_remainder=True (a timm so400m/14 at 384 converted) crashed from_pretrained(image_size=None)
+    and resize_model(..., None) ('crop_remainder=True ... needs an image_size'); resize_model of a conv-stem file saved
+    before stem_input_check existed crashed looking the new layer up."""
+    crops = keras_vit.ViT(image_size=36, crop_remainder=True, **TINY)
+    path = str(tmp_path / "crop36.keras")
+    keras_vit.save_model(crops, path)
+    x = images(1, 36)
+    for model in (keras_vit.from_pretrained(path, image_size=None), keras_vit.resize_model(keras_vit.load_model(path), None)):
+        assert model.vit_config.native_image_size == (32, 32) and not model.vit_config.crop_remainder
+        # the same weights and the same whole patches: eager calls of two graphs, the kernels' round-off
+        np.testing.assert_allclose(np.asarray(model(x[:, :32, :32])), np.asarray(crops(x)), atol=1e-6)
+    old = keras_vit.load_model(os.path.join(os.path.dirname(__file__), "..", "fixtures", "v0.1.0", "conv_stem.keras"))
+    assert keras_vit.resize_model(old, 56).input_shape == (None, 56, 56, 3)
+
+
 def test_resize_model_refuses_an_indivisible_size():
     with pytest.raises(ValueError, match=r"a 12x12 feature map\)\. Received: image_size=\(96, 96\), patch_size=\(5, 5\)"):
         keras_vit.resize_model(_build("hybrid", 64), 96, patch_size=5)

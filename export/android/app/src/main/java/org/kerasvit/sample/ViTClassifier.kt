@@ -113,7 +113,8 @@ class ViTClassifier(context: Context, modelAsset: String = "vit.tflite", labelsA
                     null
                 }
                 require(dims == null || (dims.size == 4 && dims[0] == 1 && dims[3] == 3)) {
-                    "$modelAsset: input 'images' has shape $dims; a keras_vit image export's is [1, H, W, 3]"
+                    "$modelAsset: input 'images' has shape $dims; this sample classifies one image, [1, H, W, 3]: " +
+                        "export with --batch-size 1 (the default)"
                 }
                 return dims
             } finally {
