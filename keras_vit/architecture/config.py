@@ -75,7 +75,7 @@ class ViTConfig:
         distillation_token: DeiT's distillation token after the class token; the model's output is the
             mean of the two heads (or of the two tokens without a head), as DeiT does at inference.
         num_register_tokens: register tokens after the class (and distillation) token, without
-            position embeddings (DINOv2 with registers, timm's ``reg_tokens``).
+            position embeddings unless ``register_positions`` (DINOv2 with registers, timm's ``reg_tokens``).
         prefix_positions: the class and distillation tokens have position embeddings (False: timm's
             ``no_embed_class``).
         register_positions: the register tokens have position embeddings too, after the class token's (timm's
