@@ -21,7 +21,7 @@ import numpy as np
 from keras_vit.architecture.model import config_of
 from keras_vit.export import common, gpu_delegate, naflex_graph, saved_model, tflite, verify
 from keras_vit.export.errors import ExportVerificationError
-from keras_vit.inference import decoding, naflex_input, naflex_runtime, runtimes
+from keras_vit.inference import decoding, naflex_input, naflex_runtime, tflite_files
 from keras_vit.inference.predictors import softmax
 from keras_vit.saving import temporary_path
 
@@ -80,7 +80,7 @@ def _tflite(model, output, quantize, labels, inputs, expected, bars, budget, det
     try:
         tflite.write(content, tmp, labels)
         progress(f"verifying on {len(expected)} images in LiteRT")
-        actual = naflex_runtime.run_tflite(runtimes.tflite_interpreter(tmp), inputs)
+        actual = naflex_runtime.run_tflite(tflite_files.tflite_interpreter(tmp), inputs)
         report = verify.make_report(
             "tflite", quantize, output, size_bytes=common.file_size(tmp), ops=ops, expected=expected, actual=actual,
             tolerance=bars, runtime="ai_edge_litert",

@@ -22,7 +22,7 @@ from keras_vit.domains import check_arguments
 from keras_vit.export.options import REPORT_DOMAINS
 from keras_vit.export import common, data, onnx, saved_model, tflite, verify
 from keras_vit.export.orchestration import export_model
-from keras_vit.inference import runtimes
+from keras_vit.inference import tflite_files
 
 
 def _time(fn, runs, warmup=3):
@@ -56,11 +56,11 @@ def saved_model_latency(path, images, runs=20):
 
 def tflite_latency(path, image, num_threads=2, *, runs=20):
     """Median ms of one ``invoke`` in ``ai_edge_litert`` (XNNPACK, ``num_threads``)."""
-    it = runtimes.tflite_interpreter(path, num_threads=num_threads)
-    detail = runtimes.tflite_input(it)
+    it = tflite_files.tflite_interpreter(path, num_threads=num_threads)
+    detail = tflite_files.tflite_input(it)
     batch = int(detail["shape"][0])
     x = np.repeat(np.asarray(image, "float32").reshape((1,) + tuple(detail["shape"][1:])), batch, axis=0)
-    it.set_tensor(detail["index"], runtimes.quantize(x, detail))
+    it.set_tensor(detail["index"], tflite_files.quantize(x, detail))
     return _time(it.invoke, runs)
 
 

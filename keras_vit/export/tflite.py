@@ -36,7 +36,7 @@ from keras_vit.export import common, naflex_graph
 from keras_vit.export.errors import ExportError
 from keras_vit.hardware.terminal import native_stderr_filtered
 from keras_vit.inference import labels as labels_lib
-from keras_vit.inference import runtimes
+from keras_vit.inference import tflite_files
 from keras_vit.layers import formulation
 
 FRAGILE_OPS = ("SOFTMAX", "GELU", "MEAN", "SQUARED_DIFFERENCE", "RSQRT", "SUM")
@@ -247,7 +247,7 @@ def read_labels(path):
     return labels_lib.tflite_associated_labels(path)
 
 
-interpreter = runtimes.tflite_interpreter  # the predictor's (benchmarks/ times through this name)
+interpreter = tflite_files.tflite_interpreter  # the predictor's (benchmarks/ times through this name)
 
 
 def run(path_or_content, images, num_threads=None):
@@ -257,7 +257,7 @@ def run(path_or_content, images, num_threads=None):
     predictor's (:mod:`keras_vit.inference.runtimes`): an export is verified
     the way ``keras_vit.predict`` runs it.
     """
-    return runtimes.run_tflite(runtimes.tflite_interpreter(path_or_content, num_threads), images)
+    return tflite_files.run_tflite(tflite_files.tflite_interpreter(path_or_content, num_threads), images)
 
 
 def write(content, path, labels):

@@ -19,8 +19,8 @@ import numpy as np
 from keras_vit.architecture.config import ViTConfig
 from keras_vit.architecture.model import config_of
 from keras_vit.inference import naflex_input
-from keras_vit.inference.runtimes import (EMBEDDING, Runtime, model_takes_pixels, saved_model_metadata, tflite_interpreter,
-                                          tflite_output, unit_range)
+from keras_vit.inference.runtimes import EMBEDDING, Runtime, model_takes_pixels, saved_model_metadata, unit_range
+from keras_vit.inference.tflite_files import tflite_interpreter, tflite_output
 from keras_vit.layers.naflex_grid import GRID_RULES, KEYS
 
 _CHUNK = 32  # images per Keras call

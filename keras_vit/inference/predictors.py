@@ -23,7 +23,7 @@ from keras_vit.hardware import onednn
 from keras_vit.inference import images as images_lib
 from keras_vit.inference import labels as labels_lib
 from keras_vit.inference import naflex_runtime
-from keras_vit.inference import runtimes
+from keras_vit.inference import runtimes, tflite_files
 from keras_vit.inference.options import PREDICT_DOMAINS
 
 
@@ -213,7 +213,7 @@ def load_predictor(model, labels=None, include_preprocessing=None, image_size=No
         loaded = saving.load_model(path) if kind == "keras" else None
         if kind == "keras" and naflex_runtime.is_naflex(loaded):
             runtime, naflex = naflex_runtime.keras_runtime(loaded, include_preprocessing, max_patches)
-        elif kind == "tflite" and naflex_runtime.tflite_inputs(runtimes.tflite_interpreter(path)) is not None:
+        elif kind == "tflite" and naflex_runtime.tflite_inputs(tflite_files.tflite_interpreter(path)) is not None:
             runtime, naflex = naflex_runtime.tflite_runtime(path, include_preprocessing, max_patches)
         elif kind == "saved_model" and naflex_runtime.is_naflex_saved_model(path):
             runtime, naflex = naflex_runtime.saved_model_runtime(path, include_preprocessing, max_patches)
@@ -224,7 +224,7 @@ def load_predictor(model, labels=None, include_preprocessing=None, image_size=No
         elif kind == "onnx":
             runtime = runtimes.onnx_runtime(path, include_preprocessing, image_size)
         else:
-            runtime = runtimes.tflite_runtime(path, include_preprocessing, image_size)
+            runtime = tflite_files.tflite_runtime(path, include_preprocessing, image_size)
     elif naflex_runtime.is_naflex(model):
         path, kind = None, "keras"
         runtime, naflex = naflex_runtime.keras_runtime(model, include_preprocessing, max_patches)

@@ -14,7 +14,7 @@ import pytest
 from helpers import clip_like_vit, images, tiny_vit
 from keras_vit import predict
 from keras_vit.export import export_model, saved_model
-from keras_vit.inference import runtimes
+from keras_vit.inference import tflite_files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -24,7 +24,7 @@ def clip_like():
 
 
 def _output_names(path):
-    return [d["name"] for d in runtimes.tflite_interpreter(path).get_output_details()]
+    return [d["name"] for d in tflite_files.tflite_interpreter(path).get_output_details()]
 
 
 def test_tflite_embedding_is_named_and_unlabelled(clip_like, tmp_path):
@@ -39,7 +39,7 @@ def test_tflite_embedding_is_named_and_unlabelled(clip_like, tmp_path):
     assert not os.path.exists(tmp_path / "clip_like.labels.txt")
     assert "argmax agree" in report.summary() and "top-1 agree" not in report.summary()
     expected = np.asarray(clip_like.predict(x, verbose=0))
-    np.testing.assert_allclose(runtimes.run_tflite(runtimes.tflite_interpreter(path), x), expected, atol=1e-4)
+    np.testing.assert_allclose(tflite_files.run_tflite(tflite_files.tflite_interpreter(path), x), expected, atol=1e-4)
     folder = tmp_path / "images"
     folder.mkdir()
     from PIL import Image

@@ -23,7 +23,7 @@ import keras_vit
 from keras_vit import cli, saving
 from keras_vit.export import rest, saved_model, tflite
 from keras_vit.inference import images as image_io
-from keras_vit.inference import runtimes
+from keras_vit.inference import tflite_files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SIZE = TINY["image_size"]
@@ -108,14 +108,14 @@ def test_patches_first_static_size_is_fixed():
 
 
 def test_tflite_rejects_wrong_size(tflite_path):
-    interpreter = runtimes.tflite_interpreter(tflite_path)
+    interpreter = tflite_files.tflite_interpreter(tflite_path)
     with pytest.raises(ValueError, match=rf"\(batch, {SIZE}, {SIZE}, 3\). Received: shape=\(1, 64, 64, 3\)"):
-        runtimes.run_tflite(interpreter, np.zeros((1, 64, 64, 3), "float32"))
+        tflite_files.run_tflite(interpreter, np.zeros((1, 64, 64, 3), "float32"))
 
 
 def test_tflite_model_resized_to_another_size_refuses_to_run(tflite_path):
     # a TFLite input resized to another size: the model itself refuses it (was: 4 rows for one image)
-    interpreter = runtimes.tflite_interpreter(tflite_path)
+    interpreter = tflite_files.tflite_interpreter(tflite_path)
     interpreter.resize_tensor_input(interpreter.get_input_details()[0]["index"], (1, 2 * SIZE, 2 * SIZE, 3))
     with pytest.raises((RuntimeError, ValueError)):
         interpreter.allocate_tensors()
@@ -406,7 +406,7 @@ def _leftovers_are_old_or_new(folder, old_tflite, new_outputs, x):
     tflite_file = os.path.join(folder, "vit.tflite")
     content = open(tflite_file, "rb").read()
     if content != old_tflite:  # the new file, whole: it loads and gives the new model's scores
-        got = runtimes.run_tflite(runtimes.tflite_interpreter(tflite_file), x)
+        got = tflite_files.run_tflite(tflite_files.tflite_interpreter(tflite_file), x)
         np.testing.assert_allclose(got, new_outputs, atol=RUNTIME_ATOL)
     if os.path.exists(os.path.join(folder, "report.json")):
         assert json.loads(open(os.path.join(folder, "report.json")).read())["format"] == "tflite"

@@ -8,7 +8,7 @@ import pytest
 from keras_vit.architecture.config import ViTConfig
 from keras_vit.architecture.model import VisionTransformer
 from keras_vit.export import export_model, gpu_delegate, tflite
-from keras_vit.inference import naflex_input, naflex_runtime, runtimes
+from keras_vit.inference import naflex_input, naflex_runtime, tflite_files
 from keras_vit.inference.predictors import predict
 from keras_vit.layers import formulation
 from helpers import randomized
@@ -142,7 +142,7 @@ def test_tflite_at_a_fixed_budget_agrees_and_the_gpu_delegate_takes_it_whole(sav
     content = open(output, "rb").read()
     verdict = gpu_delegate.gpu_delegate_report(content)
     assert verdict.line().startswith("GPU delegate: all "), verdict.line()
-    interpreter = runtimes.tflite_interpreter(output)
+    interpreter = tflite_files.tflite_interpreter(output)
     ordered = sorted(interpreter.get_input_details(), key=lambda d: d["index"])
     assert [d["name"] for d in ordered] == ["patches", "patch_coord", "patch_valid"]  # the order the Android sample writes
     details = naflex_runtime.tflite_inputs(interpreter)

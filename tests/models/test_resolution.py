@@ -322,9 +322,9 @@ def test_dynamic_model_exports_to_tflite_at_the_size_given(tmp_path):
     model = _one_block_of_any_size()
     report = keras_vit.export_model(model, "tflite", str(tmp_path / "m.tflite"), eval_data=images(4, 48), image_size=48)
     assert report.passed
-    from keras_vit.inference import runtimes
+    from keras_vit.inference import tflite_files
 
-    interpreter = runtimes.tflite_interpreter(str(tmp_path / "m.tflite"))
+    interpreter = tflite_files.tflite_interpreter(str(tmp_path / "m.tflite"))
     assert tuple(interpreter.get_input_details()[0]["shape"]) == (1, 48, 48, 3)
 
 
