@@ -20,6 +20,7 @@ import dataclasses
 
 from keras_vit.architecture import arguments, family, naflex, stems, variants
 from keras_vit.layers.checks import LAYER_NORM_EPSILON, check_rate
+from keras_vit.layers.embedding import position_prefix
 
 OUTPUTS = ("probabilities", "logits", "embedding", "tokens", "feature_map")  # ViTConfig.output: what a model returns
 
@@ -331,8 +332,8 @@ class ViTConfig:
     def num_position_prefix(self):
         """Position embeddings stored before the patches' (the class and distillation tokens', if they have any; the
         registers' with ``register_positions``)."""
-        learned = int(self.class_token) + int(self.distillation_token)
-        return learned + self.num_register_tokens * self.register_positions if self.prefix_positions else 0
+        return position_prefix(int(self.class_token) + int(self.distillation_token), self.num_register_tokens,
+                               self.prefix_positions, self.register_positions)
 
     @property
     def num_tokens(self):

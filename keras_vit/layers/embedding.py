@@ -12,6 +12,17 @@ from keras_vit.layers.normalization import NORM_TYPES, check_epsilon, make_norm,
 from keras_vit.layers.policies import SublayerPolicies
 
 
+def position_prefix(learned, registers, prefix_positions, register_positions):
+    """Rows of the position table before the patches': the ``learned`` class and distillation tokens' with
+    ``prefix_positions``, and the ``registers``' too with ``register_positions`` (none without ``prefix_positions``).
+
+    Example:
+    >>> position_prefix(1, 4, True, False), position_prefix(1, 4, True, True), position_prefix(1, 4, False, False)
+    (1, 5, 0)
+    """
+    return learned + (registers if register_positions else 0) if prefix_positions else 0
+
+
 @keras.saving.register_keras_serializable(package=_PACKAGE)
 class PatchEncoder(SublayerPolicies, keras.layers.Layer):
     """Eq. 1 of the paper: ``z0 = [x_class; x_p E] + E_pos``.
@@ -150,9 +161,8 @@ class PatchEncoder(SublayerPolicies, keras.layers.Layer):
     def num_position_prefix(self):
         """Position embeddings before the patches' (the class and distillation tokens', unless ``prefix_positions=False``;
         the registers' too with ``register_positions``)."""
-        if not self.prefix_positions:
-            return 0
-        return self.num_learned_prefix + (self.num_register_tokens if self.register_positions else 0)
+        return position_prefix(self.num_learned_prefix, self.num_register_tokens, self.prefix_positions,
+                               self.register_positions)
 
     @property
     def stored_grid(self):

@@ -7,6 +7,7 @@ import math
 import re
 
 from keras_vit.errors import CheckpointError
+from keras_vit.layers.embedding import position_prefix
 from keras_vit.layers.resnet import GROUP_NORM_GROUPS, ROOT_WIDTH, backbone_stride
 from keras_vit.weights.mapping import FACTORIZED_KEYS, POSEMB_KEY, block_units_of
 from keras_vit.weights.source import CheckpointInfo
@@ -68,8 +69,8 @@ def infer(info, source=None, known_heads=None):
         grid = (int(shapes[FACTORIZED_KEYS[0]][1]), int(_shape(shapes, FACTORIZED_KEYS[1], 3, source, "(1, cols, D)")[1]))
     elif arch["position_embedding"] or POSEMB_KEY in shapes:
         posemb = _shape(shapes, POSEMB_KEY, 3, source, "(1, tokens, D)")
-        prefix = int(class_token) + int(arch["distillation_token"]) + arch["num_register_tokens"] * arch["register_positions"]
-        positions = int(posemb[1]) - (prefix if arch["prefix_positions"] else 0)
+        positions = int(posemb[1]) - position_prefix(int(class_token) + int(arch["distillation_token"]), arch["num_register_tokens"],
+                                                     arch["prefix_positions"], arch["register_positions"])
         grid = grid_of(positions, info.grid, source)
     elif info.grid is not None:  # no position table (RoPE-ViT): the grid of the image size the file states
         grid = tuple(int(n) for n in info.grid)

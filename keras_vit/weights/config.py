@@ -9,6 +9,7 @@ import warnings
 from keras_vit.architecture.arguments import positive_pair
 from keras_vit.domains import NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT
 from keras_vit.errors import CheckpointError
+from keras_vit.layers.embedding import position_prefix
 
 
 def read_json(path):
@@ -173,8 +174,8 @@ def check_against_weights(expected, shapes, has_qkv_bias, path, prefix_positions
     head = shapes.get("head/kernel")
     found["num_classes"] = head[-1] if head is not None else None
     posemb = shapes.get("Transformer/posembed_input/pos_embedding")
-    registers = int(shapes["reg"][1]) if register_positions and "reg" in shapes else 0
-    prefix = (int(found["class_token"]) + int("dist" in shapes) + registers) * bool(prefix_positions)  # ViTConfig.num_position_prefix
+    registers = int(shapes["reg"][1]) if "reg" in shapes else 0
+    prefix = position_prefix(int(found["class_token"]) + int("dist" in shapes), registers, prefix_positions, register_positions)
     positions = posemb[1] - prefix if posemb is not None and len(posemb) == 3 else None
     for quantity, field, value in expected:
         said = field if field.startswith("has no ") else f"says {field}"
