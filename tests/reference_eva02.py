@@ -8,7 +8,8 @@ Written from timm 1.0.31: ``timm/models/eva.py`` (``Eva`` with its defaults ``at
 CLIP towers) with the final ``norm`` and no ``fc_norm``; ``swiglu_mlp=True`` without ``scale_mlp`` (Ti / S):
 ``GluMlp(hidden * 2, act_layer=SiLU, gate_last=False)``, ``silu(x1) * x2`` of the packed ``fc1``'s halves; with
 ``scale_mlp`` (B / L): ``SwiGLU(norm_layer=LayerNorm)``, ``fc2(norm(silu(fc1_g x) * fc1_x x))``; ``swiglu_mlp=False``
-(EVA-01): ``Mlp``, ``fc2(gelu(fc1 x))``; ``use_rot_pos_emb=True``, ``ref_feat_shape=(16, 16)``), ``EvaAttention``
+(EVA-01): ``Mlp``, ``fc2(gelu(fc1 x))``; ``use_post_norm=True`` (EVA-02-CLIP-E, ``EvaBlockPostNorm``):
+``x + norm1(attn(x))``, ``x + norm2(mlp(x))``; ``use_rot_pos_emb=True``, ``ref_feat_shape=(16, 16)``), ``EvaAttention``
 (``qkv_fused=True``: ``qkv`` without bias, ``q_bias``, a zero ``k_bias``, ``v_bias``; ``qkv_fused=False`` (B / L):
 ``q_proj`` and ``v_proj`` with biases, ``k_proj`` without; the class token unrotated, ``apply_rot_embed_cat`` with
 ``half=False``; ``scale_norm=scale_attn_inner``: ``proj(norm(x))`` of the joined heads),
@@ -26,7 +27,8 @@ from reference_timm import act, layer_norm, linear, patches, softmax
 
 DEFAULTS = dict(patch_size=14, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4 * 2 / 3, ref_feat_shape=(16, 16),
                 rope_temperature=10000.0, rope_grid_indexing="ij", img_size=224, num_classes=0, qkv_fused=True,
-                swiglu_mlp=True, scale_mlp=False, scale_attn_inner=False, use_rot_pos_emb=True, global_pool="avg")
+                swiglu_mlp=True, scale_mlp=False, scale_attn_inner=False, use_rot_pos_emb=True, global_pool="avg",
+                use_post_norm=False)
 
 
 def full_args(args):
@@ -92,6 +94,10 @@ def forward(image, sd, args, mean=(0.48145466, 0.4578275, 0.40821073), std=(0.26
     emb = rope_embedding(args, feat) if args["use_rot_pos_emb"] else None
     for i in range(args["depth"]):
         b = f"blocks.{i}"
+        if args["use_post_norm"]:  # EvaBlockPostNorm.forward
+            x = x + layer_norm(attention(x, sd, b + ".attn", args, emb), sd, b + ".norm1", 1e-6)
+            x = x + layer_norm(mlp(x, sd, b + ".mlp", args), sd, b + ".norm2", 1e-6)
+            continue
         x = x + attention(layer_norm(x, sd, b + ".norm1", 1e-6), sd, b + ".attn", args, emb)
         x = x + mlp(layer_norm(x, sd, b + ".norm2", 1e-6), sd, b + ".mlp", args)
     if args["global_pool"] == "token":  # the final norm, the class token

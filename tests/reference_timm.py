@@ -9,7 +9,8 @@ Arrays are in torch's layout: ``Linear.weight`` is ``(out, in)``, the patch conv
 ``args`` are timm's ``model_args`` names: ``patch_size, embed_dim, depth, num_heads, mlp_ratio, qkv_bias,
 class_token, reg_tokens, no_embed_class, init_values, global_pool, fc_norm, pre_norm, final_norm,
 act_layer, mlp_layer ("mlp", or "SwiGLUPacked" / "swiglu": timm's packed SwiGLU), num_classes, img_size,
-distilled``; ``eps`` is the LayerNorm epsilon (timm's CLIP registrations: 1e-5).
+distilled, block_fn`` (``"ResPostBlock"``: ``x + norm1(attn(x))``, ``x + norm2(mlp(x))``, its ``init_values`` the
+norms' initial scale, no LayerScale); ``eps`` is the LayerNorm epsilon (timm's CLIP registrations: 1e-5).
 """
 
 import math
@@ -21,7 +22,7 @@ _erf = np.vectorize(math.erf)
 DEFAULTS = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4.0, qkv_bias=True, class_token=True,
                 reg_tokens=0, no_embed_class=False, init_values=None, global_pool="token", fc_norm=None, pre_norm=False,
                 final_norm=True, act_layer="gelu", mlp_layer="mlp", num_classes=1000, img_size=224, distilled=False,
-                eps=1e-6)
+                eps=1e-6, block_fn="Block")
 
 
 def full_args(args):
@@ -81,6 +82,10 @@ def mlp(x, sd, name, args):
 
 def block(x, sd, i, args):
     p = f"blocks.{i}"
+    if args["block_fn"] == "ResPostBlock":  # timm's ResPostBlock.forward
+        q, k, v = np.split(linear(x, sd, p + ".attn.qkv"), 3, axis=-1)
+        x = x + layer_norm(linear(heads_attention(q, k, v, args["num_heads"]), sd, p + ".attn.proj"), sd, p + ".norm1", args["eps"])
+        return x + layer_norm(mlp(x, sd, p + ".mlp", args), sd, p + ".norm2", args["eps"])
     y = layer_norm(x, sd, p + ".norm1", args["eps"])
     q, k, v = np.split(linear(y, sd, p + ".attn.qkv"), 3, axis=-1)
     y = linear(heads_attention(q, k, v, args["num_heads"]), sd, p + ".attn.proj")
@@ -182,7 +187,7 @@ def state_dict(args, seed=0, scale=0.2):
             shapes[f"{b}.attn.qkv.bias"] = (3 * d,)
         shapes.update({f"{b}.attn.proj.weight": (d, d), f"{b}.attn.proj.bias": (d,)})
         shapes.update(mlp_shapes(f"{b}.mlp", hidden, args["mlp_layer"] in ("swiglu", "SwiGLUPacked")))
-        if args["init_values"]:
+        if args["init_values"] and args["block_fn"] != "ResPostBlock":  # ResPostBlock's scale its norms
             shapes.update({f"{b}.ls1.gamma": (d,), f"{b}.ls2.gamma": (d,)})
     if args["global_pool"] == "map":
         shapes.update({"attn_pool.latent": (1, 1, d), "attn_pool.q.weight": (d, d), "attn_pool.kv.weight": (2 * d, d),

@@ -144,6 +144,10 @@ class ViTConfig:
     Attributes:
         mlp_norm: of the MLP's ``mlp_dim`` hidden activations, before its second Dense.
         attention_norm: of the attention's joined heads, before its output projection.
+
+    Attributes:
+        res_post_norm: residual post-norm blocks, ``x + LN(MSA(x))`` and ``x + LN(MLP(x))`` (Swin-v2's; timm's
+            ``ResPostBlock``, ``vit_base_patch16_rpn_224``, and EVA's ``use_post_norm``, EVA-02-CLIP-E), no LayerScale.
     """
 
     image_size: tuple | int | None = 224
@@ -203,6 +207,7 @@ class ViTConfig:
     factorized_positions: bool = False
     mlp_norm: bool = False
     attention_norm: bool = False
+    res_post_norm: bool = False
     grid_rule: str = "timm"
 
     def __post_init__(self):

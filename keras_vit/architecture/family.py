@@ -39,6 +39,7 @@ PAPER = {
     **norm_bias.PAPER,
     "mlp_norm": False,
     "attention_norm": False,
+    "res_post_norm": False,
 }
 # the RoPE fields' values without RoPE (each is read only with one)
 ROPE_DEFAULTS = {"rope_temperature": None, "rope_grid_indexing": "xy", "rope_grid_offset": 0.0, "rope_reference_grid": None}
@@ -71,7 +72,7 @@ def validate(config, set_):
         raise ValueError(f"`class_token` must be a bool or None. Received: class_token={class_token!r}")
     set_("class_token", bool(class_token))
     for flag in ("distillation_token", "prefix_positions", "register_positions", "qkv_bias", "pre_norm", "final_norm", "fc_norm", "mlp_norm",
-                 "attention_norm"):
+                 "attention_norm", "res_post_norm"):
         value = getattr(config, flag)
         if not isinstance(value, (bool, numbers.Integral)):
             raise ValueError(f"`{flag}` must be a bool. Received: {flag}={value!r}")
@@ -178,6 +179,8 @@ def _check_combinations(config):
         refuse.append(f"pooling={config.pooling!r} reads the class token: class_token=False leaves none")
     if config.pooling == "token_gap_concat" and config.fc_norm:
         refuse.append("fc_norm normalises a vector of the width: pooling='token_gap_concat' gives 2 x hidden_size")
+    if config.res_post_norm and config.layer_scale_init is not None:
+        refuse.append("residual post-norm blocks have no LayerScale (the norms' scales play its part): layer_scale_init=None")
     if config.distillation_token and not config.class_token:
         refuse.append("a distillation token follows the class token: class_token=False")
     if config.distillation_token and config.pooling != "token":

@@ -117,6 +117,7 @@ def encoder(x, config, *, key_mask=None):
             **{name: getattr(config, name) for name in ("norm_type", "proj_bias", "mlp_bias")},
             mlp_norm=config.mlp_norm,
             attention_norm=config.attention_norm,
+            res_post_norm=config.res_post_norm,
             name=f"transformer_block_{i}",
         )(x, **masked)
     if not config.final_norm:

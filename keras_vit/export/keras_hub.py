@@ -65,6 +65,7 @@ _SWITCHES = (
     ("mlp_bias", True, "an MLP without biases"),
     ("mlp_norm", False, "a LayerNorm inside the MLP"),
     ("attention_norm", False, "a LayerNorm inside the attention"),
+    ("res_post_norm", False, "residual post-norm blocks"),
 )
 
 

@@ -134,6 +134,9 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
             timm's ``scale_mlp``: EVA-02 B / L).
         attention_norm: a LayerNorm of the attention's joined heads before its output projection (``SelfAttention``'s
             ``inner_norm``; timm's ``scale_attn_inner``: EVA-02's CLIP towers).
+        res_post_norm: residual post-norm blocks, ``x = x + DropPath(LN(MSA(x)))`` and ``x = x + DropPath(LN(MLP(x)))``
+            (Swin-v2's; timm's ``ResPostBlock`` and EVA's ``use_post_norm``), instead of the paper's pre-norm; no
+            LayerScale with them (the norms' scales play its part).
 
     Call arguments:
         x: ``(batch, tokens, D)``.
@@ -173,6 +176,7 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
         mlp_bias=True,
         mlp_norm=False,
         attention_norm=False,
+        res_post_norm=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -191,6 +195,11 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
         self.mlp_type = mlp_type
         self.qkv_bias = bool(qkv_bias)
         self.layer_scale_init = None if layer_scale_init is None else float(layer_scale_init)
+        self.res_post_norm = bool(res_post_norm)
+        if self.res_post_norm and self.layer_scale_init is not None:
+            raise ValueError("Residual post-norm blocks have no LayerScale (the norms' scales play its part: timm's "
+                             "ResPostBlock initialises them with init_values). "
+                             f"Received: res_post_norm=True, layer_scale_init={self.layer_scale_init!r}")
         self.num_heads = positive_int(num_heads, "num_heads")
         self.mlp_dim = positive_int(mlp_dim, "mlp_dim")
         self.dropout = check_rate(dropout, "dropout")
@@ -263,7 +272,7 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
                 scale.build(input_shape)
 
     def call(self, x, training=None, return_attention_scores=False, key_mask=None):
-        y = normalize(x, self.norm1)
+        y = x if self.res_post_norm else normalize(x, self.norm1)
         masked = {} if key_mask is None else {"key_mask": key_mask}  # the unmasked call exactly as before
         attention = self.attention(y, training=training, return_attention_scores=return_attention_scores, **masked)
         if return_attention_scores:
@@ -271,11 +280,13 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
         else:
             y, scores = attention, None
         y = self.attention_dropout_layer(y, training=training)
+        if self.res_post_norm:
+            y = normalize(y, self.norm1)
         if self.layer_scale_1 is not None:
             y = self.layer_scale_1(y)
         x = x + self.drop_path_layer(y, training=training)
 
-        y = normalize(x, self.norm2)
+        y = x if self.res_post_norm else normalize(x, self.norm2)
         if self.mlp_type == "glu":
             gate, y = ops.split(kernels.dense(y, self.mlp_dense_1), 2, axis=-1)
             y = kernels.activate(gate, self.activation, training=training) * y
@@ -286,6 +297,8 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
             y = kernels.layer_norm(y, self.mlp_norm_layer)
         y = kernels.dense(y, self.mlp_dense_2)
         y = self.mlp_dropout(y, training=training)
+        if self.res_post_norm:
+            y = normalize(y, self.norm2)
         if self.layer_scale_2 is not None:
             y = self.layer_scale_2(y)
         x = x + self.drop_path_layer(y, training=training)
@@ -318,7 +331,7 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
         for name, default in (("norm_type", "layernorm"), ("proj_bias", True), ("mlp_bias", True)):
             if getattr(self, name) != default:  # saved only when set: the paper's blocks' configs stay as they were
                 config[name] = getattr(self, name)
-        for flag in ("mlp_norm", "attention_norm"):  # saved only when set, as rope
+        for flag in ("mlp_norm", "attention_norm", "res_post_norm"):  # saved only when set, as rope
             if getattr(self, flag):
                 config[flag] = True
         return config

@@ -103,10 +103,10 @@ def refuse_unbuildable(architecture, path):
     switch keras_vit's ViT lacks (:func:`keras_vit.weights.timm_models.lacking`), naming the switches.
 
     Example:
-    >>> refuse_unbuildable("vit_base_patch16_rpn_224", "config.json")
+    >>> refuse_unbuildable("vit_pwee_patch16_reg1_gap_256", "config.json")
     Traceback (most recent call last):
     ...
-    keras_vit.errors.CheckpointError: 'config.json': timm's architecture 'vit_base_patch16_rpn_224' has residual post-norm blocks (block_fn=ResPostBlock), which keras_vit's ViT does not have; its weights would load into another model. Nothing was built.
+    keras_vit.errors.CheckpointError: 'config.json': timm's architecture 'vit_pwee_patch16_reg1_gap_256' has parallel attention and MLP branches (block_fn=ParallelScalingBlock), which keras_vit's ViT does not have; its weights would load into another model. Nothing was built.
     """
     if architecture is None:
         return
@@ -319,7 +319,8 @@ def record(resolved, seen, extra, config_path, weights):
         mlp = (int(width[0] * ratio[0]) // (2 if resolved["mlp_layer"][0] in GLU_LAYERS else 1),
                f"{ratio[1]} (x width {width[0]})")
     stated = {"num_heads": resolved["num_heads"], "hidden_size": width, "num_layers": resolved["depth"], "mlp_dim": mlp,
-              "qkv_bias": resolved["qkv_bias"], "class_token": resolved["class_token"], "norm_type": resolved["norm_type"]}
+              "qkv_bias": resolved["qkv_bias"], "class_token": resolved["class_token"], "norm_type": resolved["norm_type"],
+              "res_post_norm": resolved["res_post_norm"]}
     out = {}
     for field, (value, said) in [*stated.items(), *extra.items()]:  # what resolve says starts with one of these
         if said is not None:
@@ -359,7 +360,7 @@ def config_fields(architecture, num_classes=0, projection_dim=None):
         register_positions=bool(args["reg_tokens"]) and not args["no_embed_class"],
         layer_scale_init=args["init_values"], mlp_activation=declared_lib.activation(args["act_layer"]),
         qkv_bias=args["qkv_bias"], pooling=POOLING[args["global_pool"]], projection_dim=projection_dim,
-        norm_type=args["norm_type"], map_num_heads=None if pool_heads == args["num_heads"] else pool_heads,
+        norm_type=args["norm_type"], res_post_norm=args["res_post_norm"], map_num_heads=None if pool_heads == args["num_heads"] else pool_heads,
         map_mlp_dim=None if pool_mlp == mlp_dim else pool_mlp, num_classes=num_classes or 1, include_top=bool(num_classes),
         mlp_type="glu" if _built("glu", args) else "mlp",
         **{PARTS[part][4]: _built(part, args) for part in RECORDED if part != "glu"},

@@ -52,7 +52,7 @@ PHRASES = {  # a switch keras_vit lacks, in words (any value other than Eva's de
     "attn_type": "EVA's own attention (q_bias / v_bias, a zero k bias; keras_vit reads it without RoPE, EVA-01's, "
                  "with DINOv3's RoPE and with axial RoPE on a reference grid, EVA-02's, only)",
     "qkv_fused": "separate q / k / v projections (keras_vit reads EVA's own, attn_type='eva', only)",
-    "in_chans": "input channels other than RGB", "qk_norm": "query/key normalisation", "use_post_norm": "post-norm blocks",
+    "in_chans": "input channels other than RGB", "qk_norm": "query/key normalisation",
     "dynamic_img_pad": "image padding", "num_kv_heads": "grouped-query attention",
     "attn_only_layer_scale": "LayerScale on the attention branch only", "rope_shift_coords": "RoPE coordinate augmentation",
     "rope_jitter_coords": "RoPE coordinate augmentation", "rope_rescale_coords": "RoPE coordinate augmentation",
@@ -70,6 +70,8 @@ def read(args, defaults):
             out[name] = value
         elif name == "qkv_fused" and not value and args.get("attn_type", defaults.get("attn_type")) == "eva":
             continue  # EvaAttention's q_proj / k_proj (no bias) / v_proj: joined by to_vit_layout
+        elif name == "use_post_norm":  # EvaBlockPostNorm: x + norm(branch(x)), init_values ignored (no LayerScale)
+            out["res_post_norm"] = bool(value)
         elif name in TOGETHER or name in SCALE_NORMS:
             continue
         elif value != defaults.get(name):

@@ -20,6 +20,7 @@ DEFAULTS = dict(
     final_norm=True, act_layer=None, mlp_layer=None, img_size=224, dynamic_img_size=False, norm_eps=1e-6,
     distilled=False, proj_bias=True, scale_attn_norm=False, scale_mlp_norm=False,
     norm_type="layernorm", patch_norm=False,  # keras_vit's names: timm's norm_layer and embed_norm_layer, as read
+    res_post_norm=False,  # keras_vit's name: timm's block_fn=ResPostBlock, Eva's use_post_norm
     attn_pool_num_heads=None, attn_pool_mlp_ratio=None,  # the last two: Eva's only (timm_eva.POOL_ARGS)
 )
 TABLE = os.path.join(os.path.dirname(__file__), "data", "timm_registrations.json")
@@ -28,8 +29,7 @@ NEUTRAL = ("drop_rate", "pos_drop_rate", "patch_drop_rate", "proj_drop_rate", "a
            "weight_init", "fix_init", "num_classes", "device", "dtype")
 # timm arguments keras_vit has no switch for: the values that mean "not used", and what any other is
 SWITCHES = {
-    "block_fn": (("Block", None), {"ResPostBlock": "residual post-norm blocks (block_fn=ResPostBlock)",
-                                   "ParallelScalingBlock": "parallel attention and MLP branches (block_fn=ParallelScalingBlock)",
+    "block_fn": (("Block", None), {"ParallelScalingBlock": "parallel attention and MLP branches (block_fn=ParallelScalingBlock)",
                                    "ParallelThingsBlock": "parallel attention and MLP blocks (block_fn=ParallelThingsBlock)",
                                    "DiffParallelScalingBlock": "parallel differential attention (block_fn=DiffParallelScalingBlock)"}),
     "attn_layer": (("Attention", "attn", None), {"diff": "differential attention (attn_layer='diff')"}),
@@ -151,6 +151,8 @@ def _read(architecture):
                 out["act_layer"] = act
         elif name in DEFAULTS or name in NEUTRAL or name in timm_eva.ROPE_ARGS or name in timm_naflex.ARGS:
             out[name] = value
+        elif name == "block_fn" and value == "ResPostBlock":  # x + norm(branch(x)); its init_values scale the norms
+            out["res_post_norm"] = True
         elif name in ("norm_layer", "embed_norm_layer"):
             continue  # read together below: the patch norm is keras_vit's only where it is the blocks' norm
         elif name == "embed_layer":
@@ -163,6 +165,8 @@ def _read(architecture):
         else:
             lacking.append(f"timm argument {name}={value!r}, which keras_vit does not know")
     lacking += _norms(args, out)
+    if out.get("res_post_norm"):  # ResPostBlock and Eva's post-norm block have no LayerScale: init_values is no switch
+        out["init_values"] = None
     out["mlp_layer"] = out.get("mlp_layer")
     if out.get("norm_eps") is None:
         out.pop("norm_eps", None)
@@ -204,8 +208,8 @@ def lacking(architecture):
     naming the switch and timm's argument (empty for an architecture keras_vit builds, or one timm lacks).
 
     Example:
-    >>> lacking("vit_base_patch16_rpn_224")
-    ('residual post-norm blocks (block_fn=ResPostBlock)',)
+    >>> lacking("vit_pwee_patch16_reg1_gap_256")
+    ('parallel attention and MLP branches (block_fn=ParallelScalingBlock)',)
     >>> lacking("vit_base_patch16_224")
     ()
     """

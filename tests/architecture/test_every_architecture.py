@@ -28,6 +28,9 @@ ROWS = {
     # timm's SBB so150m: registers whose positions are in the table (no class token), on a rectangle for the resampling
     "so150m_register_positions": dict(image_size=(32, 48), patch_size=8, class_token=False, num_register_tokens=4,
                                       register_positions=True, pooling="gap", layer_scale_init=1e-5, **SMALL),
+    # timm's vit_base_patch16_rpn_224: residual post-norm blocks, average pooling with fc_norm, no qkv bias
+    "res_post_norm": dict(image_size=(32, 48), patch_size=8, res_post_norm=True, class_token=False, pooling="gap",
+                          fc_norm=True, final_norm=False, qkv_bias=False, **SMALL),
     # EVA-02's CLIP towers: axial RoPE on a reference grid, SwiGLU, the sub-LayerNorms in the MLP and the attention
     "eva02_clip": dict(image_size=(32, 48), patch_size=8, rope="axial", rope_reference_grid=(3, 5), rope_grid_indexing="ij",
                        mlp_type="glu", mlp_activation="silu", mlp_norm=True, attention_norm=True, **dict(SMALL, num_heads=2)),

@@ -150,6 +150,7 @@ class LayerHarnessTest(testing.TestCase):
         ("layer_scale_swiglu", {"layer_scale_init": 1e-5, "mlp_type": "glu", "activation": "silu"}, 18),
         ("quick_gelu_no_qkv_bias", {"activation": "quick_gelu", "qkv_bias": False}, 13),
         ("gelu_tanh", {"activation": "gelu_tanh"}, 16),
+        ("res_post_norm", {"res_post_norm": True}, 16),  # the same two norms, after each branch
     )
     def test_transformer_block_family_switches(self, switches, num_weights):
         self.run_layer_test(

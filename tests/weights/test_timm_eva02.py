@@ -94,13 +94,16 @@ FORMS = {
     "eva02_base_patch14_224": dict(qkv_fused=False, scale_mlp=True),
     "eva02_base_patch16_clip_224": dict(qkv_fused=False, scale_mlp=True, scale_attn_inner=True, global_pool="token"),
     "eva_giant_patch14_224": dict(swiglu_mlp=False, use_rot_pos_emb=False, mlp_ratio=6144 / 1408),
+    # EVA-02-CLIP-E: EvaBlockPostNorm (residual post-norm blocks), no RoPE, GELU, the class token
+    "eva02_enormous_patch14_clip_224": dict(swiglu_mlp=False, use_rot_pos_emb=False, mlp_ratio=15360 / 1792,
+                                            use_post_norm=True, global_pool="token"),
 }
 
 
 @pytest.mark.parametrize("architecture", sorted(FORMS))
 def test_from_pretrained_computes_eva02_base_its_clip_towers_and_eva01(architecture, tmp_path):
     """Separate q / k / v (k without bias) joined into keras_vit's qkv, the NormFormer sub-LayerNorms (mlp_norm,
-    attention_norm), EVA-01 without RoPE: timm's output within 1e-5."""
+    attention_norm), EVA-01 without RoPE, EVA-02-CLIP-E's post-norm blocks: timm's output within 1e-5."""
     switches = FORMS[architecture]
     folder, state, args = eva02_folder(str(tmp_path / "eva"), (32, 48), architecture=architecture, **switches)
     model = keras_vit.from_pretrained(folder, include_top=False)
@@ -108,6 +111,7 @@ def test_from_pretrained_computes_eva02_base_its_clip_towers_and_eva01(architect
     assert (config.mlp_norm, config.attention_norm) == (bool(switches.get("scale_mlp")), bool(switches.get("scale_attn_inner")))
     assert config.rope == ("axial" if switches.get("use_rot_pos_emb", True) else None)
     assert config.pooling == ("token" if switches.get("global_pool") == "token" else "gap")
+    assert config.res_post_norm == bool(switches.get("use_post_norm")) and config.layer_scale_init is None
     # timm's parameters plus EvaAttention's key bias (zeros: a buffer, or no k_proj bias; a weight in keras_vit)
     assert model.count_params() == sum(v.size for v in state.values()) + 2 * 48
     pixels = np.random.default_rng(1).uniform(0, 255, (2, 32, 48, 3)).astype("float32")
@@ -148,6 +152,5 @@ def test_weights_contradicting_the_registration_or_without_it_are_refused(tmp_pa
 
 def test_what_eva_py_still_has_that_keras_vit_lacks_stays_refused_by_name():
     assert not any(timm_models.lacking(a) for a in FORMS)
-    assert "post-norm blocks (use_post_norm=True)" in timm_models.lacking("eva02_enormous_patch14_clip_224")[0]
     # separate q / k / v in timm's AttentionRope (a key bias, Sapiens2's) are not EVA's
     assert "separate q / k / v projections (keras_vit reads EVA's own" in timm_models.lacking("vit_base_patch16_sapiens2")[0]

@@ -45,6 +45,9 @@ FAMILIES = {
                                                                  fc_norm=False, mlp_ratio=2.0), 5, {}),
     "so150m2_reg1_gap": ("vit_so150m2_patch16_reg1_gap_256", dict(class_token=False, reg_tokens=1, global_pool="avg",
                                                                   init_values=1e-5, qkv_bias=False, mlp_ratio=2.0), 5, {}),
+    # residual post-norm blocks (ResPostBlock: x + norm1(attn(x)), x + norm2(mlp(x)); its init_values scale the norms)
+    "rpn": ("vit_base_patch16_rpn_224", dict(block_fn="ResPostBlock", class_token=False, global_pool="avg",
+                                             qkv_bias=False, init_values=1e-5), 5, {}),
 }
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
