@@ -93,13 +93,14 @@ def test_what_eva_py_has_and_keras_vit_lacks_stays_refused_by_name(tmp_path):
     supported = sorted(a for a, row in timm_models.table()["architectures"].items()  # DINOv3's: test_timm_dinov3.py
                        if row["model_class"] == "Eva" and not timm_models.lacking(a) and "dinov3" not in a and "lingbot" not in a
                        and not a.startswith("vit_pe_"))  # Perception Encoder's: test_timm_pe.py
-    # EVA-02 (axial RoPE on a reference grid; B / L with separate q / k / v and sub-LayerNorms), its CLIP towers, EVA-01
-    # and the rope_reg*_gap models: test_timm_eva02.py
+    # EVA-02 (axial RoPE on a reference grid; B / L with separate q / k / v and sub-LayerNorms), its CLIP towers
+    # (EVA-02-CLIP-E's post-norm blocks too), EVA-01 and the rope_reg*_gap models: test_timm_eva02.py
     assert supported == sorted([f"vit_{size}_patch16_rope{kind}_224" for size in ("small", "base", "large")
                                 for kind in ("", "_ape", "_mixed", "_mixed_ape")]
                                + [f"eva02_{size}_patch14_{res}" for size in ("tiny", "small") for res in (224, 336)]
                                + [f"eva02_{size}_patch14_{res}" for size in ("base", "large") for res in (224, 448)]
-                               + ["eva02_base_patch16_clip_224", "eva02_large_patch14_clip_224", "eva02_large_patch14_clip_336"]
+                               + ["eva02_base_patch16_clip_224", "eva02_large_patch14_clip_224", "eva02_large_patch14_clip_336",
+                                  "eva02_enormous_patch14_clip_224"]
                                + [f"eva_giant_patch14_{res}" for res in ("224", "336", "560", "clip_224")]
                                + [f"vit_{size}_patch16_rope_reg{n}_gap_256" for size, n in
                                   (("medium", 1), ("mediumd", 1), ("betwixt", 4), ("base", 1))])
