@@ -9,7 +9,8 @@ file gets the same pixels, and the same probabilities, on every path:
   ``tf.io.decode_image`` reads; :func:`tf_decodable` tells them by their signature) to
   ``uint8 (H, W, 3)``: turned upright by its EXIF orientation (JPEG and PNG,
   :mod:`keras_vit.inference.exif`); gray to RGB; transparent pixels composited onto white
-  (``round((rgb * a + 255 * (255 - a)) / 255)``); 16-bit PNGs scaled to 8 bits as
+  (``round((rgb * a + 255 * (255 - a)) / 255)``; a 32-bit BMP's fourth byte is its alpha unless it is 0
+  in every pixel, as browsers read it: Windows writes 0 there, "unused"); 16-bit PNGs scaled to 8 bits as
   ``round(v / 257)``; the first frame of an animation. An image with no pixels (a zero height or
   width) fails with ``InvalidArgumentError`` naming its size;
 * :func:`resize`: bilinear with antialiasing (``tf.image.resize(..., "bilinear", antialias=True)``:
@@ -18,7 +19,12 @@ file gets the same pixels, and the same probabilities, on every path:
 * :func:`decode_and_resize`: both, what a model of input size ``(h, w)`` is given.
 
 What GIF keeps of transparency is lost in ``tf.io.decode_gif`` (transparent pixels come out
-black, not white), and WebP files' EXIF orientation is not read.
+black, not white), and WebP files' EXIF orientation is not read. ``tf.io.decode_bmp`` reads a BMP's
+bytes as blue, green, red (and alpha) whatever its header says, so only the BMPs whose pixels are
+stored that way are TensorFlow's (:data:`BMP_MASKS`): 24 or 32 bits per pixel, uncompressed or with
+those bit fields. Another BMP (a palette of 1, 4 or 8 bits, 16 bits, RLE, other masks) would decode
+wrong, its palette indices shown as gray: :func:`tf_decodable` leaves it to Pillow, and :func:`decode`
+(the served graph) refuses it.
 
 Example:
 >>> import tensorflow as tf
@@ -42,6 +48,13 @@ SIGNATURES = (  # the files tf.io.decode_image reads, told by their first bytes 
     (8, b"WEBP"),  # RIFF....WEBP
 )
 _PNG = b"\x89PNG\r\n\x1a\n"
+BMP_MASKS = (0xFF0000, 0xFF00, 0xFF)  # BI_BITFIELDS' red, green, blue masks of the byte order tf.io.decode_bmp reads
+_BMP_HEADER = 66  # the bits per pixel at 28, the compression at 30, the bit fields' masks at 54, 58, 62
+
+
+def _bmp_read_by_tf(bits, compression, masks):
+    """Whether ``tf.io.decode_bmp`` reads a BMP's pixels as they are: see the module docstring."""
+    return (bits in (24, 32) and compression == 0) or (bits == 32 and compression == 3 and masks == BMP_MASKS)
 
 
 def tf_decodable(data):
@@ -51,6 +64,9 @@ def tf_decodable(data):
     >>> tf_decodable(b"\\x89PNG\\r\\n\\x1a\\n..."), tf_decodable(b"II*\\x00 a TIFF")
     (True, False)
     """
+    if data[:2] == b"BM":
+        field = lambda offset, size: int.from_bytes(data[offset : offset + size], "little")  # noqa: E731
+        return _bmp_read_by_tf(field(28, 2), field(30, 4), tuple(field(o, 4) for o in (54, 58, 62)))
     return any(data[offset : offset + len(signature)] == signature for offset, signature in SIGNATURES)
 
 
@@ -84,6 +100,18 @@ def decode(data):
 
     data = tf.convert_to_tensor(data, tf.string)
     is_png = tf.equal(tf.strings.substr(data, 0, len(_PNG)), _PNG)
+    is_bmp = tf.equal(tf.strings.substr(data, 0, 2), b"BM")
+    header = tf.strings.substr(tf.strings.join([data, bytes(_BMP_HEADER)]), 0, _BMP_HEADER)  # a short file: zeros
+    field = lambda offset, size: tf.cast(tf.io.decode_raw(tf.strings.substr(header, offset, size), tf.uint16 if size == 2 else tf.int32)[0], tf.int64)  # noqa: E731
+    bits, compression = field(28, 2), field(30, 4)
+    masks = tf.stack([field(offset, 4) for offset in (54, 58, 62)])
+    read = tf.logical_or(tf.logical_and(tf.logical_or(tf.equal(bits, 24), tf.equal(bits, 32)), tf.equal(compression, 0)),
+                         tf.logical_and(tf.equal(bits, 32), tf.logical_and(tf.equal(compression, 3), tf.reduce_all(tf.equal(masks, BMP_MASKS)))))
+    refused = ("TensorFlow's decoder reads BMPs of 24 or 32 bits per pixel, uncompressed or with blue-green-red bit "
+               "fields, only (this one would decode wrong: a palette's indices as gray); send it as PNG or JPEG. "
+               "Received: bits per pixel, compression =")
+    with tf.control_dependencies([tf.debugging.Assert(tf.logical_or(tf.logical_not(is_bmp), read), [refused, bits, compression])]):
+        data = tf.identity(data)
     # a PNG is decoded at 16 bits (8-bit ones come out as v * 257) and brought to 8 bits as round(v / 257),
     # exact for 8-bit files; tf.io.decode_image would truncate 16-bit ones (v >> 8)
     image = tf.cond(
@@ -97,7 +125,8 @@ def decode(data):
         image = tf.identity(image)
     channels = tf.shape(image)[-1]  # 1 gray, 2 gray + alpha, 3 RGB, 4 RGBA
     rgb = tf.gather(image, tf.where(channels < 3, tf.constant([0, 0, 0]), tf.constant([0, 1, 2])), axis=-1)
-    alpha = tf.where(channels % 2 == 0, image[..., -1:], 255.0)
+    opaque_bmp = tf.logical_and(is_bmp, tf.reduce_all(tf.equal(image[..., -1], 0.0)))  # Windows' "unused" fourth byte
+    alpha = tf.where(tf.logical_and(channels % 2 == 0, tf.logical_not(opaque_bmp)), image[..., -1:], 255.0)
     image = tf.round((rgb * alpha + 255.0 * (255.0 - alpha)) / 255.0)  # onto white; exact where alpha is 255
     image = exif.apply_orientation(tf.cast(image, tf.uint8), exif.orientation(data))
     return tf.ensure_shape(image, (None, None, 3))
