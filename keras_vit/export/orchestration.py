@@ -114,6 +114,7 @@ def export_model(
         ExportError: the converter or the runtime failed.
         FileExistsError: the SavedModel version exists, or the output file and ``overwrite`` is False.
         IsADirectoryError: ``output`` of a ``.tflite`` / ``.onnx`` file is a folder.
+        NotADirectoryError: ``output`` of a SavedModel (or its ``name`` folder in it) is a file.
         ValueError: bad arguments (a number out of its domain, :data:`ARGUMENT_DOMAINS`, is
             refused first; a ``.tflite`` / ``.onnx`` output without its format's extension) or data of the wrong shape.
     """

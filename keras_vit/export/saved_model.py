@@ -84,6 +84,10 @@ def version_path(base_path, name, version=None):
     """
     if not name or os.sep in str(name) or str(name).startswith("."):
         raise ValueError(f"`name` must be a plain folder name. Received: name={name!r}")
+    for folder in (os.fspath(base_path), os.path.join(os.fspath(base_path), str(name))):
+        if os.path.exists(folder) and not os.path.isdir(folder):  # refused before any work, not by makedirs after it
+            raise NotADirectoryError(f"The SavedModel's base path holds folders (NAME/VERSION), and {folder!r} is a "
+                                     "file: choose another output folder.")
     model_dir = os.path.join(os.fspath(base_path), str(name))
     versions = existing_versions(model_dir)
     if version is None:

@@ -234,6 +234,17 @@ def test_existing_version_is_never_overwritten(model, exported):
     assert sorted(os.listdir(base / "tiny_digits")) == ["3", "4"]
 
 
+def test_an_output_that_is_a_file_is_refused_by_name(model, tmp_path):
+    """Refused with the arguments' checks (saved_model.version_path), before the images are read and the model run."""
+    (tmp_path / "afile").write_text("kept")
+    (tmp_path / "base").mkdir()
+    (tmp_path / "base" / "tiny_digits").write_text("kept")
+    for output in (tmp_path / "afile", tmp_path / "base"):
+        with pytest.raises(NotADirectoryError, match=r"'.*(afile|tiny_digits)' is a file"):
+            export_model(model, "saved_model", str(output), labels=LABELS, num_images=8)
+    assert (tmp_path / "afile").read_text() == (tmp_path / "base" / "tiny_digits").read_text() == "kept"
+
+
 def test_warmup_requests_replay(exported):
     """The export's assets.extra/tf_serving_warmup_requests: one request per signature, which the SavedModel serves."""
     pytest.importorskip("tensorflow_serving.apis.prediction_log_pb2")
