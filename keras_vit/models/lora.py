@@ -33,8 +33,10 @@ import numpy as np
 
 from keras_vit import saving
 from keras_vit.architecture.model import config_of
+from keras_vit.architecture.state import model_state
 from keras_vit.domains import POSITIVE_INT
 
+QLORA_MODES = ("int8", "int4")  # the modes of model.quantize whose layers run Keras' LoRA factors (float8's refuse them)
 # target -> the names of the layers it adapts (keras_vit's SelfAttention, TransformerBlock and AttentionPooling)
 TARGETS = {
     "query": ("query",),
@@ -95,7 +97,9 @@ def enable_lora(model, rank, targets=DEFAULT_TARGETS, *, alpha=None):
 
     Args:
         model: a keras_vit model (plain, hybrid, conv stem or family), float or quantized by
-            ``model.quantize("int8")`` (QLoRA: Keras adds float32 factors to the int8 kernels).
+            ``model.quantize("int8")`` or ``"int4"`` (QLoRA: Keras adds float32 factors to the integer kernels).
+            A model compiled and fit before: compile it again after (its optimizer was built for the full model's
+            trainable weights; Keras refuses the factors by name until then).
         rank: the rank of the factors, a positive int.
         targets: some of ``"query"``, ``"key"``, ``"value"``, ``"out"`` (the attention output projection) and
             ``"mlp"`` (both MLP layers), in every block and in a MAP head.
@@ -106,13 +110,17 @@ def enable_lora(model, rank, targets=DEFAULT_TARGETS, *, alpha=None):
 
     Raises:
         ValueError: not a keras_vit model, a rank that is not a positive int, an unknown target, LoRA already
-            enabled, or no layer to adapt.
+            enabled, a quantization whose layers have no LoRA (float8), or no layer to adapt. Nothing is changed.
     """
     config = config_of(model)
     rank = POSITIVE_INT.check(rank, "rank")
     targets = _check_targets(targets)
     if lora_layers(model):
         raise ValueError(f"LoRA is already enabled on model {model.name!r}: {[l.path for l in lora_layers(model)]}")
+    quantization = model_state(model).quantization
+    if quantization is not None and quantization not in QLORA_MODES:
+        raise ValueError(f"Model {model.name!r} is quantized to {quantization!r}, whose Keras layers run no LoRA "
+                         f"factors; LoRA goes on float models and on those quantized to {' or '.join(QLORA_MODES)}.")
     names = {name for target in targets for name in TARGETS[target]}
     chosen = [
         layer
@@ -133,6 +141,9 @@ def enable_lora(model, rank, targets=DEFAULT_TARGETS, *, alpha=None):
     heads = {id(v) for layer in model.layers if layer.name in HEADS and config.include_top for v in layer.weights}
     for variable in model.weights:  # the adapted layers' biases and the tokens of the patch encoder too
         variable.trainable = id(variable) in factors or id(variable) in heads
+    # a model already fit or predicted keeps Keras' traced functions of the model without LoRA (they would predict
+    # without the factors and train the frozen kernels); dropped as Keras' own Model.quantize drops them
+    model.train_function = model.test_function = model.predict_function = None
     return sorted(layer.path for layer in chosen)
 
 

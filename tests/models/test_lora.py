@@ -93,6 +93,35 @@ def test_lora_state_restores_the_unmerged_factors(fitted):
         restore_lora_state(adapted("vit", targets=("query",))[0], state, where="backup/x")
 
 
+def test_a_model_used_before_lora_predicts_with_its_factors_and_fit_asks_for_a_new_compile():
+    """Keras' traced predict and train functions of the model without LoRA are dropped: predict with the factors;
+    fit refuses the factors its optimizer was not built for (it trained the frozen kernels instead)."""
+    config = keras_vit.ViTConfig.from_dict(MODELS["vit"])
+    inputs = model_inputs(config, batch=4)
+    plain = keras_vit.build_model(config)
+    _randomize(plain)
+    plain.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    plain.fit(inputs, np.ones((len(inputs), 5), "float32"), batch_size=len(inputs), verbose=0)
+    plain.predict(inputs, verbose=0)
+    keras_vit.enable_lora(plain, 1)
+    for layer in lora_layers(plain):
+        layer.lora_kernel_b.assign(np.full(layer.lora_kernel_b.shape, 0.5, "float32"))
+    np.testing.assert_allclose(plain.predict(inputs, verbose=0), np.asarray(plain(inputs)), atol=1e-5)
+    frozen = {v.path: np.array(v) for v in plain.non_trainable_weights}
+    with pytest.raises(ValueError, match="lora_kernel"):
+        plain.fit(inputs, np.ones((len(inputs), 5), "float32"), batch_size=len(inputs), verbose=0)
+    assert all(np.array_equal(frozen[v.path], np.array(v)) for v in plain.non_trainable_weights)
+
+
+def test_lora_on_a_quantization_without_it_is_refused_before_anything_changes():
+    model = keras_vit.build_model(keras_vit.ViTConfig.from_dict(MODELS["vit"]))
+    model.quantize("float8")
+    trainable = [v.path for v in model.trainable_weights]
+    with pytest.raises(ValueError, match="quantized to 'float8', whose Keras layers run no LoRA"):
+        keras_vit.enable_lora(model, 2)
+    assert not lora_layers(model) and [v.path for v in model.trainable_weights] == trainable
+
+
 @pytest.mark.parametrize(
     "call, message",
     [
