@@ -63,7 +63,8 @@ class ViTConfig:
             maximum of the patch tokens, the class token kept, so a class-token checkpoint loads), or, with
             ``include_top=False`` only, None or ``"feature_map"``.
         representation_size: width of the tanh pre-logits layer, or None.
-        classifier_activation: of the head; None returns logits.
+        classifier_activation: of the head: ``"softmax"``, ``"sigmoid"`` (each class's own probability: multi-label)
+            or None (``"linear"``), which returns logits.
         include_preprocessing: the model scales [0, 255] RGB inputs to [-1, 1] itself.
         dropout, attention_dropout, drop_path_rate: regularisation rates (training only).
 
@@ -308,7 +309,8 @@ class ViTConfig:
     def output(self):
         """What the model returns, one of :data:`OUTPUTS`: what predict and the exports call its output.
 
-        ``"probabilities"`` (a head ending in softmax), ``"logits"`` (a head with another activation or none),
+        ``"probabilities"`` (a head ending in softmax, a distribution over the classes, or in sigmoid, each class's own
+        probability: multi-label), ``"logits"`` (a head without an activation),
         ``"embedding"`` (no head: the pooled vector, projected where ``projection_dim`` is set, as CLIP's
         image embedding), ``"tokens"`` (``pooling=None``) or ``"feature_map"``.
 
@@ -319,7 +321,7 @@ class ViTConfig:
         ('embedding', 'probabilities')
         """
         if self.include_top:
-            return "probabilities" if self.classifier_activation == "softmax" else "logits"
+            return "probabilities" if self.classifier_activation in ("softmax", "sigmoid") else "logits"
         if self.pooled:
             return "embedding"
         return "tokens" if self.pooling is None else "feature_map"

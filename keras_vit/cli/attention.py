@@ -72,9 +72,10 @@ def _prediction_title(model, x, model_path):
     from keras_vit.inference import labels
     from keras_vit.inference.predictors import to_probabilities
 
-    if not config_of(model).include_top:
+    config = config_of(model)
+    if not config.include_top:
         return f"attention rollout of {model.name} (no classification head)"
-    probabilities = to_probabilities(model.predict(x[None], verbose=0))[0]
+    probabilities = to_probabilities(model.predict(x[None], verbose=0), output=config.output)[0]
     best = int(probabilities.argmax())
     name = labels.class_names(len(probabilities), model_path=model_path, loaded=model)[best]
     return f"predicted: {name} ({probabilities[best]:.2f})"

@@ -50,12 +50,10 @@ def is_embedding(model):
 
 
 def outputs_are_probabilities(model):
-    """True when the model ends in a softmax (the ViT default), False for logits."""
+    """True when the model ends in a softmax (the ViT default) or a sigmoid (each class's probability), False for logits."""
     last = model.layers[-1]
-    if isinstance(last, keras.layers.Activation):
-        return getattr(last.activation, "__name__", "") == "softmax"
-    activation = getattr(last, "activation", None)
-    return getattr(activation, "__name__", "") == "softmax"
+    activation = last.activation if isinstance(last, keras.layers.Activation) else getattr(last, "activation", None)
+    return getattr(activation, "__name__", "") in ("softmax", "sigmoid")
 
 
 def resolve_labels(model, labels=None, model_path=None):

@@ -113,10 +113,19 @@ def softmax(x):
     return exp / exp.sum(axis=-1, keepdims=True)
 
 
-def to_probabilities(outputs, atol=1e-3):
-    """Probabilities as they are (rows in [0, 1] summing to 1 within ``atol``); logits through a :func:`softmax`."""
+def to_probabilities(outputs, atol=1e-3, output=None):
+    """Class probabilities of a model's ``outputs``: as they are where its ``output`` is ``"probabilities"`` (a softmax
+    or sigmoid head), through a :func:`softmax` where it is ``"logits"``; where the model does not say (None), as they
+    are when each row is in [0, 1] and sums to 1 within ``atol``, else through a softmax.
+
+    Example:
+    >>> to_probabilities([[0.9, 0.8]], output="probabilities")  # a sigmoid head's: each class's own
+    array([[0.9, 0.8]])
+    >>> to_probabilities([[0.9, 0.8]]).round(3)  # unsaid: logits
+    array([[0.525, 0.475]])
+    """
     outputs = np.asarray(outputs, dtype="float64")
-    if np.all(outputs >= 0) and np.allclose(outputs.sum(-1), 1.0, atol=atol):
+    if output == "probabilities" or (output is None and np.all(outputs >= 0) and np.allclose(outputs.sum(-1), 1.0, atol=atol)):
         return outputs
     return softmax(outputs)
 
@@ -155,7 +164,7 @@ class Predictor:
         A NaFlex model takes a list of images of any shapes (each at its own aspect ratio, by the grid rule)."""
         if self.naflex is not None:
             outputs = self.runtime.run([np.asarray(image, dtype="float32") for image in images])
-            return np.asarray(outputs, "float32") if self.embedding else to_probabilities(outputs, self.runtime.atol)
+            return np.asarray(outputs, "float32") if self.embedding else to_probabilities(outputs, self.runtime.atol, self.runtime.output)
         images = np.asarray(images, dtype="float32")
         if images.shape[1:3] != self.image_size:
             raise ValueError(f"Expected images of size {self.image_size}. Received: shape={images.shape}")
@@ -163,7 +172,7 @@ class Predictor:
         outputs = self.runtime.run(x)
         if self.embedding:  # never a softmax over embedding dimensions
             return np.asarray(outputs, dtype="float32")
-        return to_probabilities(outputs, self.runtime.atol)
+        return to_probabilities(outputs, self.runtime.atol, self.runtime.output)
 
 
 _ADVISED = []

@@ -44,6 +44,7 @@ Attributes:
         say (class scores: a file keras_vit exported before it named its outputs, another tool's model).
 """
 EMBEDDING = "embedding"  # the output name of a model that returns an embedding, in every format keras_vit exports
+OUTPUT_NAMES = ("probabilities", "logits", EMBEDDING)  # what keras_vit's exports name their output: Runtime.output
 
 
 def model_format(path):
@@ -253,7 +254,8 @@ def saved_model_runtime(path, include_preprocessing=None, image_size=None):
         result = [signature(**{input_name: tf.constant(c, dtype=spec.dtype)})[output_name].numpy() for c in chunks]
         return np.concatenate(result)
 
-    output = EMBEDDING if output_name == EMBEDDING else metadata.get("output")
+    # the served output's own name: a logits model's SavedModel serves the softmax as "probabilities"
+    output = output_name if output_name in OUTPUT_NAMES else None
     return Runtime(run, size, outputs[output_name].shape[-1], include_preprocessing is not False, loaded, output=output)
 
 
@@ -316,5 +318,5 @@ def onnx_runtime(path, include_preprocessing=None, image_size=None):
         ]
         return np.concatenate(chunks) if chunks else np.zeros((0, output.shape[-1]), "float32")
 
-    kind = output.name if output.name in ("probabilities", "logits", EMBEDDING) else None
+    kind = output.name if output.name in OUTPUT_NAMES else None
     return Runtime(run, size, int(output.shape[-1]), include_preprocessing is not False, session, output=kind)

@@ -8,7 +8,7 @@ import threading
 import numpy as np
 
 from keras_vit.hardware.terminal import native_stderr_filtered
-from keras_vit.inference.runtimes import EMBEDDING, Runtime, input_size
+from keras_vit.inference.runtimes import OUTPUT_NAMES, Runtime, input_size
 
 
 def tflite_interpreter(path_or_content, num_threads=None):
@@ -136,5 +136,5 @@ def tflite_runtime(path, include_preprocessing=None, image_size=None):
     num_classes = int(output_detail["shape"][-1])
     out_scale = output_detail["quantization"][0] if _is_quantized(output_detail) else 0.0
     atol = max(1e-3, num_classes * out_scale)  # each dequantised score is off by up to one step
-    output = EMBEDDING if output_detail["name"] == EMBEDDING else None  # keras_vit names the output (export.tflite)
+    output = output_detail["name"] if output_detail["name"] in OUTPUT_NAMES else None  # keras_vit names it (export.tflite)
     return Runtime(run, (h, w), num_classes, include_preprocessing is not False, None, atol, output)
