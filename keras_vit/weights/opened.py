@@ -63,14 +63,14 @@ def sniff(path):
 
 
 def folder_files(folder):
-    """The ``.safetensors`` files of a folder (``model.safetensors``, or the shards its index lists) and its
-    ``config.json`` (or None)."""
+    """The ``.safetensors`` files of a folder (``model.safetensors``, else the shards its index lists: transformers'
+    order, so a folder holding both gives the weights transformers loads) and its ``config.json`` (or None)."""
     config = os.path.join(folder, "config.json")
     index = os.path.join(folder, "model.safetensors.index.json")
-    if os.path.isfile(index):
-        files = [os.path.join(folder, shard) for shard in sorted(set(read_index(index).values()))]
-    elif os.path.isfile(os.path.join(folder, "model.safetensors")):
+    if os.path.isfile(os.path.join(folder, "model.safetensors")):
         files = [os.path.join(folder, "model.safetensors")]
+    elif os.path.isfile(index):
+        files = [os.path.join(folder, shard) for shard in sorted(set(read_index(index).values()))]
     else:
         files = sorted(os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".safetensors"))
     if not files:
@@ -127,8 +127,8 @@ def read_index(index):
 def check_index(folder, tensors):
     """The shards of a sharded folder hold exactly the tensors its index maps to them (no mixed-up shard)."""
     index = os.path.join(folder, "model.safetensors.index.json")
-    if not os.path.isfile(index):
-        return
+    if not os.path.isfile(index) or os.path.isfile(os.path.join(folder, "model.safetensors")):
+        return  # not sharded, or model.safetensors read instead of the shards (folder_files)
     weight_map = {key: file for key, file in read_index(index).items() if key.rpartition(".")[2] != BATCH_COUNTER}
     found = {key: os.path.basename(file) for key, file in tensors.where.items()}
     wrong = sorted(k for k in set(weight_map) | set(found) if found.get(k) != weight_map.get(k))

@@ -211,6 +211,24 @@ def test_a_sharded_index_that_does_not_match_its_shards_is_named(tmp_path):
     assert describe(folder).format == "timm" and describe(folder).num_heads is None
 
 
+def test_a_folder_with_model_safetensors_and_an_index_reads_model_safetensors_as_transformers_does(tmp_path):
+    """The shards were read (transformers loads model.safetensors first), and a stale index beside a whole file
+    was refused for its missing shards."""
+    state = timm_state_dict(vit_checkpoint())
+    keys = sorted(state)
+    safetensors_numpy.save_file({k: state[k] for k in keys[::2]}, str(tmp_path / "model-1.safetensors"))
+    safetensors_numpy.save_file({k: state[k] for k in keys[1::2]}, str(tmp_path / "model-2.safetensors"))
+    write_json(tmp_path / "model.safetensors.index.json",
+               {"weight_map": {k: f"model-{1 + i % 2}.safetensors" for i, k in enumerate(keys)}})
+    whole = dict(state, **{"head.bias": state["head.bias"] + 100})
+    safetensors_numpy.save_file(whole, str(tmp_path / "model.safetensors"))
+    model = keras_vit.from_pretrained(str(tmp_path), num_heads=4)
+    np.testing.assert_array_equal(np.asarray(model.get_layer("head").bias), whole["head.bias"])
+    for shard in ("model-1.safetensors", "model-2.safetensors"):  # the index stale: its shards gone
+        os.remove(tmp_path / shard)
+    assert describe(str(tmp_path)).format == "timm"
+
+
 def test_an_integer_tensor_is_named_by_its_dtype_not_called_corrupt(tmp_path):
     state = timm_state_dict(vit_checkpoint())
     state["norm.bias"] = np.zeros(32, np.int64)
