@@ -270,6 +270,28 @@ def test_another_resolution_resamples_the_positions_as_interpolate_pos_encoding(
     assert_close(np.asarray(model(x)), ref.forward(model_type, x, resized, config, mean, std))
 
 
+def test_a_vit_model_type_at_another_resolution_resamples_as_interpolate_pos_encoding(tmp_path):
+    """model_type "vit" (ViTForImageClassification) resampled its table by keras_vit's linear rule (4.9e-3 relative
+    off transformers' interpolate_pos_encoding=True): torch's bicubic, as every other transformers row."""
+    import keras_vit
+    import reference_hf
+    from foreign_files import transformers_folder
+    from helpers import vit_checkpoint
+
+    checkpoint = vit_checkpoint()
+    folder = transformers_folder(tmp_path / "vit", checkpoint)
+    model = keras_vit.from_pretrained(folder, image_size=56, classifier_activation=None)
+    assert model.vit_config.position_resampling == "bicubic_torch"
+    sd = safetensors_numpy.load_file(os.path.join(folder, "model.safetensors"))
+    table = sd["vit.embeddings.position_embeddings"][0].astype(np.float64)
+    grid = _torch_bicubic(table[1:].reshape(4, 4, -1), (7, 7)).reshape(49, -1)
+    resized = dict(sd, **{"vit.embeddings.position_embeddings": np.concatenate([table[:1], grid])[None]})
+    with open(os.path.join(folder, "config.json")) as f:
+        config = json.load(f)
+    x = images(size=56)
+    assert_close(np.asarray(model(x)), reference_hf.vit_logits(x, resized, config))
+
+
 @pytest.mark.parametrize("processor, feeds", [
     ({"do_rescale": True, "rescale_factor": 1 / 127.5, "image_mean": [1, 1, 1], "image_std": [1, 1, 1]},
      ([0.5] * 3, [0.5] * 3)),  # x / 127.5 - 1

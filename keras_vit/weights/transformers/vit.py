@@ -61,4 +61,5 @@ def settings(config, path="<config>", keys=()):
     declare(record, "mlp_activation", activation(act), f"hidden_act={act!r}", path)
     declare(record, "qkv_bias", qkv_bias, f"qkv_bias={qkv_bias!r}", path)
     return Reading(declared=record, expected=expected, architecture=(config.get("architectures") or ["ViTModel"])[0],
-                   class_names=names or None, layout="vit")
+                   class_names=names or None, layout="vit",
+                   position_resampling="bicubic_torch")  # ViTEmbeddings.interpolate_pos_encoding: torch bicubic
