@@ -48,6 +48,19 @@ def _optimizer_state(key):  # the optimizer-state arrays saved beside opt/target
     return key.startswith("opt/") and not key.startswith("opt/target/")
 
 
+def _claim(claimed, key, where):
+    """``key``'s canonical key, recorded in ``claimed`` (canonical -> original); two keys of one canonical key (a weight
+    under two namings: ``head/bias`` and ``params/head/bias``) are refused naming both, never one chosen."""
+    canonical = canonical_key(key)
+    if canonical in claimed:
+        raise CheckpointError(
+            f"{where}holds {claimed[canonical]!r} and {key!r}, two names of the one weight {canonical!r}: it would be "
+            "whichever was read last. Keep one of them."
+        )
+    claimed[canonical] = key
+    return canonical
+
+
 @contextlib.contextmanager
 def _reading(path):
     """Turn a missing, truncated or corrupt file into a ``CheckpointError`` naming it."""
@@ -71,23 +84,25 @@ def canonical_arrays(arrays):
     >>> sorted(canonical_arrays({"opt/target/params/cls": np.zeros((1, 1, 8)), "opt/state/step": np.zeros(())}))
     ['cls']
     """
-    return {canonical_key(k): np.asarray(v) for k, v in arrays.items() if not _optimizer_state(k)}
+    claimed = {}
+    return {_claim(claimed, k, "The arrays' dict "): np.asarray(v) for k, v in arrays.items() if not _optimizer_state(k)}
 
 
 def npz_arrays(path, shapes_only=False):
     """``{canonical key: np.ndarray}`` of an ``.npz`` file, or ``{canonical key: shape}`` from the array headers
     (``shapes_only``); each entry's header checked before anything is allocated."""
     path = os.fspath(path)
-    out = {}
+    out, claimed = {}, {}
     with _reading(path), zipfile.ZipFile(path) as archive:
         for member in archive.namelist():
             key = member[: -len(".npy")] if member.endswith(".npy") else member
             if _optimizer_state(key):
                 continue
-            out[canonical_key(key)] = _entry_header(path, archive, member)
+            canonical = _claim(claimed, key, f"Checkpoint {path!r} ")
+            out[canonical] = _entry_header(path, archive, member)
             if not shapes_only:
                 with archive.open(member) as stream:
-                    out[canonical_key(key)] = np.lib.format.read_array(stream, allow_pickle=False)
+                    out[canonical] = np.lib.format.read_array(stream, allow_pickle=False)
     if not out:
         raise CheckpointError(f"Checkpoint {path!r} holds no arrays.")
     return out

@@ -229,6 +229,17 @@ def test_a_folder_with_model_safetensors_and_an_index_reads_model_safetensors_as
     assert describe(str(tmp_path)).format == "timm"
 
 
+def test_an_npz_with_one_weight_under_two_names_is_refused_naming_both(tmp_path):
+    """`head/bias` beside `params/head/bias` (or a block's MlpBlock_3 and MlpBlock_0) loaded whichever came last."""
+    checkpoint = {k: np.asarray(v) for k, v in vit_checkpoint().items()}
+    for other, key in (("params/head/bias", "head/bias"),
+                       ("Transformer/encoderblock_0/MlpBlock_0/Dense_0/bias", "Transformer/encoderblock_0/MlpBlock_3/Dense_0/bias")):
+        path = str(tmp_path / "two.npz")
+        np.savez(path, **checkpoint, **{other: checkpoint[key] + 100})
+        with pytest.raises(CheckpointError, match=rf"two\.npz' holds .*{re.escape(other)!s}.*two names of the one weight '{re.escape(key)}'"):
+            keras_vit.from_pretrained(path)
+
+
 def test_an_integer_tensor_is_named_by_its_dtype_not_called_corrupt(tmp_path):
     state = timm_state_dict(vit_checkpoint())
     state["norm.bias"] = np.zeros(32, np.int64)
