@@ -83,9 +83,6 @@ class KerasFileSource(Source):
 
     name = FORMAT
 
-    def claims(self, opened):
-        return opened.kind == self.name
-
     def describe(self, opened, architecture=None):
         arrays, config, class_names = contents(opened.path)
         shapes = {key: tuple(array.shape) for key, array in arrays.items()}

@@ -173,9 +173,6 @@ class NpzSource(Source):
 
     name = "npz"
 
-    def claims(self, opened):
-        return opened.kind == self.name
-
     def describe(self, opened, architecture=None):
         shapes = npz_arrays(opened.path, shapes_only=True)
         return CheckpointInfo(path=opened.path, format=self.name, shapes=shapes, declared=declared(shapes, opened.path))

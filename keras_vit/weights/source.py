@@ -136,8 +136,9 @@ class Source:
 
     def claims(self, opened):
         """Whether this source reads ``opened`` (by content, not only by name); it may raise a ``CheckpointError``
-        naming what is wrong with a path it recognises."""
-        raise NotImplementedError
+        naming what is wrong with a path it recognises. By default: a file of its own kind (``opened.kind``, told
+        by the file's first bytes, is :attr:`name`: ``.npz``, ``.keras``)."""
+        return opened.kind == self.name
 
     def describe(self, opened, architecture=None):
         """A :class:`CheckpointInfo`: shapes and what the files declare, no tensor data read; ``architecture``
