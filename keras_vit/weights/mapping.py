@@ -120,16 +120,22 @@ def _target(weights, path, model, cls=Target, key=""):
     return cls(variable, tuple(variable.shape), "MultiHeadDotProductAttention" in key)
 
 
-def vit_targets(model):
-    """Checkpoint keys of the embedding, encoder and head of a ViT model (plain or hybrid).
+def targets_of(model):
+    """``{checkpoint key: Target}`` for every weight of a keras_vit model: the embedding, encoder and head of its ViT
+    (plain or hybrid), and the ResNet's of a hybrid (:func:`hybrid_targets`).
 
     Example:
     >>> import keras_vit
     >>> model = keras_vit.ViT(image_size=32, patch_size=8, hidden_size=32, num_layers=1,
     ...                       num_heads=4, mlp_dim=64, num_classes=5)
-    >>> targets = vit_targets(model)
+    >>> targets = targets_of(model)
     >>> targets["embedding/kernel"].shape, targets["Transformer/encoderblock_0/MultiHeadDotProductAttention_1/out/kernel"].shape
     ((8, 8, 3, 32), (4, 8, 32))
+    >>> model = keras_vit.HybridViT(block_units=(1,), width=0.5, image_size=32, hidden_size=32,
+    ...                             num_layers=1, num_heads=2, mlp_dim=64, num_classes=3)
+    >>> targets = targets_of(model)
+    >>> targets["block1/unit1/conv_proj/kernel"].shape, len(targets) == len(model.weights)
+    ((1, 1, 32, 128), True)
     """
     config = config_of(model)
     weights = {path: variable for layer in model.layers for path, variable in layer_weights(layer).items()}
@@ -161,6 +167,8 @@ def vit_targets(model):
     for key, path in {**FAMILY_KEYS, **MAP_ATTENTION_KEYS, **heads}.items():
         if path in weights:
             targets[key] = _target(weights, path, model, MergedHeadsTarget if key in MAP_ATTENTION_KEYS else Target, key)
+    if config.stem == "resnet":  # a hybrid
+        targets.update(hybrid_targets(model))
     return targets
 
 
@@ -204,23 +212,6 @@ def hybrid_targets(model):
         match = _UNIT_NAME.match(name)
         if match and isinstance(layer, ResidualUnit):
             targets.update(_resnet_layer_targets(f"block{match[1]}/unit{match[2]}", layer))
-    return targets
-
-
-def targets_of(model):
-    """``{checkpoint key: Target}`` for every weight of a keras_vit model: the ViT's, and the ResNet's of a hybrid.
-
-    Example:
-    >>> import keras_vit
-    >>> model = keras_vit.HybridViT(block_units=(1,), width=0.5, image_size=32, hidden_size=32,
-    ...                             num_layers=1, num_heads=2, mlp_dim=64, num_classes=3)
-    >>> targets = targets_of(model)
-    >>> targets["block1/unit1/conv_proj/kernel"].shape, len(targets) == len(model.weights)
-    ((1, 1, 32, 128), True)
-    """
-    targets = vit_targets(model)
-    if config_of(model).stem == "resnet":  # a hybrid
-        targets.update(hybrid_targets(model))
     return targets
 
 
