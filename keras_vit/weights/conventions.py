@@ -2,6 +2,7 @@
 they declare, PyTorch's tensor layout, and the sorting of a file's keys into renamed, skipped and unknown.
 """
 
+import math
 import re
 
 import numpy as np
@@ -55,6 +56,16 @@ def torch_tensors(key, name, array, path):
                               f"[{'; '.join(parts)}] tensor of {len(parts)} x the width.")
     return {name.replace(f"/{fused}/", f"/{part}/"): array[i * width:(i + 1) * width].T if kernel else array[i * width:(i + 1) * width]
             for i, part in enumerate(parts)}
+
+
+def patch_linear(key, array, path):
+    """PyTorch's patch ``Conv2d`` ``(D, C, P, P)`` of an ``nn.Linear`` ``(D, P * P * 3)`` over patches flattened as
+    ``(P, P, C)`` (timm's NaFlexVit ``embeds.proj``, transformers' SigLIP 2 ``convert_image_to_patches``)."""
+    side = math.isqrt(array.shape[-1] // 3)
+    if array.ndim != 2 or side * side * 3 != array.shape[-1]:
+        raise CheckpointError(f"Checkpoint {path!r}: {key!r} {tuple(array.shape)} is no linear embedding of square RGB "
+                              "patches (D, P * P * 3).")
+    return np.transpose(np.reshape(array, (array.shape[0], side, side, 3)), (0, 3, 1, 2))
 
 
 def joined(parts, axis=-1):

@@ -15,11 +15,9 @@ is keras_vit's ViT with ``input_mode="naflex"`` (:mod:`keras_vit.architecture.na
 Any other switch (a resampling rule :data:`RESAMPLING` lacks, RoPE, EVA attention, SwiGLU...) is refused by name.
 """
 
-import math
-
 import numpy as np
 
-from keras_vit.errors import CheckpointError
+from keras_vit.weights.conventions import patch_linear
 from keras_vit.weights.mapping import FACTORIZED_KEYS
 
 # the NaFlex arguments keras_vit reads (beside VisionTransformer's), with their values in a classic timm ViT
@@ -138,12 +136,7 @@ def to_vit_layout(tensors, path="<arrays>"):
     refused by name later)."""
     out = {RENAMED.get(k, k): v for k, v in tensors.items() if k not in ("embeds.proj.weight", "embeds.pos_embed")}
     if "embeds.proj.weight" in tensors:
-        value = tensors["embeds.proj.weight"]
-        side = math.isqrt(value.shape[-1] // 3)
-        if value.ndim != 2 or side * side * 3 != value.shape[-1]:
-            raise CheckpointError(f"Checkpoint {path!r}: 'embeds.proj.weight' {tuple(value.shape)} is no linear "
-                                  "embedding of square RGB patches (D, P * P * 3).")
-        out["patch_embed.proj.weight"] = np.transpose(np.reshape(value, (value.shape[0], side, side, 3)), (0, 3, 1, 2))
+        out["patch_embed.proj.weight"] = patch_linear("embeds.proj.weight", tensors["embeds.proj.weight"], path)
     if "embeds.pos_embed" in tensors:
         value = tensors["embeds.pos_embed"]
         out["pos_embed"] = np.reshape(value, (1, value.shape[1] * value.shape[2], value.shape[3]))

@@ -12,7 +12,8 @@ from typing import NamedTuple
 import numpy as np
 
 from keras_vit.errors import CheckpointError
-from keras_vit.weights.conventions import MASK as _MASK, counted, finish, joined, linear as _linear, norm as _norm, renamed, torch_tensors
+from keras_vit.weights.conventions import (MASK as _MASK, counted, finish, joined, linear as _linear, norm as _norm, patch_linear,
+                                           renamed, torch_tensors)
 from keras_vit.weights.mapping import ATT, MAP_ATT, POSEMB_KEY as POSEMB
 
 
@@ -158,7 +159,7 @@ LAYOUTS = {
         {r"^(?P<group>text_model\.)|^logit_scale$|^logit_bias$": _TEXT,
          r"^(vision_model\.)?embeddings\.position_ids$": _POSITION_IDS}, {}),
 }
-LAYOUTS["siglip2"] = LAYOUTS["siglip"]  # the NaFlex patch embedding is an nn.Linear: see _patch_linear
+LAYOUTS["siglip2"] = LAYOUTS["siglip"]  # the NaFlex patch embedding is an nn.Linear: see to_original
 # AltCLIP: CLIP's vision tower; transformers 5's AltCLIPModel writes encoder.layer.N (its text tower's renaming
 # "layer." -> "layers." undone on save, conversion_mapping.py), 4.x and AltCLIPVisionModel encoder.layers.N
 LAYOUTS["altclip"] = LAYOUTS["clip"]._replace(layer=r"^encoder\.layers?\.(\d+)\.(.+)$")
@@ -229,15 +230,6 @@ def prefix_of(keys, layout):
     return (found or [p for p in layout.prefixes if any(k.startswith(p) for k in keys)] or [""])[0]
 
 
-def _patch_linear(key, array, path):
-    """SigLIP2's ``nn.Linear(C * P * P, D)`` over patches flattened as ``(P, P, C)`` (``convert_image_to_patches``)."""
-    width, inputs = array.shape
-    side = int(round((inputs / 3) ** 0.5))
-    if 3 * side * side != inputs:
-        raise CheckpointError(f"Checkpoint {path!r}: {key!r} has shape {array.shape}, expected (D, 3 * P * P).")
-    return array.reshape(width, side, side, 3).transpose(1, 2, 3, 0)
-
-
 def to_original(tensors, path, layout_name, notes=None):
     """``(arrays, skipped)``: a family state dict in the original layout, and ``{what: reason}`` of the keys left out.
 
@@ -266,11 +258,9 @@ def to_original(tensors, path, layout_name, notes=None):
     out, origin = {}, {}
     for key, name in names.items():
         array = tensors[key]
-        if name == "embedding/kernel" and array.ndim == 2:
-            parts = {name: _patch_linear(key, array, path)}
-        else:
-            parts = torch_tensors(key, name, array, path)
-        for part, value in parts.items():
+        if name == "embedding/kernel" and array.ndim == 2:  # SigLIP2's nn.Linear over patches (convert_image_to_patches)
+            array = patch_linear(key, array, path)
+        for part, value in torch_tensors(key, name, array, path).items():
             if part in origin:
                 first, second = sorted((origin[part], key))
                 raise CheckpointError(f"Checkpoint {path!r}: keys {first!r} and {second!r} are both {part!r}; keep one.")
