@@ -9,7 +9,6 @@ import os
 from typing import NamedTuple
 
 from keras_vit.errors import CheckpointError
-from keras_vit.layers.kernels import ACTIVATIONS as MLP_ACTIVATIONS
 from keras_vit.weights import config as config_lib
 from keras_vit.weights.declared import activation, declare
 from keras_vit.weights.conventions import CLIP_MEAN_STD, HALF, IMAGENET
@@ -185,13 +184,19 @@ def settings(config, path, model_type):
         value = read.number(name, integer=field != "layer_norm_epsilon")
         put(field, value, read.said(name, value))
     (width, sizes), (depth, layers) = record["hidden_size"][:2], record["num_layers"][:2]
-    if row.encoder == "aimv2":  # its gated MLP and biases
-        _aimv2(put, read, path, expected)
-    else:
-        _mlp(put, read, row, vision, width, path, where, expected)
+    if row.encoder == "aimv2":  # the parts keras_vit lacks, refused before its MLP is read
+        for field, (value, why) in _AIMV2_REFUSED.items():
+            if read.flag(field) == value:
+                raise CheckpointError(f"{path!r}: {read.said(field, value)}: {why}.")
+    _mlp(put, read, row, vision, width, path, where, expected)
     if row.encoder == "dinov3":
         _dinov3(put, read, path)
-    elif row.encoder != "aimv2":
+    elif row.encoder == "aimv2":  # Aimv2Attention's q/k/v biases, and its out_proj's with them
+        qkv, mlp_bias = read.flag("qkv_bias"), read.flag("mlp_bias")
+        put("qkv_bias", qkv, read.said("qkv_bias", qkv))
+        put("proj_bias", qkv, read.said("qkv_bias", qkv) + " (Aimv2Attention's out_proj too)")
+        put("mlp_bias", mlp_bias, read.said("mlp_bias", mlp_bias))
+    else:
         qkv = read.flag("qkv_bias") if "qkv_bias" in row.defaults else True
         put("qkv_bias", qkv, read.said("qkv_bias", qkv) if "qkv_bias" in row.defaults else f"{model_type} attention (q/k/v biases)")
     classifier = row.classifiers.get(architecture)
@@ -253,27 +258,6 @@ def _siglip2_naflex(size, said, path):
     return NaFlexForm(declared=record, position_resampling="bilinear_torch_antialias", note=note)
 
 
-def _aimv2(put, read, path, expected):
-    """What AIMv2's config says of its blocks: the gated MLP, its activation and width, and the biases; the parts
-    keras_vit lacks refused (:data:`_AIMV2_REFUSED`)."""
-    for field, (value, why) in _AIMV2_REFUSED.items():
-        if read.flag(field) == value:
-            raise CheckpointError(f"{path!r}: {read.said(field, value)}: {why}.")
-    act = read.config.get("hidden_act", _AIMV2["hidden_act"])
-    if not isinstance(act, str) or activation(act) not in MLP_ACTIVATIONS:
-        raise CheckpointError(f"{path!r}: {read.where}hidden_act={act!r} is no activation keras_vit's MLP has.")
-    mlp = read.number("intermediate_size")
-    said = read.said("intermediate_size", mlp)
-    put("mlp_type", "glu", "Aimv2MLP (down_proj(act(gate_proj x) * up_proj x))")
-    put("mlp_activation", activation(act), read.said("hidden_act", act) + " (gated: act(gate_proj x) * up_proj x)")
-    put("mlp_dim", mlp, said)
-    expected.append(("mlp_dim", said, 2 * mlp))  # gate_proj and up_proj joined
-    qkv, mlp_bias = read.flag("qkv_bias"), read.flag("mlp_bias")
-    put("qkv_bias", qkv, read.said("qkv_bias", qkv))
-    put("proj_bias", qkv, read.said("qkv_bias", qkv) + " (Aimv2Attention's out_proj too)")
-    put("mlp_bias", mlp_bias, read.said("mlp_bias", mlp_bias))
-
-
 def _dinov3(put, read, path):
     """DINOv3ViTModel's biases and RoPE base: a query and a value bias together (a key bias of zeros where
     ``key_bias=False``: the same scores), biased output and MLP projections."""
@@ -293,9 +277,9 @@ def _dinov3(put, read, path):
 
 def _mlp(put, read, row, vision, width, path, where, expected):
     """The MLP: a ratio of the width (DINOv2, TIPSv2) or ``intermediate_size``; gated with ``use_gated_mlp``
-    (DINOv3ViTGatedMLP: ``act(gate_proj x) * up_proj x``) or ``use_swiglu_ffn`` (SiLU)."""
+    (DINOv3ViTGatedMLP: ``act(gate_proj x) * up_proj x``), always (AIMv2) or ``use_swiglu_ffn`` (SiLU)."""
     act = vision.get("hidden_act", row.defaults["hidden_act"])
-    gated = "use_gated_mlp" in row.defaults and read.flag("use_gated_mlp")
+    gated = row.encoder == "aimv2" or ("use_gated_mlp" in row.defaults and read.flag("use_gated_mlp"))
     if "mlp_ratio" in row.defaults:
         ratio = read.number("mlp_ratio", integer=False)
         ratio_said = read.said("mlp_ratio", vision.get("mlp_ratio", ratio))
@@ -315,7 +299,8 @@ def _mlp(put, read, row, vision, width, path, where, expected):
             mlp = read.number("intermediate_size")
             said = read.said("intermediate_size", mlp)
         swiglu_off = " (use_swiglu_ffn=False)" if "use_swiglu_ffn" in row.defaults else ""
-        put("mlp_type", "glu" if gated else "mlp", "use_gated_mlp=True" if gated else "no gated MLP" + swiglu_off)
+        gate = "Aimv2MLP (down_proj(act(gate_proj x) * up_proj x))" if row.encoder == "aimv2" else "use_gated_mlp=True"
+        put("mlp_type", "glu" if gated else "mlp", gate if gated else "no gated MLP" + swiglu_off)
         put("mlp_activation", activation(act),
             read.said("hidden_act", act) + (" (gated: act(gate_proj x) * up_proj x)" if gated else ""))
     expected.append(("mlp_dim", said, 2 * mlp if gated or swiglu else mlp))  # a gated MLP's first layer: both halves
