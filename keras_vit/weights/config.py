@@ -146,23 +146,26 @@ def indexed_names(mapping, field, path):
     return None
 
 
-def check_against_weights(expected, shapes, has_qkv_bias, path, prefix_positions=True, register_positions=False):
+def check_against_weights(expected, shapes, path, declared=None):
     """Refuse weights whose shapes disagree with their config (naming the field and both values).
 
     ``expected``: ``[(quantity, field, value), ...]``, what the config states: ``field`` is how it says it
     (``"model_args.embed_dim=64"``, or ``"has no hidden_size (...)"`` for a default); an ``image_size``
     ``(height, width)`` is compared as a grid of patches with the position embeddings, past the class and distillation
-    tokens' where they have one (``prefix_positions``, ViTConfig's field: not with timm's ``no_embed_class``), and
-    past the registers' with ``register_positions``.
+    tokens' where they have one (the ``declared`` record's ``prefix_positions``, ViTConfig's field: not with timm's
+    ``no_embed_class``; absent: the paper's, they have), and past the registers' with its ``register_positions``.
 
     Example:
-    >>> check_against_weights([("hidden_size", "hidden_size=8", 8)], {"embedding/kernel": (4, 4, 3, 16)}, True, "m")
+    >>> check_against_weights([("hidden_size", "hidden_size=8", 8)], {"embedding/kernel": (4, 4, 3, 16)}, "m")
     Traceback (most recent call last):
     ...
     keras_vit.errors.CheckpointError: 'm': config.json says hidden_size=8 but the weights have 16.
     """
+    declared = declared or {}
+    prefix_positions = declared["prefix_positions"].value if "prefix_positions" in declared else True
+    register_positions = declared["register_positions"].value if "register_positions" in declared else False
     kernel = shapes.get("embedding/kernel")
-    found = {"qkv_bias": has_qkv_bias, "class_token": "cls" in shapes}
+    found = {"qkv_bias": has_query_bias(shapes), "class_token": "cls" in shapes}
     if kernel is not None:
         found.update(patch_size=(kernel[0], kernel[1]), num_channels=kernel[2], hidden_size=kernel[3])
     blocks = {k.split("/")[1] for k in shapes if k.startswith("Transformer/encoderblock_")}
@@ -195,3 +198,8 @@ def check_against_weights(expected, shapes, has_qkv_bias, path, prefix_positions
         if have is not None and have != want:
             shown = have[0] if quantity == "patch_size" and have[0] == have[1] else have
             raise CheckpointError(f"{path!r}: config.json {said} but the weights have {shown!r}.")
+
+
+def has_query_bias(shapes):
+    """Whether the weights (their original keys) have a block's query bias."""
+    return any(key.endswith("MultiHeadDotProductAttention_1/query/bias") for key in shapes)

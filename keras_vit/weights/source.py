@@ -7,6 +7,8 @@ import copy
 import dataclasses
 
 from keras_vit.errors import CheckpointError
+from keras_vit.weights.config import check_against_weights, has_query_bias
+from keras_vit.weights.declared import declare
 
 
 @dataclasses.dataclass
@@ -79,16 +81,22 @@ class Reading(Said):
     expected: list = dataclasses.field(default_factory=list)
     layout: object = None
 
-    def info(self, path, format, shapes, origin, declared=None):
-        """The :class:`CheckpointInfo` of this reading with the weights' ``shapes`` (heads checked against their
-        width; the position grid from the image size the files state); ``origin`` is named in errors."""
+    def info(self, path, format, shapes, origin):
+        """The :class:`CheckpointInfo` of this reading with the weights' ``shapes``: checked against the sizes the files
+        state (:func:`~keras_vit.weights.config.check_against_weights`), the heads against their width; without query
+        biases (zeros stand in for none) ``qkv_bias=False`` declared, the model must have none; the position grid from
+        the image size the files state. ``origin`` is named in errors."""
+        check_against_weights(self.expected, shapes, origin, self.declared)
+        declared = dict(self.declared)
+        if not has_query_bias(shapes):
+            declare(declared, "qkv_bias", False, "no query/key/value bias tensors (qkv_bias=False)", path)
         kernel = shapes.get("embedding/kernel", (None,) * 4)
         if self.num_heads is not None and kernel[3] is not None and kernel[3] % self.num_heads:
             raise CheckpointError(f"{origin!r}: {self.num_heads} heads do not divide the width {kernel[3]} of the weights.")
         size = next((tuple(value) for quantity, _, value in self.expected if quantity == "image_size"), None)
         grid = (size[0] // kernel[0], size[1] // kernel[1]) if size and len(kernel) == 4 and kernel[0] else None
         shared = {field.name: copy.copy(getattr(self, field.name)) for field in dataclasses.fields(Said)}
-        return CheckpointInfo(**{**shared, "declared": self.declared if declared is None else declared}, path=path,
+        return CheckpointInfo(**{**shared, "declared": declared}, path=path,
                               format=format, shapes=shapes, grid=grid, image_size=size)
 
 

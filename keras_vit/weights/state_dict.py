@@ -4,12 +4,8 @@
 
 import numpy as np
 
-from keras_vit.weights import config as config_lib
-from keras_vit.weights.declared import declare
 from keras_vit.weights.input_normalization import fold_normalization, read_normalization
 from keras_vit.weights.source import Source
-
-QUERY_BIAS = "MultiHeadDotProductAttention_1/query/bias"  # a block's query bias, in the original keys
 
 
 class StateDictSource(Source):
@@ -43,15 +39,7 @@ class StateDictSource(Source):
         path = opened.path
         reading = self._reading(opened, architecture)
         shapes = {k: tuple(v.shape) for k, v in self.convert(tensors.stand_ins(), reading, path).items()}
-        has_bias = any(key.endswith(QUERY_BIAS) for key in shapes)
-        prefix = reading.declared.get("prefix_positions")  # None: the paper's, the class token has a position
-        registers = reading.declared.get("register_positions")  # None: the paper's, none
-        config_lib.check_against_weights(reading.expected, shapes, has_bias, config_path or path, prefix is None or prefix.value,
-                                         registers is not None and registers.value)
-        record = dict(reading.declared)
-        if not has_bias:  # zeros stand in for the biases in the shapes; the model must not have other ones
-            declare(record, "qkv_bias", False, "no query/key/value bias tensors (qkv_bias=False)", path)
-        return reading.info(path, self.name, shapes, config_path or path, declared=record)
+        return reading.info(path, self.name, shapes, config_path or path)
 
     def arrays(self, opened, architecture=None, input_mean=None, input_std=None):
         tensors, _, _ = opened.state_dict()

@@ -7,7 +7,6 @@ the ``ViTBackbone`` / ``ViTImageClassifier`` presets, :mod:`~keras_vit.weights.k
 
 import os
 
-from keras_vit.weights import config as config_lib
 from keras_vit.weights.input_normalization import fold_normalization
 from keras_vit.weights.keras_hub import clip, deit, dinov2, dinov3, family, preset, siglip, vit
 from keras_vit.weights.source import Source
@@ -45,9 +44,7 @@ class KerasHubSource(Source):
         folder = preset_folder(opened.path)
         files, found = reading(folder)
         shapes = {key: tuple(array.shape) for key, array in family.arrays(files, found, stand_ins=True).items()}
-        config_path = os.path.join(folder, preset.CONFIG_FILE)
-        config_lib.check_against_weights(found.expected, shapes, found.declared["qkv_bias"].value, config_path)
-        return found.info(folder, self.name, shapes, config_path)
+        return found.info(folder, self.name, shapes, os.path.join(folder, preset.CONFIG_FILE))
 
     def arrays(self, opened, architecture=None, input_mean=None, input_std=None):
         files, found = reading(preset_folder(opened.path))
