@@ -149,10 +149,8 @@ class Tensors:
     dtypes only (:data:`FLOAT_DTYPES`), a key found in two files refused."""
 
     def __init__(self, files):
-        self.files = files
         self.where = {}
         self.shapes = {}
-        self.dtypes = {}
         for file in files:
             if not os.path.isfile(file):
                 raise CheckpointError(f"Checkpoint not found: {file!r}")
@@ -175,7 +173,6 @@ class Tensors:
                                 "Move the other file out of the folder, or pass the file itself."
                             )
                         self.where[key] = file
-                        self.dtypes[key] = dtype
                         self.shapes[key] = tuple(part.get_shape())
             except CheckpointError:
                 raise
