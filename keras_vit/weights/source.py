@@ -91,7 +91,11 @@ class Reading(Said):
         if not has_query_bias(shapes):
             declare(declared, "qkv_bias", False, "no query/key/value bias tensors (qkv_bias=False)", path)
         kernel = shapes.get("embedding/kernel", (None,) * 4)
-        if self.num_heads is not None and kernel[3] is not None and kernel[3] % self.num_heads:
+        heads = self.num_heads
+        if heads is not None and (isinstance(heads, bool) or not isinstance(heads, int) or heads < 1):
+            said = self.declared["num_heads"]  # a timm model_args.num_heads of "3" or 0 (transformers' are checked as read)
+            raise CheckpointError(f"{said.origin!r}: {said.said}, expected a positive integer (the attention heads).")
+        if heads is not None and kernel[3] is not None and kernel[3] % heads:
             raise CheckpointError(f"{origin!r}: {self.num_heads} heads do not divide the width {kernel[3]} of the weights.")
         size = next((tuple(value) for quantity, _, value in self.expected if quantity == "image_size"), None)
         grid = (size[0] // kernel[0], size[1] // kernel[1]) if size and len(kernel) == 4 and kernel[0] else None

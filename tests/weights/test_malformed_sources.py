@@ -240,6 +240,15 @@ def test_an_npz_with_one_weight_under_two_names_is_refused_naming_both(tmp_path)
             keras_vit.from_pretrained(path)
 
 
+@pytest.mark.parametrize("heads", ["4", 0, -4, 2.5, True])
+def test_a_timm_model_args_num_heads_that_is_no_positive_integer_is_named(tmp_path, heads):
+    """"3" ended in a TypeError ('%' of int and str), 0 in a ZeroDivisionError, neither naming the file or field."""
+    config = dict(TIMM_CONFIG, model_args=dict(TIMM_CONFIG["model_args"], num_heads=heads))
+    path = timm_file(tmp_path / "timm", vit_checkpoint(), config)
+    with pytest.raises(CheckpointError, match=rf"config\.json': model_args\.num_heads={re.escape(repr(heads))}, expected a positive integer"):
+        describe(path)
+
+
 def test_an_integer_tensor_is_named_by_its_dtype_not_called_corrupt(tmp_path):
     state = timm_state_dict(vit_checkpoint())
     state["norm.bias"] = np.zeros(32, np.int64)
