@@ -86,6 +86,21 @@ def test_a_converter_saved_with_keras_hubs_old_mean_and_variance_scales_as_keras
         keras_vit.from_pretrained(str(tmp_path / "p"))
 
 
+def test_a_converter_of_keras_hubs_earlier_norm_mean_and_norm_std_scales_as_keras_hub_did(tmp_path):
+    """keras-hub's earlier ViTImageConverter took (x * scale + offset - norm_mean) / norm_std; the preset loaded
+    with x / 255 (1.46 relative off keras-hub's logits), silently."""
+    config, backbone, task, task_config = preset(tmp_path / "p")
+    path = tmp_path / "p" / "image_converter.json"
+    converter = json.loads(path.read_text())
+    converter["config"].update(scale=1 / 255, offset=None, norm_mean=MEAN, norm_std=STD)
+    path.write_text(json.dumps(converter))
+    model = keras_vit.from_pretrained(str(tmp_path / "p"), classifier_activation=None)
+    np.testing.assert_allclose(model.vit_config.input_mean, MEAN, rtol=1e-6)
+    np.testing.assert_allclose(model.vit_config.input_std, STD, rtol=1e-6)
+    expected = khub.logits(images(), config, backbone, task, task_config, scale=SCALE, offset=OFFSET)
+    np.testing.assert_allclose(np.asarray(model(images())), expected, atol=5e-5)
+
+
 def test_what_keras_vit_cannot_compute_the_same_way_is_refused(tmp_path):
     preset(tmp_path / "gap", task_config={"pooling": "gap"})  # keras-hub averages the class token too
     with pytest.raises(CheckpointError, match=r"task.json.*pooling='gap' with use_class_token=true averages the class token"):

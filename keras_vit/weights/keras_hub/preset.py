@@ -180,6 +180,14 @@ def _old_mean_variance(config, scale, path):
     return [s / d for s, d in zip(scale, std)], [-m / d for m, d in zip(mean, std)]
 
 
+def _norm_mean_std(config, scale, offset, path):
+    """``(scale, offset)`` of keras-hub's earlier ``ViTImageConverter`` / ``DeiTImageConverter``, whose ``call`` took
+    ``(x * scale + offset - norm_mean) / norm_std`` after the base converter, each only where set (truthy)."""
+    mean = _per_channel(config, "norm_mean", path, 0.0) if config.get("norm_mean") else [0.0] * 3
+    std = _per_channel(config, "norm_std", path, 1.0, positive=True) if config.get("norm_std") else [1.0] * 3
+    return [s / d for s, d in zip(scale, std)], [(o - m) / d for o, m, d in zip(offset, mean, std)]
+
+
 class Preset:
     """A keras-hub preset folder; ``reads`` says in errors which presets keras_vit reads."""
 
@@ -224,6 +232,8 @@ class Preset:
         offset = _per_channel(config, "offset", path, 0.0)
         if "mean" in config or "variance" in config:
             scale, offset = _old_mean_variance(config, scale, path)
+        if config.get("norm_mean") or config.get("norm_std"):
+            scale, offset = _norm_mean_std(config, scale, offset, path)
         reading.mean, reading.std = mean_std(scale, offset)
         reading.notes.append(
             f"input scaling from {IMAGE_CONVERTER_FILE}: scale={scale}, offset={offset} -> "
