@@ -19,6 +19,7 @@ PICKLE_SUFFIXES = (".bin", ".pth", ".pt", ".ckpt", ".pkl", ".pickle")
 FLOAT_DTYPES = ("BF16", "F16", "F32", "F64")
 # torch's BatchNorm saves its training-step counter beside its weights (an integer): read by no layer
 BATCH_COUNTER = "num_batches_tracked"
+INDEX_FILE = "model.safetensors.index.json"  # a sharded folder's map of tensor name -> shard file
 
 
 def refuse_pickle(path, what=None):
@@ -66,7 +67,7 @@ def folder_files(folder):
     """The ``.safetensors`` files of a folder (``model.safetensors``, else the shards its index lists: transformers'
     order, so a folder holding both gives the weights transformers loads) and its ``config.json`` (or None)."""
     config = os.path.join(folder, "config.json")
-    index = os.path.join(folder, "model.safetensors.index.json")
+    index = os.path.join(folder, INDEX_FILE)
     if os.path.isfile(os.path.join(folder, "model.safetensors")):
         files = [os.path.join(folder, "model.safetensors")]
     elif os.path.isfile(index):
@@ -87,6 +88,15 @@ def folder_files(folder):
             )
         raise CheckpointError(f"Folder {folder!r} holds no model.safetensors (nor any .safetensors file).")
     return files, (config if os.path.isfile(config) else None)
+
+
+def _refuse_a_shard(path):
+    """A ``.safetensors`` file that the sharded index beside it lists holds part of a model: refused, naming the folder."""
+    folder = os.path.dirname(os.path.abspath(path))
+    index = os.path.join(folder, INDEX_FILE)
+    if os.path.isfile(index) and os.path.basename(path) in set(read_index(index).values()):
+        raise CheckpointError(f"{path!r} is one shard of the model that {index!r} lists; load the folder {folder!r}, "
+                              "which reads every shard.")
 
 
 def read_index(index):
@@ -126,7 +136,7 @@ def read_index(index):
 
 def check_index(folder, tensors):
     """The shards of a sharded folder hold exactly the tensors its index maps to them (no mixed-up shard)."""
-    index = os.path.join(folder, "model.safetensors.index.json")
+    index = os.path.join(folder, INDEX_FILE)
     if not os.path.isfile(index) or os.path.isfile(os.path.join(folder, "model.safetensors")):
         return  # not sharded, or model.safetensors read instead of the shards (folder_files)
     weight_map = {key: file for key, file in read_index(index).items() if key.rpartition(".")[2] != BATCH_COUNTER}
@@ -220,6 +230,8 @@ class Opened:
         self.path = os.fspath(path)
         self.error = None  # why sniff said no file kind, raised when no source claims the path
         self._state_dict = None
+        if os.path.basename(self.path) == INDEX_FILE and os.path.isfile(self.path):
+            self.path = os.path.dirname(os.path.abspath(self.path))  # a sharded index: its folder's weights
         if os.path.isdir(self.path):
             self.kind = "folder"
             return
@@ -236,6 +248,7 @@ class Opened:
                 files, config_path = folder_files(self.path)
             elif self.kind == "safetensors":
                 files = [self.path]
+                _refuse_a_shard(self.path)
                 beside = os.path.join(os.path.dirname(os.path.abspath(self.path)), "config.json")
                 config_path = beside if os.path.isfile(beside) else None
             else:

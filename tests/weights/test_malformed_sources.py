@@ -249,6 +249,18 @@ def test_a_timm_model_args_num_heads_that_is_no_positive_integer_is_named(tmp_pa
         describe(path)
 
 
+def test_a_sharded_folder_named_by_its_index_loads_and_one_shard_is_refused_naming_the_folder(tmp_path):
+    state = timm_state_dict(vit_checkpoint())
+    keys = sorted(state)
+    safetensors_numpy.save_file({k: state[k] for k in keys[::2]}, str(tmp_path / "model-1.safetensors"))
+    safetensors_numpy.save_file({k: state[k] for k in keys[1::2]}, str(tmp_path / "model-2.safetensors"))
+    write_json(tmp_path / "model.safetensors.index.json",
+               {"weight_map": {k: f"model-{1 + i % 2}.safetensors" for i, k in enumerate(keys)}})
+    assert describe(str(tmp_path / "model.safetensors.index.json")).format == "timm"
+    with pytest.raises(CheckpointError, match=r"model-1\.safetensors' is one shard of the model that .*load the folder"):
+        describe(str(tmp_path / "model-1.safetensors"))  # it was called 'qkv_bias=True but the weights have False'
+
+
 def test_an_integer_tensor_is_named_by_its_dtype_not_called_corrupt(tmp_path):
     state = timm_state_dict(vit_checkpoint())
     state["norm.bias"] = np.zeros(32, np.int64)
