@@ -179,7 +179,7 @@ def keras_runtime(model, include_preprocessing=None, image_size=None):
     if len(out) != 2 or out[-1] is None:  # tokens or a feature map: no scores to rank
         gives = f" (it gives {config.output}: include_top=False with pooling={config.pooling!r})" if config is not None else ""
         raise ValueError(f"predict needs a model of class scores or an embedding, (batch, n){gives}; take its tokens "
-                         f"or feature map with model(images) or keras_vit.intermediate_outputs. Received: "
+                         f"or feature map with model(images) or keras_vit.forward_features. Received: "
                          f"output_shape={out}")
 
     first = True  # an eager first call leaves no predict step on the model: the runtime remembers it

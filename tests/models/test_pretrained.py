@@ -157,6 +157,20 @@ def test_source_without_a_head(tmp_path):
     assert keras_vit.from_pretrained(folder, num_classes=3).output_shape == (None, 3)
 
 
+def test_a_distilled_model_without_its_heads_loads_its_encoder(tmp_path):
+    """DeiT's second head (head_dist) was 'a key the model has no place for' with include_top=False."""
+    deit = keras_vit.ViT(image_size=32, patch_size=8, hidden_size=32, num_layers=1, num_heads=4, mlp_dim=64,
+                         num_classes=3, distillation_token=True)
+    path = str(tmp_path / "deit.keras")
+    keras_vit.save_model(deit, path)
+    features = keras_vit.from_pretrained(path, include_top=False)
+    assert features.vit_config.distillation_token and not features.vit_config.include_top
+    assert {"head_dist/kernel", "head_dist/bias", "head/kernel", "head/bias"} <= set(features.load_report.unused)
+    x = images()
+    want = keras_vit.forward_features(deit, x, outputs="pooled")["pooled"]  # the encoder's class token
+    np.testing.assert_allclose(np.asarray(features(x)), want, atol=1e-5)
+
+
 def test_convert_writes_a_keras_file_with_class_names_that_predict_and_export_use(tmp_path, capsys):
     from PIL import Image
 
