@@ -68,17 +68,26 @@ def test_a_declared_architecture_the_model_lacks_is_refused_by_field(tmp_path):
                       num_classes=5, layer_norm_epsilon=1e-6, weights=str(tmp_path / "p"))
 
 
-def test_a_converter_saved_with_keras_hubs_old_mean_and_variance_scales_as_keras_hub_does(tmp_path):
-    config, backbone, task, task_config = preset(tmp_path / "p")
-    path = tmp_path / "p" / "image_converter.json"
+def converted_as_keras_hub(folder, **fields):
+    """The preset of ``folder`` with its image converter's config updated by ``fields`` (another spelling of the
+    ImageNet scaling): from_pretrained gives the ImageNet mean and std, and keras-hub's logits. Returns the
+    converter and its path."""
+    config, backbone, task, task_config = preset(folder)
+    path = folder / "image_converter.json"
     converter = json.loads(path.read_text())
-    converter["config"].update(scale=1 / 255, offset=[9.0, 9.0, 9.0], mean=MEAN, variance=[s * s for s in STD])
+    converter["config"].update(fields)
     path.write_text(json.dumps(converter))
-    model = keras_vit.from_pretrained(str(tmp_path / "p"), classifier_activation=None)
+    model = keras_vit.from_pretrained(str(folder), classifier_activation=None)
     np.testing.assert_allclose(model.vit_config.input_mean, MEAN, rtol=1e-6)
     np.testing.assert_allclose(model.vit_config.input_std, STD, rtol=1e-6)
     expected = khub.logits(images(), config, backbone, task, task_config, scale=SCALE, offset=OFFSET)
     np.testing.assert_allclose(np.asarray(model(images())), expected, atol=5e-5)
+    return converter, path
+
+
+def test_a_converter_saved_with_keras_hubs_old_mean_and_variance_scales_as_keras_hub_does(tmp_path):
+    converter, path = converted_as_keras_hub(tmp_path / "p", scale=1 / 255, offset=[9.0, 9.0, 9.0], mean=MEAN,
+                                             variance=[s * s for s in STD])
     del converter["config"]["variance"]
     path.write_text(json.dumps(converter))
     with pytest.raises(CheckpointError, match=r"image_converter.json': config has mean=\[0.485, 0.456, 0.406\]; keras-hub's "
@@ -89,16 +98,7 @@ def test_a_converter_saved_with_keras_hubs_old_mean_and_variance_scales_as_keras
 def test_a_converter_of_keras_hubs_earlier_norm_mean_and_norm_std_scales_as_keras_hub_did(tmp_path):
     """keras-hub's earlier ViTImageConverter took (x * scale + offset - norm_mean) / norm_std; the preset loaded
     with x / 255 (1.46 relative off keras-hub's logits), silently."""
-    config, backbone, task, task_config = preset(tmp_path / "p")
-    path = tmp_path / "p" / "image_converter.json"
-    converter = json.loads(path.read_text())
-    converter["config"].update(scale=1 / 255, offset=None, norm_mean=MEAN, norm_std=STD)
-    path.write_text(json.dumps(converter))
-    model = keras_vit.from_pretrained(str(tmp_path / "p"), classifier_activation=None)
-    np.testing.assert_allclose(model.vit_config.input_mean, MEAN, rtol=1e-6)
-    np.testing.assert_allclose(model.vit_config.input_std, STD, rtol=1e-6)
-    expected = khub.logits(images(), config, backbone, task, task_config, scale=SCALE, offset=OFFSET)
-    np.testing.assert_allclose(np.asarray(model(images())), expected, atol=5e-5)
+    converted_as_keras_hub(tmp_path / "p", scale=1 / 255, offset=None, norm_mean=MEAN, norm_std=STD)
 
 
 def test_what_keras_vit_cannot_compute_the_same_way_is_refused(tmp_path):

@@ -48,6 +48,15 @@ def write_json(path, value):
         json.dump(value, f)
 
 
+def write_shards(folder, state):
+    """``state`` in two shards (``model-1``, ``model-2``: alternate keys) and the index that maps them."""
+    keys = sorted(state)
+    for n, part in ((1, keys[::2]), (2, keys[1::2])):
+        safetensors_numpy.save_file({k: state[k] for k in part}, str(folder / f"model-{n}.safetensors"))
+    write_json(folder / "model.safetensors.index.json", {"weight_map": {k: f"model-{1 + i % 2}.safetensors" for i, k in enumerate(keys)}})
+    return keys
+
+
 def test_transformers_image_size_is_checked_as_a_grid(tmp_path):
     """A non-square ``image_size`` beside a 4 x 4 grid of position embeddings is refused (its height alone matched)."""
     folder = transformers_folder(tmp_path / "vit", vit_checkpoint())
@@ -195,19 +204,16 @@ def test_the_same_tensor_twice_is_refused(tmp_path):
 
 def test_a_sharded_index_that_does_not_match_its_shards_is_named(tmp_path):
     """An index mapping tensors to a shard that does not hold them (shards of two downloads) was called 'not a ViT'."""
-    state = timm_state_dict(vit_checkpoint())
-    keys = sorted(state)
     folder = tmp_path / "sharded"
     folder.mkdir()
-    safetensors_numpy.save_file({k: state[k] for k in keys[::2]}, str(folder / "model-1.safetensors"))
-    safetensors_numpy.save_file({k: state[k] for k in keys[1::2]}, str(folder / "model-2.safetensors"))
+    keys = write_shards(folder, timm_state_dict(vit_checkpoint()))
+    index = json.loads((folder / "model.safetensors.index.json").read_text())
     write_json(folder / "model.safetensors.index.json", {"weight_map": {k: "model-1.safetensors" for k in keys}})
     message = (rf"index\.json' does not match its shards \({len(keys[1::2])} tensor\(s\): "
                r"'.+': index says 'model-1\.safetensors', found in no shard")
     with pytest.raises(CheckpointError, match=message):
         describe(folder)
-    write_json(folder / "model.safetensors.index.json",
-               {"weight_map": {k: f"model-{1 + i % 2}.safetensors" for i, k in enumerate(keys)}})
+    write_json(folder / "model.safetensors.index.json", index)
     assert describe(folder).format == "timm" and describe(folder).num_heads is None
 
 
@@ -215,11 +221,7 @@ def test_a_folder_with_model_safetensors_and_an_index_reads_model_safetensors_as
     """The shards were read (transformers loads model.safetensors first), and a stale index beside a whole file
     was refused for its missing shards."""
     state = timm_state_dict(vit_checkpoint())
-    keys = sorted(state)
-    safetensors_numpy.save_file({k: state[k] for k in keys[::2]}, str(tmp_path / "model-1.safetensors"))
-    safetensors_numpy.save_file({k: state[k] for k in keys[1::2]}, str(tmp_path / "model-2.safetensors"))
-    write_json(tmp_path / "model.safetensors.index.json",
-               {"weight_map": {k: f"model-{1 + i % 2}.safetensors" for i, k in enumerate(keys)}})
+    write_shards(tmp_path, state)
     whole = dict(state, **{"head.bias": state["head.bias"] + 100})
     safetensors_numpy.save_file(whole, str(tmp_path / "model.safetensors"))
     model = keras_vit.from_pretrained(str(tmp_path), num_heads=4)
@@ -251,11 +253,7 @@ def test_a_timm_model_args_num_heads_that_is_no_positive_integer_is_named(tmp_pa
 
 def test_a_sharded_folder_named_by_its_index_loads_and_one_shard_is_refused_naming_the_folder(tmp_path):
     state = timm_state_dict(vit_checkpoint())
-    keys = sorted(state)
-    safetensors_numpy.save_file({k: state[k] for k in keys[::2]}, str(tmp_path / "model-1.safetensors"))
-    safetensors_numpy.save_file({k: state[k] for k in keys[1::2]}, str(tmp_path / "model-2.safetensors"))
-    write_json(tmp_path / "model.safetensors.index.json",
-               {"weight_map": {k: f"model-{1 + i % 2}.safetensors" for i, k in enumerate(keys)}})
+    write_shards(tmp_path, state)
     assert describe(str(tmp_path / "model.safetensors.index.json")).format == "timm"
     with pytest.raises(CheckpointError, match=r"model-1\.safetensors' is one shard of the model that .*load the folder"):
         describe(str(tmp_path / "model-1.safetensors"))  # it was called 'qkv_bias=True but the weights have False'
@@ -287,11 +285,7 @@ def test_a_batchnorm_step_counter_is_no_weight_and_the_refusal_names_what_is_lac
     with pytest.raises(CheckpointError, match=r"config.json': timm's architecture 'vit_base_mci_224' has a ConvStem backbone"):
         describe(str(path))
     os.remove(path)  # sharded, the counter in the index too: the index is not called a mismatch for it
-    keys = sorted(state)
-    safetensors_numpy.save_file({k: state[k] for k in keys[::2]}, str(tmp_path / "model-1.safetensors"))
-    safetensors_numpy.save_file({k: state[k] for k in keys[1::2]}, str(tmp_path / "model-2.safetensors"))
-    write_json(tmp_path / "model.safetensors.index.json",
-               {"weight_map": {k: f"model-{1 + i % 2}.safetensors" for i, k in enumerate(keys)}})
+    write_shards(tmp_path, state)
     with pytest.raises(CheckpointError, match=r"'vit_base_mci_224' has a ConvStem backbone"):
         describe(str(tmp_path))
 
