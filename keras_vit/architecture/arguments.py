@@ -6,6 +6,8 @@ as ``keras.applications`` does.
 
 import numbers
 
+import keras
+
 from keras_vit.domains import POSITIVE_INT
 
 # class token, mean of the patch tokens, attention pooling (SigLIP), [class token; mean of the patch tokens] (DINOv2's
@@ -13,8 +15,6 @@ from keras_vit.domains import POSITIVE_INT
 POOLING_MODES = ("token", "gap", "map", "token_gap_concat", "avg", "max")
 # what include_top=False also takes: the token sequence (None) and the patch tokens on their grid (keras.applications' map)
 NO_TOP_OUTPUTS = (None, "feature_map")
-# a classification head's activations: none (logits), a distribution over the classes, each class's own probability
-CLASSIFIER_ACTIVATIONS = (None, "linear", "softmax", "sigmoid")
 DEFAULT_IMAGE_SIZE = 224  # the builders' image_size, and the native size of an image_size=None model
 
 
@@ -137,10 +137,13 @@ def validate_top(num_classes, include_top, pooling, classifier_activation):
         raise ValueError(f"Unknown pooling type: expected one of {allowed}. Received: pooling={pooling!r}")
     if include_top and (not _is_int(num_classes) or num_classes < 1):
         raise ValueError(f"`num_classes` must be a positive int when include_top=True. Received: num_classes={num_classes!r}")
-    if classifier_activation not in CLASSIFIER_ACTIVATIONS:  # another function of the logits is no class score
-        raise ValueError(f"Unknown `classifier_activation`: expected one of {CLASSIFIER_ACTIVATIONS} (logits, softmax "
-                         f"probabilities, each class's sigmoid probability). Received: classifier_activation={classifier_activation!r}")
-    if include_top and num_classes == 1 and classifier_activation == "softmax":
+    if classifier_activation is not None:
+        keras.activations.get(classifier_activation)  # raises on an unknown name
+
+
+def refuse_one_class_softmax(config):
+    """A builder's check (files that hold such a head still load): a softmax over one class is 1.0 for every image."""
+    if config.include_top and config.num_classes == 1 and config.classifier_activation == "softmax":
         raise ValueError("A softmax over one class is 1.0 for every image: a binary classifier of one output takes "
                          "classifier_activation='sigmoid' (its probability) or None (its logit), or num_classes=2. "
                          "Received: num_classes=1, classifier_activation='softmax'")

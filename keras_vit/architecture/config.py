@@ -64,7 +64,7 @@ class ViTConfig:
             ``include_top=False`` only, None or ``"feature_map"``.
         representation_size: width of the tanh pre-logits layer, or None.
         classifier_activation: of the head: ``"softmax"``, ``"sigmoid"`` (each class's own probability: multi-label)
-            or None (``"linear"``), which returns logits.
+            or None (``"linear"``), which returns logits (as does any other Keras activation, for predict and exports).
         include_preprocessing: the model scales [0, 255] RGB inputs to [-1, 1] itself.
         dropout, attention_dropout, drop_path_rate: regularisation rates (training only).
 
@@ -310,7 +310,7 @@ class ViTConfig:
         """What the model returns, one of :data:`OUTPUTS`: what predict and the exports call its output.
 
         ``"probabilities"`` (a head ending in softmax, a distribution over the classes, or in sigmoid, each class's own
-        probability: multi-label), ``"logits"`` (a head without an activation),
+        probability: multi-label), ``"logits"`` (a head without an activation, or with another),
         ``"embedding"`` (no head: the pooled vector, projected where ``projection_dim`` is set, as CLIP's
         image embedding), ``"tokens"`` (``pooling=None``) or ``"feature_map"``.
 

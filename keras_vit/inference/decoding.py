@@ -9,8 +9,9 @@ file gets the same pixels, and the same probabilities, on every path:
   ``tf.io.decode_image`` reads; :func:`tf_decodable` tells them by their signature) to
   ``uint8 (H, W, 3)``: turned upright by its EXIF orientation (JPEG and PNG,
   :mod:`keras_vit.inference.exif`); gray to RGB; transparent pixels composited onto white
-  (``round((rgb * a + 255 * (255 - a)) / 255)``; a 32-bit BMP's fourth byte is its alpha unless it is 0
-  in every pixel, as browsers read it: Windows writes 0 there, "unused"); 16-bit PNGs scaled to 8 bits as
+  (``round((rgb * a + 255 * (255 - a)) / 255)``; a 32-bit BMP's fourth byte is alpha only where its
+  header has an alpha mask, and not when it is 0 in every pixel: Pillow's and browsers' reading of
+  Windows' "unused" byte); 16-bit PNGs scaled to 8 bits as
   ``round(v / 257)``; the first frame of an animation. An image with no pixels (a zero height or
   width) fails with ``InvalidArgumentError`` naming its size;
 * :func:`resize`: bilinear with antialiasing (``tf.image.resize(..., "bilinear", antialias=True)``:
@@ -49,7 +50,8 @@ SIGNATURES = (  # the files tf.io.decode_image reads, told by their first bytes 
 )
 _PNG = b"\x89PNG\r\n\x1a\n"
 BMP_MASKS = (0xFF0000, 0xFF00, 0xFF)  # BI_BITFIELDS' red, green, blue masks of the byte order tf.io.decode_bmp reads
-_BMP_HEADER = 66  # the bits per pixel at 28, the compression at 30, the bit fields' masks at 54, 58, 62
+_BMP_HEADER = 70  # header size at 14, bits per pixel at 28, compression at 30, bit fields' masks at 54, 58, 62, 66 (alpha)
+_BMP_ALPHA = (0xFF000000).to_bytes(4, "little")  # the alpha mask of BI_BITFIELDS' blue-green-red-alpha bytes
 
 
 def _bmp_read_by_tf(bits, compression, masks):
@@ -103,7 +105,7 @@ def decode(data):
     is_bmp = tf.equal(tf.strings.substr(data, 0, 2), b"BM")
     header = tf.strings.substr(tf.strings.join([data, bytes(_BMP_HEADER)]), 0, _BMP_HEADER)  # a short file: zeros
     field = lambda offset, size: tf.cast(tf.io.decode_raw(tf.strings.substr(header, offset, size), tf.uint16 if size == 2 else tf.int32)[0], tf.int64)  # noqa: E731
-    bits, compression = field(28, 2), field(30, 4)
+    bits, compression, header_size = field(28, 2), field(30, 4), field(14, 4)
     masks = tf.stack([field(offset, 4) for offset in (54, 58, 62)])
     read = tf.logical_or(tf.logical_and(tf.logical_or(tf.equal(bits, 24), tf.equal(bits, 32)), tf.equal(compression, 0)),
                          tf.logical_and(tf.equal(bits, 32), tf.logical_and(tf.equal(compression, 3), tf.reduce_all(tf.equal(masks, BMP_MASKS)))))
@@ -125,7 +127,11 @@ def decode(data):
         image = tf.identity(image)
     channels = tf.shape(image)[-1]  # 1 gray, 2 gray + alpha, 3 RGB, 4 RGBA
     rgb = tf.gather(image, tf.where(channels < 3, tf.constant([0, 0, 0]), tf.constant([0, 1, 2])), axis=-1)
-    opaque_bmp = tf.logical_and(is_bmp, tf.reduce_all(tf.equal(image[..., -1], 0.0)))  # Windows' "unused" fourth byte
+    # a BMP's fourth byte is alpha where BI_BITFIELDS' header (BITMAPV3 and later: 56 bytes or more) has its mask, as
+    # Pillow reads it; Windows' BI_RGB byte is "unused" (Pillow and browsers: opaque), and so is one 0 everywhere
+    declared = tf.logical_and(tf.logical_and(tf.equal(compression, 3), header_size >= 56),
+                              tf.equal(tf.strings.substr(header, 66, 4), _BMP_ALPHA))
+    opaque_bmp = tf.logical_and(is_bmp, tf.logical_or(tf.logical_not(declared), tf.reduce_all(tf.equal(image[..., -1], 0.0))))
     alpha = tf.where(tf.logical_and(channels % 2 == 0, tf.logical_not(opaque_bmp)), image[..., -1:], 255.0)
     image = tf.round((rgb * alpha + 255.0 * (255.0 - alpha)) / 255.0)  # onto white; exact where alpha is 255
     image = exif.apply_orientation(tf.cast(image, tf.uint8), exif.orientation(data))

@@ -19,7 +19,7 @@ import numpy as np
 from keras_vit.architecture.config import ViTConfig
 from keras_vit.architecture.model import config_of
 from keras_vit.inference import naflex_input
-from keras_vit.inference.runtimes import EMBEDDING, Runtime, model_takes_pixels, saved_model_metadata, unit_range
+from keras_vit.inference.runtimes import EMBEDDING, OUTPUT_NAMES, Runtime, model_takes_pixels, saved_model_metadata, unit_range
 from keras_vit.inference.tflite_files import tflite_interpreter, tflite_output
 from keras_vit.layers.naflex_grid import GRID_RULES, KEYS
 
@@ -155,7 +155,7 @@ def tflite_runtime(path, include_preprocessing=None, max_patches=None):
         # searches differ only where timm's refuses a scale under 1e-5)
         return run_tflite(interpreter, _batch(images, patch, budget, include_preprocessing is not False, "timm"))
 
-    kind = EMBEDDING if output["name"] == EMBEDDING else None
+    kind = output["name"] if output["name"] in OUTPUT_NAMES else None  # keras_vit names it (export.naflex)
     runtime = Runtime(run, (patch, patch), int(output["shape"][-1]), include_preprocessing is not False, None, 1e-3, kind)
     return runtime, ((patch, patch), budget)
 

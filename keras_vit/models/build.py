@@ -201,6 +201,7 @@ def make_builder(builder_name, *, doc, positional=(), fixed=None, defaults=None,
                 f"{', '.join(free + list(NOT_ARCHITECTURE + APPLICATIONS_ALIASES))}"
             )
         config = ViTConfig(**{**defaults, **fixed, **given})
+        arguments.refuse_one_class_softmax(config)
         return build_model(config, weights=weights, input_tensor=input_tensor, name=name or default_name,
                            variant=variant, given=frozenset(given) | frozenset(fixed))
 

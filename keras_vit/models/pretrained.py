@@ -14,7 +14,7 @@ import os
 import warnings
 
 from keras_vit.architecture import variants
-from keras_vit.architecture.arguments import whole_patches
+from keras_vit.architecture.arguments import refuse_one_class_softmax, whole_patches
 from keras_vit.architecture.config import ViTConfig
 from keras_vit.errors import CheckpointError
 from keras_vit.models import naflex_conversion
@@ -103,6 +103,9 @@ def from_pretrained(source, **overrides):
     adopted_activation = bool(info.classifier_activation) and own_head and "classifier_activation" not in overrides
     if adopted_activation:  # the source's own head keeps the activation the source declares (keras-hub's task.json)
         kwargs["classifier_activation"] = info.classifier_activation[0]
+    one_logit = saved is None and kwargs.get("include_top", True) and kwargs.get("num_classes") == 1 and "classifier_activation" not in kwargs
+    if one_logit:  # a head of one output (transformers' num_labels=1: a regression or binary head): its logit
+        kwargs["classifier_activation"] = None
     name, input_tensor = kwargs.pop("name", None), kwargs.pop("input_tensor", None)
     if saved is not None:  # a keras_vit model: its whole architecture (the family's switches, a stem), the overrides applied
         build = saved.replace
@@ -117,8 +120,13 @@ def from_pretrained(source, **overrides):
                 f"Checkpoint {path!r} declares what keras_vit cannot build: {'; '.join(said)} ({error})"
             ) from error
         raise
+    if "classifier_activation" in overrides:
+        refuse_one_class_softmax(config)
     model = build_model(config, weights=path, info=info, input_tensor=input_tensor, name=name, given=frozenset(kwargs))
     model.load_report.source = str(source)
+    if one_logit:
+        model.load_report.notes.append("classifier_activation=None: a head of one output gives its logit (a softmax "
+                                       "over one class is 1.0; pass classifier_activation='sigmoid' for a probability)")
     if adopted_activation:
         model.load_report.notes.append(f"classifier_activation={kwargs['classifier_activation']!r}: the head's activation "
                                        f"the source declares ({info.classifier_activation[1]})")

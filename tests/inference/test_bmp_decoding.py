@@ -70,10 +70,15 @@ def test_a_32_bit_bmp_whose_fourth_byte_is_zero_is_opaque(tmp_path):
     np.testing.assert_array_equal(pixels, np.asarray(Image.open(io.BytesIO(data)).convert("RGB")))
 
 
-def test_a_32_bit_bmp_with_alpha_is_composited_onto_white():
+def test_a_32_bit_bmp_whose_header_has_an_alpha_mask_is_composited_onto_white_and_another_is_opaque(tmp_path):
     alpha = np.full(PIXELS.shape[:2], 255, np.uint8)
     alpha[0, 0], alpha[1, 1] = 0, 128
-    got = decoding.decode(tf.constant(bmp32(PIXELS, alpha))).numpy().astype(int)
+    plain = bmp32(PIXELS, alpha)  # BI_RGB: the fourth byte "unused", whatever it holds (Pillow: RGB)
+    np.testing.assert_array_equal(decoding.decode(tf.constant(plain)).numpy(), PIXELS)
+    np.testing.assert_array_equal(read(tmp_path, plain)[0], np.asarray(Image.open(io.BytesIO(plain)).convert("RGB")))
+    with_alpha = bmp32(PIXELS, alpha, compression=3, masks=(0xFF0000, 0xFF00, 0xFF, 0xFF000000))
+    assert Image.open(io.BytesIO(with_alpha)).mode == "RGBA"  # Pillow reads the mask as alpha too
+    got = decoding.decode(tf.constant(with_alpha)).numpy().astype(int)
     assert got[0, 0].tolist() == [255, 255, 255]
     want = np.round((PIXELS[1, 1].astype(int) * 128 + 255 * 127) / 255)
     assert got[1, 1].tolist() == want.astype(int).tolist()

@@ -1,6 +1,6 @@
 """A classification head's activation says what its outputs are: softmax and sigmoid heads give probabilities (a
 distribution; each class's own), a head without one gives logits. predict and the exports take them as the model
-says, never a softmax over a sigmoid's; an activation that gives no class score is refused when the model is built."""
+says, never a softmax over a sigmoid's; a builder refuses a softmax over one class (always 1.0)."""
 
 import numpy as np
 import pytest
@@ -14,20 +14,31 @@ from keras_vit.inference import predictors
 SMALL = dict(image_size=32, patch_size=8, hidden_size=32, num_layers=1, num_heads=4, mlp_dim=64, num_classes=3)
 
 
-@pytest.mark.parametrize("fields, message", [
-    (dict(classifier_activation="relu"), r"Unknown `classifier_activation`.*Received: classifier_activation='relu'"),
-    (dict(num_classes=1), r"A softmax over one class is 1.0 for every image.*Received: num_classes=1"),
-])
-def test_a_head_whose_outputs_are_no_class_scores_is_refused(fields, message):
-    with pytest.raises(ValueError, match=message):
-        keras_vit.ViT(**{**SMALL, **fields})
+def test_a_builder_refuses_a_softmax_over_one_class_and_a_file_of_one_still_loads(tmp_path):
+    with pytest.raises(ValueError, match=r"A softmax over one class is 1.0 for every image.*Received: num_classes=1"):
+        keras_vit.ViT(**dict(SMALL, num_classes=1))
+    one = keras_vit.ViTConfig(**dict(SMALL, num_classes=1))  # what a saved file of such a head reads: it loads
+    assert one.output == "probabilities"
+    assert keras_vit.ViT(**dict(SMALL, num_classes=1), classifier_activation="sigmoid").vit_config.output == "probabilities"
+
+
+def test_a_one_label_transformers_head_loads_as_its_logit(tmp_path):
+    """transformers' num_labels=1 (a regression or binary head) was built with the default softmax: 1.0 always."""
+    from foreign_files import transformers_folder
+    from helpers import vit_checkpoint
+
+    folder = transformers_folder(tmp_path / "one", vit_checkpoint(num_classes=1), num_classes=1)
+    model = keras_vit.from_pretrained(folder)
+    assert model.vit_config.classifier_activation is None and model.vit_config.output == "logits"
+    assert any("a head of one output gives its logit" in note for note in model.load_report.notes)
+    with pytest.raises(ValueError, match="A softmax over one class"):
+        keras_vit.from_pretrained(folder, classifier_activation="softmax")
 
 
 def test_the_heads_outputs_are_named_by_their_activation():
     outputs = {activation: keras_vit.ViTConfig(**SMALL, classifier_activation=activation).output
                for activation in ("softmax", "sigmoid", None, "linear")}
     assert outputs == {"softmax": "probabilities", "sigmoid": "probabilities", None: "logits", "linear": "logits"}
-    assert keras_vit.ViTConfig(**dict(SMALL, num_classes=1), classifier_activation="sigmoid").output == "probabilities"
 
 
 @pytest.fixture(scope="module")
@@ -76,3 +87,18 @@ def test_to_probabilities_takes_what_the_model_says():
     np.testing.assert_allclose(predictors.to_probabilities(np.log([[1.0, 3.0]]), output="logits"), [[0.25, 0.75]])
     distribution = np.array([[0.2, 0.8]])  # unsaid: a distribution is taken as it is, anything else as logits
     np.testing.assert_array_equal(predictors.to_probabilities(distribution), distribution)
+
+
+def test_a_naflex_tflite_of_a_sigmoid_head_predicts_its_probabilities(tmp_path):
+    """The NaFlex .tflite runtime guessed from the values (a softmax over the sigmoid's) where the others read the name."""
+    config = keras_vit.ViTConfig(image_size=16, patch_size=4, hidden_size=32, num_layers=1, num_heads=4, mlp_dim=64,
+                                 num_classes=3, input_mode="naflex", pooling="gap", class_token=False,
+                                 classifier_activation="sigmoid")
+    model = keras_vit.build_model(config)
+    _randomize(model)
+    path = str(tmp_path / "image.png")
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (16, 16, 3), dtype=np.uint8)).save(path)
+    data = np.random.default_rng(5).uniform(0, 255, (4, 16, 16, 3)).astype("float32")
+    report = export_model(model, "tflite", str(tmp_path / "naflex.tflite"), eval_data=data, max_patches=16)
+    np.testing.assert_allclose(_predicted(report.path, [path]), _predicted(model, [path]), atol=1e-4)
+    assert abs(_predicted(model, [path]).sum() - 1) > 0.05  # not a distribution: a softmax would have changed it
