@@ -63,7 +63,8 @@ class ModelState:
         return " and ".join(parts) or "float"
 
 
-def _mode(layer):
+def layer_quantization(layer):
+    """The mode of ``model.quantize`` a layer's own weights are in (``"int8"``...), or None for a float layer."""
     try:
         return own_policy(layer).quantization_mode
     except (AttributeError, KeyError):
@@ -74,7 +75,7 @@ def model_state(model):
     """The :class:`ModelState` of ``model`` (any Keras model), read from its layers."""
     quantized, modes, lora, ranks, trained = [], [], [], [], False
     for layer in model._flatten_layers(include_self=False):
-        mode = _mode(layer)
+        mode = layer_quantization(layer)
         if mode is not None:
             quantized.append(layer.path or layer.name)
             modes.append(str(mode))

@@ -33,7 +33,7 @@ import numpy as np
 
 from keras_vit import saving
 from keras_vit.architecture.model import config_of
-from keras_vit.architecture.state import model_state
+from keras_vit.architecture.state import layer_quantization
 from keras_vit.domains import POSITIVE_INT
 
 QLORA_MODES = ("int8", "int4")  # the modes of model.quantize whose layers run Keras' LoRA factors (float8's refuse them)
@@ -117,10 +117,6 @@ def enable_lora(model, rank, targets=DEFAULT_TARGETS, *, alpha=None):
     targets = _check_targets(targets)
     if lora_layers(model):
         raise ValueError(f"LoRA is already enabled on model {model.name!r}: {[l.path for l in lora_layers(model)]}")
-    quantization = model_state(model).quantization
-    if quantization is not None and quantization not in QLORA_MODES:
-        raise ValueError(f"Model {model.name!r} is quantized to {quantization!r}, whose Keras layers run no LoRA "
-                         f"factors; LoRA goes on float models and on those quantized to {' or '.join(QLORA_MODES)}.")
     names = {name for target in targets for name in TARGETS[target]}
     chosen = [
         layer
@@ -130,6 +126,11 @@ def enable_lora(model, rank, targets=DEFAULT_TARGETS, *, alpha=None):
     if not chosen:
         raise ValueError(f"Model {model.name!r} has no layer that targets={targets!r} names")
     _check_rank(rank, chosen)
+    without = sorted({str(layer_quantization(layer)) for layer in chosen} - {"None", *QLORA_MODES})
+    if without:  # checked on the layers LoRA goes on: int8 and int4 mixed are QLoRA, a float8 MLP untouched by it too
+        raise ValueError(f"Model {model.name!r} has layers that targets={targets!r} names quantized to {without}, whose "
+                         f"Keras layers run no LoRA factors; LoRA goes on float layers and those quantized to "
+                         f"{' or '.join(QLORA_MODES)}.")
     model.trainable = True
     for layer in model._flatten_layers(include_self=False):
         if not list(layer._flatten_layers(include_self=False)):  # leaves: the layers that own the weights

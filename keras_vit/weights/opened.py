@@ -94,7 +94,13 @@ def _refuse_a_shard(path):
     """A ``.safetensors`` file that the sharded index beside it lists holds part of a model: refused, naming the folder."""
     folder = os.path.dirname(os.path.abspath(path))
     index = os.path.join(folder, INDEX_FILE)
-    if os.path.isfile(index) and os.path.basename(path) in set(read_index(index).values()):
+    if os.path.basename(path) == "model.safetensors" or not os.path.isfile(index):
+        return  # a whole model's file (folder_files reads it before any index)
+    try:
+        shards = set(read_index(index).values())
+    except CheckpointError:  # an index that cannot be read says nothing of this file, which is read as it is
+        return
+    if os.path.basename(path) in shards:
         raise CheckpointError(f"{path!r} is one shard of the model that {index!r} lists; load the folder {folder!r}, "
                               "which reads every shard.")
 

@@ -16,7 +16,7 @@ from keras_vit.weights import config as config_lib
 from keras_vit.weights import declared as declared_lib
 from keras_vit.weights import timm_eva, timm_naflex
 from keras_vit.weights.declared import declare
-from keras_vit.weights.timm_models import DEFAULTS, NEUTRAL, SWITCHES, lacking, registered, registration, switch_lacking, table
+from keras_vit.weights.timm_models import DEFAULTS, KERAS_VIT_NAMES, NEUTRAL, SWITCHES, lacking, registered, registration, switch_lacking, table
 
 GLU_LAYERS = ("SwiGLUPacked", "swiglu_packed")  # timm.layers.SwiGLUPacked: GluMlp(gate_last=False), act(x1) * x2
 SWIGLU_LAYERS = ("SwiGLU", "swiglu")  # timm.layers.SwiGLU: fc1_g, fc1_x of int(dim * mlp_ratio), act(fc1_g x) * fc1_x x
@@ -27,7 +27,10 @@ POOLING = {"token": "token", "avg": "gap", "map": "map"}  # timm global_pool -> 
 def _check_model_args(model_args, path):
     """A ``model_args`` entry keras_vit would otherwise ignore while it changes timm's computation is refused by name."""
     for name, value in model_args.items():
-        if name in DEFAULTS or name in NEUTRAL or name in timm_eva.ROPE_ARGS:
+        if name in KERAS_VIT_NAMES:
+            raise CheckpointError(f"{path!r}: model_args.{name}={value!r} is a name of keras_vit's, no timm argument: timm "
+                                  "could not build this config.json. Remove it; timm's registration says the rest.")
+        if name in DEFAULTS or name in NEUTRAL or name in timm_eva.ROPE_ARGS or (name, value) == ("block_fn", "ResPostBlock"):
             continue
         if name in SWITCHES:
             what = switch_lacking(name, value)
@@ -94,6 +97,10 @@ def resolve(config, path, architecture=None):
         resolved["global_pool"] = (config["global_pool"], f"global_pool={config['global_pool']!r}")
     for name, value in model_args.items():
         resolved[name] = (value, f"model_args.{name}={value!r}")
+    if model_args.get("block_fn") == "ResPostBlock":
+        resolved["res_post_norm"] = (True, "model_args.block_fn='ResPostBlock'")
+    if resolved["res_post_norm"][0] and resolved["init_values"][0] is not None:  # ResPostBlock's norms' initial scale
+        resolved["init_values"] = (None, f"{resolved['res_post_norm'][1]} (init_values: the norms' initial scale, no LayerScale)")
     resolved["architecture"] = (architecture, "registered" if row is not None else None)
     return resolved
 

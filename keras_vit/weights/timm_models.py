@@ -23,6 +23,7 @@ DEFAULTS = dict(
     res_post_norm=False,  # keras_vit's name: timm's block_fn=ResPostBlock, Eva's use_post_norm
     attn_pool_num_heads=None, attn_pool_mlp_ratio=None,  # the last two: Eva's only (timm_eva.POOL_ARGS)
 )
+KERAS_VIT_NAMES = ("norm_type", "patch_norm", "res_post_norm")  # of DEFAULTS: no timm argument (not in model_args)
 TABLE = os.path.join(os.path.dirname(__file__), "data", "timm_registrations.json")
 # arguments that do not change what a trained model computes at its own size
 NEUTRAL = ("drop_rate", "pos_drop_rate", "patch_drop_rate", "proj_drop_rate", "attn_drop_rate", "drop_path_rate",

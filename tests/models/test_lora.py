@@ -117,9 +117,19 @@ def test_lora_on_a_quantization_without_it_is_refused_before_anything_changes():
     model = keras_vit.build_model(keras_vit.ViTConfig.from_dict(MODELS["vit"]))
     model.quantize("float8")
     trainable = [v.path for v in model.trainable_weights]
-    with pytest.raises(ValueError, match="quantized to 'float8', whose Keras layers run no LoRA"):
+    with pytest.raises(ValueError, match=r"quantized to \['float8'\], whose Keras layers run no LoRA"):
         keras_vit.enable_lora(model, 2)
     assert not lora_layers(model) and [v.path for v in model.trainable_weights] == trainable
+
+
+def test_lora_on_layers_of_int8_and_int4_is_qlora_and_a_float8_layer_it_does_not_adapt_is_left():
+    model = keras_vit.build_model(keras_vit.ViTConfig.from_dict(MODELS["vit"]))
+    model.quantize("int8", filters=lambda layer: layer.name.startswith("mlp_dense"))
+    model.quantize("int4", filters=lambda layer: layer.name in ("query", "key", "value"))
+    assert len(keras_vit.enable_lora(model, 2)) == 2 * 6  # q, k, v (int4), out (float), mlp_dense_1 / 2 (int8) of each block
+    model = keras_vit.build_model(keras_vit.ViTConfig.from_dict(MODELS["vit"]))
+    model.quantize("float8", filters=lambda layer: layer.name.startswith("mlp_dense"))
+    assert len(keras_vit.enable_lora(model, 2, targets=("query", "value"))) == 2 * 2
 
 
 @pytest.mark.parametrize(

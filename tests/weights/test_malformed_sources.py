@@ -257,6 +257,9 @@ def test_a_sharded_folder_named_by_its_index_loads_and_one_shard_is_refused_nami
     assert describe(str(tmp_path / "model.safetensors.index.json")).format == "timm"
     with pytest.raises(CheckpointError, match=r"model-1\.safetensors' is one shard of the model that .*load the folder"):
         describe(str(tmp_path / "model-1.safetensors"))  # it was called 'qkv_bias=True but the weights have False'
+    safetensors_numpy.save_file(state, str(tmp_path / "model.safetensors"))  # a whole file beside a broken index
+    (tmp_path / "model.safetensors.index.json").write_text("not json")
+    assert describe(str(tmp_path / "model.safetensors")).format == "timm"
 
 
 def test_an_integer_tensor_is_named_by_its_dtype_not_called_corrupt(tmp_path):

@@ -92,6 +92,19 @@ def test_a_parallel_block_repository_is_refused_before_anything_is_built(tmp_pat
         keras_vit.from_pretrained(path)
 
 
+def test_post_norm_from_model_args_is_read_as_timm_builds_it(tmp_path):
+    """The registration's own init_values restated in model_args (ResPostBlock's norms' scale) was called LayerScale
+    the weights lack; block_fn='ResPostBlock' was 'no such part'; keras_vit's own res_post_norm was taken from a
+    config.json timm could not build."""
+    paper = dict(class_token=True, global_pool="token", qkv_bias=True)
+    model = keras_vit.from_pretrained(_tiny_timm(tmp_path / "a", "vit_base_patch16_rpn_224", init_values=1e-5, **paper))
+    assert model.vit_config.res_post_norm and model.vit_config.layer_scale_init is None
+    model = keras_vit.from_pretrained(_tiny_timm(tmp_path / "b", "vit_base_patch16_224", block_fn="ResPostBlock"))
+    assert model.vit_config.res_post_norm
+    with pytest.raises(CheckpointError, match=r"model_args.res_post_norm=True is a name of keras_vit's, no timm argument"):
+        keras_vit.from_pretrained(_tiny_timm(tmp_path / "c", "vit_base_patch16_224", res_post_norm=True))
+
+
 def test_an_architecture_timm_does_not_register_is_refused(tmp_path):
     path = _tiny_timm(tmp_path, "vit_tiny_patch16_rope_224_custom")
     with pytest.raises(CheckpointError, match=r"registers no architecture 'vit_tiny_patch16_rope_224_custom'.*timm itself"):
