@@ -9,7 +9,7 @@ Arrays are in torch's layout: ``Linear.weight`` is ``(out, in)``, the patch conv
 ``args`` are timm's ``model_args`` names: ``patch_size, embed_dim, depth, num_heads, mlp_ratio, qkv_bias,
 class_token, reg_tokens, no_embed_class, init_values, global_pool, fc_norm, pre_norm, final_norm,
 act_layer, mlp_layer ("mlp", or "SwiGLUPacked" / "swiglu": timm's packed SwiGLU), num_classes, img_size,
-distilled, block_fn`` (``"ResPostBlock"``: ``x + norm1(attn(x))``, ``x + norm2(mlp(x))``, its ``init_values`` the
+distilled, pool_include_prefix, block_fn`` (``"ResPostBlock"``: ``x + norm1(attn(x))``, ``x + norm2(mlp(x))``, its ``init_values`` the
 norms' initial scale, no LayerScale); ``eps`` is the LayerNorm epsilon (timm's CLIP registrations: 1e-5).
 """
 
@@ -22,7 +22,7 @@ _erf = np.vectorize(math.erf)
 DEFAULTS = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4.0, qkv_bias=True, class_token=True,
                 reg_tokens=0, no_embed_class=False, init_values=None, global_pool="token", fc_norm=None, pre_norm=False,
                 final_norm=True, act_layer="gelu", mlp_layer="mlp", num_classes=1000, img_size=224, distilled=False,
-                eps=1e-6, block_fn="Block")
+                eps=1e-6, block_fn="Block", pool_include_prefix=False)
 
 
 def full_args(args):
@@ -139,14 +139,15 @@ def forward(image, sd, args, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5)):
         if not args["num_classes"]:
             return (x[0] + x[1]) / 2
         return (linear(x[0], sd, "head") + linear(x[1], sd, "head_dist")) / 2
+    pooled = x if args["pool_include_prefix"] else x[num_prefix:]  # VisionTransformer.pool: the patch tokens by default
     if args["global_pool"] == "map":
         q = linear(sd["attn_pool.latent"][0], sd, "attn_pool.q")
-        k, v = np.split(linear(x, sd, "attn_pool.kv"), 2, axis=-1)
+        k, v = np.split(linear(pooled, sd, "attn_pool.kv"), 2, axis=-1)
         y = linear(heads_attention(q, k, v, args["num_heads"]), sd, "attn_pool.proj")
         y = y + mlp(layer_norm(y, sd, "attn_pool.norm", args["eps"]), sd, "attn_pool.mlp", {**args, "mlp_layer": "mlp"})
         x = y[0]
     elif args["global_pool"] == "avg":
-        x = x[num_prefix:].mean(0)
+        x = pooled.mean(0)
     elif args["global_pool"] == "token":
         x = x[0]
     else:

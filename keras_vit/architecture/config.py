@@ -107,7 +107,9 @@ class ViTConfig:
     ``"token_gap_concat"`` (the class
     token and the mean of the patch tokens side by side, ``2 * hidden_size`` wide: the input of transformers'
     ``Dinov2ForImageClassification`` classifier); ``"gap"`` averages the patch
-    tokens only (class and register tokens left out, as timm does).
+    tokens only (class and register tokens left out, as timm does), and ``"map"`` attends to them only;
+    ``pool_include_prefix=True`` pools the class and register tokens too (timm's ``pool_include_prefix``; EVA's and
+    big_vision's attention pooling, keras-hub's ``"gap"`` with a class token).
 
     Positions by rotation (RoPE-ViT, Heo et al. 2024, arXiv:2403.13298; timm's ``vit_*_patch16_rope_*`` in ``eva.py``;
     DINOv3, Simeoni et al. 2025, arXiv:2508.10104, timm's ``vit_*_patch16_dinov3*``):
@@ -209,6 +211,7 @@ class ViTConfig:
     mlp_norm: bool = False
     attention_norm: bool = False
     res_post_norm: bool = False
+    pool_include_prefix: bool = False
     grid_rule: str = "timm"
 
     def __post_init__(self):
@@ -413,6 +416,9 @@ class ViTConfig:
         unknown = sorted(set(values) - set(field_names()))
         if unknown:
             raise ValueError(f"Unknown ViTConfig field(s) {unknown}; the fields are: {', '.join(field_names())}")
+        values = dict(values)
+        if "pool_include_prefix" not in values and values.get("pooling") == "map" and values.get("input_mode") != "naflex":
+            values["pool_include_prefix"] = True  # written before the field: the attention pooling read every token
         return cls(**{name: _tuples(value) for name, value in values.items()})
 
 

@@ -40,6 +40,7 @@ PAPER = {
     "mlp_norm": False,
     "attention_norm": False,
     "res_post_norm": False,
+    "pool_include_prefix": False,
 }
 # the RoPE fields' values without RoPE (each is read only with one)
 ROPE_DEFAULTS = {"rope_temperature": None, "rope_grid_indexing": "xy", "rope_grid_offset": 0.0, "rope_reference_grid": None}
@@ -72,7 +73,7 @@ def validate(config, set_):
         raise ValueError(f"`class_token` must be a bool or None. Received: class_token={class_token!r}")
     set_("class_token", bool(class_token))
     for flag in ("distillation_token", "prefix_positions", "register_positions", "qkv_bias", "pre_norm", "final_norm", "fc_norm", "mlp_norm",
-                 "attention_norm", "res_post_norm"):
+                 "attention_norm", "res_post_norm", "pool_include_prefix"):
         value = getattr(config, flag)
         if not isinstance(value, (bool, numbers.Integral)):
             raise ValueError(f"`{flag}` must be a bool. Received: {flag}={value!r}")
@@ -179,6 +180,8 @@ def _check_combinations(config):
         refuse.append(f"pooling={config.pooling!r} reads the class token: class_token=False leaves none")
     if config.pooling == "token_gap_concat" and config.fc_norm:
         refuse.append("fc_norm normalises a vector of the width: pooling='token_gap_concat' gives 2 x hidden_size")
+    if config.pool_include_prefix and config.pooling not in ("gap", "avg", "max", "map"):
+        refuse.append(f"pool_include_prefix is read by the gap, avg, max and map poolings. Received pooling={config.pooling!r}")
     if config.res_post_norm and config.layer_scale_init is not None:
         refuse.append("residual post-norm blocks have no LayerScale (the norms' scales play its part): layer_scale_init=None")
     if config.distillation_token and not config.class_token:

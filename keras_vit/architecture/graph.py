@@ -128,7 +128,9 @@ def encoder(x, config, *, key_mask=None):
 def pool(x, config):
     """The pooled vector: the class token, the mean of the patch tokens, or SigLIP's attention pooling;
     then the family's ``fc_norm`` and ``projection``."""
+    prefix = 0 if config.pool_include_prefix else config.num_prefix_tokens  # the tokens before the patches pooled or not
     if config.pooling == "map":
+        x = x[:, prefix:] if prefix else x
         x = AttentionPooling(
             config.map_num_heads or config.num_heads, config.map_mlp_dim or config.mlp_dim,
             layer_norm_epsilon=config.layer_norm_epsilon,
@@ -136,7 +138,7 @@ def pool(x, config):
         )(x)
     else:  # keras.applications' "avg" is the mean of the patch tokens: "gap"'s pooling, with the class token kept
         mode = "gap" if config.pooling == "avg" else config.pooling
-        x = TokenPooling(mode, num_prefix_tokens=config.num_prefix_tokens, name="pool")(x)
+        x = TokenPooling(mode, num_prefix_tokens=prefix, name="pool")(x)
     return pooled_tail(x, config)
 
 

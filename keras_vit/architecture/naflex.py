@@ -85,6 +85,8 @@ def validate(config, set_):
         refuse.append("the NaFlex position table has the class token's row at most (register_positions=True)")
     if config.patch_norm:
         refuse.append("the NaFlex patch embedding has no norm of its own yet (patch_norm=True, AIMv2's)")
+    if config.pool_include_prefix and config.pooling != "map":
+        refuse.append(f"NaFlex averages the valid patch tokens only (pool_include_prefix=True with pooling={config.pooling!r})")
     if config.pooling not in POOLINGS:
         refuse.append(f"NaFlex pools the valid tokens with one of {POOLINGS}: each image has its own grid, so "
                       f"pooling={config.pooling!r} has no single shape")
@@ -145,11 +147,11 @@ def build_graph(config, input_tensor=None):
     x = graph.encoder(x, config, key_mask=TokenMask(prefix, name="token_mask")(valid))
     if config.pooling is None:
         return inputs, x
-    if config.pooling == "map":  # timm's NaFlexVit pools the patch tokens only (pool_include_prefix=False)
+    if config.pooling == "map":  # the valid patch tokens (timm's NaFlexVit), the prefix too with pool_include_prefix
         x = AttentionPooling(
             config.num_heads, config.mlp_dim, layer_norm_epsilon=config.layer_norm_epsilon,
             activation=config.mlp_activation, qkv_bias=config.qkv_bias, name="map_head",
-        )(x, key_mask=TokenMask(prefix, prefix_valid=False, name="pool_mask")(valid))
+        )(x, key_mask=TokenMask(prefix, prefix_valid=config.pool_include_prefix, name="pool_mask")(valid))
     else:
         mode = "gap" if config.pooling == "avg" else config.pooling
         x = MaskedPooling(mode, num_prefix_tokens=prefix, name="pool")([x, valid])

@@ -97,8 +97,9 @@ def unsupported(config):
             f"pooling={config.pooling!r}: ViTImageClassifier pools with the class token ('token') or the mean of "
             "the tokens ('gap')"
         )
-    elif config.include_top and config.pooling == "gap" and config.class_token:
-        reasons.append("pooling='gap' with a class token: ViTImageClassifier's 'gap' would average the class token too")
+    elif config.include_top and config.pooling == "gap" and config.class_token and not config.pool_include_prefix:
+        reasons.append("pooling='gap' with a class token: ViTImageClassifier's 'gap' would average the class token too "
+                       "(pool_include_prefix=True is its pooling)")
     elif config.include_top and config.pooling == "token" and not config.class_token:
         reasons.append("pooling='token' without a class token")
     if not config.include_top and config.pooling is not None:

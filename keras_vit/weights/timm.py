@@ -166,6 +166,9 @@ def _declared(resolved, expected, path, weights, tensors, labelled=False):
         **timm_config.prefix_positions(resolved, seen, shapes, sizes[0] if sizes else None, weights),
         "pooling": timm_config.pooling_of(resolved, seen, path),
         "map_num_heads": pool_heads if seen["map"][0] and pool_heads[0] is not None else (None, None),
+        # what the pooling reads: said by the registration, else timm's default for attention pooling (the patches)
+        "pool_include_prefix": resolved["pool_include_prefix"] if resolved["pool_include_prefix"][1] or not seen["map"][0]
+        else (False, "timm's VisionTransformer default pool_include_prefix=False (its attention pooling reads the patch tokens)"),
         **timm_eva.declared(resolved, shapes, tensors.shapes),  # RoPE-ViT's rotary and absolute positions
         **timm_naflex.declared(resolved),  # NaFlexVit's input path and position tables
     }

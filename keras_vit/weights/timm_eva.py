@@ -125,6 +125,7 @@ def _norms_and_pooling(full, out):
         lacking.append("both a final norm and a norm after pooling (use_post_transformer_norm=True with use_fc_norm)")
     # VisionTransformer: norm = final_norm and not fc_norm, fc_norm = final_norm and fc_norm
     out.update(final_norm=fc or post, fc_norm=fc)
+    out["pool_include_prefix"] = full["global_pool"] == "map"  # Eva's attention pooling reads every token, its mean not
     if full["global_pool"] == "map":  # AttentionPoolLatent(num_heads or the blocks', mlp_ratio or theirs, act GELU)
         out.update({name: full[name] for name in POOL_ARGS})
         if full["swiglu_mlp"]:

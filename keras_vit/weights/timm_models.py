@@ -18,7 +18,7 @@ DEFAULTS = dict(
     patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4.0, qkv_bias=True, class_token=True,
     reg_tokens=0, no_embed_class=False, init_values=None, global_pool="token", fc_norm=None, pre_norm=False,
     final_norm=True, act_layer=None, mlp_layer=None, img_size=224, dynamic_img_size=False, norm_eps=1e-6,
-    distilled=False, proj_bias=True, scale_attn_norm=False, scale_mlp_norm=False,
+    distilled=False, proj_bias=True, scale_attn_norm=False, scale_mlp_norm=False, pool_include_prefix=False,
     norm_type="layernorm", patch_norm=False,  # keras_vit's names: timm's norm_layer and embed_norm_layer, as read
     res_post_norm=False,  # keras_vit's name: timm's block_fn=ResPostBlock, Eva's use_post_norm
     attn_pool_num_heads=None, attn_pool_mlp_ratio=None,  # the last two: Eva's only (timm_eva.POOL_ARGS)
@@ -35,7 +35,6 @@ SWITCHES = {
                                    "DiffParallelScalingBlock": "parallel differential attention (block_fn=DiffParallelScalingBlock)"}),
     "attn_layer": (("Attention", "attn", None), {"diff": "differential attention (attn_layer='diff')"}),
     "qk_norm": ((False,), "query/key normalisation (qk_norm=True)"),
-    "pool_include_prefix": ((False,), "average pooling over the class and register tokens too (pool_include_prefix=True)"),
     "pos_embed": (("learn",), "position embeddings other than a learned table (pos_embed)"),
     "dynamic_img_pad": ((False,), "padding of images to a multiple of the patch (dynamic_img_pad=True)"),
     "in_chans": ((3,), "input channels other than RGB (in_chans)"),

@@ -141,3 +141,19 @@ def test_the_sub_layernorms_are_refused_with_rmsnorm(switch):
     with pytest.raises(ValueError, match=rf"norm_type='rmsnorm'.*{switch}=True"):
         ViTConfig(image_size=32, patch_size=8, hidden_size=32, num_layers=1, num_heads=2, mlp_dim=64,
                   norm_type="rmsnorm", **{switch: True})
+
+
+def test_the_pooling_reads_the_prefix_tokens_only_with_pool_include_prefix():
+    """timm's VisionTransformer pools (mean, max, attention) the patch tokens; pool_include_prefix every token. A file
+    written before the field had attention pooling over every token, which it keeps."""
+    small = dict(image_size=32, patch_size=8, hidden_size=32, num_layers=1, num_heads=4, mlp_dim=64, include_top=False,
+                 num_register_tokens=2, pooling="map")  # the pooled vector (a new head is zeros)
+    patches, every = build_model(ViTConfig(**small)), build_model(ViTConfig(**small, pool_include_prefix=True))
+    every.set_weights(patches.get_weights())
+    x = np.random.default_rng(0).uniform(0, 255, (2, 32, 32, 3)).astype("float32")
+    assert np.max(np.abs(np.asarray(patches(x)) - np.asarray(every(x)))) > 1e-4  # the registers change the pooling
+    old = {k: v for k, v in patches.vit_config.to_dict().items() if k != "pool_include_prefix"}
+    assert ViTConfig.from_dict(old).pool_include_prefix
+    assert not ViTConfig.from_dict(dict(old, pooling="gap")).pool_include_prefix
+    with pytest.raises(ValueError, match=r"pool_include_prefix is read by the gap, avg, max and map poolings"):
+        ViTConfig(**dict(small, pooling="token"), pool_include_prefix=True)

@@ -101,10 +101,16 @@ def test_a_converter_of_keras_hubs_earlier_norm_mean_and_norm_std_scales_as_kera
     converted_as_keras_hub(tmp_path / "p", scale=1 / 255, offset=None, norm_mean=MEAN, norm_std=STD)
 
 
+def test_a_gap_classifier_with_a_class_token_averages_it_too_as_keras_hub_does(tmp_path):
+    """It was refused: ViTImageClassifier's 'gap' averages every token, keras_vit's the patches (pool_include_prefix)."""
+    config, backbone, task, task_config = preset(tmp_path / "gap", task_config={"pooling": "gap"})
+    model = keras_vit.from_pretrained(str(tmp_path / "gap"), classifier_activation=None)
+    assert model.vit_config.pool_include_prefix and model.vit_config.class_token
+    expected = khub.logits(images(), config, backbone, task, task_config, scale=SCALE, offset=OFFSET)
+    np.testing.assert_allclose(np.asarray(model(images())), expected, atol=5e-5)
+
+
 def test_what_keras_vit_cannot_compute_the_same_way_is_refused(tmp_path):
-    preset(tmp_path / "gap", task_config={"pooling": "gap"})  # keras-hub averages the class token too
-    with pytest.raises(CheckpointError, match=r"task.json.*pooling='gap' with use_class_token=true averages the class token"):
-        keras_vit.from_pretrained(str(tmp_path / "gap"))
     preset(tmp_path / "mit")  # DINOv2, SigLIP, CLIP and DeiT are read: tests/weights/test_keras_hub_family.py
     (tmp_path / "mit" / "config.json").write_text('{"class_name": "MiTBackbone", "registered_name": "keras_hub>MiTBackbone", "config": {}}')
     with pytest.raises(CheckpointError, match=r"config.json' is a keras-hub 'MiTBackbone' where keras_vit reads a ViTBackbone"):

@@ -45,6 +45,12 @@ FAMILIES = {
                                                                  fc_norm=False, mlp_ratio=2.0), 5, {}),
     "so150m2_reg1_gap": ("vit_so150m2_patch16_reg1_gap_256", dict(class_token=False, reg_tokens=1, global_pool="avg",
                                                                   init_values=1e-5, qkv_bias=False, mlp_ratio=2.0), 5, {}),
+    # attention pooling of the patch tokens only (VisionTransformer.pool leaves the registers out), or of every token
+    # (test_vit3's pool_include_prefix): keras_vit's attention pooling read every token, 0.3 relative off the first
+    "so150m_reg4_map": ("vit_so150m_patch16_reg4_map_256", dict(class_token=False, reg_tokens=4, global_pool="map",
+                                                                 mlp_ratio=2.0), 0, {}),
+    "vit3_map_with_prefix": ("test_vit3", dict(class_token=False, reg_tokens=1, global_pool="map", init_values=1e-5,
+                                               pool_include_prefix=True, mlp_ratio=2.0), 0, {}),
     # residual post-norm blocks (ResPostBlock: x + norm1(attn(x)), x + norm2(mlp(x)); its init_values scale the norms)
     "rpn": ("vit_base_patch16_rpn_224", dict(block_fn="ResPostBlock", class_token=False, global_pool="avg",
                                              qkv_bias=False, init_values=1e-5), 5, {}),

@@ -58,12 +58,8 @@ def _task(preset, found, class_token):
     config, path = preset.object(preset_files.TASK_FILE, preset_files.TASK)
     config = Recorded(config)  # its fields are all read, or refused (the backbone's are config.json's)
     pooling = config.get("pooling", "token")
-    if pooling == "gap" and class_token:
-        raise CheckpointError(
-            f"{path!r}: config.pooling='gap' with use_class_token=true averages the class token with the patch "
-            "tokens; keras_vit's 'gap' averages the patch tokens only, so the logits would differ. keras_vit "
-            "cannot build this classifier (its backbone loads: a backbone-only preset has no task.json)."
-        )
+    if pooling == "gap" and class_token:  # ViTImageClassifier averages every token, the class token too
+        declare(found.declared, "pool_include_prefix", True, "config.pooling='gap' with use_class_token=true", path)
     if pooling == "token" and not class_token:
         raise CheckpointError(
             f"{path!r}: config.pooling='token' with use_class_token=false classifies the first patch token; "
