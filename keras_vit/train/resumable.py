@@ -18,6 +18,7 @@ Example:
 
 import functools
 import importlib.util
+import inspect
 import os
 
 import keras
@@ -115,6 +116,35 @@ def build_optimizer_slots(model):
             optimizer.build(model.trainable_variables)
 
 
+def continue_from(train, batches):
+    """What one ``fit`` call trains on, from the run's batch ``batches`` on (a resumed run: the batches the
+    uninterrupted run would have taken, not the stream's first ones again).
+
+    A seeded pipeline (:func:`keras_vit.train.data.make_pipeline`) built anew gives the same batches, while each
+    iterator Keras opens on one ``tf.data.Dataset`` draws new shuffles; so ``train`` is best a builder: a function of
+    no argument returning the pipeline, built for each call and skipped (its skipped batches are read and augmented
+    again: the data's cost, not the model's). A per-worker ``dataset_fn(context)`` skips, in each worker's pipeline,
+    the batches its replicas took; a ``tf.data.Dataset`` is skipped (the rest of an interrupted epoch exactly, the
+    later epochs a new iterator's shuffles); other data (arrays) is given as it is.
+
+    Example:
+    >>> import tensorflow as tf
+    >>> [int(v) for v in continue_from(lambda: tf.data.Dataset.range(5), 2)]
+    [2, 3, 4]
+    """
+    if not callable(train):
+        return train.skip(batches) if batches and hasattr(train, "skip") else train
+    if not inspect.signature(train).parameters:  # a builder
+        return train().skip(batches) if batches else train()
+    if not batches:
+        return train
+
+    def dataset_fn(context):  # tf.distribute: each input pipeline gives its worker's replicas one batch each per step
+        return train(context).skip(batches * (context.num_replicas_in_sync // context.num_input_pipelines))
+
+    return dataset_fn
+
+
 def fit_resumable(
     model,
     train,
@@ -129,13 +159,14 @@ def fit_resumable(
 ):
     """``model.fit`` for ``epochs`` epochs of ``steps_per_epoch`` steps, resuming from a backup.
 
-    ``train`` must repeat (``make_pipeline(..., repeat=True)``). If the
+    ``train`` must repeat (``make_pipeline(..., repeat=True)``): a dataset, or best a function of no argument that
+    builds it (:func:`continue_from`). If the
     callbacks hold a backup (a callback with ``restore()`` and ``remove()``:
     :class:`~keras_vit.train.backup.Backup`, or
     :class:`keras_vit.train.distribute.WorkerBackup`) with
     a saved state, the model and optimizer are restored and training goes on
     from the optimizer's step count: first the rest of the interrupted epoch,
-    then the remaining epochs. The run therefore always ends after
+    then the remaining epochs, on the batches the uninterrupted run would have taken (:func:`continue_from`). The run therefore always ends after
     ``epochs * steps_per_epoch`` optimizer steps. Steps are optimizer
     updates: an optimizer that accumulates N batches per update
     (:mod:`keras_vit.train.accumulation`) takes ``N * steps_per_epoch``
@@ -196,9 +227,9 @@ def fit_resumable(
 
     progbar = [] if not verbose or any(isinstance(c, keras.callbacks.ProgbarLogger) for c in callbacks) else [RunProgbar(epochs)]
 
-    def run(initial_epoch, last_epoch, steps):
+    def run(initial_epoch, last_epoch, steps, taken):
         h = fit(
-            train,
+            continue_from(train, taken),  # each fit() opens its own iterator: from the batch the run has reached
             initial_epoch=initial_epoch,
             epochs=last_epoch,
             steps_per_epoch=steps,
@@ -222,10 +253,10 @@ def fit_resumable(
             drop_log_rows(logger.filename, first_epoch=epoch, separator=logger.sep)
     model.stop_training = False
     if done:
-        run(epoch, epoch + 1, batches_per_epoch - done)
+        run(epoch, epoch + 1, batches_per_epoch - done, start)
         epoch += 1
     if epoch < epochs and not model.stop_training:  # fit() would reset the flag of a stopped run
-        run(epoch, epochs, batches_per_epoch)
+        run(epoch, epochs, batches_per_epoch, epoch * batches_per_epoch)
     history.stopped = bool(model.stop_training)
     if backup is not None and remove_backup and not history.stopped:
         backup.remove()
