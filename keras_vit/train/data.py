@@ -124,7 +124,8 @@ def _to_rgb(image, label):
     return tf.cast(image, tf.uint8), tf.cast(label, tf.int32)
 
 
-def load_tfds(name, *, data_dir=None, train_split="train", test_split=None, validation_split=None, download=False):
+def load_tfds(name, *, data_dir=None, train_split="train", test_split=None, validation_split=None, download=False,
+              validation_fraction=0.0):
     """A TensorFlow Datasets dataset with an ``image`` and a ``label`` feature.
 
     Args:
@@ -138,6 +139,9 @@ def load_tfds(name, *, data_dir=None, train_split="train", test_split=None, vali
         download: download and prepare the dataset into ``data_dir`` if it is
             not there yet (needs the network). By default a dataset must
             already be prepared there.
+        validation_fraction: with no ``validation_split``, the first ``round(N * fraction)`` (one at least) of the
+            ``N`` examples of ``train_split`` held out for validation, as an image folder's count (TFDS stores a
+            split's examples shuffled when it prepares it).
 
     Returns:
         An :class:`ImageDataset`.
@@ -164,6 +168,14 @@ def load_tfds(name, *, data_dir=None, train_split="train", test_split=None, vali
     info = builder.info
     if test_split is None:
         test_split = "test" if "test" in info.splits else "validation"
+    if validation_fraction and validation_split is None:
+        total = info.splits[train_split].num_examples if train_split in info.splits else None
+        held = held_out_count(total, validation_fraction) if total else 0
+        if not total or held >= total:
+            raise ValueError(f"TFDS dataset {name!r}: validation_fraction={validation_fraction} of split "
+                             f"{train_split!r} ({total} examples) leaves no training example; it holds out the first "
+                             "round(N * fraction). Lower it, or pass train_split and validation_split.")
+        train_split, validation_split = f"{train_split}[{held}:]", f"{train_split}[:{held}]"
     splits = [train_split, test_split] + ([validation_split] if validation_split else [])
     for split in splits:
         base = split.split("[")[0]
@@ -204,11 +216,7 @@ def load_dataset(spec="mnist", data_dir=None, validation_fraction=0.0, *, downlo
     if spec.lower() in MNIST_NAMES:
         return load_mnist(validation_fraction=validation_fraction)
     if spec.startswith("tfds:"):
-        if validation_fraction:
-            pct = int(round(100 * validation_fraction))
-            return load_tfds(spec[5:], data_dir=data_dir, train_split=f"train[{pct}%:]", validation_split=f"train[:{pct}%]",
-                             download=download)
-        return load_tfds(spec[5:], data_dir=data_dir, download=download)
+        return load_tfds(spec[5:], data_dir=data_dir, download=download, validation_fraction=validation_fraction)
     if os.path.isdir(spec):
         return load_image_folder(spec, validation_fraction=validation_fraction)
     raise ValueError(

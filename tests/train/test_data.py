@@ -167,6 +167,12 @@ def test_tfds_source_reads_a_prepared_dataset(tiny_tfds):
     held_out = data.load_dataset(f"tfds:{levels.NAME}", data_dir=data_dir, validation_fraction=0.5)
     assert (held_out.num_train, held_out.num_validation, held_out.num_test) == (3, 3, 4)
     assert not set(_examples(held_out.train)) & set(_examples(held_out.validation))
+    # counted as an image folder's (round(N * fraction), one at least), where a whole percent of 6 was none (an error
+    # of TFDS' naming no flag) and 1/8 was 12 %
+    small = data.load_dataset(f"tfds:{levels.NAME}", data_dir=data_dir, validation_fraction=0.01)
+    assert (small.num_train, small.num_validation) == (5, 1)
+    with pytest.raises(ValueError, match=r"validation_fraction=0.99 of split 'train' \(6 examples\) leaves no training"):
+        data.load_dataset(f"tfds:{levels.NAME}", data_dir=data_dir, validation_fraction=0.99)
 
 
 def test_tfds_source_refuses_a_data_dir_without_the_dataset(tiny_tfds, tmp_path):
