@@ -90,19 +90,17 @@ def _given(data, what, flag):
 
 
 def folder_split(directory, split):
-    """The image files of the ``split`` (``"train"`` or ``"test"``) of a class folder, as ``keras-vit train`` splits it.
+    """The image files of the ``split`` (``"train"`` or ``"test"``) of a class folder, as ``keras-vit train`` splits it
+    (:func:`keras_vit.train.image_folder.split_files`: its listing, so its held-out images are the training run's);
+    none for a folder training could not read."""
+    from keras_vit.train import image_folder  # deferred: TensorFlow, which keras_vit.export does not import by itself
 
-    ``directory/train`` and ``directory/test`` if both exist; otherwise each class subfolder's sorted files, image
-    ``i`` a test image iff ``i % 5 == 4`` (:data:`TEST_EVERY`).
-    """
-    if os.path.isdir(os.path.join(directory, "train")) and os.path.isdir(os.path.join(directory, "test")):
-        return images_lib.list_images(os.path.join(directory, split), recursive=True)
-    classes = sorted(e.path for e in os.scandir(directory) if e.is_dir())
-    files = []
-    for folder in classes or [directory]:
-        members = images_lib.list_images(folder, recursive=True)
-        files += [f for i, f in enumerate(members) if (i % TEST_EVERY == TEST_EVERY - 1) == (split == "test")]
-    return files
+    try:
+        with warnings.catch_warnings():  # training said it of an empty class folder
+            warnings.simplefilter("ignore")
+            return image_folder.split_files(directory, split, test_every=TEST_EVERY)
+    except (ValueError, FileNotFoundError):
+        return []
 
 
 def _spread(files, count, image_shape):

@@ -7,6 +7,7 @@ named before training starts, and read in the pipeline by the one decoder predic
 """
 
 import os
+import warnings
 
 import numpy as np
 import tensorflow as tf
@@ -38,7 +39,30 @@ def _list_class_folder(root):
         labels += [label] * len(found)
     if not files:
         raise ValueError(f"Image folder {root!r} has class subfolders {classes} but no images ({', '.join(IMAGE_EXTENSIONS)})")
+    empty = [name for label, name in enumerate(classes) if label not in labels]
+    if empty:  # a class of no image is an output the model learns never to give
+        warnings.warn(f"Image folder {root!r}: the class subfolder(s) {empty} hold no image ({', '.join(IMAGE_EXTENSIONS)}; "
+                      "subfolders of a class folder are not read): a class the model cannot learn.", stacklevel=3)
     return classes, files, np.asarray(labels, "int32")
+
+
+def _held_for_test(labels, test_every):
+    """Whether each file (``labels`` in file order) is a test image: the ``test_every``-th of its class, sorted by name."""
+    rank = np.zeros(len(labels), "int64")
+    for label in np.unique(labels):
+        members = np.flatnonzero(labels == label)
+        rank[members] = np.arange(len(members))
+    return rank % test_every == test_every - 1
+
+
+def split_files(path, split, test_every=5):
+    """The image files of ``split`` (``"train"`` or ``"test"``) of an image folder as :func:`load_image_folder` splits
+    it (the training split before any validation fraction), listed and not read: what an export verifies on."""
+    path = os.fspath(path)
+    if os.path.isdir(os.path.join(path, "train")) and os.path.isdir(os.path.join(path, "test")):
+        return _list_class_folder(os.path.join(path, split))[1]
+    _, files, labels = _list_class_folder(path)
+    return [f for f, test in zip(files, _held_for_test(labels, test_every)) if test == (split == "test")]
 
 
 def _check_images(files):
@@ -142,11 +166,7 @@ def load_image_folder(path, *, test_every=5, validation_fraction=0.0, seed=0):
         if test_every < 2:
             raise ValueError(f"`test_every` must be at least 2. Received: test_every={test_every!r}")
         classes, files, labels = _list_class_folder(path)
-        rank = np.zeros(len(files), "int64")
-        for label in range(len(classes)):
-            members = np.flatnonzero(labels == label)
-            rank[members] = np.arange(len(members))
-        is_test = rank % test_every == test_every - 1
+        is_test = _held_for_test(labels, test_every)
         train_files = [f for f, t in zip(files, is_test) if not t]
         test_files = [f for f, t in zip(files, is_test) if t]
         train_labels, test_labels = labels[~is_test], labels[is_test]

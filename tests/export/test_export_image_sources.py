@@ -79,6 +79,23 @@ def test_recorded_image_folder_gives_its_own_images_split_as_training_split_it(t
     assert "held-out test images" in verification.source
 
 
+def test_the_export_holds_out_the_images_training_held_out_whatever_the_folder_holds(tmp_path):
+    """The export listed subfolders of a class and hidden folders, which training does not read: its every-fifth
+    image was another image than training's, and an empty class folder stopped it."""
+    from keras_vit.train.image_folder import load_image_folder
+
+    folder = image_folder(tmp_path / "flowers", classes=("daisy", "rose"), per_class=7)
+    image_folder(folder / "rose" / "nested", classes=("deeper",), per_class=3)  # not read by training
+    image_folder(folder / ".ipynb_checkpoints", classes=("daisy",), per_class=2)  # a hidden folder: no class
+    (folder / "tulip").mkdir()  # a class with no image: training warns, and still reads the others
+    with pytest.warns(UserWarning, match=r"the class subfolder\(s\) \['tulip'\] hold no image"):
+        trained = load_image_folder(str(folder))
+    test_files = sorted(data.folder_split(str(folder), "test"))
+    assert len(test_files) == trained.num_test == 2  # the 5th of each class's 7: daisy's and rose's own
+    assert len(data.folder_split(str(folder), "train")) == trained.num_train == 12
+    assert not any("nested" in f or ".ipynb" in f for f in test_files)
+
+
 def test_recorded_dataset_is_read_from_the_keras_file(tmp_path):
     path = str(tmp_path / "trained.keras")
     saving.save_model(tiny_vit(num_classes=3), path, metadata={"dataset": "mnist", "class_names": ["a", "b", "c"]})
