@@ -73,25 +73,39 @@ class Backup(keras.callbacks.BackupAndRestore):
         self.settings = settings
         self._loss = None
         self._warned = False
+        self._epoch_end = self._deferred = False
 
     def on_train_batch_end(self, batch, logs=None):
         self._loss = (logs or {}).get("loss")
+        self._epoch_end = batch + 1 == (self.params or {}).get("steps")  # this fit's epoch: its last batch
         super().on_train_batch_end(batch, logs)
 
     def on_epoch_end(self, epoch, logs=None):
         self._loss = (logs or {}).get("loss")
         super().on_epoch_end(epoch, logs)
 
+    def _save_at_epoch_end(self):
+        """The backup of an epoch's last batch counts the epoch done: written once its validation and the callbacks
+        after this one (the log's row) are, at the next epoch's start or the run's end, not before them (a run killed
+        in between resumed at the next epoch without that row)."""
+        if self._deferred:
+            self._deferred = self._epoch_end = False
+            self._save_model()
+
     def on_train_begin(self, logs=None):
         pass  # restored by fit_resumable()
 
     def on_epoch_begin(self, epoch, logs=None):
+        self._save_at_epoch_end()
         self._current_epoch = epoch  # also right when a resumed run starts mid-epoch
 
     def on_train_end(self, logs=None):
-        pass  # removed by fit_resumable() after the last epoch
+        self._save_at_epoch_end()  # removed by fit_resumable() after the last epoch
 
     def _save_model(self):
+        if self._epoch_end:  # the epoch's end: written after the epoch's other callbacks (_save_at_epoch_end)
+            self._deferred = True
+            return
         iterations = int(self.model.optimizer.iterations.numpy())
         batches = batches_taken(self.model.optimizer)
         reason = nonfinite(self.model, self._loss)

@@ -189,6 +189,31 @@ def test_resumed_run_writes_each_epoch_once_in_the_log(tmp_path):
     assert [r["epoch"] for r in csv.DictReader(open(log))] == ["0", "1", "2"]
 
 
+def test_a_run_killed_at_an_epochs_end_before_its_log_row_runs_that_epoch_again(tmp_path):
+    """The backup of an epoch's last batch counted the epoch done before its validation and log row: a run killed in
+    between resumed at the next epoch, and the row of that epoch was never written."""
+    log = tmp_path / "log.csv"
+
+    def attempt(kill_at_end_of=None):
+        model, train = _compiled_small(12)
+
+        class Kill(keras.callbacks.Callback):  # between the backup and the log, as a kill during validation is
+            def on_epoch_end(self, epoch, logs=None):
+                if epoch == kill_at_end_of:
+                    raise KeyboardInterrupt("simulated kill")
+
+        callbacks = [Backup(str(tmp_path / "backup"), save_freq=4), Kill(), keras.callbacks.CSVLogger(str(log), append=True)]
+        return resumable.fit_resumable(model, train, epochs=3, steps_per_epoch=4, callbacks=callbacks, verbose=0)
+
+    with pytest.raises(KeyboardInterrupt):
+        attempt(kill_at_end_of=1)
+    assert [r["epoch"] for r in csv.DictReader(open(log))] == ["0"]
+    assert json.loads((tmp_path / "backup" / "training_metadata.json").read_text())["iterations"] == 4
+    history = attempt()
+    assert history["resumed_from_step"] == 4
+    assert [r["epoch"] for r in csv.DictReader(open(log))] == ["0", "1", "2"]
+
+
 def test_single_class_folder_is_refused(tmp_path, capsys):
     """Item 9: one class trained to a meaningless 100 %."""
     from PIL import Image
