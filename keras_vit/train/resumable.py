@@ -123,7 +123,8 @@ def continue_from(train, batches):
     A seeded pipeline (:func:`keras_vit.train.data.make_pipeline`) built anew gives the same batches, while each
     iterator Keras opens on one ``tf.data.Dataset`` draws new shuffles; so ``train`` is best a builder: a function of
     no argument returning the pipeline, built for each call and skipped (its skipped batches are read and augmented
-    again: the data's cost, not the model's). A per-worker ``dataset_fn(context)`` skips, in each worker's pipeline,
+    again: the data's cost, not the model's; a run resumed mid-epoch skips twice, for the rest of the epoch and for
+    the later epochs, so about twice the data up to where it stopped is read before it trains). A per-worker ``dataset_fn(context)`` skips, in each worker's pipeline,
     the batches its replicas took; a ``tf.data.Dataset`` is skipped (the rest of an interrupted epoch exactly, the
     later epochs a new iterator's shuffles); other data (arrays) is given as it is.
 
@@ -205,7 +206,9 @@ def fit_resumable(
         backup.set_model(model)
     per_update = accumulate_steps(model.optimizer)
     if getattr(getattr(model.optimizer, "inner_optimizer", model.optimizer), "use_ema", False):
-        callbacks = [*callbacks, KeepRawWeights()]
+        # first: fit() puts the average in before on_train_end, and the raw weights go back before a backup is
+        # written there (Backup writes an epoch's last one at the end of a fit)
+        callbacks = [KeepRawWeights(), *callbacks]
     start = backup.restore() if backup is not None else 0  # batches
     if keras_fit:  # a custom loop builds its optimizer itself (DistributedTrainer)
         build_optimizer_slots(model)
