@@ -42,6 +42,8 @@ PAPER = {
     "res_post_norm": False,
     "pool_include_prefix": False,
 }
+# the poolings that read the patch tokens only, or every token with pool_include_prefix
+PREFIX_POOLINGS = ("gap", "avg", "max", "map")
 # the RoPE fields' values without RoPE (each is read only with one)
 ROPE_DEFAULTS = {"rope_temperature": None, "rope_grid_indexing": "xy", "rope_grid_offset": 0.0, "rope_reference_grid": None}
 
@@ -180,8 +182,8 @@ def _check_combinations(config):
         refuse.append(f"pooling={config.pooling!r} reads the class token: class_token=False leaves none")
     if config.pooling == "token_gap_concat" and config.fc_norm:
         refuse.append("fc_norm normalises a vector of the width: pooling='token_gap_concat' gives 2 x hidden_size")
-    if config.pool_include_prefix and config.pooling not in ("gap", "avg", "max", "map"):
-        refuse.append(f"pool_include_prefix is read by the gap, avg, max and map poolings. Received pooling={config.pooling!r}")
+    if config.pool_include_prefix and config.pooling not in PREFIX_POOLINGS:
+        refuse.append(f"pool_include_prefix is read by the {', '.join(PREFIX_POOLINGS)} poolings. Received pooling={config.pooling!r}")
     if config.res_post_norm and config.layer_scale_init is not None:
         refuse.append("residual post-norm blocks have no LayerScale (the norms' scales play its part): layer_scale_init=None")
     if config.distillation_token and not config.class_token:

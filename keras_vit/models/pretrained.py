@@ -259,6 +259,8 @@ def arguments(arch, overrides, source, no_head=()):
     kwargs["pooling"] = pooling
     if pooling != "map":  # the attention pooling head's sizes go with it (its weights are left out)
         kwargs.update(map_num_heads=None, map_mlp_dim=None)
+    if pooling != arch["pooling"]:  # so does the file's pooling's token set: avg and max read the patch tokens
+        kwargs["pool_include_prefix"] = False
     return kwargs
 
 

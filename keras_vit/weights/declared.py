@@ -11,6 +11,7 @@ another resolution is resampled, a head of another size is a new head.
 import os
 from typing import NamedTuple
 
+from keras_vit.architecture.family import PREFIX_POOLINGS
 from keras_vit.errors import CheckpointError
 
 # how a file writes the exact (erf) GELU, keras_vit's MLP activation: transformers' "gelu", timm's default nn.GELU
@@ -77,7 +78,9 @@ def model_value(config, field):
     A model without a head pooled as ``keras.applications`` spells it (:data:`OUTPUT_POOLINGS`) has no
     pooling to compare: the file's pooling chose its classifier's input, which such a model does not use.
     """
-    if field == "pooling" and not config.include_top and config.pooling in OUTPUT_POOLINGS:
+    if field in ("pooling", "pool_include_prefix") and not config.include_top and config.pooling in OUTPUT_POOLINGS:
+        return None
+    if field == "pool_include_prefix" and config.pooling not in PREFIX_POOLINGS:  # the tokens, or the class token
         return None
     if field in FOLLOWS:  # nothing to compare without an attention pooling head
         if config.pooling != "map":

@@ -108,6 +108,10 @@ def test_a_model_built_with_the_blocks_pooling_heads_is_refused(folders):
     config = keras_vit.from_pretrained(folder).vit_config
     with pytest.raises(CheckpointError, match=r"attn_pool_num_heads=4 but the model has map_num_heads=2"):
         build_model(config.replace(map_num_heads=None), weights=folder)
+    # Eva's attention pooling reads the class token too (pool_include_prefix): a model of the patch tokens' is another
+    assert config.pool_include_prefix
+    with pytest.raises(CheckpointError, match=r"pool_include_prefix=True.*but the model has pool_include_prefix=False"):
+        build_model(config.replace(pool_include_prefix=False), weights=folder)
 
 
 def test_tokens_without_the_pooling_head(folders):
