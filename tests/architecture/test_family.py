@@ -155,5 +155,5 @@ def test_the_pooling_reads_the_prefix_tokens_only_with_pool_include_prefix():
     old = {k: v for k, v in patches.vit_config.to_dict().items() if k != "pool_include_prefix"}
     assert ViTConfig.from_dict(old).pool_include_prefix
     assert not ViTConfig.from_dict(dict(old, pooling="gap")).pool_include_prefix
-    with pytest.raises(ValueError, match=r"pool_include_prefix is read by the gap, avg, max and map poolings"):
+    with pytest.raises(ValueError, match=r"pool_include_prefix is read by the gap, avg, max, map poolings"):
         ViTConfig(**dict(small, pooling="token"), pool_include_prefix=True)
