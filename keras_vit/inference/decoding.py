@@ -104,15 +104,20 @@ def decode(data):
     is_png = tf.equal(tf.strings.substr(data, 0, len(_PNG)), _PNG)
     is_bmp = tf.equal(tf.strings.substr(data, 0, 2), b"BM")
     header = tf.strings.substr(tf.strings.join([data, bytes(_BMP_HEADER)]), 0, _BMP_HEADER)  # a short file: zeros
-    field = lambda offset, size: tf.cast(tf.io.decode_raw(tf.strings.substr(header, offset, size), tf.uint16 if size == 2 else tf.int32)[0], tf.int64)  # noqa: E731
+
+    def field(offset, size):  # a little-endian integer of the BMP header
+        raw = tf.io.decode_raw(tf.strings.substr(header, offset, size), tf.uint16 if size == 2 else tf.int32)
+        return tf.cast(raw[0], tf.int64)
+
     bits, compression, header_size = field(28, 2), field(30, 4), field(14, 4)
     masks = tf.stack([field(offset, 4) for offset in (54, 58, 62)])
-    read = tf.logical_or(tf.logical_and(tf.logical_or(tf.equal(bits, 24), tf.equal(bits, 32)), tf.equal(compression, 0)),
-                         tf.logical_and(tf.equal(bits, 32), tf.logical_and(tf.equal(compression, 3), tf.reduce_all(tf.equal(masks, BMP_MASKS)))))
+    uncompressed = tf.logical_and(tf.logical_or(tf.equal(bits, 24), tf.equal(bits, 32)), tf.equal(compression, 0))
+    bgr_fields = tf.logical_and(tf.equal(bits, 32), tf.logical_and(tf.equal(compression, 3), tf.reduce_all(tf.equal(masks, BMP_MASKS))))
     refused = ("TensorFlow's decoder reads BMPs of 24 or 32 bits per pixel, uncompressed or with blue-green-red bit "
                "fields, only (this one would decode wrong: a palette's indices as gray); send it as PNG or JPEG. "
                "Received: bits per pixel, compression =")
-    with tf.control_dependencies([tf.debugging.Assert(tf.logical_or(tf.logical_not(is_bmp), read), [refused, bits, compression])]):
+    readable = tf.logical_or(tf.logical_not(is_bmp), tf.logical_or(uncompressed, bgr_fields))
+    with tf.control_dependencies([tf.debugging.Assert(readable, [refused, bits, compression])]):
         data = tf.identity(data)
     # a PNG is decoded at 16 bits (8-bit ones come out as v * 257) and brought to 8 bits as round(v / 257),
     # exact for 8-bit files; tf.io.decode_image would truncate 16-bit ones (v >> 8)

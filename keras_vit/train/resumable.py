@@ -124,9 +124,10 @@ def continue_from(train, batches):
     iterator Keras opens on one ``tf.data.Dataset`` draws new shuffles; so ``train`` is best a builder: a function of
     no argument returning the pipeline, built for each call and skipped (its skipped batches are read and augmented
     again: the data's cost, not the model's; a run resumed mid-epoch skips twice, for the rest of the epoch and for
-    the later epochs, so about twice the data up to where it stopped is read before it trains). A per-worker ``dataset_fn(context)`` skips, in each worker's pipeline,
-    the batches its replicas took; a ``tf.data.Dataset`` is skipped (the rest of an interrupted epoch exactly, the
-    later epochs a new iterator's shuffles); other data (arrays) is given as it is.
+    the later epochs, so about twice the data up to where it stopped is read before it trains). A per-worker
+    ``dataset_fn(context)`` skips, in each worker's pipeline, the batches its replicas took; a ``tf.data.Dataset``
+    is skipped (the rest of an interrupted epoch exactly, the later epochs a new iterator's shuffles); other data
+    (arrays) is given as it is.
 
     Example:
     >>> import tensorflow as tf
@@ -167,7 +168,8 @@ def fit_resumable(
     :class:`keras_vit.train.distribute.WorkerBackup`) with
     a saved state, the model and optimizer are restored and training goes on
     from the optimizer's step count: first the rest of the interrupted epoch,
-    then the remaining epochs, on the batches the uninterrupted run would have taken (:func:`continue_from`). The run therefore always ends after
+    then the remaining epochs, on the batches the uninterrupted run would have
+    taken (:func:`continue_from`). The run therefore always ends after
     ``epochs * steps_per_epoch`` optimizer steps. Steps are optimizer
     updates: an optimizer that accumulates N batches per update
     (:mod:`keras_vit.train.accumulation`) takes ``N * steps_per_epoch``
