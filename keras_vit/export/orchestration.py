@@ -135,6 +135,10 @@ def export_model(
     if format in FILE_FORMATS:  # of its format's extension: load_predictor and keras-vit predict tell the runtime by it
         check_output(output, overwrite=overwrite, extension=f".{format}",
                      what=f"A {format} export's output (predict and load_predictor tell its runtime by the extension)")
+    if format == "tflite" and not os.path.exists(output) and os.path.exists(tflite.label_file_path(output)):
+        raise FileExistsError(  # the .tflite's own label file is written (or removed) beside it: not another's
+            f"{tflite.label_file_path(output)!r} exists beside no {os.path.basename(output)!r}: the export writes its label "
+            "file there. Move it, or export to another name.")
     dataset = data.recorded_dataset(model)
     int8 = format == "tflite" and quantize == "int8"
     if int8 and representative_data is None and data.dataset_kind(dataset) is None:

@@ -129,7 +129,8 @@ def _label_files(model_path, loaded):
     if model_path is None:
         return None
     model_path = os.fspath(model_path)
-    candidates = [os.path.splitext(model_path)[0] + ".labels.txt"]
+    # <model>.labels.txt: a .tflite's (a .keras holds its names; another file of the stem is no label file of it)
+    candidates = [os.path.splitext(model_path)[0] + ".labels.txt"] if model_path.endswith(".tflite") else []
     if os.path.isdir(model_path):  # SavedModel
         candidates += [os.path.join(model_path, "assets", name) for name in LABEL_FILE_NAMES]
         candidates += [os.path.join(model_path, name) for name in LABEL_FILE_NAMES]
