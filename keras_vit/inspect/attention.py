@@ -29,6 +29,7 @@ import weakref
 import keras
 import numpy as np
 
+from keras_vit.architecture.family import PREFIX_POOLINGS
 from keras_vit.architecture.model import config_of
 from keras_vit.domains import FRACTION
 from keras_vit.inference import images as images_lib
@@ -208,10 +209,10 @@ def rollout_map(model, image, head_fusion="mean", discard_ratio=0.0, weights=Non
             resize from the patch grid, not two.
 
     Returns:
-        float32 ``(H, W)``: the share of the class token's information that
-        comes from each pixel's patch (on the patch grid, before resizing,
-        the values sum to 1 minus the share the prefix tokens keep: class,
-        distillation, registers).
+        float32 ``(H, W)``: the share of the information of the tokens the output reads (the class token, with
+        DeiT's distillation token; the pooled tokens of a mean or attention pooling) that comes from each pixel's
+        patch (on the patch grid, before resizing, the values sum to 1 minus the share the prefix tokens keep:
+        class, distillation, registers).
 
     Raises:
         ValueError: ``image`` is not one ``(H, W, 3)`` image (a batch: call it once per image).
@@ -228,8 +229,10 @@ def rollout_map(model, image, head_fusion="mean", discard_ratio=0.0, weights=Non
     n = grid[0] * grid[1]
     config = config_of(model)
     prefix = config.num_prefix_tokens  # class, distillation and register tokens: not on the grid
-    if config.class_token:
-        relevance = rollout[0, prefix:]
+    if config.pooling in PREFIX_POOLINGS:  # the rows the output reads: the pooled tokens (every one with the prefix)
+        relevance = rollout[0 if config.pool_include_prefix else prefix :, prefix:].mean(0)
+    elif config.class_token:  # the class token (and DeiT's distillation token, whose head is averaged with it)
+        relevance = rollout[: 2 if config.distillation_token else 1, prefix:].mean(0)
     else:
         relevance = rollout[prefix:, prefix:].mean(0)
     if relevance.shape[0] != n:

@@ -71,11 +71,14 @@ def test_rollout_map_reads_the_patch_tokens_only(row):
     rollout = keras_vit.attention_rollout(weights)
     prefix = config.num_prefix_tokens
     grid_map = keras_vit.rollout_map(model, image, weights=weights, size=(4, 4))  # on the patch grid: no resize
-    if config.class_token:
-        expected = rollout[0, prefix:]
-        np.testing.assert_allclose(grid_map.sum(), 1.0 - rollout[0, :prefix].sum(), rtol=1e-5)
-    else:  # GAP and MAP: the mean of the patch tokens' rows
-        expected = rollout[prefix:, prefix:].mean(0)
+    if config.pooling in ("gap", "avg", "max", "map"):  # the rows of the tokens the pooling reads
+        rows = rollout[0 if config.pool_include_prefix else prefix :]
+    elif config.class_token:  # the class token's row, and the distillation token's (DeiT averages its two heads)
+        rows = rollout[: 2 if config.distillation_token else 1]
+    else:
+        rows = rollout[prefix:]
+    expected = rows[:, prefix:].mean(0)
+    np.testing.assert_allclose(grid_map.sum(), 1.0 - rows[:, :prefix].sum(1).mean(), rtol=1e-5)  # rows sum to 1
     np.testing.assert_allclose(grid_map, expected.reshape(4, 4), rtol=1e-5, atol=1e-7)
     assert keras_vit.rollout_map(model, image, weights=weights).shape == (32, 32)
 
