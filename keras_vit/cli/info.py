@@ -39,6 +39,9 @@ def print_model(path):
     from keras_vit.hardware.terminal import native_stderr_filtered
     from keras_vit.saving import load_model
 
+    if str(path).startswith(("hf://", "kaggle://")):  # a source, no file: what converts it
+        raise ValueError(f"keras-vit info reads a .keras file; {path!r} is a source of weights: keras-vit convert {path} "
+                         "--output model.keras builds its model (keras_vit.from_pretrained), which info then reads.")
     with native_stderr_filtered():  # TensorFlow's CUDA probing on a machine without a GPU
         model = load_model(path)
     config = config_of(model)
@@ -99,13 +102,13 @@ def run(args):
     if args.model:
         print_model(args.model)
         return 0
-    print(f"{'variant':9} {'width':>6} {'depth':>6} {'mlp':>6} {'heads':>6} {'params':>14}  ResNet stages")
     head = dict(num_classes=args.num_classes, image_size=args.image_size)
-    for name in variants.VIT_VARIANTS:
-        print(_row(name, ViTConfig(**variants.decode_variant(name), **head)))
-    for name in variants.HYBRID_VARIANTS:
+    rows = [_row(name, ViTConfig(**variants.decode_variant(name), **head)) for name in variants.VIT_VARIANTS]
+    for name in variants.HYBRID_VARIANTS:  # every row built before any is printed: a bad --image-size prints none
         config = ViTConfig(stem="resnet", **variants.decode_hybrid_variant(name), **head)
-        print(_row(name, config, f"  {config.block_units}"))
+        rows.append(_row(name, config, f"  {config.block_units}"))
+    print(f"{'variant':9} {'width':>6} {'depth':>6} {'mlp':>6} {'heads':>6} {'params':>14}  ResNet stages")
+    print("\n".join(rows))
     from keras_vit.cli import ENVIRONMENT_SET
     from keras_vit.hardware.onednn import ONEDNN_VARIABLE
     from keras_vit.hardware.report import describe

@@ -36,6 +36,14 @@ def test_info_of_another_kind_of_file_names_its_kind(tmp_path, capsys, name, say
     assert "Corrupt" not in line  # nothing is damaged: it is another kind of file
 
 
+def test_info_of_a_hub_source_says_what_converts_it_and_a_bad_size_prints_no_table(capsys):
+    line = _error(capsys, ["info", "hf://timm/vit_base_patch16_224.augreg_in21k"])
+    assert "is a source of weights: keras-vit convert hf://timm/vit_base_patch16_224.augreg_in21k" in line
+    assert "not found" not in line  # it was called a missing file
+    assert cli.main(["info", "--image-size", "30"]) == 2
+    assert "variant" not in capsys.readouterr().out  # the table's header was printed before the error
+
+
 def test_a_damaged_keras_file_is_still_called_corrupt(tmp_path, capsys):
     path = tmp_path / "vit.keras"
     path.write_bytes(b"\x00" * 64)
