@@ -43,5 +43,7 @@ def run(args):
     save_model(model, args.output, metadata=metadata)
     print(model.load_report)
     classes = f"{len(names)} named classes" if names else "no class names"
-    print(f"wrote {args.output}: {model.name}, input {model.input_shape[1:3]}, output {model.output_shape[1:]}, {classes}")
+    config = model.vit_config  # a NaFlex model takes patches (three inputs), not images of one size
+    takes = f"NaFlex, up to {config.max_patches} patches" if config.input_mode == "naflex" else f"input {model.input_shape[1:3]}"
+    print(f"wrote {args.output}: {model.name}, {takes}, output {model.output_shape[1:]}, {classes}")
     return 0

@@ -213,3 +213,15 @@ def test_image_mode_with_a_budget_is_still_refused(tmp_path):
     """``input_mode="image"`` with ``max_patches`` asks for no conversion: the config refuses the pair by name."""
     with pytest.raises(ValueError, match=r"`max_patches` is read only with input_mode='naflex'"):
         keras_vit.from_pretrained(_npz_with(tmp_path), input_mode="image", max_patches=BUDGET)
+
+
+def test_convert_says_what_a_naflex_model_takes(tmp_path, capsys):
+    """It printed two of the three inputs' shapes as the input size."""
+    from keras_vit import cli
+
+    config = keras_vit.ViTConfig(image_size=32, patch_size=8, hidden_size=32, num_layers=1, num_heads=4, mlp_dim=64,
+                                 num_classes=3, input_mode="naflex", max_patches=16, pooling="gap", class_token=False)
+    path = str(tmp_path / "naflex.keras")
+    keras_vit.save_model(keras_vit.build_model(config), path)
+    assert cli.main(["convert", path, "--output", str(tmp_path / "out.keras")]) == 0
+    assert "NaFlex, up to 16 patches, output (3,)" in capsys.readouterr().out
