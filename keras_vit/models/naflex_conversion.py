@@ -64,6 +64,11 @@ def lacking(arch, architecture=None):
                    "own grid yet")
     if arch.get("distillation_token"):
         out.append("DeiT's distillation token (distillation_token=True)")
+    if arch.get("register_positions"):
+        out.append("register tokens with rows of their own in the position table (register_positions=True, timm's SBB "
+                   "so150m models): the NaFlex table has the class token's row at most")
+    if arch.get("pool_include_prefix") and arch.get("pooling") != "map":
+        out.append(f"a mean over the prefix tokens too (pool_include_prefix=True with pooling={arch.get('pooling')!r})")
     if "block_units" in arch:
         out.append(f"a hybrid's ResNet stem (stem='resnet', block_units={tuple(arch['block_units'])!r}): NaFlex cuts "
                    "the image into patches itself")

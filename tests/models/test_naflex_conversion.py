@@ -225,3 +225,13 @@ def test_convert_says_what_a_naflex_model_takes(tmp_path, capsys):
     keras_vit.save_model(keras_vit.build_model(config), path)
     assert cli.main(["convert", path, "--output", str(tmp_path / "out.keras")]) == 0
     assert "NaFlex, up to 16 patches, output (3,)" in capsys.readouterr().out
+
+
+def test_registers_with_positions_are_refused_by_name_as_the_distillation_token_is(tmp_path):
+    """It ended in NaFlex's internal 'Impossible NaFlex ViTConfig', naming neither the source nor its switch."""
+    model = keras_vit.ViT(image_size=32, patch_size=8, hidden_size=32, num_layers=1, num_heads=4, mlp_dim=64,
+                          num_classes=3, num_register_tokens=2, register_positions=True)
+    path = str(tmp_path / "so150m_like.keras")
+    keras_vit.save_model(model, path)
+    with pytest.raises(ValueError, match=r"so150m_like.keras' cannot be read as a NaFlex model .*register_positions=True"):
+        keras_vit.from_pretrained(path, max_patches=BUDGET)
