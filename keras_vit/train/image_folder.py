@@ -20,6 +20,9 @@ from keras_vit.train.choices import VALIDATION_FOLDERS
 from keras_vit.train.dataset import ImageDataset
 
 
+TEST_EVERY = 5  # without test/: image i of each class (sorted by name) is a test image iff i % 5 == 4
+
+
 def _class_folders(root):
     """The sorted names of ``root``'s class subfolders (a hidden one, ``.ipynb_checkpoints``, is none)."""
     return sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)) and not d.startswith("."))
@@ -55,7 +58,7 @@ def _held_for_test(labels, test_every):
     return rank % test_every == test_every - 1
 
 
-def split_files(path, split, test_every=5):
+def split_files(path, split, test_every=TEST_EVERY):
     """The image files of ``split`` (``"train"`` or ``"test"``) of an image folder as :func:`load_image_folder` splits
     it (the training split before any validation fraction), listed and not read: what an export verifies on."""
     path = os.fspath(path)
@@ -117,7 +120,7 @@ def _held_out(labels, fraction, seed):
     return mask
 
 
-def load_image_folder(path, *, test_every=5, validation_fraction=0.0, seed=0):
+def load_image_folder(path, *, test_every=TEST_EVERY, validation_fraction=0.0, seed=0):
     """Images in one subfolder per class (``path/<class>/<image>``).
 
     If ``path/train`` and ``path/test`` exist, each is read as a class folder,

@@ -20,6 +20,7 @@ FLOAT_DTYPES = ("BF16", "F16", "F32", "F64")
 # torch's BatchNorm saves its training-step counter beside its weights (an integer): read by no layer
 BATCH_COUNTER = "num_batches_tracked"
 INDEX_FILE = "model.safetensors.index.json"  # a sharded folder's map of tensor name -> shard file
+WHOLE_FILE = "model.safetensors"  # a folder's unsharded weights, read before any index (transformers' order)
 
 
 def refuse_pickle(path, what=None):
@@ -68,8 +69,8 @@ def folder_files(folder):
     order, so a folder holding both gives the weights transformers loads) and its ``config.json`` (or None)."""
     config = os.path.join(folder, "config.json")
     index = os.path.join(folder, INDEX_FILE)
-    if os.path.isfile(os.path.join(folder, "model.safetensors")):
-        files = [os.path.join(folder, "model.safetensors")]
+    if os.path.isfile(os.path.join(folder, WHOLE_FILE)):
+        files = [os.path.join(folder, WHOLE_FILE)]
     elif os.path.isfile(index):
         files = [os.path.join(folder, shard) for shard in sorted(set(read_index(index).values()))]
     else:
@@ -94,7 +95,7 @@ def _refuse_a_shard(path):
     """A ``.safetensors`` file that the sharded index beside it lists holds part of a model: refused, naming the folder."""
     folder = os.path.dirname(os.path.abspath(path))
     index = os.path.join(folder, INDEX_FILE)
-    if os.path.basename(path) == "model.safetensors" or not os.path.isfile(index):
+    if os.path.basename(path) == WHOLE_FILE or not os.path.isfile(index):
         return  # a whole model's file (folder_files reads it before any index)
     try:
         shards = set(read_index(index).values())
@@ -143,7 +144,7 @@ def read_index(index):
 def check_index(folder, tensors):
     """The shards of a sharded folder hold exactly the tensors its index maps to them (no mixed-up shard)."""
     index = os.path.join(folder, INDEX_FILE)
-    if not os.path.isfile(index) or os.path.isfile(os.path.join(folder, "model.safetensors")):
+    if not os.path.isfile(index) or os.path.isfile(os.path.join(folder, WHOLE_FILE)):
         return  # not sharded, or model.safetensors read instead of the shards (folder_files)
     weight_map = {key: file for key, file in read_index(index).items() if key.rpartition(".")[2] != BATCH_COUNTER}
     found = {key: os.path.basename(file) for key, file in tensors.where.items()}

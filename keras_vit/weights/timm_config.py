@@ -30,7 +30,7 @@ def _check_model_args(model_args, path):
         if name in KERAS_VIT_NAMES:
             raise CheckpointError(f"{path!r}: model_args.{name}={value!r} is a name of keras_vit's, no timm argument: timm "
                                   "could not build this config.json. Remove it; timm's registration says the rest.")
-        if name in DEFAULTS or name in NEUTRAL or name in timm_eva.ROPE_ARGS or (name, value) == ("block_fn", "ResPostBlock"):
+        if name in DEFAULTS or name in NEUTRAL or name in timm_eva.ROPE_ARGS:
             continue
         if name in SWITCHES:
             what = switch_lacking(name, value)

@@ -28,9 +28,10 @@ TABLE = os.path.join(os.path.dirname(__file__), "data", "timm_registrations.json
 # arguments that do not change what a trained model computes at its own size
 NEUTRAL = ("drop_rate", "pos_drop_rate", "patch_drop_rate", "proj_drop_rate", "attn_drop_rate", "drop_path_rate",
            "weight_init", "fix_init", "num_classes", "device", "dtype")
-# timm arguments keras_vit has no switch for: the values that mean "not used", and what any other is
+# timm arguments keras_vit has no switch for: the values that mean "not used" (or that it reads as another field:
+# block_fn=ResPostBlock is res_post_norm), and what any other is
 SWITCHES = {
-    "block_fn": (("Block", None), {"ParallelScalingBlock": "parallel attention and MLP branches (block_fn=ParallelScalingBlock)",
+    "block_fn": (("Block", None, "ResPostBlock"), {"ParallelScalingBlock": "parallel attention and MLP branches (block_fn=ParallelScalingBlock)",
                                    "ParallelThingsBlock": "parallel attention and MLP blocks (block_fn=ParallelThingsBlock)",
                                    "DiffParallelScalingBlock": "parallel differential attention (block_fn=DiffParallelScalingBlock)"}),
     "attn_layer": (("Attention", "attn", None), {"diff": "differential attention (attn_layer='diff')"}),
