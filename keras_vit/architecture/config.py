@@ -379,8 +379,15 @@ class ViTConfig:
         Example:
         >>> ViTConfig(image_size=(32, 48), patch_size=8, hidden_size=32, num_layers=1, num_heads=4, mlp_dim=64).describe_size()
         '32x48, patch 8x8'
+        >>> ViTConfig(image_size=32, patch_size=8, hidden_size=32, num_layers=1, num_heads=4, mlp_dim=64,
+        ...           input_mode="naflex", max_patches=64).describe_size()
+        'NaFlex, up to 64 patches (native 32x32), patch 8x8'
         """
         patch = "x".join(map(str, self.patch_size))
+        if self.input_mode == "naflex":  # each image at its own aspect: the budget of patches is its size
+            native = "x".join(map(str, self.native_image_size))
+            budget = f"up to {self.max_patches} patches" if self.max_patches else "any number of patches"
+            return f"NaFlex, {budget} (native {native}), patch {patch}"
         if self.image_size is None:
             return f"any size (native {'x'.join(map(str, self.native_image_size))}), patch {patch}"
         return f"{self.image_size[0]}x{self.image_size[1]}, patch {patch}"

@@ -12,12 +12,12 @@ from keras_vit.domains import POSITIVE_INT
 def add_arguments(parser):
     parser.add_argument("model", nargs="?", help="a .keras model: print its architecture (ViTConfig) instead")
     parser.add_argument(
-        "--num-classes", type=POSITIVE_INT.argparse_type(), default=1000,
-        help="head size the parameter counts of the table are for (default 1000)",
+        "--num-classes", type=POSITIVE_INT.argparse_type(),
+        help="head size the parameter counts of the table are for (default 1000; not with a model)",
     )
     parser.add_argument(
-        "--image-size", type=POSITIVE_INT.argparse_type(), default=224,
-        help="input size the parameter counts of the table are for (position embeddings; default 224)",
+        "--image-size", type=POSITIVE_INT.argparse_type(),
+        help="input size the parameter counts of the table are for (position embeddings; default 224; not with a model)",
     )
     parser.add_argument(
         "--presets", action="store_true", help="list the preset weights (weights='<tag>') and whether each is cached"
@@ -48,8 +48,14 @@ def print_model(path):
     print(f"{path}: {model.name} ({config.variant or 'no registered variant'}), {config.describe_size()}")
     for name in field_names():
         print(f"  {name:22} {getattr(config, name)!r}")
-    print(f"  {'grid':22} {config.grid!r}")
-    print(f"  {'tokens':22} {config.num_tokens!r}")
+    if config.input_mode == "naflex":  # the native grid is where its position embeddings are stored, no limit
+        budget = config.max_patches
+        tokens = f"up to {config.num_prefix_tokens + budget!r}" if budget else "any number (the patches given)"
+        print(f"  {'native grid':22} {config.grid!r}")
+        print(f"  {'tokens':22} {tokens}")
+    else:
+        print(f"  {'grid':22} {config.grid!r}")
+        print(f"  {'tokens':22} {config.num_tokens!r}")
     print(f"  {'parameters':22} {model.count_params():,}")
 
 
@@ -96,13 +102,18 @@ def run(args):
     from keras_vit.architecture import variants
     from keras_vit.architecture.config import ViTConfig
 
+    table_only = [flag for flag, value in (("--num-classes", args.num_classes), ("--image-size", args.image_size))
+                  if value is not None]
+    if table_only and (args.model or args.presets):  # they size the variants' table only: ignored, they would mislead
+        raise ValueError(f"{' and '.join(table_only)} size the table of variants; a model's architecture is its own "
+                         f"(keras-vit resize writes it at another size). Received: {args.model or '--presets'}")
     if args.presets:
         print_presets()
         return 0
     if args.model:
         print_model(args.model)
         return 0
-    head = dict(num_classes=args.num_classes, image_size=args.image_size)
+    head = dict(num_classes=args.num_classes or 1000, image_size=args.image_size or 224)
     rows = [_row(name, ViTConfig(**variants.decode_variant(name), **head)) for name in variants.VIT_VARIANTS]
     for name in variants.HYBRID_VARIANTS:  # every row built before any is printed: a bad --image-size prints none
         config = ViTConfig(stem="resnet", **variants.decode_hybrid_variant(name), **head)

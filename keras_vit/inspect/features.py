@@ -189,8 +189,26 @@ def forward_features(model, images, blocks=None, outputs=None, batch_size=32):
         A dict of arrays.
     """
     require_image_model(model, "forward_features")
+    images = checked_images(model, images)
     features = feature_model(model, blocks=blocks, outputs=outputs)
-    return run_in_batches(features, np.asarray(images, dtype="float32"), batch_size)
+    return run_in_batches(features, images, batch_size)
+
+
+def checked_images(model, images):
+    """``images`` as float32 ``(batch, H, W, 3)``; a rank, channel count or size ``model`` does not take is
+    refused naming both sizes, before any graph is built (Keras' own message names neither)."""
+    config = config_of(model)
+    images = np.asarray(images, dtype="float32")
+    if images.ndim != 4 or images.shape[-1] != 3:
+        raise ValueError(f"Expected images of shape (batch, H, W, 3). Received: shape={images.shape}")
+    size = images.shape[1:3]
+    if config.image_size is not None and tuple(size) != tuple(config.image_size):
+        raise ValueError(
+            f"Model {model.name!r} takes {config.describe_size()} images. Received: images of {size[0]}x{size[1]} "
+            "(build it with image_size=None, or resize it with keras_vit.resize_model, for other sizes)"
+        )
+    config.grid_for(size)  # a size the patches do not divide is refused by name
+    return images
 
 
 def run_in_batches(model, images, batch_size):
@@ -347,16 +365,7 @@ def forward_intermediates(
     if output_fmt not in OUTPUT_FORMATS:
         raise ValueError(f"Unknown `output_fmt`: expected one of {OUTPUT_FORMATS}. Received: output_fmt={output_fmt!r}")
     config = config_of(model)
-    images = np.asarray(images, dtype="float32")
-    if images.ndim != 4:
-        raise ValueError(f"Expected images of shape (batch, H, W, 3). Received: shape={images.shape}")
-    size = images.shape[1:3]
-    if config.image_size is not None and tuple(size) != tuple(config.image_size):
-        raise ValueError(
-            f"Model {model.name!r} takes {config.describe_size()} images. Received: images of {size[0]}x{size[1]} "
-            "(build it with image_size=None, or resize it with keras_vit.resize_model, for other sizes)"
-        )
-    config.grid_for(size)  # a size the patches do not divide is refused by name
+    images = checked_images(model, images)
     chosen = take_indices(indices, config.num_layers)
     extractor = intermediates_model(model, chosen, norm, return_prefix_tokens, intermediates_only)
     result = run_in_batches(extractor, images, batch_size)

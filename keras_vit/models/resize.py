@@ -13,6 +13,7 @@ import keras
 from keras_vit.architecture.arguments import positive_pair
 from keras_vit.architecture.model import VisionTransformer, config_of
 from keras_vit.architecture.state import require_float
+from keras_vit.domains import POSITIVE_INT
 from keras_vit.layers.resampling import resample_patch_embedding, resize_position_embedding
 from keras_vit.weights.mapping import layer_weights
 
@@ -58,7 +59,23 @@ def _target_config(config, image_size, patch_size):
     return config.replace(image_size=image_size, patch_size=patch_size)  # ViTConfig keeps crop_remainder where it crops
 
 
-def resize_model(model, image_size=SAME, patch_size=None):
+def _target_budget(config, patch_size, max_patches):
+    """A NaFlex model's ``max_patches`` after the resize: given, or the same pixels under the new patch size."""
+    if config.input_mode != "naflex":
+        if isinstance(max_patches, str) and max_patches == SAME:
+            return {}
+        raise ValueError(f"max_patches is a NaFlex model's budget; model of {config.describe_size()} has none. "
+                         f"Received: max_patches={max_patches!r}")
+    if not (isinstance(max_patches, str) and max_patches == SAME):
+        return {"max_patches": None if max_patches is None else POSITIVE_INT.check(max_patches, "max_patches")}
+    if not config.max_patches or tuple(patch_size) == tuple(config.patch_size):
+        return {}
+    # FlexiViT's resize keeps the image and cuts it finer: the budget keeps the pixels it covered
+    (ph, pw), (nh, nw) = config.patch_size, patch_size
+    return {"max_patches": max(1, config.max_patches * ph * pw // (nh * nw))}
+
+
+def resize_model(model, image_size=SAME, patch_size=None, max_patches=SAME):
     """A new model at another image size and/or patch size, with every weight of ``model`` copied.
 
     The position embeddings are resampled in 2-D to the new grid (the class
@@ -75,6 +92,10 @@ def resize_model(model, image_size=SAME, patch_size=None):
             resampled in the graph); default: the model's own.
         patch_size: int or ``(ph, pw)``; default the model's own. For a hybrid,
             the patch size on the feature map.
+        max_patches: a NaFlex model's budget of patches per image (None: any
+            number); default its own, or, with another ``patch_size``, the
+            budget that covers the same pixels (64 patches of 16x16 become 256
+            of 8x8), so that images are cut at the same resolution, finer.
 
     Returns:
         A :class:`keras_vit.VisionTransformer` of the same name and layers.
@@ -103,6 +124,7 @@ def resize_model(model, image_size=SAME, patch_size=None):
     elif image_size is not None:
         image_size = positive_pair(image_size, "image_size")
     target = _target_config(config, image_size, new_patch)
+    target = target.replace(**_target_budget(config, new_patch, max_patches))
     resized = VisionTransformer.from_vit_config(target, name=model.name)
     if len(resized.weights) != len(model.weights):
         raise ValueError(f"Model {model.name!r} rebuilt with {len(resized.weights)} weights instead of {len(model.weights)}")

@@ -78,3 +78,21 @@ def test_a_quantized_model_is_refused_in_one_line(quantized_file, tmp_path, caps
     assert f"{refusal}: it is quantized (int8," in line
     assert way_out in line and "Nothing was" in line
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing written
+
+
+def test_info_refuses_the_table_sizes_with_a_model_and_describes_a_naflex_budget(tmp_path, capsys):
+    """``info nf.keras --image-size 64`` printed the model as it is, the flag ignored; a NaFlex model's
+    token count was its native grid's, not the budget it cuts images under."""
+    import keras_vit
+
+    model = keras_vit.ViT(image_size=32, patch_size=8, hidden_size=16, num_layers=1, num_heads=2, mlp_dim=32,
+                          num_classes=3, input_mode="naflex", max_patches=24)
+    path = str(tmp_path / "nf.keras")
+    saving.save_model(model, path)
+    line = _error(capsys, ["info", path, "--image-size", "64"])
+    assert "--image-size size the table of variants" in line and path in line
+    assert "--num-classes size the table" in _error(capsys, ["info", "--presets", "--num-classes", "10"])
+    assert cli.main(["info", path]) == 0
+    out = capsys.readouterr().out
+    assert "NaFlex, up to 24 patches (native 32x32), patch 8x8" in out
+    assert "up to 25" in [line.split(None, 1)[1] for line in out.splitlines() if line.strip().startswith("tokens")][0]

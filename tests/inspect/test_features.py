@@ -168,6 +168,13 @@ def test_missing_features_and_bad_arguments_are_refused_by_name():
         keras_vit.forward_intermediates(fixed, images(1), output_fmt="NWHC")
     with pytest.raises(ValueError, match="divisible by the patch size"):
         keras_vit.forward_intermediates(family_model("dinov2_registers_any_size"), images(1, (36, 32)))
+    # forward_features refused the same sizes only through Keras' message, which names neither size
+    with pytest.raises(ValueError, match=r"takes 32x32, patch 8x8 images. Received: images of 48x64"):
+        keras_vit.forward_features(fixed, images(1, (48, 64)), blocks="all")
+    with pytest.raises(ValueError, match="divisible by the patch size"):
+        keras_vit.forward_features(family_model("dinov2_registers_any_size"), images(1, (36, 32)))
+    with pytest.raises(ValueError, match=r"\(batch, H, W, 3\). Received: shape=\(1, 32, 32, 4\)"):
+        keras_vit.forward_features(fixed, np.zeros((1, 32, 32, 4)))
 
 
 # the inspection models take a list of one input: given as such, Keras has nothing to warn about

@@ -370,3 +370,25 @@ def test_docs_examples_run(capsys):
         exec(block, {})
     out = capsys.readouterr().out
     assert "(None, None, None, 3)" in out and "(2, 3)" in out and "(16, 16)" in out
+
+
+def test_a_naflex_model_under_another_patch_size_keeps_the_pixels_of_its_budget(tmp_path):
+    """resize --patch-size of a NaFlex model kept max_patches: 16 patches of 8x8 became 16 of 4x4, and every image
+    was cut at half the resolution it was trained at."""
+    from keras_vit.inference.naflex_input import target_size
+    from keras_vit.models.resize import resize_model
+
+    model = keras_vit.ViT(image_size=32, input_mode="naflex", max_patches=16, **TINY)
+    finer = resize_model(model, patch_size=4)
+    assert finer.vit_config.max_patches == 64 and finer.vit_config.patch_size == (4, 4)
+    np.testing.assert_array_equal(np.asarray(target_size(64, 64, 4, 64)), np.asarray(target_size(64, 64, 8, 16)))
+    for height, width in ((48, 96), (200, 30)):  # another aspect: under the same pixels, the grid rule's own rounding
+        assert np.prod(np.asarray(target_size(height, width, 4, 64))) <= 16 * 8 * 8
+    assert resize_model(model, patch_size=4, max_patches=16).vit_config.max_patches == 16  # said: kept
+    assert resize_model(model, max_patches=None).vit_config.max_patches is None
+    with pytest.raises(ValueError, match=r"max_patches is a NaFlex model's budget; model of 32x32, patch 8x8 has none"):
+        resize_model(keras_vit.ViT(image_size=32, **TINY), max_patches=64)
+    source, output = tmp_path / "nf.keras", tmp_path / "nf4.keras"
+    keras_vit.save_model(model, str(source))
+    assert cli.main(["resize", str(source), "--output", str(output), "--max-patches", "9"]) == 0
+    assert keras_vit.load_model(str(output)).vit_config.max_patches == 9
