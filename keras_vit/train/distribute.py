@@ -234,7 +234,9 @@ class WorkerBackup(keras.callbacks.Callback):
     :func:`keras_vit.train.resumable.fit_resumable` on every worker at the
     same point: it is a collective) finds the newest step that every worker
     holds and restores it, so the workers go on from the same step with the
-    same weights. Nothing is saved at the last step: the run is then done.
+    same weights. Nothing is saved at the last step: the run is then done. The
+    backup of an epoch's last batch is written after the epoch's validation and
+    log row, at the next epoch's start.
 
     Args:
         backup_dir: this worker's folder.
@@ -255,6 +257,7 @@ class WorkerBackup(keras.callbacks.Callback):
         self.save_freq = int(save_freq)
         self.total_steps = int(total_steps)
         self._manager = None
+        self._deferred = None  # the step of an epoch's last batch, saved after the epoch's callbacks
 
     def _checkpoint(self):
         if self._manager is None:
@@ -281,9 +284,24 @@ class WorkerBackup(keras.callbacks.Callback):
         update_done = batches_taken(optimizer) % accumulate_steps(optimizer) == 0
         if update_done and step % self.save_freq == 0 and step < self.total_steps:
             if nonfinite(self.model, (logs or {}).get("loss")) is None:  # a diverged state never replaces a good one
-                if self.settings is not None:  # the run's settings, which a resumed run keeps (stored_settings)
-                    write_json(os.path.join(self.backup_dir, SETTINGS_FILE), {"settings": self.settings})
-                self._checkpoint().save(checkpoint_number=step)
+                self._deferred = step
+                if batch + 1 != (self.params or {}).get("steps"):  # an epoch's last batch: after its log row
+                    self._save_deferred()
+
+    def _save_deferred(self):
+        """The backup of an epoch's last batch counts the epoch done: written once its validation and the callbacks
+        after this one (the log's row) are, at the next epoch's start or the run's end (as :class:`Backup` does)."""
+        step, self._deferred = self._deferred, None
+        if step is not None:
+            if self.settings is not None:  # the run's settings, which a resumed run keeps (stored_settings)
+                write_json(os.path.join(self.backup_dir, SETTINGS_FILE), {"settings": self.settings})
+            self._checkpoint().save(checkpoint_number=step)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._save_deferred()
+
+    def on_train_end(self, logs=None):
+        self._save_deferred()
 
     def remove(self):
         """Delete this worker's backups (the run is complete)."""

@@ -214,6 +214,36 @@ def test_a_run_killed_at_an_epochs_end_before_its_log_row_runs_that_epoch_again(
     assert [r["epoch"] for r in csv.DictReader(open(log))] == ["0", "1", "2"]
 
 
+def test_a_multi_worker_run_killed_at_an_epochs_end_before_its_log_row_runs_that_epoch_again(tmp_path):
+    """The same for the multi-worker loop's WorkerBackup (whose default backup is every epoch's last batch): it
+    was written before the epoch's validation and log row."""
+    from keras_vit.train import distribute
+
+    log, strategy = tmp_path / "log.csv", tf.distribute.get_strategy()
+
+    def attempt(kill_at_end_of=None):
+        model, train = _compiled_small(12)
+
+        class Kill(keras.callbacks.Callback):  # between the backup and the log, as a kill during validation is
+            def on_epoch_end(self, epoch, logs=None):
+                if epoch == kill_at_end_of:
+                    raise KeyboardInterrupt("simulated kill")
+
+        backup = distribute.WorkerBackup(str(tmp_path / "backup"), strategy, save_freq=4, total_steps=12)
+        trainer = distribute.DistributedTrainer(model, strategy, 8)
+        callbacks = [backup, Kill(), keras.callbacks.CSVLogger(str(log), append=True)]
+        return resumable.fit_resumable(model, lambda context: train, epochs=3, steps_per_epoch=4, callbacks=callbacks,
+                                       verbose=0, fit=trainer.fit)
+
+    with pytest.raises(KeyboardInterrupt):
+        attempt(kill_at_end_of=1)
+    assert [r["epoch"] for r in csv.DictReader(open(log))] == ["0"]
+    assert tf.train.latest_checkpoint(str(tmp_path / "backup")).endswith("ckpt-4")
+    history = attempt()
+    assert history["resumed_from_step"] == 4
+    assert [r["epoch"] for r in csv.DictReader(open(log))] == ["0", "1", "2"]
+
+
 def test_single_class_folder_is_refused(tmp_path, capsys):
     """Item 9: one class trained to a meaningless 100 %."""
     from PIL import Image
