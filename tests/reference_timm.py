@@ -10,7 +10,9 @@ Arrays are in torch's layout: ``Linear.weight`` is ``(out, in)``, the patch conv
 class_token, reg_tokens, no_embed_class, init_values, global_pool, fc_norm, pre_norm, final_norm,
 act_layer, mlp_layer ("mlp", or "SwiGLUPacked" / "swiglu": timm's packed SwiGLU), num_classes, img_size,
 distilled, pool_include_prefix, block_fn`` (``"ResPostBlock"``: ``x + norm1(attn(x))``, ``x + norm2(mlp(x))``, its ``init_values`` the
-norms' initial scale, no LayerScale); ``eps`` is the LayerNorm epsilon (timm's CLIP registrations: 1e-5).
+norms' initial scale, no LayerScale; ``"ParallelScalingBlock"``: ``x + ls(attn_out_proj(attn) + mlp_out_proj(act(x_mlp)))``
+with ``x_mlp, q, k, v`` the ``[hidden, D, D, D]`` rows of ``in_proj(in_norm(x))``, ``mlp_bias`` where ``qkv_bias`` is
+False); ``eps`` is the LayerNorm epsilon (timm's CLIP registrations: 1e-5).
 """
 
 import math
@@ -82,6 +84,15 @@ def mlp(x, sd, name, args):
 
 def block(x, sd, i, args):
     p = f"blocks.{i}"
+    if args["block_fn"] == "ParallelScalingBlock":  # timm's ParallelScalingBlock.forward (fuse_out_proj=False)
+        d = x.shape[-1]
+        y = linear(layer_norm(x, sd, p + ".in_norm", args["eps"]), sd, p + ".in_proj")
+        x_mlp, q, k, v = np.split(y, [y.shape[-1] - 3 * d, y.shape[-1] - 2 * d, y.shape[-1] - d], axis=-1)
+        if p + ".mlp_bias" in sd:
+            x_mlp = x_mlp + sd[p + ".mlp_bias"]
+        y = linear(heads_attention(q, k, v, args["num_heads"]), sd, p + ".attn_out_proj")
+        y = y + linear(act(x_mlp, args["act_layer"]), sd, p + ".mlp_out_proj")
+        return x + (y * sd[p + ".ls.gamma"] if p + ".ls.gamma" in sd else y)
     if args["block_fn"] == "ResPostBlock":  # timm's ResPostBlock.forward
         q, k, v = np.split(linear(x, sd, p + ".attn.qkv"), 3, axis=-1)
         x = x + layer_norm(linear(heads_attention(q, k, v, args["num_heads"]), sd, p + ".attn.proj"), sd, p + ".norm1", args["eps"])
@@ -182,6 +193,15 @@ def state_dict(args, seed=0, scale=0.2):
 
     for i in range(args["depth"]):
         b = f"blocks.{i}"
+        if args["block_fn"] == "ParallelScalingBlock":
+            norms.append(f"{b}.in_norm")
+            shapes.update({f"{b}.in_proj.weight": (hidden + 3 * d, d), f"{b}.attn_out_proj.weight": (d, d),
+                           f"{b}.attn_out_proj.bias": (d,), f"{b}.mlp_out_proj.weight": (d, hidden),
+                           f"{b}.mlp_out_proj.bias": (d,)})
+            shapes[f"{b}.in_proj.bias" if args["qkv_bias"] else f"{b}.mlp_bias"] = (hidden + 3 * d,) if args["qkv_bias"] else (hidden,)
+            if args["init_values"]:
+                shapes[f"{b}.ls.gamma"] = (d,)
+            continue
         norms += [f"{b}.norm1", f"{b}.norm2"]
         shapes[f"{b}.attn.qkv.weight"] = (3 * d, d)
         if args["qkv_bias"]:

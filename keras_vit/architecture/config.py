@@ -151,6 +151,8 @@ class ViTConfig:
     Attributes:
         res_post_norm: residual post-norm blocks, ``x + LN(MSA(x))`` and ``x + LN(MLP(x))`` (Swin-v2's; timm's
             ``ResPostBlock``, ``vit_base_patch16_rpn_224``, and EVA's ``use_post_norm``, EVA-02-CLIP-E), no LayerScale.
+        parallel_blocks: the attention and the MLP of each block read the same ``LN(x)``, their sum added once,
+            ``x + gamma * (MSA(LN(x)) + MLP(LN(x)))`` (ViT-22B's; timm's ``ParallelScalingBlock``, ``vit_pwee_*``).
     """
 
     image_size: tuple | int | None = 224
@@ -211,6 +213,7 @@ class ViTConfig:
     mlp_norm: bool = False
     attention_norm: bool = False
     res_post_norm: bool = False
+    parallel_blocks: bool = False
     pool_include_prefix: bool = False
     grid_rule: str = "timm"
 

@@ -40,6 +40,7 @@ PAPER = {
     "mlp_norm": False,
     "attention_norm": False,
     "res_post_norm": False,
+    "parallel_blocks": False,
     "pool_include_prefix": False,
 }
 # the poolings that read the patch tokens only, or every token with pool_include_prefix
@@ -75,7 +76,7 @@ def validate(config, set_):
         raise ValueError(f"`class_token` must be a bool or None. Received: class_token={class_token!r}")
     set_("class_token", bool(class_token))
     for flag in ("distillation_token", "prefix_positions", "register_positions", "qkv_bias", "pre_norm", "final_norm", "fc_norm", "mlp_norm",
-                 "attention_norm", "res_post_norm", "pool_include_prefix"):
+                 "attention_norm", "res_post_norm", "pool_include_prefix", "parallel_blocks"):
         value = getattr(config, flag)
         if not isinstance(value, (bool, numbers.Integral)):
             raise ValueError(f"`{flag}` must be a bool. Received: {flag}={value!r}")
@@ -186,6 +187,8 @@ def _check_combinations(config):
         refuse.append(f"pool_include_prefix is read by the {', '.join(PREFIX_POOLINGS)} poolings. Received pooling={config.pooling!r}")
     if config.res_post_norm and config.layer_scale_init is not None:
         refuse.append("residual post-norm blocks have no LayerScale (the norms' scales play its part): layer_scale_init=None")
+    if config.parallel_blocks and config.res_post_norm:
+        refuse.append("a parallel block normalises its input once, before both branches: res_post_norm=False")
     if config.distillation_token and not config.class_token:
         refuse.append("a distillation token follows the class token: class_token=False")
     if config.distillation_token and config.pooling != "token":

@@ -118,6 +118,7 @@ def encoder(x, config, *, key_mask=None):
             mlp_norm=config.mlp_norm,
             attention_norm=config.attention_norm,
             res_post_norm=config.res_post_norm,
+            parallel=config.parallel_blocks,
             name=f"transformer_block_{i}",
         )(x, **masked)
     if not config.final_norm:

@@ -132,8 +132,9 @@ def count_config_params(config):
     embed += norm if config.patch_norm else 0
     glu = 2 if config.mlp_type == "glu" else 1
     mlp = d * m * glu + m * d + ((m * glu + d) if config.mlp_bias else 0)
-    block = 2 * norm + 3 * d * d + (3 * d if config.qkv_bias else 0) + d * d + (d if config.proj_bias else 0) + mlp
-    block += 2 * d if config.layer_scale_init is not None else 0
+    branches = 1 if config.parallel_blocks else 2  # a parallel block's one norm and one LayerScale before both
+    block = branches * norm + 3 * d * d + (3 * d if config.qkv_bias else 0) + d * d + (d if config.proj_bias else 0) + mlp
+    block += branches * d if config.layer_scale_init is not None else 0
     block += d if config.rope == "mixed" else 0  # RoPE-Mixed's frequencies: (2, heads, head_dim / 2) per layer
     block += 2 * m * int(config.mlp_norm) + 2 * d * int(config.attention_norm)  # the sub-LayerNorms' scales and biases
     total = stem + embed + config.num_layers * block

@@ -66,6 +66,7 @@ _SWITCHES = (
     ("mlp_norm", False, "a LayerNorm inside the MLP"),
     ("attention_norm", False, "a LayerNorm inside the attention"),
     ("res_post_norm", False, "residual post-norm blocks"),
+    ("parallel_blocks", False, "parallel attention and MLP branches"),
 )
 
 

@@ -137,6 +137,9 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
         res_post_norm: residual post-norm blocks, ``x = x + DropPath(LN(MSA(x)))`` and ``x = x + DropPath(LN(MLP(x)))``
             (Swin-v2's; timm's ``ResPostBlock`` and EVA's ``use_post_norm``), instead of the paper's pre-norm; no
             LayerScale with them (the norms' scales play its part).
+        parallel: the attention and the MLP read the same ``LN(x)`` and their sum is added once,
+            ``x = x + DropPath(gamma * (MSA(LN(x)) + MLP(LN(x))))`` (ViT-22B's; timm's ``ParallelScalingBlock``): one norm
+            and one LayerScale.
 
     Call arguments:
         x: ``(batch, tokens, D)``.
@@ -177,6 +180,7 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
         mlp_norm=False,
         attention_norm=False,
         res_post_norm=False,
+        parallel=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -196,6 +200,10 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
         self.qkv_bias = bool(qkv_bias)
         self.layer_scale_init = None if layer_scale_init is None else float(layer_scale_init)
         self.res_post_norm = bool(res_post_norm)
+        self.parallel = bool(parallel)
+        if self.parallel and self.res_post_norm:
+            raise ValueError("A parallel block normalises its input once, before both branches: no residual post-norm. "
+                             "Received: parallel=True, res_post_norm=True")
         if self.res_post_norm and self.layer_scale_init is not None:
             raise ValueError("Residual post-norm blocks have no LayerScale (the norms' scales play its part: timm's "
                              "ResPostBlock initialises them with init_values). "
@@ -208,14 +216,15 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
         self.layer_norm_epsilon = float(layer_norm_epsilon)
         policy = self.dtype_policy
         self.norm1 = make_norm(self.norm_type, self.layer_norm_epsilon, "layer_norm_1", dtype=policy)
-        self.norm2 = make_norm(self.norm_type, self.layer_norm_epsilon, "layer_norm_2", dtype=policy)
+        self.norm2 = None if self.parallel else make_norm(self.norm_type, self.layer_norm_epsilon, "layer_norm_2", dtype=policy)
         self.drop_path_layer = StochasticDepth(self.drop_path, dtype=policy, name="drop_path")
         self.mlp_dropout = keras.layers.Dropout(self.dropout, dtype=policy, name="mlp_dropout")
         self.attention = None  # created in build: key_dim depends on the width
         self.layer_scale_1 = self.layer_scale_2 = None
         if self.layer_scale_init is not None:
             self.layer_scale_1 = LayerScale(self.layer_scale_init, dtype=policy, name="layer_scale_1")
-            self.layer_scale_2 = LayerScale(self.layer_scale_init, dtype=policy, name="layer_scale_2")
+            if not self.parallel:  # a parallel block scales the branches' sum once
+                self.layer_scale_2 = LayerScale(self.layer_scale_init, dtype=policy, name="layer_scale_2")
         self.mlp_dense_1 = keras.layers.Dense(
             self.mlp_dim * (2 if self.mlp_type == "glu" else 1),
             use_bias=self.mlp_bias,
@@ -261,7 +270,8 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
             name="mlp_dense_2",
         )
         self.norm1.build(input_shape)
-        self.norm2.build(input_shape)
+        if self.norm2 is not None:
+            self.norm2.build(input_shape)
         self.attention.build(input_shape)
         self.mlp_dense_1.build(input_shape)
         self.mlp_dense_2.build(tuple(input_shape[:-1]) + (self.mlp_dim,))
@@ -272,7 +282,7 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
                 scale.build(input_shape)
 
     def call(self, x, training=None, return_attention_scores=False, key_mask=None):
-        y = x if self.res_post_norm else normalize(x, self.norm1)
+        y = normalized = x if self.res_post_norm else normalize(x, self.norm1)
         masked = {} if key_mask is None else {"key_mask": key_mask}  # the unmasked call exactly as before
         attention = self.attention(y, training=training, return_attention_scores=return_attention_scores, **masked)
         if return_attention_scores:
@@ -280,13 +290,25 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
         else:
             y, scores = attention, None
         y = self.attention_dropout_layer(y, training=training)
+        if self.parallel:  # both branches read LN(x); their sum is scaled and added once
+            y = y + self._mlp(normalized, training)
         if self.res_post_norm:
             y = normalize(y, self.norm1)
         if self.layer_scale_1 is not None:
             y = self.layer_scale_1(y)
         x = x + self.drop_path_layer(y, training=training)
+        if self.parallel:
+            return (x, scores) if return_attention_scores else x
 
-        y = x if self.res_post_norm else normalize(x, self.norm2)
+        y = self._mlp(x if self.res_post_norm else normalize(x, self.norm2), training)
+        if self.res_post_norm:
+            y = normalize(y, self.norm2)
+        if self.layer_scale_2 is not None:
+            y = self.layer_scale_2(y)
+        x = x + self.drop_path_layer(y, training=training)
+        return (x, scores) if return_attention_scores else x
+
+    def _mlp(self, y, training):
         if self.mlp_type == "glu":
             gate, y = ops.split(kernels.dense(y, self.mlp_dense_1), 2, axis=-1)
             y = kernels.activate(gate, self.activation, training=training) * y
@@ -296,13 +318,7 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
         if self.mlp_norm_layer is not None:
             y = kernels.layer_norm(y, self.mlp_norm_layer)
         y = kernels.dense(y, self.mlp_dense_2)
-        y = self.mlp_dropout(y, training=training)
-        if self.res_post_norm:
-            y = normalize(y, self.norm2)
-        if self.layer_scale_2 is not None:
-            y = self.layer_scale_2(y)
-        x = x + self.drop_path_layer(y, training=training)
-        return (x, scores) if return_attention_scores else x
+        return self.mlp_dropout(y, training=training)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)
@@ -331,7 +347,7 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
         for name, default in (("norm_type", "layernorm"), ("proj_bias", True), ("mlp_bias", True)):
             if getattr(self, name) != default:  # saved only when set: the paper's blocks' configs stay as they were
                 config[name] = getattr(self, name)
-        for flag in ("mlp_norm", "attention_norm", "res_post_norm"):  # saved only when set, as rope
+        for flag in ("mlp_norm", "attention_norm", "res_post_norm", "parallel"):  # saved only when set, as rope
             if getattr(self, flag):
                 config[flag] = True
         return config

@@ -153,6 +153,8 @@ def targets_of(model):
     block_keys = {key: path for key, path in BLOCK_KEYS.items() if _has_block_key(config, key)}
     if config.layer_scale_init is not None:
         block_keys.update(LAYER_SCALE_KEYS)
+    if config.parallel_blocks:  # one norm before both branches, one LayerScale of their sum
+        block_keys = {key: path for key, path in block_keys.items() if not key.startswith(("LayerNorm_2/", "LayerScale_3/"))}
     if config.rope == "mixed":
         block_keys.update(ROPE_KEYS)
     block_keys.update(MLP_NORM_KEYS if config.mlp_norm else {}, **(ATTENTION_NORM_KEYS if config.attention_norm else {}))

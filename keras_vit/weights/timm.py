@@ -13,7 +13,7 @@ import numpy as np
 
 from keras_vit.errors import CheckpointError
 from keras_vit.weights import config as config_lib
-from keras_vit.weights import timm_config, timm_eva, timm_hybrid, timm_models, timm_naflex
+from keras_vit.weights import timm_config, timm_eva, timm_hybrid, timm_models, timm_naflex, timm_parallel
 from keras_vit.weights.conventions import finish, linear, norm, renamed, torch_tensors
 from keras_vit.weights.mapping import POSEMB_KEY
 from keras_vit.weights.source import Reading
@@ -55,7 +55,7 @@ _UNSUPPORTED = {
 # the keys that make a state dict timm's: a patch embedding (NaFlexVit's embeds.proj) and attention (EVA-02 B / L's
 # EvaAttention(qkv_fused=False) has q_proj, k_proj, v_proj)
 MARKERS = (("patch_embed.proj.weight", "embeds.proj.weight"),
-           ("blocks.0.attn.qkv.weight", "blocks.0.attn.q_proj.weight"))
+           ("blocks.0.attn.qkv.weight", "blocks.0.attn.q_proj.weight", timm_parallel.MARKER))
 
 
 class Conversion(NamedTuple):
@@ -66,6 +66,12 @@ class Conversion(NamedTuple):
     head_is_projection: bool = False
     pre_norm: bool = False
     mixed_rope: bool = False  # RoPE-ViT's rope.freqs, split by block (keras_vit.weights.timm_eva)
+
+
+def vit_layout(tensors, path):
+    """timm's ``VisionTransformer`` keys of any family member's state dict: NaFlexVit's ``embeds.*``, Eva's SwiGLU and
+    q / v biases, the parallel blocks' fused projections (each module's ``to_vit_layout``)."""
+    return timm_parallel.to_vit_layout(timm_eva.to_vit_layout(timm_naflex.to_vit_layout(tensors, path)), path)
 
 
 def to_original(tensors, path="<arrays>", conversion=None):
@@ -84,7 +90,7 @@ def to_original(tensors, path="<arrays>", conversion=None):
     ((4, 4, 3, 8), (8, 8))
     """
     conversion = conversion or Conversion()
-    tensors = timm_eva.to_vit_layout(timm_naflex.to_vit_layout(tensors, path))  # NaFlexVit's embeds.*; Eva's SwiGLU, q / v biases
+    tensors = vit_layout(tensors, path)
     freqs = timm_eva.FREQS if conversion.mixed_rope else None  # RoPE-Mixed's, read by timm_eva.to_original
     for pattern, what in _UNSUPPORTED.items():  # named, before any key is called unknown
         found = sorted(k for k in tensors if re.search(pattern, k) and k != freqs)
@@ -155,7 +161,7 @@ def _declared(resolved, expected, path, weights, tensors, labelled=False):
         )
     if tensors is None:  # the config alone (no state dict): its sizes (expected) are read, no architecture declared
         return {}, Conversion(), []
-    shapes = {k: tuple(v.shape) for k, v in timm_eva.to_vit_layout(timm_naflex.to_vit_layout(tensors.stand_ins())).items()}
+    shapes = {k: tuple(v.shape) for k, v in vit_layout(tensors.stand_ins(), path).items()}
     seen = timm_config.observe(shapes, weights)
     timm_config.consistent(resolved, seen, path)
     sizes = [value for quantity, _, value in expected if quantity == "image_size"]
@@ -172,12 +178,16 @@ def _declared(resolved, expected, path, weights, tensors, labelled=False):
         **timm_eva.declared(resolved, shapes, tensors.shapes),  # RoPE-ViT's rotary and absolute positions
         **timm_naflex.declared(resolved),  # NaFlexVit's input path and position tables
     }
+    parallel = _parallel(resolved, tensors, path)
+    extra.update(parallel)
     # a head whose classes config.json names is a classifier, even with an all-zero bias (a fine-tuned CLIP tower)
     projection = timm_config.head_is_projection(seen, tensors) and not labelled
     notes = []  # "key: what the conversion did", for the load report
     if resolved["architecture"][0] is None:
         notes.append("architecture inferred from the state dict's keys: no config.json names a timm architecture, so "
                      "only what the keys show was read (timm's defaults: exact GELU, LayerNorm eps 1e-6, pre-norm blocks)")
+    if parallel:
+        notes.append(f"parallel blocks: {parallel['parallel_blocks'][1]}, attention and MLP side by side on one norm")
     if projection:
         extra["projection_dim"] = (int(shapes["head.weight"][0]), f"'head.weight' {tuple(shapes['head.weight'])} "
                                    "with an all-zero 'head.bias' (CLIP's projection, as timm's _convert_openai_clip stores it)")
@@ -187,6 +197,21 @@ def _declared(resolved, expected, path, weights, tensors, labelled=False):
     record = timm_config.record(resolved, seen, extra, path, weights)
     mixed = record.get("rope") is not None and record["rope"].value == "mixed"
     return record, Conversion(bool(projection), bool(seen["pre_norm"][0]), mixed), notes
+
+
+def _parallel(resolved, tensors, path):
+    """``{"parallel_blocks": (True, said)}`` of a state dict with parallel blocks no config names (their fused
+    ``in_proj`` is their trace), else nothing; a registration or config the keys contradict is refused."""
+    have = timm_parallel.MARKER in tensors.shapes
+    value, said = resolved["parallel_blocks"]
+    said = said or (f"architecture={resolved['architecture'][0]!r} (sequential blocks)" if resolved["architecture"][1] else None)
+    if said is not None and have != bool(value):
+        raise CheckpointError(
+            f"{path!r}: config.json says {said} but the weights {'have' if have else 'lack'} "
+            f"{timm_parallel.MARKER!r} (a parallel block's fused projection): the config belongs to another model, or "
+            "the weights do."
+        )
+    return {"parallel_blocks": (True, f"{timm_parallel.MARKER!r} (timm's ParallelScalingBlock)")} if have and not value else {}
 
 
 def _expected(config, args, pretrained, resolved, path):

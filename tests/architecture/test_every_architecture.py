@@ -34,6 +34,9 @@ ROWS = {
     # attention pooling over the class and register tokens too (timm's pool_include_prefix; EVA's attention pooling)
     "map_with_prefix": dict(image_size=32, patch_size=8, num_register_tokens=2, pooling="map", pool_include_prefix=True,
                             **SMALL),
+    # timm's vit_pwee: parallel blocks (one norm, one LayerScale of both branches), registers, average pooling
+    "parallel_blocks": dict(image_size=(32, 48), patch_size=8, parallel_blocks=True, class_token=False, num_register_tokens=1,
+                            pooling="gap", fc_norm=True, final_norm=False, layer_scale_init=1e-5, **SMALL),
     # EVA-02's CLIP towers: axial RoPE on a reference grid, SwiGLU, the sub-LayerNorms in the MLP and the attention
     "eva02_clip": dict(image_size=(32, 48), patch_size=8, rope="axial", rope_reference_grid=(3, 5), rope_grid_indexing="ij",
                        mlp_type="glu", mlp_activation="silu", mlp_norm=True, attention_norm=True, **dict(SMALL, num_heads=2)),

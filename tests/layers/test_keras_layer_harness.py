@@ -151,6 +151,7 @@ class LayerHarnessTest(testing.TestCase):
         ("quick_gelu_no_qkv_bias", {"activation": "quick_gelu", "qkv_bias": False}, 13),
         ("gelu_tanh", {"activation": "gelu_tanh"}, 16),
         ("res_post_norm", {"res_post_norm": True}, 16),  # the same two norms, after each branch
+        ("parallel", {"parallel": True, "layer_scale_init": 1e-5}, 15),  # one norm, one LayerScale of both branches
     )
     def test_transformer_block_family_switches(self, switches, num_weights):
         self.run_layer_test(

@@ -54,6 +54,10 @@ FAMILIES = {
     # residual post-norm blocks (ResPostBlock: x + norm1(attn(x)), x + norm2(mlp(x)); its init_values scale the norms)
     "rpn": ("vit_base_patch16_rpn_224", dict(block_fn="ResPostBlock", class_token=False, global_pool="avg",
                                              qkv_bias=False, init_values=1e-5), 5, {}),
+    # parallel blocks (ParallelScalingBlock: x + ls(MSA(LN(x)) + MLP(LN(x))) from one fused in_proj), with the fused
+    # bias (qkv_bias) and with a separate mlp_bias
+    "pwee": ("vit_pwee_patch16_reg1_gap_256", dict(block_fn="ParallelScalingBlock", class_token=False, no_embed_class=True,
+                                                   reg_tokens=1, global_pool="avg", init_values=1e-5, mlp_ratio=5.0), 5, {}),
 }
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -402,3 +406,19 @@ def test_any_size_keeps_the_table_at_the_checkpoints_grid(tmp_path, family):
     # the file's table copied as it is (no arithmetic): bit for bit
     np.testing.assert_array_equal(np.asarray(model.get_layer("patch_encoder").position_embedding), state["pos_embed"])
     assert_close(np.asarray(model(x)), expected(family, state, x))
+
+
+def test_parallel_blocks_with_a_separate_mlp_bias_and_from_a_bare_file_are_read_as_timm_builds_them(tmp_path):
+    """ParallelScalingBlock with qkv_bias=False keeps the MLP's bias apart (mlp_bias); a state dict without config.json
+    is read as parallel from its fused in_proj (the blocks' trace in the weights)."""
+    x = images()
+    state = write_timm(tmp_path / "mlp_bias", "pwee", qkv_bias=False)
+    assert "blocks.0.mlp_bias" in state and "blocks.0.in_proj.bias" not in state
+    model = keras_vit.from_pretrained(str(tmp_path / "mlp_bias"), classifier_activation=None)
+    assert model.vit_config.parallel_blocks and not model.vit_config.qkv_bias
+    assert_close(np.asarray(model(x)), expected("pwee", state, x, {**timm_args("pwee")[1], "qkv_bias": False}))
+    state = write_timm(tmp_path / "bare", "pwee", config=False)
+    model = keras_vit.from_pretrained(str(tmp_path / "bare" / "model.safetensors"), num_heads=4, classifier_activation=None)
+    assert model.vit_config.parallel_blocks
+    assert "'blocks.0.in_proj.weight' (timm's ParallelScalingBlock)" in str(model.load_report)
+    assert_close(np.asarray(model(x)), expected("pwee", state, x))

@@ -49,7 +49,7 @@ def test_every_registration_is_read_or_refused_by_a_named_switch():
 
 
 @pytest.mark.parametrize("name, switch", [
-    ("vit_pwee_patch16_reg1_gap_256", r"parallel attention and MLP branches \(block_fn=ParallelScalingBlock\)"),
+    ("vit_dpwee_patch16_reg1_gap_256", r"parallel differential attention \(block_fn=DiffParallelScalingBlock\)"),
     ("vit_base_patch16_sapiens2", r"separate q / k / v projections .*\(qkv_fused=False\)"),
     ("vit_base_patch16_xp_224", r"query/key normalisation \(qk_norm=True\)"),
     ("vit_base_resnet50d_224", r"FeatureListNet backbone"),
@@ -84,11 +84,12 @@ def _tiny_timm(tmp_path, architecture, **model_args):
     return timm_file(tmp_path / "timm", vit_checkpoint(), config)
 
 
-def test_a_parallel_block_repository_is_refused_before_anything_is_built(tmp_path):
-    """vit_pwee's weights, with its fused in-projection split, would look like a paper ViT's; the registration says
-    its blocks run attention and MLP side by side."""
-    path = _tiny_timm(tmp_path, "vit_pwee_patch16_reg1_gap_256", class_token=True, global_pool="token", qkv_bias=True)
-    with pytest.raises(CheckpointError, match=r"parallel attention and MLP branches \(block_fn=ParallelScalingBlock\)"):
+def test_a_parallel_block_registration_with_sequential_weights_is_refused_by_name(tmp_path):
+    """vit_pwee's registration says its blocks run attention and MLP side by side; a paper ViT's weights (norm2, no
+    fused in_proj) under its name belong to another model."""
+    path = _tiny_timm(tmp_path, "vit_pwee_patch16_reg1_gap_256", class_token=True, global_pool="token", qkv_bias=True,
+                      reg_tokens=0, no_embed_class=False, init_values=None)
+    with pytest.raises(CheckpointError, match=r"timm registers parallel_blocks=True.*lack 'blocks.0.in_proj.weight'"):
         keras_vit.from_pretrained(path)
 
 
