@@ -12,7 +12,9 @@ act_layer, mlp_layer ("mlp", or "SwiGLUPacked" / "swiglu": timm's packed SwiGLU)
 distilled, pool_include_prefix, block_fn`` (``"ResPostBlock"``: ``x + norm1(attn(x))``, ``x + norm2(mlp(x))``, its ``init_values`` the
 norms' initial scale, no LayerScale; ``"ParallelScalingBlock"``: ``x + ls(attn_out_proj(attn) + mlp_out_proj(act(x_mlp)))``
 with ``x_mlp, q, k, v`` the ``[hidden, D, D, D]`` rows of ``in_proj(in_norm(x))``, ``mlp_bias`` where ``qkv_bias`` is
-False); ``eps`` is the LayerNorm epsilon (timm's CLIP registrations: 1e-5).
+False; ``"DiffParallelScalingBlock"``: the same with differential attention and one fused ``out_proj``), ``attn_layer``
+(``"diff"``: timm/layers/diff_attention.py's ``DiffAttention``, its ``lambda_init`` by the block's index); ``eps`` is
+the LayerNorm epsilon (timm's CLIP registrations: 1e-5).
 """
 
 import math
@@ -72,6 +74,29 @@ def heads_attention(q, k, v, heads):
     return np.concatenate(out, axis=-1)
 
 
+def diff_attention(q, k, v, sd, name, heads, depth):
+    """timm's DiffAttention (non-fused path): sub-heads 2h and 2h + 1 of half a head's width, the second map
+    weighted by lambda, each head RMS-normalised (eps 1e-5) and scaled by 1 - lambda_init."""
+    half = q.shape[-1] // heads // 2
+    init = 0.8 - 0.6 * math.exp(-0.3 * depth)
+    lam = (math.exp(float(np.sum(sd[name + ".lambda_q1"] * sd[name + ".lambda_k1"])))
+           - math.exp(float(np.sum(sd[name + ".lambda_q2"] * sd[name + ".lambda_k2"]))) + init)
+    out = []
+    for h in range(heads):
+        one, two = slice(2 * h * half, (2 * h + 1) * half), slice((2 * h + 1) * half, (2 * h + 2) * half)
+        a = softmax(q[:, one] @ k[:, one].T / math.sqrt(half)) - lam * softmax(q[:, two] @ k[:, two].T / math.sqrt(half))
+        o = a @ v[:, 2 * h * half:(2 * h + 2) * half]
+        o = o / np.sqrt(np.mean(o ** 2, axis=-1, keepdims=True) + 1e-5) * sd[name + ".sub_norm.weight"]
+        out.append(o * (1 - init))
+    return np.concatenate(out, axis=-1)
+
+
+def _attend(q, k, v, sd, name, args, i):
+    if args.get("attn_layer") == "diff" or args["block_fn"] == "DiffParallelScalingBlock":
+        return diff_attention(q, k, v, sd, name, args["num_heads"], i)
+    return heads_attention(q, k, v, args["num_heads"])
+
+
 def mlp(x, sd, name, args):
     y = linear(x, sd, name + ".fc1")
     if args["mlp_layer"] in ("swiglu", "SwiGLUPacked"):
@@ -84,14 +109,18 @@ def mlp(x, sd, name, args):
 
 def block(x, sd, i, args):
     p = f"blocks.{i}"
-    if args["block_fn"] == "ParallelScalingBlock":  # timm's ParallelScalingBlock.forward (fuse_out_proj=False)
+    if args["block_fn"] in ("ParallelScalingBlock", "DiffParallelScalingBlock"):  # their forward (timm's defaults)
         d = x.shape[-1]
         y = linear(layer_norm(x, sd, p + ".in_norm", args["eps"]), sd, p + ".in_proj")
         x_mlp, q, k, v = np.split(y, [y.shape[-1] - 3 * d, y.shape[-1] - 2 * d, y.shape[-1] - d], axis=-1)
         if p + ".mlp_bias" in sd:
             x_mlp = x_mlp + sd[p + ".mlp_bias"]
-        y = linear(heads_attention(q, k, v, args["num_heads"]), sd, p + ".attn_out_proj")
-        y = y + linear(act(x_mlp, args["act_layer"]), sd, p + ".mlp_out_proj")
+        x_mlp = act(x_mlp, args["act_layer"])
+        if args["block_fn"] == "DiffParallelScalingBlock":  # one fused out_proj of [attention | MLP]
+            y = linear(np.concatenate([_attend(q, k, v, sd, p, args, i), x_mlp], axis=-1), sd, p + ".out_proj")
+        else:
+            y = linear(heads_attention(q, k, v, args["num_heads"]), sd, p + ".attn_out_proj")
+            y = y + linear(x_mlp, sd, p + ".mlp_out_proj")
         return x + (y * sd[p + ".ls.gamma"] if p + ".ls.gamma" in sd else y)
     if args["block_fn"] == "ResPostBlock":  # timm's ResPostBlock.forward
         q, k, v = np.split(linear(x, sd, p + ".attn.qkv"), 3, axis=-1)
@@ -99,7 +128,7 @@ def block(x, sd, i, args):
         return x + layer_norm(mlp(x, sd, p + ".mlp", args), sd, p + ".norm2", args["eps"])
     y = layer_norm(x, sd, p + ".norm1", args["eps"])
     q, k, v = np.split(linear(y, sd, p + ".attn.qkv"), 3, axis=-1)
-    y = linear(heads_attention(q, k, v, args["num_heads"]), sd, p + ".attn.proj")
+    y = linear(_attend(q, k, v, sd, p + ".attn", args, i), sd, p + ".attn.proj")
     if p + ".ls1.gamma" in sd:
         y = y * sd[p + ".ls1.gamma"]
     x = x + y
@@ -186,6 +215,7 @@ def state_dict(args, seed=0, scale=0.2):
         shapes["reg_token"] = (1, args["reg_tokens"], d)
     norms = (["norm_pre"] if args["pre_norm"] else []) + (["norm"] if args["final_norm"] and not args["fc_norm"] else [])
     norms += ["fc_norm"] if args["fc_norm"] else []
+    extra_norms = []
 
     def mlp_shapes(name, hidden, glu):
         return {f"{name}.fc1.weight": (hidden, d), f"{name}.fc1.bias": (hidden,),
@@ -193,11 +223,21 @@ def state_dict(args, seed=0, scale=0.2):
 
     for i in range(args["depth"]):
         b = f"blocks.{i}"
+        diff = f"{b}." if args["block_fn"] == "DiffParallelScalingBlock" else f"{b}.attn." if args.get("attn_layer") == "diff" else None
+        if diff:  # DiffAttention's lambda vectors (half a head) and its head norm (RmsNorm: a weight, set below)
+            half = d // args["num_heads"] // 2
+            shapes.update({f"{diff}lambda_{n}": (half,) for n in ("q1", "k1", "q2", "k2")})
+            extra_norms.append((f"{diff}sub_norm", 2 * half))
+        if args["block_fn"] == "DiffParallelScalingBlock":
+            norms.append(f"{b}.in_norm")
+            shapes.update({f"{b}.in_proj.weight": (hidden + 3 * d, d), f"{b}.out_proj.weight": (d, d + hidden),
+                           f"{b}.out_proj.bias": (d,)})
         if args["block_fn"] == "ParallelScalingBlock":
             norms.append(f"{b}.in_norm")
             shapes.update({f"{b}.in_proj.weight": (hidden + 3 * d, d), f"{b}.attn_out_proj.weight": (d, d),
                            f"{b}.attn_out_proj.bias": (d,), f"{b}.mlp_out_proj.weight": (d, hidden),
                            f"{b}.mlp_out_proj.bias": (d,)})
+        if "Parallel" in args["block_fn"]:
             shapes[f"{b}.in_proj.bias" if args["qkv_bias"] else f"{b}.mlp_bias"] = (hidden + 3 * d,) if args["qkv_bias"] else (hidden,)
             if args["init_values"]:
                 shapes[f"{b}.ls.gamma"] = (d,)
@@ -225,4 +265,6 @@ def state_dict(args, seed=0, scale=0.2):
     for name in norms:
         sd[name + ".weight"] = (1.0 + rng.standard_normal(d) * scale).astype("float32")
         sd[name + ".bias"] = (rng.standard_normal(d) * scale).astype("float32")
+    for name, width in extra_norms:  # RmsNorm: a weight, no bias
+        sd[name + ".weight"] = (1.0 + rng.standard_normal(width) * scale).astype("float32")
     return sd

@@ -153,6 +153,9 @@ class ViTConfig:
             ``ResPostBlock``, ``vit_base_patch16_rpn_224``, and EVA's ``use_post_norm``, EVA-02-CLIP-E), no LayerScale.
         parallel_blocks: the attention and the MLP of each block read the same ``LN(x)``, their sum added once,
             ``x + gamma * (MSA(LN(x)) + MLP(LN(x)))`` (ViT-22B's; timm's ``ParallelScalingBlock``, ``vit_pwee_*``).
+        differential_attention: each head attends with the difference of two softmax maps of its query's and key's
+            halves (the Differential Transformer's; timm's ``attn_layer='diff'``, ``vit_dwee_*``, ``vit_dlittle_*``, and
+            ``DiffParallelScalingBlock`` with ``parallel_blocks``; :mod:`keras_vit.layers.diff_attention`).
     """
 
     image_size: tuple | int | None = 224
@@ -214,6 +217,7 @@ class ViTConfig:
     attention_norm: bool = False
     res_post_norm: bool = False
     parallel_blocks: bool = False
+    differential_attention: bool = False
     pool_include_prefix: bool = False
     grid_rule: str = "timm"
 

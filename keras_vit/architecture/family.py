@@ -41,6 +41,7 @@ PAPER = {
     "attention_norm": False,
     "res_post_norm": False,
     "parallel_blocks": False,
+    "differential_attention": False,
     "pool_include_prefix": False,
 }
 # the poolings that read the patch tokens only, or every token with pool_include_prefix
@@ -76,7 +77,8 @@ def validate(config, set_):
         raise ValueError(f"`class_token` must be a bool or None. Received: class_token={class_token!r}")
     set_("class_token", bool(class_token))
     for flag in ("distillation_token", "prefix_positions", "register_positions", "qkv_bias", "pre_norm", "final_norm", "fc_norm", "mlp_norm",
-                 "attention_norm", "res_post_norm", "pool_include_prefix", "parallel_blocks"):
+                 "attention_norm", "res_post_norm", "pool_include_prefix", "parallel_blocks",
+                 "differential_attention"):
         value = getattr(config, flag)
         if not isinstance(value, (bool, numbers.Integral)):
             raise ValueError(f"`{flag}` must be a bool. Received: {flag}={value!r}")
@@ -189,6 +191,12 @@ def _check_combinations(config):
         refuse.append("residual post-norm blocks have no LayerScale (the norms' scales play its part): layer_scale_init=None")
     if config.parallel_blocks and config.res_post_norm:
         refuse.append("a parallel block normalises its input once, before both branches: res_post_norm=False")
+    if config.differential_attention and (config.rope or config.attention_norm):
+        refuse.append("differential attention has no rotary position embeddings or inner norm (timm's DiffAttention): "
+                      "rope=None, attention_norm=False")
+    if config.differential_attention and (config.hidden_size // config.num_heads) % 2:
+        refuse.append(f"differential attention cuts each head's query and key in halves: hidden_size / num_heads "
+                      f"= {config.hidden_size // config.num_heads} must be even")
     if config.distillation_token and not config.class_token:
         refuse.append("a distillation token follows the class token: class_token=False")
     if config.distillation_token and config.pooling != "token":

@@ -13,7 +13,7 @@ features are pulled with ``get_layer``.
 import keras
 
 from keras_vit.architecture.family import PAPER
-from keras_vit.layers import PatchEncoder, Patches, TokenPooling, TransformerBlock
+from keras_vit.layers import PatchEncoder, Patches, TokenPooling, TransformerBlock, diff_attention
 from keras_vit.layers.normalization import make_norm
 from keras_vit.layers.patching import StemInputCheck, TokenGrid
 from keras_vit.layers.pooling import AttentionPooling
@@ -119,6 +119,7 @@ def encoder(x, config, *, key_mask=None):
             attention_norm=config.attention_norm,
             res_post_norm=config.res_post_norm,
             parallel=config.parallel_blocks,
+            differential_lambda_init=diff_attention.lambda_init(i) if config.differential_attention else None,
             name=f"transformer_block_{i}",
         )(x, **masked)
     if not config.final_norm:

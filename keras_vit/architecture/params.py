@@ -135,6 +135,7 @@ def count_config_params(config):
     branches = 1 if config.parallel_blocks else 2  # a parallel block's one norm and one LayerScale before both
     block = branches * norm + 3 * d * d + (3 * d if config.qkv_bias else 0) + d * d + (d if config.proj_bias else 0) + mlp
     block += branches * d if config.layer_scale_init is not None else 0
+    block += 3 * (d // config.num_heads) if config.differential_attention else 0  # four lambdas (half a head), sub_norm
     block += d if config.rope == "mixed" else 0  # RoPE-Mixed's frequencies: (2, heads, head_dim / 2) per layer
     block += 2 * m * int(config.mlp_norm) + 2 * d * int(config.attention_norm)  # the sub-LayerNorms' scales and biases
     total = stem + embed + config.num_layers * block

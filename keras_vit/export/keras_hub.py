@@ -67,6 +67,7 @@ _SWITCHES = (
     ("attention_norm", False, "a LayerNorm inside the attention"),
     ("res_post_norm", False, "residual post-norm blocks"),
     ("parallel_blocks", False, "parallel attention and MLP branches"),
+    ("differential_attention", False, "differential attention"),
 )
 
 

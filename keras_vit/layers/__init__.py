@@ -14,10 +14,11 @@ Each passes Keras' own layer harness (tests/layers/test_keras_layer_harness.py).
 
 from keras_vit.layers.attention import SelfAttention
 from keras_vit.layers.checks import LAYER_NORM_EPSILON
+from keras_vit.layers.diff_attention import DifferentialAttention
 from keras_vit.layers.embedding import PatchEncoder
 from keras_vit.layers.patching import Patches, TokenGrid
 from keras_vit.layers.resnet import ResidualUnit, StdConv2D
 from keras_vit.layers.transformer import StochasticDepth, TokenPooling, TransformerBlock
 
 __all__ = ["LAYER_NORM_EPSILON", "PatchEncoder", "Patches", "SelfAttention", "StochasticDepth", "TokenGrid", "TokenPooling", "TransformerBlock"]
-__all__ += ["ResidualUnit", "StdConv2D"]
+__all__ += ["ResidualUnit", "StdConv2D", "DifferentialAttention"]

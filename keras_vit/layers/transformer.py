@@ -7,6 +7,7 @@ from keras_vit.layers import formulation, kernels
 from keras_vit.layers import rope as rope_lib
 from keras_vit.layers.attention import SelfAttention, attention_output_spec
 from keras_vit.layers.checks import LAYER_NORM_EPSILON, PACKAGE as _PACKAGE, built_when_created, check_rate, positive_int
+from keras_vit.layers.diff_attention import DifferentialAttention
 from keras_vit.layers.normalization import NORM_TYPES, make_norm, normalize
 from keras_vit.layers.policies import SublayerPolicies
 
@@ -140,6 +141,8 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
         parallel: the attention and the MLP read the same ``LN(x)`` and their sum is added once,
             ``x = x + DropPath(gamma * (MSA(LN(x)) + MLP(LN(x))))`` (ViT-22B's; timm's ``ParallelScalingBlock``): one norm
             and one LayerScale.
+        differential_lambda_init: None, or differential attention (timm's ``attn_layer='diff'``,
+            :class:`~keras_vit.layers.diff_attention.DifferentialAttention`) with this ``lambda_init``.
 
     Call arguments:
         x: ``(batch, tokens, D)``.
@@ -181,6 +184,7 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
         attention_norm=False,
         res_post_norm=False,
         parallel=False,
+        differential_lambda_init=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -201,6 +205,7 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
         self.layer_scale_init = None if layer_scale_init is None else float(layer_scale_init)
         self.res_post_norm = bool(res_post_norm)
         self.parallel = bool(parallel)
+        self.differential_lambda_init = None if differential_lambda_init is None else float(differential_lambda_init)
         if self.parallel and self.res_post_norm:
             raise ValueError("A parallel block normalises its input once, before both branches: no residual post-norm. "
                              "Received: parallel=True, res_post_norm=True")
@@ -246,7 +251,9 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
                 f"Received: width={width}, num_heads={self.num_heads}"
             )
         policy = self.dtype_policy
-        self.attention = SelfAttention(
+        differential = {} if self.differential_lambda_init is None else {"lambda_init": self.differential_lambda_init}
+        self.attention = (DifferentialAttention if differential else SelfAttention)(
+            **differential,
             num_heads=self.num_heads,
             key_dim=width // self.num_heads,
             dropout=self.attention_dropout,
@@ -350,6 +357,8 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
         for flag in ("mlp_norm", "attention_norm", "res_post_norm", "parallel"):  # saved only when set, as rope
             if getattr(self, flag):
                 config[flag] = True
+        if self.differential_lambda_init is not None:
+            config["differential_lambda_init"] = self.differential_lambda_init
         return config
 
 

@@ -157,8 +157,8 @@ def family_of(info):
         "mlp_norm": block + "MlpBlock_3/LayerNorm_0/scale" in shapes,
         "attention_norm": block + "MultiHeadDotProductAttention_1/LayerNorm_0/scale" in shapes,
         "res_post_norm": False,  # post-norm blocks have the pre-norm blocks' keys: only where a file declares them
-        # a parallel block has one norm (timm's in_norm); its keys are a sequential block's but for the second norm
-        "parallel_blocks": block + "LayerNorm_0/scale" in shapes and block + "LayerNorm_2/scale" not in shapes,
+        "parallel_blocks": False,  # only where a file declares them (timm's: its fused in_proj, read by weights/timm.py)
+        "differential_attention": block + "MultiHeadDotProductAttention_1/lambda_q1" in shapes,  # its lambdas' trace
         "pool_include_prefix": False,  # the pooling of the patch tokens only (timm's default), but where a file declares it
         # the attention pooling head's MLP width shows in its weights; its heads only where a file declares them
         "map_num_heads": None, "map_mlp_dim": int(map_mlp[-1]) if map_mlp else None,

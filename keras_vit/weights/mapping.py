@@ -38,6 +38,9 @@ BLOCK_KEYS = {
 LAYER_SCALE_KEYS = {"LayerScale_1/gamma": "layer_scale_1/gamma", "LayerScale_3/gamma": "layer_scale_2/gamma"}
 # inside encoder block i, RoPE-Mixed's learnable frequencies (2, heads, head_dim / 2) (keras_vit's canonical key)
 ROPE_KEYS = {f"{ATT}/rope_frequencies": "attention/rope_frequencies"}
+# inside encoder block i, differential attention's lambda vectors (key_dim / 2) and head norm (keras_vit's canonical keys)
+DIFFERENTIAL_KEYS = {**{f"{ATT}/{name}": f"attention/{name}" for name in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2")},
+                     f"{ATT}/sub_norm/scale": "attention/sub_norm/gamma"}
 # inside encoder block i, NormFormer's sub-LayerNorms (keras_vit's canonical keys): the MLP's and the attention's
 MLP_NORM_KEYS = {f"MlpBlock_3/LayerNorm_0/{key}": f"mlp_norm/{name}" for key, name in _NORM_WEIGHTS.items()}
 ATTENTION_NORM_KEYS = {f"{ATT}/LayerNorm_0/{key}": f"attention/inner_norm/{name}"
@@ -157,6 +160,8 @@ def targets_of(model):
         block_keys = {key: path for key, path in block_keys.items() if not key.startswith(("LayerNorm_2/", "LayerScale_3/"))}
     if config.rope == "mixed":
         block_keys.update(ROPE_KEYS)
+    if config.differential_attention:
+        block_keys.update(DIFFERENTIAL_KEYS)
     block_keys.update(MLP_NORM_KEYS if config.mlp_norm else {}, **(ATTENTION_NORM_KEYS if config.attention_norm else {}))
     for i in range(config.num_layers):
         for key, path in block_keys.items():

@@ -29,6 +29,8 @@ _BLOCK_KEYS = {
     **norm("norm2", "LayerNorm_2"), **linear("mlp.fc1", "MlpBlock_3/Dense_0"), **linear("mlp.fc2", "MlpBlock_3/Dense_1"),
     **norm("attn.norm", f"{_ATT}/LayerNorm_0"), **norm("mlp.norm", "MlpBlock_3/LayerNorm_0"),  # scale_attn_norm, scale_mlp_norm
     "ls1.gamma": "LayerScale_1/gamma", "ls2.gamma": "LayerScale_3/gamma",
+    **{f"attn.{name}": f"{_ATT}/{name}" for name in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2")},  # attn_layer='diff'
+    **norm("attn.sub_norm", f"{_ATT}/sub_norm"),
     "gamma_1": "LayerScale_1/gamma", "gamma_2": "LayerScale_3/gamma",  # DeiT-III's own names (timm's adapt_layer_scale)
 }
 _MAP = "MAPHead_0/"

@@ -99,8 +99,11 @@ def resolve(config, path, architecture=None):
         resolved[name] = (value, f"model_args.{name}={value!r}")
     if model_args.get("block_fn") == "ResPostBlock":
         resolved["res_post_norm"] = (True, "model_args.block_fn='ResPostBlock'")
-    if model_args.get("block_fn") == "ParallelScalingBlock":
-        resolved["parallel_blocks"] = (True, "model_args.block_fn='ParallelScalingBlock'")
+    if model_args.get("block_fn") in ("ParallelScalingBlock", "DiffParallelScalingBlock"):
+        resolved["parallel_blocks"] = (True, f"model_args.block_fn={model_args['block_fn']!r}")
+    if model_args.get("block_fn") == "DiffParallelScalingBlock" or model_args.get("attn_layer") == "diff":
+        said = "model_args.block_fn='DiffParallelScalingBlock'" if model_args.get("block_fn") == "DiffParallelScalingBlock" else "model_args.attn_layer='diff'"
+        resolved["differential_attention"] = (True, said)
     if resolved["res_post_norm"][0] and resolved["init_values"][0] is not None:  # ResPostBlock's norms' initial scale
         resolved["init_values"] = (None, f"{resolved['res_post_norm'][1]} (init_values: the norms' initial scale, no LayerScale)")
     resolved["architecture"] = (architecture, "registered" if row is not None else None)
@@ -112,10 +115,10 @@ def refuse_unbuildable(architecture, path):
     switch keras_vit's ViT lacks (:func:`keras_vit.weights.timm_models.lacking`), naming the switches.
 
     Example:
-    >>> refuse_unbuildable("vit_dwee_patch16_reg1_gap_256", "config.json")
+    >>> refuse_unbuildable("vit_small_patch16_18x2_224", "config.json")
     Traceback (most recent call last):
     ...
-    keras_vit.errors.CheckpointError: 'config.json': timm's architecture 'vit_dwee_patch16_reg1_gap_256' has differential attention (attn_layer='diff'), which keras_vit's ViT does not have; its weights would load into another model. Nothing was built.
+    keras_vit.errors.CheckpointError: 'config.json': timm's architecture 'vit_small_patch16_18x2_224' has parallel attention and MLP blocks (block_fn=ParallelThingsBlock), which keras_vit's ViT does not have; its weights would load into another model. Nothing was built.
     """
     if architecture is None:
         return
@@ -329,7 +332,8 @@ def record(resolved, seen, extra, config_path, weights):
                f"{ratio[1]} (x width {width[0]})")
     stated = {"num_heads": resolved["num_heads"], "hidden_size": width, "num_layers": resolved["depth"], "mlp_dim": mlp,
               "qkv_bias": resolved["qkv_bias"], "class_token": resolved["class_token"], "norm_type": resolved["norm_type"],
-              "res_post_norm": resolved["res_post_norm"], "parallel_blocks": resolved["parallel_blocks"]}
+              "res_post_norm": resolved["res_post_norm"], "parallel_blocks": resolved["parallel_blocks"],
+              "differential_attention": resolved["differential_attention"]}
     out = {}
     for field, (value, said) in [*stated.items(), *extra.items()]:  # what resolve says starts with one of these
         if said is not None:
@@ -369,7 +373,8 @@ def config_fields(architecture, num_classes=0, projection_dim=None):
         register_positions=bool(args["reg_tokens"]) and not args["no_embed_class"],
         layer_scale_init=args["init_values"], mlp_activation=declared_lib.activation(args["act_layer"]),
         qkv_bias=args["qkv_bias"], pooling=POOLING[args["global_pool"]], projection_dim=projection_dim,
-        norm_type=args["norm_type"], res_post_norm=args["res_post_norm"], parallel_blocks=args["parallel_blocks"], pool_include_prefix=args["pool_include_prefix"],
+        norm_type=args["norm_type"], res_post_norm=args["res_post_norm"], parallel_blocks=args["parallel_blocks"],
+        differential_attention=args["differential_attention"], pool_include_prefix=args["pool_include_prefix"],
         map_num_heads=None if pool_heads == args["num_heads"] else pool_heads,
         map_mlp_dim=None if pool_mlp == mlp_dim else pool_mlp, num_classes=num_classes or 1, include_top=bool(num_classes),
         mlp_type="glu" if _built("glu", args) else "mlp",

@@ -22,20 +22,21 @@ DEFAULTS = dict(
     norm_type="layernorm", patch_norm=False,  # keras_vit's names: timm's norm_layer and embed_norm_layer, as read
     res_post_norm=False,  # keras_vit's name: timm's block_fn=ResPostBlock, Eva's use_post_norm
     parallel_blocks=False,  # keras_vit's name: timm's block_fn=ParallelScalingBlock
+    differential_attention=False,  # keras_vit's name: timm's attn_layer='diff' (DiffParallelScalingBlock: both)
     attn_pool_num_heads=None, attn_pool_mlp_ratio=None,  # the last two: Eva's only (timm_eva.POOL_ARGS)
 )
-KERAS_VIT_NAMES = ("norm_type", "patch_norm", "res_post_norm", "parallel_blocks")  # of DEFAULTS: no timm argument (not in model_args)
+KERAS_VIT_NAMES = ("norm_type", "patch_norm", "res_post_norm", "parallel_blocks", "differential_attention")  # of DEFAULTS: no timm argument (not in model_args)
 TABLE = os.path.join(os.path.dirname(__file__), "data", "timm_registrations.json")
 # arguments that do not change what a trained model computes at its own size
 NEUTRAL = ("drop_rate", "pos_drop_rate", "patch_drop_rate", "proj_drop_rate", "attn_drop_rate", "drop_path_rate",
            "weight_init", "fix_init", "num_classes", "device", "dtype")
 # timm arguments keras_vit has no switch for: the values that mean "not used" (or that it reads as another field:
-# block_fn=ResPostBlock is res_post_norm, ParallelScalingBlock parallel_blocks), and what any other is
+# block_fn=ResPostBlock is res_post_norm, ParallelScalingBlock parallel_blocks, attn_layer='diff'
+# differential_attention), and what any other is
 SWITCHES = {
-    "block_fn": (("Block", None, "ResPostBlock", "ParallelScalingBlock"), {
-                                   "ParallelThingsBlock": "parallel attention and MLP blocks (block_fn=ParallelThingsBlock)",
-                                   "DiffParallelScalingBlock": "parallel differential attention (block_fn=DiffParallelScalingBlock)"}),
-    "attn_layer": (("Attention", "attn", None), {"diff": "differential attention (attn_layer='diff')"}),
+    "block_fn": (("Block", None, "ResPostBlock", "ParallelScalingBlock", "DiffParallelScalingBlock"), {
+                                   "ParallelThingsBlock": "parallel attention and MLP blocks (block_fn=ParallelThingsBlock)"}),
+    "attn_layer": (("Attention", "attn", None, "diff"), {}),
     "qk_norm": ((False,), "query/key normalisation (qk_norm=True)"),
     "pos_embed": (("learn",), "position embeddings other than a learned table (pos_embed)"),
     "dynamic_img_pad": ((False,), "padding of images to a multiple of the patch (dynamic_img_pad=True)"),
@@ -155,8 +156,11 @@ def _read(architecture):
             out[name] = value
         elif name == "block_fn" and value == "ResPostBlock":  # x + norm(branch(x)); its init_values scale the norms
             out["res_post_norm"] = True
-        elif name == "block_fn" and value == "ParallelScalingBlock":  # ViT-22B's: x + ls(MSA(LN(x)) + MLP(LN(x)))
-            out["parallel_blocks"] = True
+        elif name == "block_fn" and value in ("ParallelScalingBlock", "DiffParallelScalingBlock"):
+            out["parallel_blocks"] = True  # ViT-22B's: x + ls(MSA(LN(x)) + MLP(LN(x))), with differential attention
+            out["differential_attention"] = out.get("differential_attention") or value == "DiffParallelScalingBlock"
+        elif name == "attn_layer" and value == "diff":  # timm's DiffAttention, its lambda_init by the block's index
+            out["differential_attention"] = True
         elif name in ("norm_layer", "embed_norm_layer"):
             continue  # read together below: the patch norm is keras_vit's only where it is the blocks' norm
         elif name == "embed_layer":
@@ -212,8 +216,8 @@ def lacking(architecture):
     naming the switch and timm's argument (empty for an architecture keras_vit builds, or one timm lacks).
 
     Example:
-    >>> lacking("vit_dwee_patch16_reg1_gap_256")
-    ("differential attention (attn_layer='diff')",)
+    >>> lacking("vit_small_patch16_18x2_224")
+    ('parallel attention and MLP blocks (block_fn=ParallelThingsBlock)',)
     >>> lacking("vit_base_patch16_224")
     ()
     """

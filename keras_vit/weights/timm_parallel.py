@@ -3,7 +3,8 @@
 ``ParallelScalingBlock`` computes ``x + ls(attn_out_proj(MSA(q, k, v)) + mlp_out_proj(act(x_mlp)))`` where
 ``x_mlp, q, k, v`` are the row blocks ``[mlp_hidden, D, D, D]`` of one ``in_proj`` of ``in_norm(x)``: the same as
 keras_vit's ``TransformerBlock(parallel=True)``, whose attention and MLP read ``layer_norm_1`` and whose branches'
-sum ``layer_scale_1`` scales. The keys become a sequential block's (``norm1``, ``attn.qkv``, ``attn.proj``,
+sum ``layer_scale_1`` scales; ``DiffParallelScalingBlock``'s differential attention parameters (``lambda_*``,
+``sub_norm``) become ``attn.``'s, as ``DiffAttention`` names them. The keys become a sequential block's (``norm1``, ``attn.qkv``, ``attn.proj``,
 ``mlp.fc1``, ``mlp.fc2``, ``ls1``) without ``norm2`` and ``ls2``; ``mlp_bias`` (``qkv_bias=False``) is ``mlp.fc1``'s
 bias. A fused ``out_proj`` (``fuse_out_proj=True``: ``[attention | MLP]`` input columns) is split into
 ``attn.proj`` (with its bias) and ``mlp.fc2`` (a zero bias): exact, ``cat(a, m) W^T + b = a W_a^T + b + m W_m^T``.
@@ -57,7 +58,7 @@ def to_vit_layout(tensors, path="<arrays>"):
         if base + "mlp_bias" in out:
             out[base + "mlp.fc1.bias"] = out.pop(base + "mlp_bias")
         for old, new in (("in_norm.", "norm1."), ("attn_out_proj.", "attn.proj."), ("mlp_out_proj.", "mlp.fc2."),
-                         ("ls.", "ls1.")):
+                         ("ls.", "ls1."), ("sub_norm.", "attn.sub_norm."), ("lambda_", "attn.lambda_")):
             for key in [k for k in out if k.startswith(base + old)]:
                 out[base + new + key[len(base + old):]] = out.pop(key)
         if base + "out_proj.weight" in out:  # fuse_out_proj: [attention | MLP] input columns

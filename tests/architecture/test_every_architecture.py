@@ -37,6 +37,9 @@ ROWS = {
     # timm's vit_pwee: parallel blocks (one norm, one LayerScale of both branches), registers, average pooling
     "parallel_blocks": dict(image_size=(32, 48), patch_size=8, parallel_blocks=True, class_token=False, num_register_tokens=1,
                             pooling="gap", fc_norm=True, final_norm=False, layer_scale_init=1e-5, **SMALL),
+    # timm's vit_dwee: differential attention (sequential blocks; vit_dpwee's parallel ones in tests/weights)
+    "differential_attention": dict(image_size=(32, 48), patch_size=8, differential_attention=True, class_token=False,
+                                   num_register_tokens=1, pooling="gap", fc_norm=True, final_norm=False, **SMALL),
     # EVA-02's CLIP towers: axial RoPE on a reference grid, SwiGLU, the sub-LayerNorms in the MLP and the attention
     "eva02_clip": dict(image_size=(32, 48), patch_size=8, rope="axial", rope_reference_grid=(3, 5), rope_grid_indexing="ij",
                        mlp_type="glu", mlp_activation="silu", mlp_norm=True, attention_norm=True, **dict(SMALL, num_heads=2)),

@@ -152,6 +152,8 @@ class LayerHarnessTest(testing.TestCase):
         ("gelu_tanh", {"activation": "gelu_tanh"}, 16),
         ("res_post_norm", {"res_post_norm": True}, 16),  # the same two norms, after each branch
         ("parallel", {"parallel": True, "layer_scale_init": 1e-5}, 15),  # one norm, one LayerScale of both branches
+        ("differential", {"differential_lambda_init": 0.2}, 21),  # four lambda vectors and the heads' RMSNorm
+        ("parallel_differential", {"parallel": True, "differential_lambda_init": 0.5}, 19),  # vit_dpwee's block
     )
     def test_transformer_block_family_switches(self, switches, num_weights):
         self.run_layer_test(

@@ -58,6 +58,12 @@ FAMILIES = {
     # bias (qkv_bias) and with a separate mlp_bias
     "pwee": ("vit_pwee_patch16_reg1_gap_256", dict(block_fn="ParallelScalingBlock", class_token=False, no_embed_class=True,
                                                    reg_tokens=1, global_pool="avg", init_values=1e-5, mlp_ratio=5.0), 5, {}),
+    # differential attention (DiffAttention: softmax(q1 k1) - lambda softmax(q2 k2), lambda_init by block index), in
+    # sequential blocks and in DiffParallelScalingBlock (one fused out_proj of attention and MLP)
+    "dwee": ("vit_dwee_patch16_reg1_gap_256", dict(attn_layer="diff", class_token=False, no_embed_class=True, reg_tokens=1,
+                                                   global_pool="avg", init_values=1e-5, mlp_ratio=5.0), 5, {}),
+    "dpwee": ("vit_dpwee_patch16_reg1_gap_256", dict(block_fn="DiffParallelScalingBlock", class_token=False, no_embed_class=True,
+                                                     reg_tokens=1, global_pool="avg", init_values=1e-5, mlp_ratio=5.0), 5, {}),
 }
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
