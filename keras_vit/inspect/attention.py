@@ -107,6 +107,16 @@ def _attention_probe(block):
     return AttentionProbe(name=f"{block.name}_attention")
 
 
+def require_softmax_maps(model, what):
+    """Refuse ``what`` (an analysis that reads each row of attention as a distribution over the tokens: rollout,
+    mean distance) for a model with differential attention, whose maps are differences of two softmax maps (rows
+    summing to ``1 - lambda``, entries of either sign): renormalised or multiplied, they would mean nothing."""
+    if config_of(model).differential_attention:
+        raise ValueError(f"{what} reads attention rows as distributions over the tokens; model {model.name!r} has "
+                         "differential attention, whose maps are differences of two softmax maps (rows sum to "
+                         "1 - lambda, entries of either sign). attention_weights returns them as they are.")
+
+
 def attention_weights(model, images, batch_size=8):
     """Attention weights of every block for a batch of images.
 
@@ -218,6 +228,7 @@ def rollout_map(model, image, head_fusion="mean", discard_ratio=0.0, weights=Non
         ValueError: ``image`` is not one ``(H, W, 3)`` image (a batch: call it once per image).
     """
     features.require_image_model(model, "rollout_map")
+    require_softmax_maps(model, "rollout_map")
     if np.ndim(image) != 3:
         raise ValueError(f"rollout_map takes one image (H, W, 3); for a batch, call it once per image. "
                          f"Received: image of shape {np.shape(image)}")
@@ -258,6 +269,7 @@ def mean_attention_distance(model, images, weights=None):
     Returns:
         float64 ``(layers, heads)``.
     """
+    require_softmax_maps(model, "mean_attention_distance")
     images = np.asarray(images)[None] if np.ndim(images) == 3 else images
     if weights is None:
         weights = attention_weights(model, images)

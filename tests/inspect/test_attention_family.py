@@ -147,3 +147,19 @@ def test_rollout_map_of_a_batch_says_it_takes_one_image():
     with pytest.raises(ValueError, match=r"rollout_map takes one image \(H, W, 3\); for a batch, call it once per "
                                          r"image\. Received: image of shape \(2, 32, 32, 3\)"):
         keras_vit.rollout_map(model, images(2))
+
+
+def test_differential_attention_maps_are_given_and_the_analyses_of_distributions_refused():
+    """A differential model's maps are softmax_1 - lambda softmax_2 (rows sum to 1 - lambda, entries of either sign):
+    attention_weights returns them; rollout and mean distance, which renormalise rows as distributions, refuse."""
+    model = keras_vit.ViT(**SMALL, differential_attention=True, layer_scale_init=0.1)
+    layer = model.get_layer("transformer_block_1").attention
+    x = images(1)
+    weights = attention.attention_weights(model, x)
+    assert weights.shape == (1, 2, 4, 17, 17)
+    lam = float(keras.ops.convert_to_numpy(layer.differential_lambda()))
+    np.testing.assert_allclose(weights[:, 1].sum(-1), 1.0 - lam, atol=1e-5)
+    for call, name in ((lambda: keras_vit.rollout_map(model, x[0]), "rollout_map"),
+                       (lambda: keras_vit.mean_attention_distance(model, x), "mean_attention_distance")):
+        with pytest.raises(ValueError, match=rf"{name} reads attention rows as distributions.*differential attention"):
+            call()
