@@ -138,8 +138,31 @@ def block(x, sd, i, args):
     return x + y
 
 
+def conv_stem(image, sd, eps=1e-5):
+    """timm's ConvStem (MobileCLIP's, vision_transformer_hybrid.py) under a HybridEmbed without projection: patchify
+    convolutions (a kernel its stride, no padding), BatchNorm (running statistics) and exact GELU but the last, whose
+    bias ends it; its output's pixels are the tokens, row-major."""
+    x, i = image, 0
+    while f"patch_embed.backbone.{i}.conv.weight" in sd:
+        p = f"patch_embed.backbone.{i}"
+        w = sd[p + ".conv.weight"]  # (O, I, k, k)
+        k = w.shape[-1]
+        rows, cols = x.shape[0] // k, x.shape[1] // k
+        blocks = x[: rows * k, : cols * k].reshape(rows, k, cols, k, -1)  # (rows, ky, cols, kx, C)
+        x = np.einsum("aybxc,ocyx->abo", blocks, w)
+        if p + ".conv.bias" in sd:
+            x = x + sd[p + ".conv.bias"]
+        if p + ".bn.weight" in sd:
+            x = (x - sd[p + ".bn.running_mean"]) / np.sqrt(sd[p + ".bn.running_var"] + eps) * sd[p + ".bn.weight"] + sd[p + ".bn.bias"]
+            x = act(x, "gelu")
+        i += 1
+    return x.reshape(-1, x.shape[-1])
+
+
 def patches(image, sd, patch):
     """image (H, W, C) in the model's input scale -> (N, D), row-major."""
+    if "patch_embed.backbone.0.conv.weight" in sd:
+        return conv_stem(image, sd)
     w = sd["patch_embed.proj.weight"]  # (D, C, P, P)
     rows, cols = image.shape[0] // patch, image.shape[1] // patch
     out = []
@@ -206,7 +229,18 @@ def state_dict(args, seed=0, scale=0.2):
     grid = (args["img_size"] // p) ** 2
     prefix = int(args["class_token"]) + int(args["distilled"]) + args["reg_tokens"]
     shapes = {"patch_embed.proj.weight": (d, 3, p, p), "pos_embed": (1, grid + (0 if args["no_embed_class"] else prefix), d)}
-    if not args["pre_norm"]:
+    batch_norms = []
+    if args.get("conv_stem"):  # ConvStem ((channels, stride), ...), the last one's channels d: no patch_embed.proj
+        channels, strides = zip(*args["conv_stem"])
+        grid = (args["img_size"] // int(np.prod(strides))) ** 2
+        shapes = {"pos_embed": (1, grid + (0 if args["no_embed_class"] else prefix), d)}
+        for i, (out, stride) in enumerate(args["conv_stem"]):
+            shapes[f"patch_embed.backbone.{i}.conv.weight"] = (out, 3 if i == 0 else channels[i - 1], stride, stride)
+            if i == len(channels) - 1:
+                shapes[f"patch_embed.backbone.{i}.conv.bias"] = (out,)
+            else:
+                batch_norms.append((f"patch_embed.backbone.{i}.bn", out))
+    elif not args["pre_norm"]:
         shapes["patch_embed.proj.bias"] = (d,)  # timm: bias=not pre_norm (CLIP's conv1 has none)
     for name, on in (("cls_token", args["class_token"]), ("dist_token", args["distilled"])):
         if on:
@@ -267,4 +301,10 @@ def state_dict(args, seed=0, scale=0.2):
         sd[name + ".bias"] = (rng.standard_normal(d) * scale).astype("float32")
     for name, width in extra_norms:  # RmsNorm: a weight, no bias
         sd[name + ".weight"] = (1.0 + rng.standard_normal(width) * scale).astype("float32")
+    for name, width in batch_norms:  # BatchNorm: scale, shift and running statistics (a variance in [0.5, 1.5])
+        sd[name + ".weight"] = (1.0 + rng.standard_normal(width) * scale).astype("float32")
+        sd[name + ".bias"] = (rng.standard_normal(width) * scale).astype("float32")
+        sd[name + ".running_mean"] = (rng.standard_normal(width) * scale).astype("float32")
+        sd[name + ".running_var"] = rng.uniform(0.5, 1.5, width).astype("float32")
+        sd[name + ".num_batches_tracked"] = np.array(7, np.int64)
     return sd

@@ -61,6 +61,11 @@ def _writer(jobs_path):
                         p.add_(torch.randn_like(p) * 0.02)
                     elif p.abs().max() == 0:  # zero-initialised heads
                         p.normal_(0, 0.02)
+                for name, b in model.named_buffers():  # BatchNorm statistics (MobileCLIP's ConvStem): not 0 and 1
+                    if name.endswith("running_mean"):
+                        b.normal_(0, 0.1)
+                    elif name.endswith("running_var"):
+                        b.uniform_(0.5, 1.5)
             save_for_hf(model, job["folder"], model_args=job["model_args"] or None, safe_serialization=True)
             if not job["reference"]:  # refused by keras_vit's table: the files are all the sweep needs
                 print(json.dumps(dict(out, written=True, seconds=round(time.time() - started, 1))), flush=True)

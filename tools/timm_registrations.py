@@ -73,7 +73,21 @@ def _describe_module(module):
         out["norm_groups"] = getattr(norms[0], "num_groups", None)
     out["pools"] = [type(p).__name__ for p in pools]
     out["feature_channels"] = int(getattr(module, "num_features", 0) or 0) or None
+    if type(module).__name__ == "ConvStem":  # MobileCLIP's: each ConvNormAct's conv, and its norm and act where they apply
+        out["convs"] = [_describe_conv_norm_act(child) for child in module.children()]
     return out
+
+
+def _describe_conv_norm_act(block):
+    """timm's ``ConvNormAct``: its convolution's channels, kernel, stride, padding and bias; its norm (``Sequential``:
+    none), epsilon and activation (with GELU's ``approximate``)."""
+    conv, norm = block.conv, block.bn
+    act = getattr(norm, "act", None)
+    return {"channels": int(conv.out_channels), "kernel": list(conv.kernel_size), "stride": list(conv.stride),
+            "padding": list(conv.padding) if isinstance(conv.padding, tuple) else conv.padding,
+            "bias": conv.bias is not None, "norm": type(norm).__name__, "norm_eps": getattr(norm, "eps", None),
+            "act": None if act is None or type(act).__name__ == "Identity" else _name(type(act)),
+            "act_approximate": getattr(act, "approximate", None)}
 
 
 def jsonable(value):

@@ -53,6 +53,9 @@ class ViTConfig:
             paper's code: weight standardisation ``(w - mean) / (std + 1e-5)``, GroupNorm epsilon 1e-6) or
             ``"timm"`` (timm's hybrids: ``(w - mean) / sqrt(var + 1e-8)``, GroupNorm epsilon 1e-5).
         stem_channels: channels of the conv stem's convolutions (``stem="conv"`` only).
+        stem_strides: the conv stem's convolutions as patchify convolutions, each of a kernel its stride (MobileCLIP's
+            ``ConvStem``: ``(4, 2)``); empty: 3 x 3 kernels of stride 1 for the first, 2 after.
+        stem_norm_epsilon: the epsilon of the conv stem's BatchNorms (Keras' 1e-3; timm's 1e-5).
         num_classes: outputs of the head (``include_top`` only).
         include_top: a classification head; without it the model returns the pooled representation
             (``(batch, hidden_size)``), every token with ``pooling=None`` (``(batch, tokens, hidden_size)``),
@@ -171,6 +174,8 @@ class ViTConfig:
     width: float = 1
     resnet_norms: str = "original"
     stem_channels: tuple = ()
+    stem_strides: tuple = ()
+    stem_norm_epsilon: float = 1e-3
     num_classes: int = 1000
     include_top: bool = True
     pooling: str | None = "token"
@@ -275,7 +280,7 @@ class ViTConfig:
     @property
     def stride(self):
         """Total stride of the stem: 1 without one, 4 x 2 per ResNet stage after the first, 2 per conv after the first."""
-        return stems.stem_stride(self.stem, self.block_units, self.stem_channels)
+        return stems.stem_stride(self.stem, self.block_units, self.stem_channels, self.stem_strides)
 
     def feature_map_size(self, image_size=None):
         """``(rows, cols)`` of what the patches are cut from, for ``image_size`` (default: the native size).

@@ -213,7 +213,8 @@ def _check_combinations(config):
                       "token's: it needs num_register_tokens > 0, prefix_positions=True and position_embedding=True. "
                       f"Received: num_register_tokens={config.num_register_tokens}, prefix_positions="
                       f"{config.prefix_positions}, position_embedding={config.position_embedding}")
-    if config.stem is not None and not is_paper_tokens(config):
+    if config.stem is not None and (config.distillation_token or config.num_register_tokens):
+        # a class token with or without its position (MobileCLIP's ConvStem model has timm's no_embed_class)
         refuse.append(f"stem={config.stem!r} models have the paper's tokens only (no registers or distillation token)")
     if refuse:
         raise ValueError("Impossible ViTConfig: " + "; ".join(refuse))

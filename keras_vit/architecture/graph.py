@@ -46,10 +46,13 @@ def stem(x, config):
     if config.stem == "resnet":
         return resnet_stem(x, config.block_units, config.width, config.resnet_norms)
     for i, channels in enumerate(config.stem_channels):
-        x = keras.layers.Conv2D(channels, 3, strides=1 if i == 0 else 2, padding="same", use_bias=False, name=f"stem_conv_{i}")(x)
+        # 3 x 3 (stride 1, then 2), or patchify convolutions of a kernel their stride (MobileCLIP's ConvStem)
+        kernel = stride = config.stem_strides[i] if config.stem_strides else None
+        kernel, stride = (kernel, stride) if kernel else (3, 1 if i == 0 else 2)
+        x = keras.layers.Conv2D(channels, kernel, strides=stride, padding="same", use_bias=False, name=f"stem_conv_{i}")(x)
         # momentum 0.9 (PyTorch's 0.1): Keras' 0.99 left the moving statistics far from the batches' after a short
         # run (3 epochs of the main job: 16.7 % test accuracy at 56 % training accuracy; 66.5 % with 0.9)
-        x = keras.layers.BatchNormalization(momentum=0.9, name=f"stem_norm_{i}")(x)
+        x = keras.layers.BatchNormalization(momentum=0.9, epsilon=config.stem_norm_epsilon, name=f"stem_norm_{i}")(x)
         x = keras.layers.Activation("gelu", name=f"stem_act_{i}")(x)
     return x
 

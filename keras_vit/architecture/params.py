@@ -121,8 +121,9 @@ def count_config_params(config):
         stem, channels = resnet_params(config.block_units, config.width)
     else:
         channels, stem = 3, 0
-        for width in config.stem_channels:  # 3x3 convolutions without bias, BatchNorm (4 weights per channel)
-            stem += 9 * channels * width + 4 * width
+        kernels = config.stem_strides or (3,) * len(config.stem_channels)  # patchify kernels, or 3 x 3
+        for width, k in zip(config.stem_channels, kernels):  # convolutions without bias, BatchNorm (4 weights per channel)
+            stem += k * k * channels * width + 4 * width
             channels = width
     ph, pw = config.patch_size
     embed = ph * pw * channels * d + d

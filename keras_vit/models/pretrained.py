@@ -24,7 +24,7 @@ from keras_vit.weights import architecture, declared, formats, imagenet, keras_f
 # read from the checkpoint: an override must agree with the file (the family's switches included)
 FROM_FILE = (
     "patch_size", "hidden_size", "num_layers", "mlp_dim", "num_heads", "representation_size", "block_units", "width",
-) + architecture.FAMILY
+) + architecture.CONV_STEM + architecture.FAMILY
 # free to choose: the head, the resolution, regularisation, the input, the name
 OVERRIDES = (
     "num_classes", "image_size", "include_top", "pooling", "dropout", "attention_dropout", "drop_path_rate",
@@ -110,7 +110,7 @@ def from_pretrained(source, **overrides):
     if saved is not None:  # a keras_vit model: its whole architecture (the family's switches, a stem), the overrides applied
         build = saved.replace
     else:
-        build = functools.partial(ViTConfig, stem="resnet" if "block_units" in kwargs else None)
+        build = functools.partial(ViTConfig, stem="resnet" if "block_units" in kwargs else kwargs.pop("stem", None))
     try:
         config = build(**kwargs)
     except ValueError as error:  # a value the file declares that keras_vit has no layer for: the file's field named
@@ -168,6 +168,8 @@ def saved_architecture(config):
     arch.update({k: getattr(config, k) for k in architecture.FAMILY})  # the family's switches it was saved with
     if config.stem == "resnet":
         arch.update(block_units=config.block_units, width=config.width)
+    if config.stem == "conv":
+        arch.update({"stem": "conv", **{k: getattr(config, k) for k in architecture.CONV_STEM}})
     return arch
 
 
@@ -219,7 +221,7 @@ def arguments(arch, overrides, source, no_head=()):
                 f"{str(source)!r} has {name}={have!r}, fixed by its weights. Received: {name}={overrides[name]!r}"
             )
     kwargs = {k: arch[k] for k in ("patch_size", "hidden_size", "num_layers", "mlp_dim", "image_size", "representation_size")}
-    kwargs.update({k: arch[k] for k in ("block_units", "width") if k in arch})
+    kwargs.update({k: arch[k] for k in ("block_units", "width", "stem", *architecture.CONV_STEM) if k in arch})
     kwargs.update({k: arch[k] for k in architecture.FAMILY if k in arch})
     if arch.get("crop_remainder"):  # a stated size the patches do not divide: cropped as the source's convolution does
         kwargs["crop_remainder"] = True

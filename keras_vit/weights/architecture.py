@@ -82,6 +82,9 @@ def infer(info, source=None, known_heads=None):
         arch["block_units"] = block_units_of(shapes)
         arch["width"] = _root_width(shapes["conv_root/kernel"], source)
         stride = backbone_stride(arch["block_units"])
+    elif "stem/conv_0/kernel" in shapes:  # a conv stem: patchify convolutions before the patches
+        arch.update(conv_stem_of(info, source))
+        stride = math.prod(arch["stem_strides"])
     size = (grid[0] * patch * stride, grid[1] * patch * stride)
     stated = tuple(info.image_size or ())
     if stated and stride == 1 and stated != size and (stated[0] // patch, stated[1] // patch) == grid:
@@ -186,6 +189,36 @@ def _shape(shapes, key, ndim, source, layout):
             f"Cannot tell the architecture of {source!r}: {key!r} {found}, expected {layout}. Is it a ViT checkpoint?"
         )
     return tuple(shape)
+
+
+CONV_STEM = ("stem_channels", "stem_strides", "stem_norm_epsilon")  # a conv stem's fields (with stem="conv")
+
+
+def conv_stem_of(info, source):
+    """``stem="conv"`` and its fields from a conv stem's kernels (``stem/conv_{i}/kernel``: the channels) and what
+    the files declare (the strides and the BatchNorms' epsilon, which the weights do not show: refused without).
+
+    Example:
+    >>> from keras_vit.weights.declared import declare
+    >>> said = {}
+    >>> for field, value in (("stem_strides", (4, 2)), ("stem_norm_epsilon", 1e-5)):
+    ...     _ = declare(said, field, value, "the registration", "config.json")
+    >>> shapes = {"stem/conv_0/kernel": (4, 4, 3, 8), "stem/conv_1/kernel": (2, 2, 8, 8)}
+    >>> conv_stem_of(CheckpointInfo(path="m", format="timm", shapes=shapes, declared=said), "m")
+    {'stem': 'conv', 'stem_channels': (8, 8), 'stem_strides': (4, 2), 'stem_norm_epsilon': 1e-05}
+    """
+    shapes, declared = info.shapes, info.declared
+    kernels = [shapes[f"stem/conv_{i}/kernel"] for i in range(len(shapes)) if f"stem/conv_{i}/kernel" in shapes]
+    missing = [field for field in ("stem_strides", "stem_norm_epsilon") if field not in declared]
+    if missing:
+        raise CheckpointError(f"{source!r} has a convolutional stem ('stem/conv_0/kernel'...) whose {' and '.join(missing)} "
+                              "its weights do not show and no config declares: name the timm architecture it was trained as.")
+    strides = tuple(declared["stem_strides"].value)
+    if len(strides) != len(kernels) or any(tuple(k[:2]) != (s, s) for k, s in zip(kernels, strides)):
+        raise CheckpointError(f"{source!r}: {declared['stem_strides'].said} does not fit the stem's kernels "
+                              f"{[tuple(k[:2]) for k in kernels]} (keras_vit's patchify stem: a kernel of its stride).")
+    return {"stem": "conv", "stem_channels": tuple(int(k[3]) for k in kernels), "stem_strides": strides,
+            "stem_norm_epsilon": float(declared["stem_norm_epsilon"].value)}
 
 
 def _root_width(shape, source):

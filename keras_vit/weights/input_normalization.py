@@ -106,9 +106,9 @@ def fold_normalization(arrays, mean, std, model_mean=None, model_std=None):
     model_std = np.asarray(0.5 if model_std is None else model_std, np.float64) * np.ones(3)
     if np.allclose(mean, model_mean) and np.allclose(std, model_std):
         return arrays
-    if "conv_root/kernel" in arrays:  # a hybrid: a standardised conv without bias comes first, no linear map to fold into
+    if "conv_root/kernel" in arrays or "stem/conv_0/kernel" in arrays:  # a stem first: a conv without bias, then a norm
         raise CheckpointError(
-            f"A hybrid trained on inputs normalised with mean={mean.tolist()}, std={std.tolist()} cannot take other "
+            f"A hybrid or conv-stem model trained on inputs normalised with mean={mean.tolist()}, std={std.tolist()} cannot take other "
             f"inputs (mean={model_mean.tolist()}, std={model_std.tolist()}): build it with input_mean and input_std "
             "equal to the file's (keras_vit.from_pretrained does)."
         )

@@ -1,7 +1,7 @@
 """A keras_vit ``.keras`` model as a checkpoint: its weights in the original layout, for the one loader.
 
 Its variables are named by the original keys (:func:`keras_vit.weights.mapping.targets_of`, read backwards) and,
-for weights the original layout has no key for (a conv stem), ``keras/<layer>/<weight>``
+for weights the original layout has no key for (none today), ``keras/<layer>/<weight>``
 (:func:`keras_vit.weights.mapping.keras_targets`); the loader treats it as any checkpoint.
 """
 

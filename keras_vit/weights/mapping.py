@@ -15,7 +15,7 @@ from keras_vit.layers.resnet import ResidualUnit
 POSEMB_KEY = "Transformer/posembed_input/pos_embedding"
 FACTORIZED_KEYS = (POSEMB_KEY + "_rows", POSEMB_KEY + "_cols")  # NaFlex's factorised tables (1, rows, D), (1, cols, D)
 PATCH_KERNEL_KEY = "embedding/kernel"
-KERAS_PREFIX = "keras/"  # keys of the weights that only .keras sources carry (a conv stem's)
+KERAS_PREFIX = "keras/"  # keys of weights that only .keras sources carry (none the original layout lacks today)
 HEAD_KEYS = ("head/kernel", "head/bias")
 CLASSIFIER_KEYS = (*HEAD_KEYS, "head_dist/kernel", "head_dist/bias")  # a new head is new in both (distilled DeiT)
 ATT = "MultiHeadDotProductAttention_1"  # a block's attention
@@ -62,6 +62,10 @@ FAMILY_KEYS = {
     **{f"MAPHead_0/MlpBlock_0/Dense_{i}/{kind}": f"map_head/mlp_dense_{i + 1}/{kind}"
        for i in (0, 1) for kind in ("kernel", "bias")},
 }
+# a conv stem's convolution i and its BatchNorm (keras_vit's canonical keys) -> weight paths
+CONV_STEM_KEYS = {"stem/conv_{}/kernel": "stem_conv_{}/kernel", "stem/norm_{}/scale": "stem_norm_{}/gamma",
+                  "stem/norm_{}/bias": "stem_norm_{}/beta", "stem/norm_{}/mean": "stem_norm_{}/moving_mean",
+                  "stem/norm_{}/var": "stem_norm_{}/moving_variance"}
 # the MAP head's attention: big_vision's (D, heads, head_dim) kernels, or merged (D, D) as timm and transformers
 # store them -> keras_vit's (D, D) Dense kernels
 MAP_ATTENTION_KEYS = {f"{MAP_ATT}/{name}/{kind}": f"map_head/{layer}/{kind}"
@@ -176,6 +180,9 @@ def targets_of(model):
             targets[key] = _target(weights, path, model, MergedHeadsTarget if key in MAP_ATTENTION_KEYS else Target, key)
     if config.stem == "resnet":  # a hybrid
         targets.update(hybrid_targets(model))
+    for i in range(len(config.stem_channels)):  # a conv stem: each convolution and its BatchNorm
+        for key, path in CONV_STEM_KEYS.items():
+            targets[key.format(i)] = _target(weights, path.format(i), model)
     return targets
 
 
@@ -223,14 +230,15 @@ def hybrid_targets(model):
 
 
 def keras_targets(model, targets):
-    """``{"keras/<layer>/<weight>": Target}`` for the weights of ``model`` that ``targets`` leaves out (a conv
-    stem's, which have no key in the original layout: only a ``.keras`` source carries them).
+    """``{"keras/<layer>/<weight>": Target}`` for the weights of ``model`` that ``targets`` leaves out, which only a
+    ``.keras`` source carries (none today: a conv stem's have the canonical ``stem/conv_{i}`` / ``stem/norm_{i}`` keys
+    since timm's ConvStem is read).
 
     Example:
     >>> from keras_vit.models.small import conv_stem_vit
     >>> model = conv_stem_vit(stem_channels=(8,), hidden_size=32, num_layers=1, num_heads=2, mlp_dim=64)
-    >>> sorted(keras_targets(model, targets_of(model)))[:2]
-    ['keras/stem_conv_0/kernel', 'keras/stem_norm_0/beta']
+    >>> keras_targets(model, targets_of(model)), "stem/norm_0/var" in targets_of(model)
+    ({}, True)
     """
     mapped = {id(target.variable) for target in targets.values()}
     extra = {}

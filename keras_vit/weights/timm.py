@@ -56,7 +56,7 @@ _UNSUPPORTED = {
 }
 # the keys that make a state dict timm's: a patch embedding (NaFlexVit's embeds.proj) and attention (EVA-02 B / L's
 # EvaAttention(qkv_fused=False) has q_proj, k_proj, v_proj)
-MARKERS = (("patch_embed.proj.weight", "embeds.proj.weight"),
+MARKERS = (("patch_embed.proj.weight", "embeds.proj.weight", "patch_embed.backbone.0.conv.weight"),
            ("blocks.0.attn.qkv.weight", "blocks.0.attn.q_proj.weight", timm_parallel.MARKER))
 
 
@@ -140,7 +140,7 @@ def settings(config, path="<config>", weights=None, tensors=None, architecture=N
     expected = timm_hybrid.on_feature_map(_expected(config, args, pretrained, resolved, path), resolved, tensors, path)
     names = config_lib.indexed_names(config.get("label_names"), "label_names", path)
     declared, conversion, notes = _declared(resolved, expected, path, weights, tensors, bool(names))
-    timm_hybrid.declare_backbone(declared, tensors, weights)
+    timm_hybrid.declare_backbone(declared, tensors, weights, resolved)
     descriptions = config.get("label_descriptions") or {}
     if names and isinstance(descriptions, dict):
         names = [str(descriptions.get(name, name)) for name in names]

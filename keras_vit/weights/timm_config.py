@@ -360,6 +360,11 @@ def config_fields(architecture, num_classes=0, projection_dim=None):
     if registered(architecture) is None:
         refuse_unbuildable(architecture, "timm")
     args = {**DEFAULTS, **registered(architecture)}
+    stem = args.pop("conv_stem", None)  # MobileCLIP's ConvStem: keras_vit's conv stem, its last conv the patches
+    if stem is not None:
+        args["patch_size"] = stem["patch_size"]
+        stem = dict(stem="conv", stem_channels=tuple(stem["stem_channels"]), stem_strides=tuple(stem["stem_strides"]),
+                    stem_norm_epsilon=stem["stem_norm_epsilon"])
     if "backbone_layers" in args:  # a hybrid: from_pretrained reads it from its weights (keras_vit.weights.timm_hybrid)
         raise ValueError(f"{architecture!r} is a timm hybrid: its ViTConfig is read from its weights, not its registration alone.")
     mlp_dim = int(args["embed_dim"] * args["mlp_ratio"]) // (2 if args["mlp_layer"] in GLU_LAYERS else 1)  # packed: fc1 has both halves
@@ -379,5 +384,5 @@ def config_fields(architecture, num_classes=0, projection_dim=None):
         map_mlp_dim=None if pool_mlp == mlp_dim else pool_mlp, num_classes=num_classes or 1, include_top=bool(num_classes),
         mlp_type="glu" if _built("glu", args) else "mlp",
         **{PARTS[part][4]: _built(part, args) for part in RECORDED if part != "glu"},
-        **{**timm_eva.fields(args), **timm_naflex.fields(args)},
+        **{**timm_eva.fields(args), **timm_naflex.fields(args)}, **(stem or {}),
     )

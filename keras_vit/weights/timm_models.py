@@ -11,7 +11,7 @@ import functools
 import json
 import os
 
-from keras_vit.weights import timm_eva, timm_naflex
+from keras_vit.weights import timm_eva, timm_hybrid, timm_naflex
 
 # VisionTransformer.__init__'s defaults for the arguments keras_vit reads (timm's names)
 DEFAULTS = dict(
@@ -163,6 +163,10 @@ def _read(architecture):
             out["differential_attention"] = True
         elif name in ("norm_layer", "embed_norm_layer"):
             continue  # read together below: the patch norm is keras_vit's only where it is the blocks' norm
+        elif name == "embed_layer" and timm_hybrid.is_conv_stem(value):  # MobileCLIP's ConvStem: keras_vit's conv stem
+            stem, why = timm_hybrid.conv_stem(value)
+            lacking += [why] if why else []
+            out["conv_stem"] = stem
         elif name == "embed_layer":
             layers, why = _backbone(value)
             lacking += [why] if why else []

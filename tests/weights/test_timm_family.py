@@ -428,3 +428,26 @@ def test_parallel_blocks_with_a_separate_mlp_bias_and_from_a_bare_file_are_read_
     assert model.vit_config.parallel_blocks
     assert "'blocks.0.in_proj.weight' (timm's ParallelScalingBlock)" in str(model.load_report)
     assert_close(np.asarray(model(x)), expected("pwee", state, x))
+
+
+def test_mobileclip_conv_stem_is_keras_vits_patchify_conv_stem(tmp_path):
+    """vit_base_mci_224 (timm's ConvStem: 4 x 4 / 4 and 2 x 2 / 2 patchify convolutions with BatchNorm, eps 1e-5,
+    and exact GELU, then a 2 x 2 / 2 convolution with a bias under a HybridEmbed without projection) is keras_vit's
+    conv stem (stem_strides) whose last convolution is the patch projection; random running statistics."""
+    args = dict(embed_dim=768, depth=1, num_heads=12, img_size=32, patch_size=1, no_embed_class=True, num_classes=8,
+                conv_stem=((192, 4), (192, 2), (768, 2)))
+    state = reference_timm.state_dict(args, seed=5, scale=0.05)
+    folder = tmp_path / "mci"
+    os.makedirs(folder)
+    safetensors_numpy.save_file(state, str(folder / "model.safetensors"))
+    config = {"architecture": "vit_base_mci_224", "num_classes": 8, "model_args": {"depth": 1, "img_size": 32},
+              "pretrained_cfg": {"input_size": [3, 32, 32], "mean": [0.0] * 3, "std": [1.0] * 3, "num_classes": 8}}
+    (folder / "config.json").write_text(json.dumps(config))
+    model = keras_vit.from_pretrained(str(folder), classifier_activation=None)
+    config = model.vit_config
+    assert (config.stem, config.stem_channels, config.stem_strides, config.stem_norm_epsilon, config.patch_size) == (
+        "conv", (192, 192), (4, 2), 1e-5, (2, 2))
+    x = images()
+    ref = np.stack([reference_timm.forward(image, state, args, mean=(0.0,) * 3, std=(1.0,) * 3) for image in x])
+    assert_close(np.asarray(model(x)), ref)
+    assert model.count_params() == params.count_config_params(config)

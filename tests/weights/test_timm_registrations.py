@@ -53,7 +53,6 @@ def test_every_registration_is_read_or_refused_by_a_named_switch():
     ("vit_base_patch16_sapiens2", r"separate q / k / v projections .*\(qkv_fused=False\)"),
     ("vit_base_patch16_xp_224", r"query/key normalisation \(qk_norm=True\)"),
     ("vit_base_resnet50d_224", r"FeatureListNet backbone"),
-    ("vit_base_mci_224", r"a ConvStem backbone"),
 ])
 def test_an_architecture_with_a_switch_keras_vit_lacks_is_refused_by_name(name, switch):
     with pytest.raises(CheckpointError, match=rf"timm's architecture '{name}' has .*{switch}.*Nothing was built"):
