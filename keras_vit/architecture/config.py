@@ -53,9 +53,8 @@ class ViTConfig:
             paper's code: weight standardisation ``(w - mean) / (std + 1e-5)``, GroupNorm epsilon 1e-6) or
             ``"timm"`` (timm's hybrids: ``(w - mean) / sqrt(var + 1e-8)``, GroupNorm epsilon 1e-5).
         stem_channels: channels of the conv stem's convolutions (``stem="conv"`` only).
-        stem_strides: the conv stem's convolutions as patchify convolutions, each of a kernel its stride (MobileCLIP's
-            ``ConvStem``: ``(4, 2)``); empty: 3 x 3 kernels of stride 1 for the first, 2 after.
-        stem_norm_epsilon: the epsilon of the conv stem's BatchNorms (Keras' 1e-3; timm's 1e-5).
+        stem_strides, stem_norm_epsilon: patchify convolutions (kernel = stride; MobileCLIP's ``(4, 2)``; empty: 3 x 3,
+            stride 1 then 2), and the BatchNorms' epsilon (Keras' 1e-3; timm's 1e-5).
         num_classes: outputs of the head (``include_top`` only).
         include_top: a classification head; without it the model returns the pooled representation
             (``(batch, hidden_size)``), every token with ``pooling=None`` (``(batch, tokens, hidden_size)``),
@@ -154,11 +153,8 @@ class ViTConfig:
     Attributes:
         res_post_norm: residual post-norm blocks, ``x + LN(MSA(x))`` and ``x + LN(MLP(x))`` (Swin-v2's; timm's
             ``ResPostBlock``, ``vit_base_patch16_rpn_224``, and EVA's ``use_post_norm``, EVA-02-CLIP-E), no LayerScale.
-        parallel_blocks: the attention and the MLP of each block read the same ``LN(x)``, their sum added once,
-            ``x + gamma * (MSA(LN(x)) + MLP(LN(x)))`` (ViT-22B's; timm's ``ParallelScalingBlock``, ``vit_pwee_*``).
-        differential_attention: each head attends with the difference of two softmax maps of its query's and key's
-            halves (the Differential Transformer's; timm's ``attn_layer='diff'``, ``vit_dwee_*``, ``vit_dlittle_*``, and
-            ``DiffParallelScalingBlock`` with ``parallel_blocks``; :mod:`keras_vit.layers.diff_attention`).
+        parallel_blocks: ``x + gamma * (MSA(LN(x)) + MLP(LN(x)))`` (ViT-22B's; timm's ``ParallelScalingBlock``).
+        differential_attention: :mod:`keras_vit.layers.diff_attention` (timm's ``attn_layer='diff'``, ``vit_dwee_*``).
     """
 
     image_size: tuple | int | None = 224
