@@ -84,7 +84,25 @@ class _AfterImport:
         if not _initializing():
             sys.meta_path.remove(self)
             _register_with_keras()
+            module = sys.modules.get(fullname)
+            if module is not None:  # the registration imported it: loading it again would make a second copy
+                # (the import system then loads the spec of the module in sys.modules: this one, until loaded)
+                module.__spec__ = importlib.util.spec_from_loader(fullname, _Imported(module))
+                return module.__spec__
         return None
+
+
+class _Imported:
+    """The loader of a module that is already in ``sys.modules``: the import returns it as it is."""
+
+    def __init__(self, module):
+        self.module, self.spec = module, module.__spec__  # the module's own spec, put back once loaded
+
+    def create_module(self, spec):
+        return self.module
+
+    def exec_module(self, module):
+        module.__spec__ = self.spec  # the import machinery set it to the new spec; keep the module's own
 
 
 def _register_with_keras():

@@ -125,6 +125,34 @@ def test_keras_load_model_finds_the_classes_after_import_keras_vit(tmp_path, imp
     np.testing.assert_allclose(np.asarray(result["outputs"]), np.asarray(model(x)), rtol=1e-5, atol=1e-6)
 
 
+_SECOND_IMPORT = """
+import sys
+import keras_vit
+keras_vit.count_params(hidden_size=32, num_layers=1, mlp_dim=64, num_heads=4, patch_size=8)  # imports keras, not the model
+config = keras_vit.ViTConfig(image_size=32, patch_size=8, hidden_size=32, num_layers=1, num_heads=4, mlp_dim=64)
+from keras_vit.architecture import model
+assert model.ViTConfig is keras_vit.ViTConfig is sys.modules["keras_vit.architecture.config"].ViTConfig
+assert sys.modules["keras_vit.architecture.config"].__spec__.origin.endswith("config.py")
+print(keras_vit.build_model(config).vit_config.grid)
+"""
+
+
+def test_a_module_the_keras_registration_imports_is_not_imported_twice():
+    """``keras_vit.count_params`` (which imports Keras) then ``keras_vit.ViTConfig``: the registration that runs at the
+    first import after Keras imported ``keras_vit.architecture.config`` inside that very import, which then executed
+    the module a second time: two ``ViTConfig`` classes, and ``build_model(config)`` raised ``TypeError: A ViTConfig is
+    read from a dict. Received: ViTConfig`` (docs/models-and-weights.md, in that order)."""
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    done = subprocess.run([sys.executable, "-c", _SECOND_IMPORT], env=dict(os.environ, PYTHONPATH=root),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "(4, 4)"
+
+
 def test_non_square_images_and_features():
     model = tiny_vit(image_size=(32, 48), include_top=False, pooling=None)
     assert model.output_shape == (None, 4 * 6 + 1, TINY["hidden_size"])
