@@ -22,7 +22,7 @@ pids=()
 for i in 0 1; do
   TF_CONFIG="{\"cluster\": {\"worker\": [\"localhost:$P0\", \"localhost:$P1\"]}, \"task\": {\"type\": \"worker\", \"index\": $i}}" \
     $PY -m keras_vit.cli train --strategy multi-worker --model micro --epochs 2 --steps-per-epoch 20 \
-    --batch-size 64 --verbose 2 --output "$OUT" &
+    --batch-size 64 --progress 2 --output "$OUT" &
   pids+=($!)
 done
 for pid in "${pids[@]}"; do wait "$pid"; done
