@@ -100,7 +100,7 @@ KAGGLE = "a Kaggle Models download, and kagglehub is not installed (not a depend
 BLOCKS = {
     "README.md: data = keras_vit.load_dataset(\"flowers/\")": Row(),
     "docs/export-and-serving.md: keras-vit export runs/mnist/model.keras --format saved_model": Row(made=("runs/mnist/model.keras",)),
-    "docs/export-and-serving.md: report = keras_vit.export_model(model, \"tflite\", \"vit.tflite":
+    "docs/export-and-serving.md: report = keras_vit.export_model(model, \"tflite\", \"vit-int8.t":
         Row(given=("model", "images", "calibration"), made=("model.keras",)),
     "docs/export-and-serving.md: keras-vit export runs/mnist/model.keras --format saved_model (2)": Row(made=("runs/mnist/model.keras",)),
     "docs/export-and-serving.md: keras-vit quantization-report /tmp/mnist/model.keras --num-i": Row(made=("runs/mnist/model.keras",)),
@@ -118,7 +118,7 @@ BLOCKS = {
     "docs/interoperability.md: model = keras_vit.from_pretrained(\"path/to/vit_preset\")": Row(drop={"kaggle://": KAGGLE}),
     "docs/interoperability.md: model = keras_vit.from_pretrained(\"kaggle://keras/dinov2/ker": Row(drop={"kaggle://": KAGGLE}),
     "docs/interoperability.md: keras_vit.export_model(model, \"keras-hub\", \"vit_preset\")": Row(given=("model",), made=("model.keras",)),
-    "docs/interoperability.md: keras-vit export model.keras --format keras-hub --output vit": Row(made=("model.keras",)),
+    "docs/interoperability.md: keras-vit export model.keras --format keras-hub --output mod": Row(made=("model.keras",)),
     "docs/models-and-weights.md: model = keras_vit.ViTB16(num_classes=10)": Row(drop={
         "weights=\"imagenet21k\"": "downloads ViT-B/16's 330 MB file; the Ti/16 preset of the block below runs that path "
                                    "from the file:// mirror"}),
