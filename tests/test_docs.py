@@ -192,3 +192,19 @@ def test_quick_start_runs(tmp_path):
     labels = [p["label"] for p in result["predictions"]]
     assert sorted(labels) == ["daisy", "roses", "tulips"]  # the class names travelled into the TFLite file
     assert labels[0] == "tulips"  # a red photo, after training on red tulips
+
+
+MAIN_MODEL_CALL = re.compile(r"`(keras_vit\.conv_stem_vit\([^`]+\))`[^`]{0,200}?174k parameters|"
+                             r"174k parameters \(`(keras_vit\.conv_stem_vit\([^`]+\))`")
+
+
+@pytest.mark.parametrize("page", ["docs/training.md", "docs/models-and-weights.md"])
+def test_the_main_jobs_model_is_the_builder_call_the_page_names(page):
+    """The 174k-parameter `mnist` model is `conv_stem_vit(stem_channels=(32, 64))`; the pages named the bare builder,
+    whose default stem (16, 32) gives 151k, so a reader's `keras_vit.conv_stem_vit()` was not the main job's model."""
+    import keras_vit
+
+    match = MAIN_MODEL_CALL.search(read(page))
+    assert match, f"{page} names no keras_vit.conv_stem_vit(...) call beside the main job's 174k parameters"
+    model = eval(match.group(1) or match.group(2), {"keras_vit": keras_vit})
+    assert round(model.count_params() / 1000) == 174
