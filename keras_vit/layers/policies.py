@@ -31,6 +31,8 @@ Example:
 
 import keras
 
+from keras_vit.layers.trainability import FrozenSublayers
+
 _DTypePolicyMap = keras.dtype_policies.DTypePolicyMap
 
 
@@ -51,7 +53,7 @@ def quantized_policies(layer):
     }
 
 
-class SublayerPolicies:
+class SublayerPolicies(FrozenSublayers):
     """Mixin of the keras_vit layers that create their own ``Dense``/``EinsumDense`` sublayers (listed first among
     the bases): ``get_config`` records the quantized ones, as a ``DTypePolicyMap`` under ``dtype``.
 

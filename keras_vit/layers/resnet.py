@@ -31,6 +31,7 @@ import keras
 from keras import ops
 
 from keras_vit.layers.checks import PACKAGE as _PACKAGE
+from keras_vit.layers.trainability import FrozenSublayers
 
 STD_CONV_EPSILON = 1e-5  # models_resnet.weight_standardize(..., eps=1e-5)
 GROUP_NORM_EPSILON = 1e-6  # flax.linen.GroupNorm default
@@ -167,7 +168,7 @@ class StdConv2D(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
-class ResidualUnit(keras.layers.Layer):
+class ResidualUnit(FrozenSublayers, keras.layers.Layer):
     """Bottleneck ResNet-v2 unit with GroupNorm, as ``models_resnet.ResidualUnit``.
 
     ``relu(shortcut(x) + GN3(conv3(relu(GN2(conv2(relu(GN1(conv1(x)))))))))``
