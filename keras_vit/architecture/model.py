@@ -5,7 +5,14 @@ mixed precision and ``.keras`` files work as for any functional model) with one 
 architecture it was built from, ``model.vit_config``, which ``get_config`` saves beside the graph and
 ``from_config`` restores. Files written before the configuration existed hold plain functional models;
 :func:`keras_vit.architecture.legacy.upgrade` gives them theirs when they are loaded.
+
+``keras.models.clone_model`` builds its copy with the functional constructor alone (``cls(inputs, outputs,
+name=...)``, no ``vit_config``); the copy takes the configuration of a live keras_vit model whose graph it
+reproduces layer for layer (``_config_of_same_graph``), and a clone that changed the graph is refused by name.
 """
+
+import json
+import weakref
 
 import keras
 
@@ -29,9 +36,23 @@ class VisionTransformer(keras.Model):
     ((4, 4), 'vit')
     """
 
-    def __init__(self, inputs, outputs, name=None, *, vit_config, **kwargs):
+    def __init__(self, inputs, outputs, name=None, *, vit_config=None, **kwargs):
         super().__init__(inputs=inputs, outputs=outputs, name=name, **kwargs)
-        self.vit_config = ViTConfig.from_dict(vit_config)
+        self.vit_config = ViTConfig.from_dict(self._config_of_same_graph() if vit_config is None else vit_config)
+        _LIVE.add(self)
+
+    def _config_of_same_graph(self):
+        """The ``vit_config`` of a live model with this model's graph (``keras.models.clone_model``'s copies)."""
+        graph = _graph(self)
+        for model in list(_LIVE):
+            if model is not self and _graph(model) == graph:
+                return model.vit_config
+        raise ValueError(
+            f"A VisionTransformer needs its `vit_config`; model {self.name!r} was built without one (as "
+            "keras.models.clone_model builds its copy) and its graph is that of no keras_vit model in this process "
+            "(a clone_function or call_function that changes layers gives a new architecture). Pass "
+            "`vit_config=`, or rebuild it with keras_vit.build_model(config) and copy the weights."
+        )
 
     @classmethod
     def from_vit_config(cls, config, *, input_tensor=None, name=None):
@@ -42,6 +63,15 @@ class VisionTransformer(keras.Model):
 
     def get_config(self):
         return {**super().get_config(), "vit_config": self.vit_config.to_dict()}
+
+
+_LIVE = weakref.WeakSet()  # the VisionTransformers of this process, for the copies keras.models.clone_model makes
+
+
+def _graph(model):
+    """``model``'s functional graph (its layers' configs and connections), without its name and trainable flag."""
+    config = super(VisionTransformer, model).get_config()
+    return json.dumps({k: v for k, v in config.items() if k not in ("name", "trainable")}, sort_keys=True, default=str)
 
 
 def config_of(model):
