@@ -139,7 +139,10 @@ def enable_lora(model, rank, targets=DEFAULT_TARGETS, *, alpha=None):
         layer.trainable = True
         layer.enable_lora(rank, lora_alpha=alpha)
     factors = {id(v) for layer in chosen for v in (layer.lora_kernel_a, layer.lora_kernel_b)}
-    heads = {id(v) for layer in model.layers if layer.name in HEADS and config.include_top for v in layer.weights}
+    # a head's variables that Keras made trainable: a quantized head's integer kernel and its scale are not (jax.grad
+    # refuses an int8 variable: QLoRA did not fit on JAX), its bias is
+    heads = {id(v) for layer in model.layers if layer.name in HEADS and config.include_top
+             for v in layer._trainable_variables}
     for variable in model.weights:  # the adapted layers' biases and the tokens of the patch encoder too
         variable.trainable = id(variable) in factors or id(variable) in heads
     # a model already fit or predicted keeps Keras' traced functions of the model without LoRA (they would predict

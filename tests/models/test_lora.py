@@ -132,6 +132,19 @@ def test_lora_on_layers_of_int8_and_int4_is_qlora_and_a_float8_layer_it_does_not
     assert len(keras_vit.enable_lora(model, 2, targets=("query", "value"))) == 2 * 2
 
 
+@pytest.mark.parametrize("mode", ["int8", "int4"])
+def test_qlora_on_a_quantized_head_trains_its_bias_not_its_integer_kernel_or_scale(mode):
+    """model.quantize quantizes the head too: its int8 kernel and its scale stay frozen, as Keras made them (an int8
+    trainable weight made jax.grad refuse the whole fit on the JAX backend)."""
+    model = keras_vit.build_model(keras_vit.ViTConfig.from_dict(MODELS["vit"]))
+    model.quantize(mode)
+    keras_vit.enable_lora(model, 2)
+    trainable = [v.path for v in model.trainable_weights]
+    assert [p for p in trainable if p.startswith("head/")] == ["head/bias"]
+    assert all(keras.backend.is_float_dtype(v.dtype) for v in model.trainable_weights)
+    assert all(p.endswith(("lora_kernel_a", "lora_kernel_b")) for p in trainable if not p.startswith("head/"))
+
+
 @pytest.mark.parametrize(
     "call, message",
     [
