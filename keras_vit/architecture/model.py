@@ -69,9 +69,14 @@ _LIVE = weakref.WeakSet()  # the VisionTransformers of this process, for the cop
 
 
 def _graph(model):
-    """``model``'s functional graph (its layers' configs and connections), without its name and trainable flag."""
+    """``model``'s functional graph (its layers' configs and connections), without its name, its trainable flag and
+    the names of its input layers (clone_model names each new ``keras.Input`` after the tensor, not the layer)."""
     config = super(VisionTransformer, model).get_config()
-    return json.dumps({k: v for k, v in config.items() if k not in ("name", "trainable")}, sort_keys=True, default=str)
+    graph = json.dumps({k: v for k, v in config.items() if k not in ("name", "trainable")}, sort_keys=True, default=str)
+    inputs = [layer["config"]["name"] for layer in config["layers"] if layer["class_name"] == "InputLayer"]
+    for i, name in enumerate(inputs):
+        graph = graph.replace(json.dumps(name), f'"<input {i}>"')
+    return graph
 
 
 def config_of(model):

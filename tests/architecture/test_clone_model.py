@@ -47,3 +47,9 @@ def test_a_clone_that_changes_the_graph_is_refused_by_name():
 
     with pytest.raises(ValueError, match="needs its `vit_config`.*clone_model"):
         keras.models.clone_model(model, clone_function=wider_head)
+
+
+def test_a_model_built_on_a_users_input_clones():
+    """clone_model names its new keras.Input after the tensor ("keras_tensor_N"), not the input layer."""
+    model = keras_vit.ViT(**SMALL, input_tensor=keras.Input((32, 32, 3)))
+    assert keras.models.clone_model(model).vit_config == model.vit_config
