@@ -21,10 +21,17 @@ from keras_vit.layers.resnet import resnet_stem
 
 
 def image_input(config, input_tensor=None):
-    """``(inputs, x)``: the model input (``(None, None, C)`` for ``image_size=None``) and the scaled pixels."""
+    """``(inputs, x)``: the model input (``(None, None, C)`` for ``image_size=None``) and the scaled pixels.
+
+    An ``input_tensor`` computed by other layers is used as ``keras.applications`` uses it: the model's inputs are
+    the ``keras.Input``s it comes from (``keras.utils.get_source_inputs``), the layers between them part of the model.
+    """
     h, w = config.image_size or (None, None)
-    inputs = keras.Input(shape=(h, w, 3), name="images") if input_tensor is None else input_tensor
-    x = inputs
+    if input_tensor is None:
+        inputs = x = keras.Input(shape=(h, w, 3), name="images")
+    else:
+        sources = keras.utils.get_source_inputs(input_tensor)
+        inputs, x = (sources[0] if len(sources) == 1 else sources), input_tensor
     if config.include_preprocessing:
         if (config.input_mean, config.input_std) == (PAPER["input_mean"], PAPER["input_std"]):
             scale, offset = 1.0 / 127.5, -1.0  # [-1, 1], the paper's: the layer the original files were saved with
