@@ -68,7 +68,8 @@ __getattr__, __dir__, __all__ = lazy_exports(globals(), _EXPORTS)
 
 
 # the modules whose classes a saved model holds, registered with Keras (keras.saving.register_keras_serializable)
-_REGISTERING = ("keras_vit.layers", "keras_vit.architecture.model", "keras_vit.inspect.features")
+# (and a compiled one's optimizer: build_optimizer's LayerDecayAdamW / AccumulatingSGD..., keras_vit.train.optimizers)
+_REGISTERING = ("keras_vit.layers", "keras_vit.architecture.model", "keras_vit.inspect.features", "keras_vit.train.optimizers")
 
 
 def _initializing():
