@@ -217,8 +217,12 @@ def read_metadata(path):
     return metadata
 
 
-def load_model(model, compile=False):
+def load_model(model, compile=False, *, custom_objects=None, safe_mode=True):
     """A ``keras.Model`` from a ``.keras`` path (safe mode), or ``model`` itself if it is one.
+
+    ``custom_objects`` and ``safe_mode`` are ``keras.saving.load_model``'s: a larger model holding a keras_vit
+    backbone and layers of your own loads with ``custom_objects={"MyLayer": MyLayer}`` (``safe_mode=False`` for a
+    ``Lambda`` layer you trust).
 
     A keras_vit model comes back as a :class:`~keras_vit.architecture.model.VisionTransformer` with its
     ``vit_config``, also from a file written before the configuration existed (a plain functional model,
@@ -247,9 +251,10 @@ def load_model(model, compile=False):
     if not zipfile.is_zipfile(path):  # keras would say "File not found" of a file that is there
         raise ValueError(_not_a_keras_archive(path))
     try:
-        loaded = keras.saving.load_model(path, compile=compile, safe_mode=True)
+        loaded = keras.saving.load_model(path, custom_objects=custom_objects, compile=compile, safe_mode=safe_mode)
     except Exception as error:  # keras raises many types for a corrupt file
-        raise ValueError(f"Corrupt or unreadable model file {path!r} ({type(error).__name__}: {error})") from error
+        raise ValueError(f"Corrupt or unreadable model file {path!r} ({type(error).__name__}: {error}); a model "
+                         "holding layers of your own loads with custom_objects={'MyLayer': MyLayer}") from error
     loaded = legacy.upgrade(loaded)  # a file written before the configuration: the model gets its vit_config
     try:
         names = read_metadata(path).get("class_names")

@@ -29,3 +29,4 @@ def test_an_intermediate_input_tensor_keeps_the_layers_before_it(tmp_path):
     loaded = keras_vit.load_model(tmp_path / "model.keras")
     np.testing.assert_allclose(loaded.predict(x, verbose=0), model.predict(x, verbose=0), atol=1e-6)
     assert keras.models.clone_model(model).vit_config == model.vit_config
+
