@@ -214,6 +214,14 @@ def build_optimizer(
         ema=ema,
     )
     learning_rate, ema = checked["learning_rate"], checked["ema"] or None
+    own = [f"{arg}={value!r}" for arg, value, plain in (("layer_decay", layer_decay, (None, 1.0)), ("accumulate", accumulate, (1,)))
+           if value not in plain]
+    if own and keras.backend.backend() != "tensorflow":  # their update steps are TensorFlow's (tf.distribute)
+        raise ValueError(
+            f"build_optimizer's {' and '.join(own)} run on the TensorFlow backend only (keras_vit's training uses "
+            f"TensorFlow); this is Keras' {keras.backend.backend()!r} backend. Keras' own "
+            "keras.optimizers.AdamW(..., gradient_accumulation_steps=N) accumulates on every backend."
+        )
     schedule = warmup_cosine(learning_rate, total_steps, warmup_steps)
     kwargs = dict(learning_rate=schedule, weight_decay=weight_decay or None, global_clipnorm=clipnorm)
     if layer_decay is not None and layer_decay != 1.0:
