@@ -16,7 +16,7 @@ from keras_vit.weights import config as config_lib
 from keras_vit.weights import declared as declared_lib
 from keras_vit.weights import timm_eva, timm_naflex
 from keras_vit.weights.declared import declare
-from keras_vit.weights.timm_models import DEFAULTS, KERAS_VIT_NAMES, NEUTRAL, SWITCHES, lacking, registered, registration, switch_lacking, table
+from keras_vit.weights.timm_models import DEFAULTS, KERAS_VIT_NAMES, NEUTRAL, SWITCHES, lacking, lacking_with, registered, registration, switch_lacking, table
 
 GLU_LAYERS = ("SwiGLUPacked", "swiglu_packed")  # timm.layers.SwiGLUPacked: GluMlp(gate_last=False), act(x1) * x2
 SWIGLU_LAYERS = ("SwiGLU", "swiglu")  # timm.layers.SwiGLU: fc1_g, fc1_x of int(dim * mlp_ratio), act(fc1_g x) * fc1_x x
@@ -85,11 +85,17 @@ def resolve(config, path, architecture=None):
     architecture = architecture or config.get("architecture")
     refuse_unbuildable(architecture, path)
     _check_rope_args(model_args, architecture, path)
+    missing = lacking_with(architecture, model_args) if not lacking(architecture) else ()
+    if missing:  # an Eva registration whose model_args make what keras_vit lacks (attention pooling without biases...)
+        raise CheckpointError(f"{path!r}: timm's architecture {architecture.partition('.')[0]!r} with its model_args "
+                              f"{model_args!r} has {'; '.join(missing)}, which keras_vit's ViT does not have. Nothing was built.")
     resolved = {name: (value, None) for name, value in DEFAULTS.items()}
-    row = registered(architecture)
+    row, plain = registered(architecture, model_args), registered(architecture)
     if row is not None:
-        for name, value in row.items():
-            resolved[name] = (value, f"architecture={architecture!r} (timm registers {name}={value!r})")
+        for name, value in row.items():  # an Eva field that model_args changed (fc_norm, pool_include_prefix...) says so
+            derived = name not in model_args and plain.get(name) != value
+            resolved[name] = (value, f"model_args {model_args!r} (timm's Eva derives {name}={value!r})" if derived
+                              else f"architecture={architecture!r} (timm registers {name}={value!r})")
         for name, default in (("act_layer", "nn.GELU"), ("norm_eps", "LayerNorm eps=1e-06")):  # hidden: said anyway
             if name not in row:
                 resolved[name] = (DEFAULTS[name], f"architecture={architecture!r} (timm registers no {name}: {default})")

@@ -132,12 +132,14 @@ def _norms(args, out):
 
 
 @functools.lru_cache(maxsize=None)
-def _read(architecture):
+def _read(architecture, eva_model_args=None):
     row = registration(architecture)
     if row is None:
         return None, ()
     args, lacking = dict(row["args"]), []
     cls = row["model_class"]
+    if eva_model_args and cls == "Eva":  # Eva derives its norms and pooling's reach from the args together: read them so
+        args.update(json.loads(eva_model_args))
     if cls in OTHER_CLASSES:  # the paper's blocks with RoPE or NaFlex inputs are read; any other switch is refused
         what, read = OTHER_CLASSES[cls]
         out, why = read(args, table()["classes"][cls])
@@ -200,7 +202,7 @@ def switch_lacking(name, value):
     return what.get(value, f"{name}={value!r}") if isinstance(what, dict) else what
 
 
-def registered(architecture):
+def registered(architecture, model_args=None):
     """The arguments timm registers for ``architecture`` (timm's names, :data:`DEFAULTS`' vocabulary; ``img_size``
     from its pretrained tag's input size when the function does not set it), or None when timm has no such
     registration. An architecture with a switch keras_vit lacks (:func:`lacking`) also returns None.
@@ -211,8 +213,24 @@ def registered(architecture):
     >>> registered("vit_x") is None
     True
     """
-    args, lacking_ = _read(architecture) if isinstance(architecture, str) else (None, ())
+    args, lacking_ = _read(architecture, eva_args(architecture, model_args)) if isinstance(architecture, str) else (None, ())
     return dict(args) if args is not None and not lacking_ else None
+
+
+def eva_args(architecture, model_args):
+    """``model_args`` as the key of :func:`_read` for an ``Eva`` registration (None for any other): timm's Eva derives
+    ``fc_norm``, the final norm and whether attention pooling reads the prefix tokens from ``global_pool`` and its
+    other arguments together, so a ``model_args.global_pool`` is read with the registration, not over its results.
+    ``dynamic_img_size`` is left out: at the model's own size it changes nothing (as for VisionTransformer)."""
+    row = registration(architecture)
+    if not model_args or row is None or row["model_class"] != "Eva":
+        return None
+    return json.dumps({k: v for k, v in model_args.items() if k != "dynamic_img_size"}, sort_keys=True) or None
+
+
+def lacking_with(architecture, model_args):
+    """:func:`lacking` of ``architecture`` with a config.json's ``model_args`` read into an Eva registration."""
+    return _read(architecture, eva_args(architecture, model_args))[1] if isinstance(architecture, str) else ()
 
 
 def lacking(architecture):

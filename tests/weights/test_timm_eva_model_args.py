@@ -1,0 +1,50 @@
+"""A config.json's ``model_args.global_pool`` on an Eva registration is read as timm's Eva reads it.
+
+timm's ``Eva.__init__`` derives its norms (``use_fc_norm`` None: on for ``'avg'``; the final norm otherwise) and its
+attention pooling's reach (``AttentionPoolLatent`` over every token, prefix tokens included) from ``global_pool``
+together with the other arguments. keras_vit read those from the registration and then laid ``model_args`` over
+the result, so ``model_args={'global_pool': 'map'}`` on RoPE-ViT, DINOv3 ``_qkvb``, LingBot or PE spatial pooled the
+patch tokens only (1e-2 relative off timm's pooled features, silently), and ``'token'`` on EVA-02 / ``'avg'`` on
+PE core or RoPE-ViT was refused as a config that "belongs to another model" (timm 1.0.31 builds and saves each).
+"""
+
+import pytest
+
+from keras_vit.errors import CheckpointError
+from keras_vit.weights import timm_config
+
+
+def _resolve(architecture, **model_args):
+    return timm_config.resolve({"architecture": architecture, "model_args": model_args}, "config.json")
+
+
+@pytest.mark.parametrize("architecture", ["vit_small_patch16_rope_224", "vit_small_patch16_dinov3_qkvb",
+                                          "vit_small_patch16_lingbot", "vit_pe_spatial_tiny_patch16_512"])
+def test_attention_pooling_from_model_args_reads_the_prefix_tokens(architecture):
+    resolved = _resolve(architecture, global_pool="map")
+    assert resolved["global_pool"][0] == "map"
+    assert resolved["pool_include_prefix"][0] is True  # timm's Eva: AttentionPoolLatent(x) over every token
+    assert "model_args" in resolved["pool_include_prefix"][1]
+
+
+@pytest.mark.parametrize("architecture, global_pool, fc_norm", [
+    ("eva02_tiny_patch14_224", "token", False),  # registered 'avg' with fc_norm: 'token' takes the final norm
+    ("vit_pe_core_tiny_patch16_384", "avg", True),  # registered 'map': 'avg' takes fc_norm, patch tokens only
+    ("vit_small_patch16_rope_mixed_ape_224", "avg", True),  # registered 'token'
+])
+def test_the_norms_follow_model_args_global_pool(architecture, global_pool, fc_norm):
+    resolved = _resolve(architecture, global_pool=global_pool)
+    assert resolved["fc_norm"][0] is fc_norm
+    assert resolved["final_norm"][0] is True
+    assert resolved["pool_include_prefix"][0] is False
+
+
+def test_model_args_that_make_what_keras_vit_lacks_are_refused_by_name():
+    with pytest.raises(CheckpointError, match="global_pool='map' with qkv_bias=False"):
+        _resolve("vit_small_patch16_dinov3", global_pool="map")  # timm's AttentionPoolLatent keeps its biases
+
+
+def test_other_registrations_and_plain_model_args_are_unchanged():
+    assert _resolve("vit_small_patch16_dinov3", depth=2)["pool_include_prefix"] == _resolve("vit_small_patch16_dinov3")["pool_include_prefix"]
+    assert _resolve("eva02_tiny_patch14_224", dynamic_img_size=True)["fc_norm"][0] is True
+    assert _resolve("vit_small_patch14_reg4_dinov2", global_pool="map")["pool_include_prefix"][0] is False  # VisionTransformer's
