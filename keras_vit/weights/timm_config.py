@@ -85,16 +85,17 @@ def resolve(config, path, architecture=None):
     architecture = architecture or config.get("architecture")
     refuse_unbuildable(architecture, path)
     _check_rope_args(model_args, architecture, path)
-    missing = lacking_with(architecture, model_args) if not lacking(architecture) else ()
+    stated = {**({"global_pool": config["global_pool"]} if config.get("global_pool") is not None else {}), **model_args}
+    missing = lacking_with(architecture, stated) if not lacking(architecture) else ()
     if missing:  # an Eva registration whose model_args make what keras_vit lacks (attention pooling without biases...)
         raise CheckpointError(f"{path!r}: timm's architecture {architecture.partition('.')[0]!r} with its model_args "
                               f"{model_args!r} has {'; '.join(missing)}, which keras_vit's ViT does not have. Nothing was built.")
     resolved = {name: (value, None) for name, value in DEFAULTS.items()}
-    row, plain = registered(architecture, model_args), registered(architecture)
+    row, plain = registered(architecture, stated), registered(architecture)
     if row is not None:
         for name, value in row.items():  # an Eva field that model_args changed (fc_norm, pool_include_prefix...) says so
-            derived = name not in model_args and plain.get(name) != value
-            resolved[name] = (value, f"model_args {model_args!r} (timm's Eva derives {name}={value!r})" if derived
+            derived = name not in stated and plain.get(name) != value
+            resolved[name] = (value, f"config.json's {stated!r} (timm's Eva derives {name}={value!r})" if derived
                               else f"architecture={architecture!r} (timm registers {name}={value!r})")
         for name, default in (("act_layer", "nn.GELU"), ("norm_eps", "LayerNorm eps=1e-06")):  # hidden: said anyway
             if name not in row:

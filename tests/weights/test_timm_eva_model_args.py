@@ -24,7 +24,7 @@ def test_attention_pooling_from_model_args_reads_the_prefix_tokens(architecture)
     resolved = _resolve(architecture, global_pool="map")
     assert resolved["global_pool"][0] == "map"
     assert resolved["pool_include_prefix"][0] is True  # timm's Eva: AttentionPoolLatent(x) over every token
-    assert "model_args" in resolved["pool_include_prefix"][1]
+    assert "global_pool" in resolved["pool_include_prefix"][1]
 
 
 @pytest.mark.parametrize("architecture, global_pool, fc_norm", [
@@ -48,3 +48,8 @@ def test_other_registrations_and_plain_model_args_are_unchanged():
     assert _resolve("vit_small_patch16_dinov3", depth=2)["pool_include_prefix"] == _resolve("vit_small_patch16_dinov3")["pool_include_prefix"]
     assert _resolve("eva02_tiny_patch14_224", dynamic_img_size=True)["fc_norm"][0] is True
     assert _resolve("vit_small_patch14_reg4_dinov2", global_pool="map")["pool_include_prefix"][0] is False  # VisionTransformer's
+
+
+def test_a_top_level_global_pool_is_read_with_the_registration_too():
+    resolved = timm_config.resolve({"architecture": "vit_small_patch16_rope_224", "global_pool": "map"}, "config.json")
+    assert resolved["pool_include_prefix"][0] is True
