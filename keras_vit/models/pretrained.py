@@ -263,6 +263,8 @@ def arguments(arch, overrides, source, no_head=()):
         kwargs.update(map_num_heads=None, map_mlp_dim=None)
     if pooling != arch["pooling"]:  # so does the file's pooling's token set: avg and max read the patch tokens
         kwargs["pool_include_prefix"] = False
+    if pooling in declared.TOKEN_OUTPUTS and not kwargs["include_top"]:  # the tokens: nothing acts on a pooled vector
+        kwargs.update(fc_norm=False, projection_dim=None)  # (timm's forward_features: fc_norm comes after pooling)
     return kwargs
 
 

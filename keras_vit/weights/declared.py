@@ -70,6 +70,7 @@ def activation(value):
 
 # the poolings of a model without a head that read no weights of the file: keras.applications' spellings
 OUTPUT_POOLINGS = ("avg", "max", "feature_map")
+TOKEN_OUTPUTS = (None, "feature_map")  # of a model without a head: the tokens, no pooled vector (no fc_norm, projection)
 
 
 def model_value(config, field):
@@ -121,6 +122,8 @@ def mismatches(record, config):
     """
     found = []  # a model with pooling=None returns the tokens: no pooling to compare (have is None), nor OUTPUT_POOLINGS
     for field, (value, said, origin) in record.items():
+        if field in ("fc_norm", "projection_dim") and not config.include_top and config.pooling in TOKEN_OUTPUTS:
+            continue  # they act on the pooled vector: a model giving the tokens has none (its weights skipped)
         have = model_value(config, field)
         if field in FOLLOWS and value is None and have is not None:  # the file's "the blocks'": the model's blocks'
             value = getattr(config, FOLLOWS[field])

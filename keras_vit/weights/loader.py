@@ -174,6 +174,12 @@ def load_checkpoint(model, checkpoint, strict=True, source=None, *, info=None):
             f"+ tanh), which model {model.name!r} has not (representation_size=None). {_OWN_HEAD}"
         )
     tolerated = [k for k in report.unused if re.match(r"^(head|head_dist|pre_logits)/", k)]  # a head not built
+    if not config.include_top:  # what acts on a pooled vector the model does not make: its pooling's own weights
+        unbuilt = ("MAPHead_0/",) if config.pooling != "map" else ()
+        unbuilt += ("fc_norm/", "projection/") if config.pooling in declared.TOKEN_OUTPUTS else ()
+        skipped = [k for k in report.unused if k.startswith(unbuilt)] if unbuilt else []
+        tolerated += skipped
+        report.skipped.update({k: f"not used by pooling={config.pooling!r} without a head" for k in skipped})
     if strict and len(report.unused) > len(tolerated):
         extra = [k for k in report.unused if k not in tolerated]
         raise CheckpointError(
