@@ -179,3 +179,24 @@ def test_transformers_dinov3_vit_reads_into_the_same_config(architecture, folder
     assert (config.rope, config.rope_grid_indexing, config.rope_temperature, config.pooling) == ("dinov3", "ij", 100.0, "token")
     assert config.mlp_type == ("glu" if gated else "mlp") and config.num_register_tokens == 4
     assert_matches(model, state, dict(args, global_pool="token"), images((32, 48), batch=1))
+
+
+def test_transformers_dinov3_vit_without_output_and_mlp_biases(folders, tmp_path):
+    """``proj_bias=False`` / ``mlp_bias=False`` (no ``o_proj`` / ``up_proj`` / ``down_proj`` biases) are ViTConfig's
+    ``proj_bias`` / ``mlp_bias``, as AIMv2's; they were refused as "keras_vit's attention output and MLP layers have
+    biases" (the reference: the same weights with those biases at zero)."""
+    _, state, args = folders["vit_small_patch16_dinov3"]
+    state = {k: (np.zeros_like(v) if k.endswith(("attn.proj.bias", "mlp.fc1.bias", "mlp.fc2.bias")) else v)
+             for k, v in state.items()}
+    folder = transformers_folder(str(tmp_path / "hf"), state, False)
+    written = safetensors_numpy.load_file(os.path.join(folder, "model.safetensors"))
+    safetensors_numpy.save_file({k: v for k, v in written.items()
+                                 if not k.endswith(("o_proj.bias", "up_proj.bias", "down_proj.bias"))},
+                                os.path.join(folder, "model.safetensors"))
+    with open(os.path.join(folder, "config.json")) as f:
+        config = json.load(f)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(dict(config, proj_bias=False, mlp_bias=False), f)
+    model = keras_vit.from_pretrained(folder)
+    assert (model.vit_config.proj_bias, model.vit_config.mlp_bias) == (False, False)
+    assert_matches(model, state, dict(args, global_pool="token"), images((32, 48), batch=1))

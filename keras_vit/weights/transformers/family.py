@@ -260,15 +260,15 @@ def _siglip2_naflex(size, said, path):
 
 def _dinov3(put, read, path):
     """DINOv3ViTModel's biases and RoPE base: a query and a value bias together (a key bias of zeros where
-    ``key_bias=False``: the same scores), biased output and MLP projections."""
+    ``key_bias=False``: the same scores), the output and MLP projections' biases where ``proj_bias`` / ``mlp_bias``."""
     query, key, value = (read.flag(name) for name in ("query_bias", "key_bias", "value_bias"))
     if query != value or (key and not query):
         raise CheckpointError(f"{path!r}: query_bias={query!r}, key_bias={key!r}, value_bias={value!r}: keras_vit's "
                               "attention has query, key and value biases all together or none (a missing key bias is "
                               "zeros, which changes nothing), not these.")
-    for name in ("proj_bias", "mlp_bias"):
-        if not read.flag(name):
-            raise CheckpointError(f"{path!r}: {name}=False: keras_vit's attention output and MLP layers have biases.")
+    for name in ("proj_bias", "mlp_bias"):  # the output projection's (o_proj) and the MLP's biases: ViTConfig's switches
+        flag = read.flag(name)
+        put(name, flag, read.said(name, flag))
     said = ", ".join(read.said(name, flag) for name, flag in (("query_bias", query), ("key_bias", key), ("value_bias", value)))
     put("qkv_bias", query, said + (" (the key bias: zeros)" if query and not key else ""))
     theta = read.number("rope_theta", integer=False)
