@@ -234,11 +234,11 @@ def _expected(config, args, pretrained, resolved, path):
     for field in ("qkv_bias", "class_token"):
         if field in args:
             expected.append((field, f"model_args.{field}={args[field]!r}", args[field]))
-    if "img_size" in args:
+    if timm_naflex.image_size(resolved):  # NaFlex: the eval size is a budget's, the table's grid the size (timm's
+        expected.append(("image_size", *timm_naflex.image_size(resolved)))  # NaFlexVit sizes it by pos_embed_grid_size,
+    elif "img_size" in args:                                                # whatever its img_size)
         expected.append(("image_size", f"model_args.img_size={args['img_size']!r}",
                          config_lib.size_pair(args["img_size"], path, "model_args.img_size")))
-    elif timm_naflex.image_size(resolved):  # NaFlex: the eval size is a budget's; the table's grid is the size
-        expected.append(("image_size", *timm_naflex.image_size(resolved)))
     elif isinstance(pretrained.get("input_size"), list) and len(pretrained["input_size"]) == 3:
         size = pretrained["input_size"]
         expected.append(("image_size", f"pretrained_cfg.input_size={size!r}",

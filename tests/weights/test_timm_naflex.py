@@ -123,3 +123,19 @@ def test_a_naflex_patch_embedding_that_is_no_matrix_is_refused_by_name(shape):
     """An ``embeds.proj.weight`` of another rank is refused naming the key, not with a bare unpacking error."""
     with pytest.raises(CheckpointError, match=r"'m\.safetensors'.*'embeds\.proj\.weight' \(" + str(shape[0])):
         timm_naflex.to_vit_layout({"embeds.proj.weight": np.zeros(shape, np.float32)}, "m.safetensors")
+
+
+def test_a_model_args_img_size_does_not_size_the_naflex_table(tmp_path):
+    """timm's NaFlexVit sizes its position table by pos_embed_grid_size whatever model_args.img_size says (timm
+    1.0.31 builds and writes naflexvit_base_patch16_gap with img_size=192 and its 16 x 16 table); keras_vit refused
+    such a folder as "img_size=[192, 192] (12 x 12 patches) but the weights' position embeddings cover 256 patches"."""
+    name = "naflexvit_base_patch16_radio_v3"
+    folder = _radio_folder(tmp_path / "radio", name)
+    plain = keras_vit.from_pretrained(folder, include_top=False, max_patches=20)
+    config = json.loads((tmp_path / "radio" / "config.json").read_text())
+    config["model_args"]["img_size"] = 48
+    (tmp_path / "radio" / "config.json").write_text(json.dumps(config))
+    sized = keras_vit.from_pretrained(folder, include_top=False, max_patches=20)
+    rng = np.random.default_rng(2)
+    batch = naflex_grid.batch([rng.uniform(0, 255, (12, 24, 3)).astype("float32")], 4, 20)
+    np.testing.assert_array_equal(np.asarray(sized(batch)), np.asarray(plain(batch)))
