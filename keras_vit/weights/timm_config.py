@@ -111,6 +111,8 @@ def resolve(config, path, architecture=None):
     if model_args.get("block_fn") == "DiffParallelScalingBlock" or model_args.get("attn_layer") == "diff":
         said = "model_args.block_fn='DiffParallelScalingBlock'" if model_args.get("block_fn") == "DiffParallelScalingBlock" else "model_args.attn_layer='diff'"
         resolved["differential_attention"] = (True, said)
+    if resolved["pool_include_prefix"][0] and resolved["global_pool"][0] in ("token", ""):  # timm's pool() reads it
+        resolved["pool_include_prefix"] = (False, f"{resolved['global_pool'][1]} (timm's token pooling ignores pool_include_prefix)")
     if resolved["res_post_norm"][0] and resolved["init_values"][0] is not None:  # ResPostBlock's norms' initial scale
         resolved["init_values"] = (None, f"{resolved['res_post_norm'][1]} (init_values: the norms' initial scale, no LayerScale)")
     resolved["architecture"] = (architecture, "registered" if row is not None else None)

@@ -53,3 +53,11 @@ def test_other_registrations_and_plain_model_args_are_unchanged():
 def test_a_top_level_global_pool_is_read_with_the_registration_too():
     resolved = timm_config.resolve({"architecture": "vit_small_patch16_rope_224", "global_pool": "map"}, "config.json")
     assert resolved["pool_include_prefix"][0] is True
+
+
+def test_pool_include_prefix_with_token_pooling_is_timms_no_op():
+    """timm's VisionTransformer.pool reads pool_include_prefix for the mean and attention pooling only; with
+    global_pool='token' it was an 'Impossible ViTConfig' here, though timm builds and saves the model."""
+    resolved = _resolve("vit_small_patch14_reg4_dinov2", global_pool="token", pool_include_prefix=True)
+    assert resolved["pool_include_prefix"][0] is False and "ignores" in resolved["pool_include_prefix"][1]
+    assert _resolve("vit_small_patch14_reg4_dinov2", global_pool="avg", pool_include_prefix=True)["pool_include_prefix"][0] is True
