@@ -221,11 +221,11 @@ def eva_args(architecture, model_args):
     """``model_args`` as the key of :func:`_read` for an ``Eva`` registration (None for any other): timm's Eva derives
     ``fc_norm``, the final norm and whether attention pooling reads the prefix tokens from ``global_pool`` and its
     other arguments together, so a ``model_args.global_pool`` is read with the registration, not over its results.
-    ``dynamic_img_size`` is left out: at the model's own size it changes nothing (as for VisionTransformer)."""
+    ``dynamic_img_size=True`` is left out: at the model's own size it changes nothing (as for VisionTransformer)."""
     row = registration(architecture)
     if not model_args or row is None or row["model_class"] != "Eva":
         return None
-    return json.dumps({k: v for k, v in model_args.items() if k != "dynamic_img_size"}, sort_keys=True) or None
+    return json.dumps({k: v for k, v in model_args.items() if k != "dynamic_img_size" or not v}, sort_keys=True)
 
 
 def lacking_with(architecture, model_args):

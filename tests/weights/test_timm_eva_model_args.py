@@ -61,3 +61,13 @@ def test_pool_include_prefix_with_token_pooling_is_timms_no_op():
     resolved = _resolve("vit_small_patch14_reg4_dinov2", global_pool="token", pool_include_prefix=True)
     assert resolved["pool_include_prefix"][0] is False and "ignores" in resolved["pool_include_prefix"][1]
     assert _resolve("vit_small_patch14_reg4_dinov2", global_pool="avg", pool_include_prefix=True)["pool_include_prefix"][0] is True
+
+
+def test_model_args_dynamic_img_size_false_lifts_the_registration_s():
+    """DINOv3 with an absolute table (model_args use_abs_pos_emb=True, dynamic_img_size=False: timm 1.0.31 builds it,
+    the class and register tokens' positions in pos_embed) is the fixed-size model keras_vit builds; the registration's
+    dynamic_img_size=True stayed and refused it."""
+    resolved = _resolve("vit_small_patch16_dinov3", use_abs_pos_emb=True, dynamic_img_size=False)
+    assert resolved["no_embed_class"][0] is False and resolved["reg_tokens"][0] == 4
+    with pytest.raises(CheckpointError, match="dynamic image size with an absolute position table"):
+        _resolve("vit_small_patch16_dinov3", use_abs_pos_emb=True)
