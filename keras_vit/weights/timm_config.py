@@ -24,9 +24,13 @@ MLP_LAYERS = (None, "Mlp", "mlp")
 POOLING = {"token": "token", "avg": "gap", "map": "map"}  # timm global_pool -> keras_vit pooling ('' : see settings)
 
 
-def _check_model_args(model_args, path):
-    """A ``model_args`` entry keras_vit would otherwise ignore while it changes timm's computation is refused by name."""
+def _check_model_args(model_args, path, eva=False):
+    """A ``model_args`` entry keras_vit would otherwise ignore while it changes timm's computation is refused by name.
+    ``eva``: the architecture is timm's Eva, whose own arguments (:data:`timm_eva.EVA_ARGS`) are read with its
+    registration by :func:`timm_eva.read`, which refuses what keras_vit lacks by name."""
     for name, value in model_args.items():
+        if eva and name in timm_eva.EVA_ARGS:
+            continue
         if name in KERAS_VIT_NAMES:
             raise CheckpointError(f"{path!r}: model_args.{name}={value!r} is a name of keras_vit's, no timm argument: timm "
                                   "could not build this config.json. Remove it; timm's registration says the rest.")
@@ -60,7 +64,7 @@ def _check_rope_args(model_args, architecture, path):
             f"{'RoPE' if stated[0] in timm_eva.ROPE_ARGS else 'attention pooling size'} argument (timm's Eva does); timm "
             "could not have built this model."
         )
-    rope_type, half = model_args.get("rope_type"), bool(row["args"].get("rope_rotate_half", False))
+    rope_type, half = model_args.get("rope_type"), bool(model_args.get("rope_rotate_half", row["args"].get("rope_rotate_half", False)))
     if "rope_type" in model_args and (rope_type == "dinov3") != half:  # as timm_eva.read: DINOv3's halves only
         raise CheckpointError(
             f"{path!r}: model_args.rope_type={rope_type!r} with the registration's rope_rotate_half={half!r} of "
@@ -81,8 +85,8 @@ def resolve(config, path, architecture=None):
     """
     config = config_lib.json_object(config or {}, path)
     model_args = config_lib.json_object(config.get("model_args") or {}, path, "model_args")
-    _check_model_args(model_args, path)
     architecture = architecture or config.get("architecture")
+    _check_model_args(model_args, path, eva=(registration(architecture) or {}).get("model_class") == "Eva")
     refuse_unbuildable(architecture, path)
     _check_rope_args(model_args, architecture, path)
     stated = {**({"global_pool": config["global_pool"]} if config.get("global_pool") is not None else {}), **model_args}
@@ -103,6 +107,8 @@ def resolve(config, path, architecture=None):
     if config.get("global_pool") is not None:
         resolved["global_pool"] = (config["global_pool"], f"global_pool={config['global_pool']!r}")
     for name, value in model_args.items():
+        if name in timm_eva.EVA_ARGS and not (name in DEFAULTS or name in NEUTRAL or name in timm_eva.ROPE_ARGS):
+            continue  # Eva's own (use_fc_norm, num_reg_tokens...): in what the registration's read derives from them
         resolved[name] = (value, f"model_args.{name}={value!r}")
     if model_args.get("block_fn") == "ResPostBlock":
         resolved["res_post_norm"] = (True, "model_args.block_fn='ResPostBlock'")

@@ -48,6 +48,8 @@ TOGETHER = ("norm_layer", "rope_rotate_half", "swiglu_mlp", "swiglu_align_to", "
             "attn_type", "use_pre_transformer_norm", "use_post_transformer_norm", "use_fc_norm", "attn_pool_num_heads",
             "attn_pool_mlp_ratio")
 POOL_ARGS = ("attn_pool_num_heads", "attn_pool_mlp_ratio")  # AttentionPoolLatent's sizes (None: the blocks')
+# Eva's own arguments a config.json's model_args may give: read with the registration by read (timm_models.eva_args)
+EVA_ARGS = SHARED + TOGETHER + tuple(SCALE_NORMS) + ("qkv_fused", "use_post_norm")
 PHRASES = {  # a switch keras_vit lacks, in words (any value other than Eva's default)
     "attn_type": "EVA's own attention (q_bias / v_bias, a zero k bias; keras_vit reads it without RoPE, EVA-01's, "
                  "with DINOv3's RoPE and with axial RoPE on a reference grid, EVA-02's, only)",
@@ -87,7 +89,7 @@ def read(args, defaults):
         lacking.append(f"timm's {rope['rope_type']!r} RoPE (rope_type={rope['rope_type']!r}; keras_vit has 'cat', 'mixed' and 'dinov3')")
     if rope["use_rot_pos_emb"] and rope["rope_type"] == "mixed" and rope["rope_grid_offset"]:
         lacking.append(f"a grid offset with mixed RoPE (rope_grid_offset={rope['rope_grid_offset']!r})")
-    if bool(full["rope_rotate_half"]) != dinov3 and (rope["use_rot_pos_emb"] or full["rope_rotate_half"]):
+    if bool(full["rope_rotate_half"]) != dinov3 and rope["use_rot_pos_emb"]:  # without RoPE it rotates nothing
         lacking.append(f"{'half-split' if full['rope_rotate_half'] else 'interleaved'} rotation with rope_type="
                        f"{rope['rope_type']!r} (rope_rotate_half={full['rope_rotate_half']!r}; keras_vit rotates "
                        "RoPE-ViT's interleaved pairs and DINOv3's halves)")
