@@ -200,3 +200,21 @@ def test_transformers_dinov3_vit_without_output_and_mlp_biases(folders, tmp_path
     model = keras_vit.from_pretrained(folder)
     assert (model.vit_config.proj_bias, model.vit_config.mlp_bias) == (False, False)
     assert_matches(model, state, dict(args, global_pool="token"), images((32, 48), batch=1))
+
+
+def test_transformers_dinov3_vit_with_a_query_bias_and_no_value_bias(folders, tmp_path):
+    """``query_bias=True, value_bias=False`` (or any other mix) is the attention with a zero bias where a projection
+    has none (the same output); it was refused as 'query, key and value biases all together or none'."""
+    _, state, args = folders["vit_small_plus_patch16_dinov3_qkvb"]
+    state = {k: (np.zeros_like(v) if k.endswith("attn.v_bias") else v) for k, v in state.items()}
+    folder = transformers_folder(str(tmp_path / "hf"), state, True)
+    written = safetensors_numpy.load_file(os.path.join(folder, "model.safetensors"))
+    safetensors_numpy.save_file({k: v for k, v in written.items() if not k.endswith("v_proj.bias")},
+                                os.path.join(folder, "model.safetensors"))
+    with open(os.path.join(folder, "config.json")) as f:
+        config = json.load(f)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(dict(config, value_bias=False), f)
+    model = keras_vit.from_pretrained(folder)
+    assert model.vit_config.qkv_bias is True
+    assert_matches(model, state, dict(args, global_pool="token"), images((32, 48), batch=1))

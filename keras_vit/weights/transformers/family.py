@@ -259,18 +259,16 @@ def _siglip2_naflex(size, said, path):
 
 
 def _dinov3(put, read, path):
-    """DINOv3ViTModel's biases and RoPE base: a query and a value bias together (a key bias of zeros where
-    ``key_bias=False``: the same scores), the output and MLP projections' biases where ``proj_bias`` / ``mlp_bias``."""
+    """DINOv3ViTModel's biases and RoPE base: query, key and value biases where any is (zeros for those
+    ``*_bias=False`` leaves out: the same output), the output and MLP projections' biases where ``proj_bias`` / ``mlp_bias``."""
     query, key, value = (read.flag(name) for name in ("query_bias", "key_bias", "value_bias"))
-    if query != value or (key and not query):
-        raise CheckpointError(f"{path!r}: query_bias={query!r}, key_bias={key!r}, value_bias={value!r}: keras_vit's "
-                              "attention has query, key and value biases all together or none (a missing key bias is "
-                              "zeros, which changes nothing), not these.")
     for name in ("proj_bias", "mlp_bias"):  # the output projection's (o_proj) and the MLP's biases: ViTConfig's switches
         flag = read.flag(name)
         put(name, flag, read.said(name, flag))
     said = ", ".join(read.said(name, flag) for name, flag in (("query_bias", query), ("key_bias", key), ("value_bias", value)))
-    put("qkv_bias", query, said + (" (the key bias: zeros)" if query and not key else ""))
+    missing = [name for name, flag in (("query", query), ("key", key), ("value", value)) if not flag]
+    biased = query or key or value  # the projections without a bias get zeros beside the others' (the same output)
+    put("qkv_bias", biased, said + (f" (the {', '.join(missing)} bias: zeros)" if biased and missing else ""))
     theta = read.number("rope_theta", integer=False)
     put("rope_temperature", float(theta), read.said("rope_theta", theta))
 

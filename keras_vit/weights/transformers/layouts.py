@@ -105,12 +105,13 @@ class Layout(NamedTuple):
 def _dinov3(out):
     """DINOv3ViTGatedMLP's ``gate_proj`` joined before ``up_proj`` (``[gate; up]``: keras_vit's GLU computes
     ``act(first half) * second half``), and the zero key bias of an attention whose ``k_proj`` has none
-    (``key_bias=False`` beside query and value biases)."""
+    (``key_bias=False`` beside query and value biases), or of any other projection without one beside those with."""
     for name in [k for k in out if "/Dense_0_gate/" in k]:
         target = name.replace("Dense_0_gate", "Dense_0")
         out[target] = joined([out.pop(name), out[target]], axis=-1)
-    for name in [k for k in out if k.endswith(f"{ATT}/query/bias")]:
-        out.setdefault(name.replace("/query/", "/key/"), np.zeros(out[name].shape, np.float32))
+    for name in [k for k in out if k.endswith((f"{ATT}/query/bias", f"{ATT}/key/bias", f"{ATT}/value/bias"))]:
+        for part in ("query", "key", "value"):  # a projection without a bias: zeros beside the others' (the same scores)
+            out.setdefault(name.rsplit("/", 2)[0] + f"/{part}/bias", np.zeros(out[name].shape, np.float32))
     return out
 
 
