@@ -34,12 +34,12 @@ import numpy as np
 import tensorflow as tf
 
 from keras_vit.architecture.arguments import positive_pair
-from keras_vit.domains import FRACTION, POSITIVE_INT, PROBABILITY, SEED, Interval, Optional
+from keras_vit.domains import FRACTION, NON_NEGATIVE_INT, POSITIVE_INT, PROBABILITY, SEED, Interval, Optional
 from keras_vit.train import augment as augment_lib
 from keras_vit.train import naflex_data
 from keras_vit.train.choices import MNIST_NAMES
 from keras_vit.train.dataset import ImageDataset
-from keras_vit.train.image_folder import held_out_count, load_image_folder
+from keras_vit.train.image_folder import held_out_count, load_image_folder, undecoded
 
 AUTOTUNE = tf.data.AUTOTUNE
 
@@ -251,6 +251,7 @@ def make_pipeline(
     drop_remainder=None,
     image_dtype="float32",
     naflex=None,
+    skip_batches=0,
 ):
     """Batch a split of an :class:`ImageDataset` for ``model.fit``/``evaluate``.
 
@@ -262,7 +263,8 @@ def make_pipeline(
     batches. Evaluation: resize + center crop, never shuffled or augmented.
     All randomness is stateless and derived from ``seed``, so a seeded
     pipeline gives the same batches every time it is built (and new ones
-    every epoch).
+    every epoch). A split of :func:`load_image_folder` is shuffled as file names
+    and decoded after: the shuffle buffer holds names, not decoded images.
 
     Args:
         dataset: unbatched ``(uint8 image, int label)`` dataset.
@@ -292,6 +294,9 @@ def make_pipeline(
             aspect ratio as the dict ``{patches, patch_coord, patch_valid}``, batched by sequence length
             (:func:`keras_vit.train.naflex_data.pipeline`; ``image_size`` and ``crop_fraction`` unused; RandAugment,
             MixUp and CutMix refused).
+        skip_batches: start at this batch of the (repeating) training stream, as ``.skip(skip_batches)`` of the
+            pipeline does but without augmenting the skipped images, nor reading them for a split of
+            :func:`load_image_folder` (a resumed run, :func:`keras_vit.train.resumable.continue_from`).
 
     Returns:
         A batched, prefetched ``tf.data.Dataset`` of ``(images in [0, 255] of
@@ -315,6 +320,11 @@ def make_pipeline(
     seed = 0 if seed is None else SEED.check(seed, "seed")
     drop_remainder = training if drop_remainder is None else drop_remainder
     count = int(dataset.cardinality())  # negative: unknown or infinite
+    skip_batches = NON_NEGATIVE_INT.check(skip_batches, "skip_batches")
+    if skip_batches and not (training and repeat and drop_remainder):
+        raise ValueError("skip_batches starts a repeating training stream of whole batches at a batch: training=True, "
+                         f"repeat=True, drop_remainder=True. Received: training={training}, repeat={repeat}, "
+                         f"drop_remainder={drop_remainder}")
     if drop_remainder and not repeat and 0 <= count < batch_size:
         raise ValueError(
             f"{count} images make no batch of {batch_size}: the partial batch is dropped (drop_remainder), so this "
@@ -326,24 +336,28 @@ def make_pipeline(
         if any(mixing.values()):
             raise ValueError("RandAugment, MixUp and CutMix work on batches of images of one size; a NaFlex batch "
                              f"holds patches of images of many shapes. Received: {mixing}")
-        return naflex_data.pipeline(
+        return naflex_data.pipeline(  # its batches depend on the images' shapes: skipped by reading them
             dataset, naflex.patch_size, naflex.budgets, batch_size, training=training, augment=augment,
             num_classes=num_classes, seed=seed, shuffle_buffer=shuffle_buffer, repeat=repeat,
             drop_remainder=drop_remainder, image_dtype=image_dtype, rule=naflex.rule,
-        )
+        ).skip(skip_batches)
     options = tf.data.Options()
     options.deterministic = True
     ds = dataset.with_options(options)
 
     if training:
+        entries = undecoded(dataset)
+        decode = None
+        if entries is not None:  # the same order: a seeded shuffle's permutation does not depend on the elements
+            ds, decode = entries[0].with_options(options), entries[1]
         ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
         if repeat:
             ds = ds.repeat()
         randoms = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
-        ds = tf.data.Dataset.zip((ds, randoms))
+        ds = tf.data.Dataset.zip((ds, randoms)).skip(skip_batches * batch_size)  # batch n: elements n B on (repeating)
 
         def train_map(example, r):
-            image, label = example
+            image, label = example if decode is None else decode(*example)
             element_seed = tf.stack([r, tf.constant(seed, tf.int64)])
             if augment == "inception":
                 image = augment_lib.random_resized_crop(image, size, element_seed)
@@ -368,7 +382,7 @@ def make_pipeline(
     ds = ds.batch(batch_size, drop_remainder=drop_remainder, num_parallel_calls=AUTOTUNE)
     if training and (randaugment or mixup or cutmix):
         augment_batch = augment_lib.batch_augmenter(randaugment, mixup, cutmix, seed=seed)
-        batch_randoms = tf.data.Dataset.random(seed=seed + 1, rerandomize_each_iteration=True)
+        batch_randoms = tf.data.Dataset.random(seed=seed + 1, rerandomize_each_iteration=True).skip(skip_batches)
         ds = tf.data.Dataset.zip((ds, batch_randoms)).map(
             lambda batch, r: augment_batch(*batch, tf.stack([r, tf.constant(seed, tf.int64)])),
             num_parallel_calls=AUTOTUNE)

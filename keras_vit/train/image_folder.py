@@ -87,9 +87,20 @@ def _decode(path, label, in_graph):
     return image, label
 
 
+ENTRIES = "_keras_vit_entries"  # a split's attribute: (its undecoded entries, the decoder), read by make_pipeline
+
+
 def _file_dataset(files, labels, in_graph):
-    ds = tf.data.Dataset.from_tensor_slices((np.asarray(files), labels, in_graph))
-    return ds.map(_decode, num_parallel_calls=tf.data.AUTOTUNE)
+    entries = tf.data.Dataset.from_tensor_slices((np.asarray(files), labels, in_graph))
+    ds = entries.map(_decode, num_parallel_calls=tf.data.AUTOTUNE)
+    setattr(ds, ENTRIES, (entries, _decode))  # a training pipeline shuffles the file names and decodes after
+    return ds
+
+
+def undecoded(dataset):
+    """``(entries, decode)`` of a split of :func:`load_image_folder` (``decode(*entry)`` is ``(image, label)``), or
+    None for any other dataset (one a user mapped or took from: it decodes as it is)."""
+    return getattr(dataset, ENTRIES, None)
 
 
 def held_out_count(num, fraction):

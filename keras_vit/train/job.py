@@ -216,7 +216,7 @@ def _pipelines(dataset, config, strategy, *, per_worker, patch_size=None, grid_r
 
     # a builder: each fit() of a resumed run builds the pipeline anew and skips to its batch (resumable.continue_from)
     train = pipeline(dataset.train, config.batch_size, **augmented) if per_worker else (
-        lambda: pipeline(dataset.train, config.batch_size, **augmented))
+        lambda skip_batches=0: pipeline(dataset.train, config.batch_size, skip_batches=skip_batches, **augmented))
     validation = pipeline(dataset.validation, eval_batch) if dataset.validation is not None else None
     return train, validation, pipeline(dataset.test, eval_batch)
 

@@ -124,7 +124,9 @@ def continue_from(train, batches):
     iterator Keras opens on one ``tf.data.Dataset`` draws new shuffles; so ``train`` is best a builder: a function of
     no argument returning the pipeline, built for each call and skipped (its skipped batches are read and augmented
     again: the data's cost, not the model's; a run resumed mid-epoch skips twice, for the rest of the epoch and for
-    the later epochs, so about twice the data up to where it stopped is read before it trains). A per-worker
+    the later epochs, so about twice the data up to where it stopped is read before it trains), or one of a keyword
+    ``skip_batches`` that starts the pipeline there itself (:func:`keras_vit.train.data.make_pipeline`'s, which
+    neither augments the skipped images nor reads those of an image folder: the job's builder). A per-worker
     ``dataset_fn(context)`` skips, in each worker's pipeline, the batches its replicas took; a ``tf.data.Dataset``
     is skipped (the rest of an interrupted epoch exactly, the later epochs a new iterator's shuffles); other data
     (arrays) is given as it is.
@@ -136,7 +138,10 @@ def continue_from(train, batches):
     """
     if not callable(train):
         return train.skip(batches) if batches and hasattr(train, "skip") else train
-    if not inspect.signature(train).parameters:  # a builder
+    parameters = inspect.signature(train).parameters
+    if "skip_batches" in parameters:  # a builder that starts its pipeline at a batch itself (make_pipeline's skip_batches)
+        return train(skip_batches=batches)
+    if not parameters:  # a builder
         return train().skip(batches) if batches else train()
     if not batches:
         return train

@@ -390,3 +390,27 @@ def test_a_folder_traces_the_one_decoder_once_for_its_check_and_every_split(tmp_
     splits = (dataset.train, dataset.validation, dataset.test)
     assert [len(list(split)) for split in splits] == [dataset.num_train, dataset.num_validation, dataset.num_test]
     assert len(traces) == 1
+
+
+def test_a_folder_is_shuffled_as_file_names_and_a_resumed_stream_reads_no_skipped_image(tmp_path):
+    """A folder split's shuffle buffer held decoded images (10,000 full-size photos: gigabytes), and a resumed run's
+    .skip() read, decoded and augmented every skipped image. The split is now shuffled as file names, decoded after,
+    in the same order; skip_batches=n gives batches n, n + 1, ... without reading the skipped files (deleted here)."""
+    root = image_folder(tmp_path / "photos", classes=("a", "b", "c"), per_class=10, size=(20, 30))
+    dataset = data.load_image_folder(str(root), test_every=5)
+    options = dict(image_size=16, batch_size=4, training=True, augment="inception", seed=3, shuffle_buffer=8, repeat=True)
+    batches = [(x.numpy(), y.numpy()) for x, y in data.make_pipeline(dataset.train, **options).take(5)]
+    decoded_first = dataset.train.map(lambda image, label: (image, label))  # a mapped split: decoded, then shuffled
+    assert data.undecoded(dataset.train) is not None and data.undecoded(decoded_first) is None
+    for (x, y), (x2, y2) in zip(batches, data.make_pipeline(decoded_first, **options).take(5)):
+        np.testing.assert_allclose(x, x2.numpy(), atol=1e-4)  # the same images, crops and flips
+        np.testing.assert_array_equal(y, y2.numpy())  # labels: ints
+    entries, _ = data.undecoded(dataset.train)  # the files batches 0 to 2 read: the shuffle's first 12 entries
+    for path, _label, _in_graph in entries.shuffle(8, seed=3, reshuffle_each_iteration=True).repeat().take(12):
+        os.remove(path.numpy())
+    skipped = data.make_pipeline(dataset.train, skip_batches=3, **options)
+    for (x, y), (x2, y2) in zip(batches[3:], skipped.take(2)):
+        np.testing.assert_allclose(x, x2.numpy(), atol=1e-4)
+        np.testing.assert_array_equal(y, y2.numpy())
+    with pytest.raises(ValueError, match=r"skip_batches starts a repeating training stream"):
+        data.make_pipeline(dataset.train, 16, 4, skip_batches=1)
