@@ -272,24 +272,26 @@ def test_an_integer_tensor_is_named_by_its_dtype_not_called_corrupt(tmp_path):
     assert "tensor 'norm.bias' has dtype I64" in str(error.value) and "truncated" not in str(error.value)
 
 
-def test_a_batchnorm_step_counter_is_no_weight_and_the_refusal_names_what_is_lacking(tmp_path):
+def test_a_batchnorm_step_counter_is_no_weight_and_the_refusal_names_what_is_wrong(tmp_path):
     """timm's MobileCLIP vit_base_mci_224 (a convolutional stem with BatchNorm) was refused for the dtype of torch's
-    `num_batches_tracked` counter ("save the weights as float32"), which would not have helped: its stem is lacking."""
+    `num_batches_tracked` counter ("save the weights as float32"); the counter is no weight (keras_vit reads the
+    ConvStem since ba79fd3), and what does not fit the registration is named."""
     state = timm_state_dict(vit_checkpoint())
     state["patch_embed.backbone.0.bn.num_batches_tracked"] = np.zeros((), np.int64)
     path = tmp_path / "model.safetensors"
     safetensors_numpy.save_file(state, str(path))
     write_json(tmp_path / "config.json", dict(TIMM_CONFIG, architecture="vit_base_mci_224"))
-    with pytest.raises(CheckpointError, match=r"'vit_base_mci_224' has a ConvStem backbone"):
+    with pytest.raises(CheckpointError, match=r"architecture='vit_base_mci_224' \(timm's ConvStem\) but the weights have "
+                                              r"no ConvStem \('patch_embed.backbone.0.conv.weight'"):
         describe(str(path))
-    del state["patch_embed.proj.weight"]  # its stem's keys: no timm ViT's (timm writes patch_embed.backbone.*)
+    del state["patch_embed.proj.weight"]  # a stem of one convolution without the bias of the last
     state["patch_embed.backbone.0.conv.weight"] = np.zeros((8, 3, 3, 3), np.float32)
     safetensors_numpy.save_file(state, str(path))
-    with pytest.raises(CheckpointError, match=r"config.json': timm's architecture 'vit_base_mci_224' has a ConvStem backbone"):
+    with pytest.raises(CheckpointError, match=r"'patch_embed.backbone.0.conv.weight': a ConvStem's last convolution alone has a bias"):
         describe(str(path))
     os.remove(path)  # sharded, the counter in the index too: the index is not called a mismatch for it
     write_shards(tmp_path, state)
-    with pytest.raises(CheckpointError, match=r"'vit_base_mci_224' has a ConvStem backbone"):
+    with pytest.raises(CheckpointError, match=r"a ConvStem's last convolution alone has a bias"):
         describe(str(tmp_path))
 
 

@@ -175,7 +175,7 @@ def test_a_hybrid_with_another_input_normalisation_needs_it_in_the_model(tmp_pat
     path.write_text(json.dumps(config))
     model = keras_vit.from_pretrained(str(tmp_path / "f"))
     assert model.vit_config.input_mean == pytest.approx((0.485, 0.456, 0.406))
-    with pytest.raises(CheckpointError, match=r"A hybrid trained on inputs normalised with mean=\[0\.485"):
+    with pytest.raises(CheckpointError, match=r"A hybrid or conv-stem model trained on inputs normalised with mean=\[0\.485"):
         keras_vit.HybridViT((), 1, image_size=SIZE, patch_size=2, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64,
                             num_classes=5, weights=os.fspath(tmp_path / "f"))
 
