@@ -49,7 +49,8 @@ def stem(x, config):
     whole grid of patches is refused naming its size, not the feature map's.
     """
     if config.stride > 1:
-        x = StemInputCheck(config.patch_size, config.stride, name="stem_input_check")(x)
+        # patchify convolutions (stem_strides) have no padding in timm: the image a multiple of their stride
+        x = StemInputCheck(config.patch_size, config.stride, exact=bool(config.stem_strides), name="stem_input_check")(x)
     if config.stem == "resnet":
         return resnet_stem(x, config.block_units, config.width, config.resnet_norms)
     for i, channels in enumerate(config.stem_channels):

@@ -185,24 +185,39 @@ class StemInputCheck(keras.layers.Layer):
     ``ValueError`` when the size is static, an ``InvalidArgumentError`` from the graph (TensorFlow) when
     it is known only when the graph runs.
 
+    With ``exact`` (a stem of patchify convolutions, timm's ``ConvStem`` of ``padding=0``: MobileCLIP's), the
+    image size must be a multiple of the stride itself: timm's unpadded convolutions drop what ``"same"`` padding
+    would add (a 236 x 236 image gives timm's ``vit_base_mci_224`` 14 x 14 patches, a padded stem 15 x 15), so
+    only there do the two agree, as the fixed-size rule (:meth:`ViTConfig.grid_for`) already demands.
+
     Args:
         patch_size: int or ``(ph, pw)``, the patch size on the feature map.
         stride: the stem's total stride.
+        exact: the image size a multiple of ``stride`` (no padding in the stem); saved only when set.
 
     Example:
     >>> tuple(StemInputCheck(2, 4)(keras.ops.zeros((1, 8, 16, 3))).shape)
     (1, 8, 16, 3)
+    >>> try:
+    ...     StemInputCheck(2, 8, exact=True)(keras.ops.zeros((1, 236, 236, 3)))  # ceil(236 / 8) = 30, but 236 % 8 = 4
+    ... except ValueError as error:
+    ...     print("multiple of the stem's stride 8" in str(error))
+    True
     """
 
-    def __init__(self, patch_size, stride, **kwargs):
+    def __init__(self, patch_size, stride, exact=False, **kwargs):
         super().__init__(**kwargs)
         self.patch_size = patch_size
         self.stride = positive_int(stride, "stride")
+        self.exact = bool(exact)
         self._patch = pair(patch_size, "patch_size")
         built_when_created(self)
 
     def _message(self):
         s = self.stride
+        if self.exact:
+            return (f"The image size must be a multiple of the stem's stride {s} (its convolutions have no padding) "
+                    f"whose quotient the patch size {self._patch} divides, and at least one patch{_NO_PATCH}")
         return (
             f"The image size must give the stem (stride {s}) a feature map (the image size / {s}, rounded up) "
             f"divisible by the patch size {self._patch}, and at least one patch{_NO_PATCH}"
@@ -213,6 +228,8 @@ class StemInputCheck(keras.layers.Layer):
             return
         rows, cols = -(-h // self.stride), -(-w // self.stride)
         (ph, pw), valid = self._patch, min(h, w) >= 1
+        if self.exact and (h % self.stride or w % self.stride):
+            valid = False
         if not valid or rows % ph or cols % pw or rows < ph or cols < pw:
             raise ValueError(f"{self._message()}. Received: image_size=({h}, {w}), patch_size={self._patch}, stride={self.stride}")
 
@@ -227,6 +244,8 @@ class StemInputCheck(keras.layers.Layer):
         patch = tf.constant(self._patch, tf.int32)
         rows = (size + self.stride - 1) // self.stride
         valid = tf.reduce_all(tf.logical_and(size >= 1, tf.logical_and(tf.equal(rows % patch, 0), rows >= patch)))
+        if self.exact:
+            valid = tf.logical_and(valid, tf.reduce_all(tf.equal(size % self.stride, 0)))
         message = f"{self._message()}. Received: (batch, H, W, C) ="
         with tf.control_dependencies([tf.debugging.Assert(valid, [message, tf.shape(images)], summarize=4)]):
             return tf.identity(images)
@@ -238,6 +257,8 @@ class StemInputCheck(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update({"patch_size": self.patch_size, "stride": self.stride})
+        if self.exact:  # saved only when set: the other stems' files stay as they were
+            config["exact"] = True
         return config
 
 
