@@ -172,7 +172,9 @@ PARTS = {
     "map": ("attn_pool.latent", "attention pooling", ("global_pool",), lambda a: a["global_pool"] == "map", None),
     "glu": ("blocks.0.mlp.fc1.weight", "", ("mlp_layer",), lambda a: a["mlp_layer"] in GLU_LAYERS + SWIGLU_LAYERS, "mlp_type"),
     "proj_bias": ("blocks.0.attn.proj.bias", "", ("proj_bias",), None, "proj_bias"),
-    "mlp_bias": ("blocks.0.mlp.fc2.bias", "", ("proj_bias",), None, "mlp_bias"),
+    # a parallel block's MLP always has a first bias (in_proj's or mlp_bias), its second a zero one when proj_bias=False
+    "mlp_bias": ("blocks.0.mlp.fc2.bias", "", ("proj_bias",), lambda a: bool(a["proj_bias"] or a.get("parallel_blocks")),
+                 "mlp_bias"),
     "norm_bias": ("blocks.0.norm1.bias", "a LayerNorm's bias; RmsNorm has none", ("norm_type",),
                   lambda a: a["norm_type"] == "layernorm", None),
     "patch_norm": ("patch_embed.norm.weight", "a norm of the patch embeddings", ("patch_norm",), None, "patch_norm"),

@@ -8,6 +8,8 @@ sum ``layer_scale_1`` scales; ``DiffParallelScalingBlock``'s differential attent
 ``mlp.fc1``, ``mlp.fc2``, ``ls1``) without ``norm2`` and ``ls2``; ``mlp_bias`` (``qkv_bias=False``) is ``mlp.fc1``'s
 bias. A fused ``out_proj`` (``fuse_out_proj=True``: ``[attention | MLP]`` input columns) is split into
 ``attn.proj`` (with its bias) and ``mlp.fc2`` (a zero bias): exact, ``cat(a, m) W^T + b = a W_a^T + b + m W_m^T``.
+With ``proj_bias=False`` the MLP keeps its first bias (``in_proj``'s rows or ``mlp_bias``) and ``mlp.fc2`` takes a
+zero bias (exact): keras_vit's ``mlp_bias`` is both layers'.
 """
 
 import numpy as np
@@ -36,9 +38,10 @@ def to_vit_layout(tensors, path="<arrays>"):
     ...         "blocks.0.mlp_bias": np.zeros(m), "blocks.0.attn_out_proj.weight": np.zeros((d, d)),
     ...         "blocks.0.mlp_out_proj.weight": np.zeros((d, m)), "blocks.0.ls.gamma": np.ones(d)}
     >>> {k: v.shape for k, v in sorted(to_vit_layout(keys).items())}  # doctest: +NORMALIZE_WHITESPACE
+    ... # (no out-projection biases: proj_bias=False; mlp.fc2 takes a zero bias beside fc1's)
     {'blocks.0.attn.proj.weight': (4, 4), 'blocks.0.attn.qkv.weight': (12, 4), 'blocks.0.ls1.gamma': (4,),
-     'blocks.0.mlp.fc1.bias': (10,), 'blocks.0.mlp.fc1.weight': (10, 4), 'blocks.0.mlp.fc2.weight': (4, 10),
-     'blocks.0.norm1.weight': (4,)}
+     'blocks.0.mlp.fc1.bias': (10,), 'blocks.0.mlp.fc1.weight': (10, 4), 'blocks.0.mlp.fc2.bias': (4,),
+     'blocks.0.mlp.fc2.weight': (4, 10), 'blocks.0.norm1.weight': (4,)}
     """
     bases = [key[: -len("in_proj.weight")] for key in tensors if key.endswith(".in_proj.weight") and key.startswith("blocks.")]
     if not bases:
@@ -67,4 +70,6 @@ def to_vit_layout(tensors, path="<arrays>"):
             if base + "out_proj.bias" in out:
                 bias = out.pop(base + "out_proj.bias")
                 out[base + "attn.proj.bias"], out[base + "mlp.fc2.bias"] = bias, np.zeros_like(bias)
+        if base + "mlp.fc1.bias" in out and base + "mlp.fc2.bias" not in out:  # proj_bias=False: fc1's bias is kept
+            out[base + "mlp.fc2.bias"] = np.zeros(out[base + "mlp.fc2.weight"].shape[0], out[base + "mlp.fc1.bias"].dtype)
     return out
