@@ -117,6 +117,9 @@ def resolve(config, path, architecture=None):
     if model_args.get("block_fn") == "DiffParallelScalingBlock" or model_args.get("attn_layer") == "diff":
         said = "model_args.block_fn='DiffParallelScalingBlock'" if model_args.get("block_fn") == "DiffParallelScalingBlock" else "model_args.attn_layer='diff'"
         resolved["differential_attention"] = (True, said)
+    block_fn = model_args.get("block_fn", ((registration(architecture) or {}).get("args") or {}).get("block_fn"))
+    if block_fn == "ParallelScalingBlock" and model_args.get("attn_layer") == "diff":  # its attention is its own
+        resolved["differential_attention"] = (False, "model_args.attn_layer='diff' (timm's ParallelScalingBlock ignores it)")
     if resolved["pool_include_prefix"][0] and resolved["global_pool"][0] in ("token", ""):  # timm's pool() reads it
         resolved["pool_include_prefix"] = (False, f"{resolved['global_pool'][1]} (timm's token pooling ignores pool_include_prefix)")
     if resolved["res_post_norm"][0] and resolved["init_values"][0] is not None:  # ResPostBlock's norms' initial scale
