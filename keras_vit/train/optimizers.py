@@ -30,8 +30,10 @@ from keras_vit.train.choices import ARGUMENT_DOMAINS, EMA_DECAY, OPTIMIZERS  # n
 from keras_vit.train.accumulation import AccumulatingSGD
 from keras_vit.train.model_setup import block_number
 
-# timm's no_weight_decay(): the tokens and position embeddings, and every 1-D weight (biases, norms, LayerScale)
-NO_WEIGHT_DECAY = ("bias", "gamma", "beta", "class_token", "distillation_token", "register_tokens", "probe", "position_embedding")
+# timm's no_weight_decay(): the tokens and position embeddings, and every 1-D weight (biases, norms, LayerScale,
+# differential attention's lambda_q1 / lambda_k1 / lambda_q2 / lambda_k2 vectors)
+NO_WEIGHT_DECAY = ("bias", "gamma", "beta", "class_token", "distillation_token", "register_tokens", "probe", "position_embedding",
+                   "lambda_")
 _HEAD_LAYERS = ("encoder_norm", "pool", "pool_distillation", "map_head", "fc_norm", "projection", "pre_logits", "head",
                 "head_distillation", "head_average", "predictions")
 
@@ -186,7 +188,8 @@ def build_optimizer(
             (with ``momentum``; the paper's fine-tuning optimizer).
         weight_decay: decoupled weight decay; not applied to variables whose
             name contains any of ``no_weight_decay`` (biases, LayerNorm
-            ``gamma``/``beta``, class token, position embedding).
+            ``gamma``/``beta``, class token, position embedding, differential
+            attention's lambdas).
         clipnorm: global gradient norm clip (1 in the paper); None disables.
         layer_decay: optional layer-wise learning-rate decay in (0, 1]: block
             ``i`` of ``L`` gets ``layer_decay ** (L - i)``, the embedding
