@@ -140,7 +140,7 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
             LayerScale with them (the norms' scales play its part).
         parallel: the attention and the MLP read the same ``LN(x)`` and their sum is added once,
             ``x = x + DropPath(gamma * (MSA(LN(x)) + MLP(LN(x))))`` (ViT-22B's; timm's ``ParallelScalingBlock``): one norm
-            and one LayerScale.
+            and one LayerScale; ``dropout`` only after the MLP's activation there (timm's ``mlp_drop``).
         differential_lambda_init: None, or differential attention (timm's ``attn_layer='diff'``,
             :class:`~keras_vit.layers.diff_attention.DifferentialAttention`) with this ``lambda_init``.
 
@@ -296,9 +296,11 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
             y, scores = attention
         else:
             y, scores = attention, None
-        y = self.attention_dropout_layer(y, training=training)
-        if self.parallel:  # both branches read LN(x); their sum is scaled and added once
-            y = y + self._mlp(normalized, training)
+        if self.parallel:  # both branches read LN(x); their sum is scaled and added once. timm's ParallelScalingBlock
+            # drops out the MLP's hidden activations only: no dropout after either output projection
+            y = y + self._mlp(normalized, training, output_dropout=False)
+        else:
+            y = self.attention_dropout_layer(y, training=training)
         if self.res_post_norm:
             y = normalize(y, self.norm1)
         if self.layer_scale_1 is not None:
@@ -315,7 +317,7 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
         x = x + self.drop_path_layer(y, training=training)
         return (x, scores) if return_attention_scores else x
 
-    def _mlp(self, y, training):
+    def _mlp(self, y, training, output_dropout=True):
         if self.mlp_type == "glu":
             gate, y = ops.split(kernels.dense(y, self.mlp_dense_1), 2, axis=-1)
             y = kernels.activate(gate, self.activation, training=training) * y
@@ -325,7 +327,7 @@ class TransformerBlock(SublayerPolicies, keras.layers.Layer):
         if self.mlp_norm_layer is not None:
             y = kernels.layer_norm(y, self.mlp_norm_layer)
         y = kernels.dense(y, self.mlp_dense_2)
-        return self.mlp_dropout(y, training=training)
+        return self.mlp_dropout(y, training=training) if output_dropout else y
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)
