@@ -183,7 +183,8 @@ def _declared(resolved, expected, path, weights, tensors, labelled=False):
     parallel = _parallel(resolved, tensors, path)
     extra.update(parallel)
     # a head whose classes config.json names is a classifier, even with an all-zero bias (a fine-tuned CLIP tower)
-    projection = timm_config.head_is_projection(seen, tensors) and not labelled
+    conv_stem = resolved.get("conv_stem", (None, None))[0] is not None  # MobileCLIP's tower: its head is CLIP's too
+    projection = timm_config.head_is_projection(seen, tensors, conv_stem) and not labelled
     notes = []  # "key: what the conversion did", for the load report
     if resolved["architecture"][0] is None:
         notes.append("architecture inferred from the state dict's keys: no config.json names a timm architecture, so "
@@ -192,7 +193,7 @@ def _declared(resolved, expected, path, weights, tensors, labelled=False):
         notes.append(f"parallel blocks: {parallel['parallel_blocks'][1]}, attention and MLP side by side on one norm")
     if projection:
         extra["projection_dim"] = (int(shapes["head.weight"][0]), f"'head.weight' {tuple(shapes['head.weight'])} "
-                                   "with an all-zero 'head.bias' (CLIP's projection, as timm's _convert_openai_clip stores it)")
+                                   "with an all-zero 'head.bias' (CLIP's projection, as timm's _convert_openai_clip / _convert_mobileclip store it)")
         notes.append("projection/kernel: timm's 'head' with its all-zero bias is CLIP's bias-free projection (projection_dim)")
     if seen["pre_norm"][0] and "patch_embed.proj.bias" not in shapes:
         notes.append("embedding/bias: zeros: timm's pre-norm models have no patch-embedding bias (PatchEmbed(bias=not pre_norm)); exact")

@@ -333,11 +333,12 @@ def pooling_of(resolved, seen, path):
     return POOLING[pool], said
 
 
-def head_is_projection(seen, tensors):
-    """Whether ``head`` is CLIP's projection (keras_vit's ``projection_dim``): a pre-norm tower whose head bias is all
-    zeros. timm's ``_convert_openai_clip`` (and its OpenCLIP ``visual.head.proj`` path) put CLIP's bias-free ``proj``
-    into ``head.weight`` with ``head.bias = torch.zeros(...)``; a trained classifier's bias is never exactly zero."""
-    if not seen["pre_norm"][0] or "head.bias" not in tensors.shapes or "head_dist.weight" in tensors.shapes:
+def head_is_projection(seen, tensors, conv_stem=False):
+    """Whether ``head`` is CLIP's projection (keras_vit's ``projection_dim``): a pre-norm tower (or MobileCLIP's
+    ConvStem tower, ``conv_stem``) whose head bias is all zeros. timm's ``_convert_openai_clip`` (and its OpenCLIP
+    ``visual.head.proj`` path) put CLIP's bias-free ``proj`` into ``head.weight`` with ``head.bias = torch.zeros(...)``,
+    as ``_convert_mobileclip`` does MobileCLIP's ``classifier.proj``; a trained classifier's bias is never exactly zero."""
+    if not (seen["pre_norm"][0] or conv_stem) or "head.bias" not in tensors.shapes or "head_dist.weight" in tensors.shapes:
         return False
     return not np.any(tensors.array("head.bias"))
 
