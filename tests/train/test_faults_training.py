@@ -189,56 +189,44 @@ def test_resumed_run_writes_each_epoch_once_in_the_log(tmp_path):
     assert [r["epoch"] for r in csv.DictReader(open(log))] == ["0", "1", "2"]
 
 
-def test_a_run_killed_at_an_epochs_end_before_its_log_row_runs_that_epoch_again(tmp_path):
+class _KillAtEpochEnd(keras.callbacks.Callback):
+    """Raises at the end of epoch ``epoch``: between the backup and the log, as a kill during validation is."""
+
+    def __init__(self, epoch):
+        super().__init__()
+        self.epoch = epoch
+
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch == self.epoch:
+            raise KeyboardInterrupt("simulated kill")
+
+
+@pytest.mark.parametrize("loop", ["model.fit", "multi-worker"])
+def test_a_run_killed_at_an_epochs_end_before_its_log_row_runs_that_epoch_again(tmp_path, loop):
     """The backup of an epoch's last batch counted the epoch done before its validation and log row: a run killed in
-    between resumed at the next epoch, and the row of that epoch was never written."""
-    log = tmp_path / "log.csv"
-
-    def attempt(kill_at_end_of=None):
-        model, train = _compiled_small(12)
-
-        class Kill(keras.callbacks.Callback):  # between the backup and the log, as a kill during validation is
-            def on_epoch_end(self, epoch, logs=None):
-                if epoch == kill_at_end_of:
-                    raise KeyboardInterrupt("simulated kill")
-
-        callbacks = [Backup(str(tmp_path / "backup"), save_freq=4), Kill(), keras.callbacks.CSVLogger(str(log), append=True)]
-        return resumable.fit_resumable(model, train, epochs=3, steps_per_epoch=4, callbacks=callbacks, verbose=0)
-
-    with pytest.raises(KeyboardInterrupt):
-        attempt(kill_at_end_of=1)
-    assert [r["epoch"] for r in csv.DictReader(open(log))] == ["0"]
-    assert json.loads((tmp_path / "backup" / "training_metadata.json").read_text())["iterations"] == 4
-    history = attempt()
-    assert history["resumed_from_step"] == 4
-    assert [r["epoch"] for r in csv.DictReader(open(log))] == ["0", "1", "2"]
-
-
-def test_a_multi_worker_run_killed_at_an_epochs_end_before_its_log_row_runs_that_epoch_again(tmp_path):
-    """The same for the multi-worker loop's WorkerBackup (whose default backup is every epoch's last batch): it
-    was written before the epoch's validation and log row."""
+    between resumed at the next epoch, and the row of that epoch was never written. The same for the multi-worker
+    loop's WorkerBackup, whose default backup is every epoch's last batch."""
     from keras_vit.train import distribute
 
     log, strategy = tmp_path / "log.csv", tf.distribute.get_strategy()
 
     def attempt(kill_at_end_of=None):
         model, train = _compiled_small(12)
-
-        class Kill(keras.callbacks.Callback):  # between the backup and the log, as a kill during validation is
-            def on_epoch_end(self, epoch, logs=None):
-                if epoch == kill_at_end_of:
-                    raise KeyboardInterrupt("simulated kill")
-
-        backup = distribute.WorkerBackup(str(tmp_path / "backup"), strategy, save_freq=4, total_steps=12)
-        trainer = distribute.DistributedTrainer(model, strategy, 8)
-        callbacks = [backup, Kill(), keras.callbacks.CSVLogger(str(log), append=True)]
-        return resumable.fit_resumable(model, lambda context: train, epochs=3, steps_per_epoch=4, callbacks=callbacks,
-                                       verbose=0, fit=trainer.fit)
+        if loop == "model.fit":
+            backup, fit, data = Backup(str(tmp_path / "backup"), save_freq=4), None, train
+        else:
+            backup = distribute.WorkerBackup(str(tmp_path / "backup"), strategy, save_freq=4, total_steps=12)
+            fit, data = distribute.DistributedTrainer(model, strategy, 8).fit, (lambda context: train)
+        callbacks = [backup, _KillAtEpochEnd(kill_at_end_of), keras.callbacks.CSVLogger(str(log), append=True)]
+        return resumable.fit_resumable(model, data, epochs=3, steps_per_epoch=4, callbacks=callbacks, verbose=0, fit=fit)
 
     with pytest.raises(KeyboardInterrupt):
         attempt(kill_at_end_of=1)
     assert [r["epoch"] for r in csv.DictReader(open(log))] == ["0"]
-    assert tf.train.latest_checkpoint(str(tmp_path / "backup")).endswith("ckpt-4")
+    if loop == "model.fit":
+        assert json.loads((tmp_path / "backup" / "training_metadata.json").read_text())["iterations"] == 4
+    else:
+        assert tf.train.latest_checkpoint(str(tmp_path / "backup")).endswith("ckpt-4")
     history = attempt()
     assert history["resumed_from_step"] == 4
     assert [r["epoch"] for r in csv.DictReader(open(log))] == ["0", "1", "2"]
