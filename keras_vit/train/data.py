@@ -296,7 +296,9 @@ def make_pipeline(
             MixUp and CutMix refused).
         skip_batches: start at this batch of the (repeating) training stream, as ``.skip(skip_batches)`` of the
             pipeline does but without augmenting the skipped images, nor reading them for a split of
-            :func:`load_image_folder` (a resumed run, :func:`keras_vit.train.resumable.continue_from`).
+            :func:`load_image_folder` (a resumed run, :func:`keras_vit.train.resumable.continue_from`); with
+            RandAugment, MixUp or CutMix the skipped batches are read and augmented (Keras' layers draw from a
+            seed generator each batch advances), as ``.skip`` does.
 
     Returns:
         A batched, prefetched ``tf.data.Dataset`` of ``(images in [0, 255] of
@@ -345,6 +347,11 @@ def make_pipeline(
     options.deterministic = True
     ds = dataset.with_options(options)
 
+    # Keras' RandAugment / MixUp / CutMix draw from their own seed generators, a state each batch advances: the
+    # skipped batches go through them (read and augmented) so that batch n is the uninterrupted stream's batch n,
+    # and one batch at a time (parallel calls raced on the state: two builds of a seeded pipeline differed)
+    mixing = training and bool(randaugment or mixup or cutmix)
+    skip_early = 0 if mixing else skip_batches
     if training:
         entries = undecoded(dataset)
         decode = None
@@ -354,7 +361,7 @@ def make_pipeline(
         if repeat:
             ds = ds.repeat()
         randoms = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
-        ds = tf.data.Dataset.zip((ds, randoms)).skip(skip_batches * batch_size)  # batch n: elements n B on (repeating)
+        ds = tf.data.Dataset.zip((ds, randoms)).skip(skip_early * batch_size)  # batch n: elements n B on (repeating)
 
         def train_map(example, r):
             image, label = example if decode is None else decode(*example)
@@ -380,12 +387,12 @@ def make_pipeline(
     if num_classes:
         ds = ds.map(lambda image, label: (image, augment_lib.one_hot(label, num_classes)), num_parallel_calls=AUTOTUNE)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder, num_parallel_calls=AUTOTUNE)
-    if training and (randaugment or mixup or cutmix):
+    if mixing:
         augment_batch = augment_lib.batch_augmenter(randaugment, mixup, cutmix, seed=seed)
-        batch_randoms = tf.data.Dataset.random(seed=seed + 1, rerandomize_each_iteration=True).skip(skip_batches)
+        batch_randoms = tf.data.Dataset.random(seed=seed + 1, rerandomize_each_iteration=True)
         ds = tf.data.Dataset.zip((ds, batch_randoms)).map(
             lambda batch, r: augment_batch(*batch, tf.stack([r, tf.constant(seed, tf.int64)])),
-            num_parallel_calls=AUTOTUNE)
+            num_parallel_calls=None).skip(skip_batches)
     if image_dtype == "uint8":  # round to whole levels, saturating: one byte per channel to the device
         ds = ds.map(lambda image, label: (tf.cast(tf.round(tf.clip_by_value(tf.cast(image, tf.float32), 0.0, 255.0)), tf.uint8), label),
                     num_parallel_calls=AUTOTUNE)
