@@ -63,6 +63,10 @@ class Backup(keras.callbacks.BackupAndRestore):
     weights: the weights file holds the merged kernels, and Keras zeroes both factors when it loads one,
     which would leave the resumed run without a gradient to follow (a silent stall).
 
+    The states of the model's seed generators (stochastic depth, dropout: ``seeds-BATCHES.npz``, written before the
+    weights) are restored with them: the weights file leaves them out, and a resumed run drew its drop-path and
+    dropout masks from the generators' first states again (another run than the uninterrupted one, 1e-2 off).
+
     A state whose loss or weights are NaN or infinite (:func:`~keras_vit.train.divergence.nonfinite`) is
     not saved: the last good backup stays. A write that fails (a full disk)
     raises one ``OSError`` naming the backup, which is left as it was.
@@ -118,6 +122,9 @@ class Backup(keras.callbacks.BackupAndRestore):
             adapters = lora.lora_state(self.model)
             if adapters:
                 atomic_write(self._lora_path(iterations), lambda tmp: _write_npz(tmp, adapters))
+            seeds = seed_states(self.model)
+            if seeds:
+                atomic_write(self._seeds_path(batches), lambda tmp: _write_npz(tmp, seeds))
             save_weights(self.model, self._weights_path)
             metadata = {"epoch": self._current_epoch, "iterations": iterations}
             if batches != iterations:  # gradient accumulation: the batches, mid-update too
@@ -127,6 +134,9 @@ class Backup(keras.callbacks.BackupAndRestore):
             write_json(self._training_metadata_path, metadata)
             for old in self._lora_files():
                 if old != self._lora_path(iterations):
+                    os.remove(old)
+            for old in self._seeds_files():
+                if old != self._seeds_path(batches):
                     os.remove(old)
         except OSError as error:  # e.g. ENOSPC: one line, not pages of h5py errors; the old backup is intact
             raise OSError(
@@ -158,7 +168,17 @@ class Backup(keras.callbacks.BackupAndRestore):
             ) from None
         if lora.lora_layers(self.model):
             self._restore_lora()
-        return batches_taken(self.model.optimizer)
+        batches = batches_taken(self.model.optimizer)
+        if os.path.isfile(self._seeds_path(batches)):  # absent from the backups of older keras_vit versions
+            with np.load(self._seeds_path(batches)) as arrays:
+                restore_seed_states(self.model, dict(arrays))
+        return batches
+
+    def _seeds_path(self, batches):
+        return os.path.join(self.backup_dir, f"seeds-{batches}.npz")
+
+    def _seeds_files(self):
+        return glob.glob(os.path.join(glob.escape(self.backup_dir), "seeds-*.npz"))
 
     def _lora_path(self, iterations):
         return os.path.join(self.backup_dir, f"lora-{iterations}.npz")
@@ -178,11 +198,36 @@ class Backup(keras.callbacks.BackupAndRestore):
             lora.restore_lora_state(self.model, dict(arrays), where=path)
 
     def remove(self):
-        for path in (self._weights_path, self._training_metadata_path, *self._lora_files()):
+        for path in (self._weights_path, self._training_metadata_path, *self._lora_files(), *self._seeds_files()):
             if os.path.exists(path):
                 os.remove(path)
         if os.path.isdir(self.backup_dir) and not os.listdir(self.backup_dir):
             os.rmdir(self.backup_dir)
+
+
+def _seed_generators(model):
+    """The seed generators of ``model``'s layers (stochastic depth, dropout), in the layers' order, each once."""
+    generators, seen = [], set()
+    for layer in model._flatten_layers(include_self=True):
+        for generator in getattr(layer, "_seed_generators", None) or ():
+            if id(generator) not in seen:
+                seen.add(id(generator))
+                generators.append(generator)
+    return generators
+
+
+def seed_states(model):
+    """``{index: state}`` of ``model``'s seed generators, which ``model.save_weights`` leaves out."""
+    return {str(i): keras.ops.convert_to_numpy(g.state.value) for i, g in enumerate(_seed_generators(model))}
+
+
+def restore_seed_states(model, states):
+    """Put back the states :func:`seed_states` gave (a model with other generators: left as they are)."""
+    generators = _seed_generators(model)
+    if sorted(states, key=int) != [str(i) for i in range(len(generators))]:
+        return
+    for i, generator in enumerate(generators):
+        generator.state.assign(states[str(i)])
 
 
 def _write_npz(path, arrays):
