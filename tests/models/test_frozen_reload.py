@@ -68,3 +68,22 @@ def test_a_layer_built_frozen_freezes_its_sublayers():
     block = keras_vit.TransformerBlock(num_heads=2, mlp_dim=16, trainable=False)
     block(keras.ops.ones((1, 3, 8)))
     assert block.weights and not [v.path for v in block.weights if v.trainable]
+
+
+@pytest.mark.parametrize("name", ["vit", "hybrid"])
+def test_a_sublayer_frozen_inside_a_trainable_layer_stays_frozen(name, tmp_path):
+    """block.attention.trainable = False (fine-tune the MLPs only), a ResidualUnit's first convolution: the sublayers
+    a keras_vit layer creates are not in the model's config, so they came back trainable and fit trained them."""
+    model = keras_vit.build_model(keras_vit.ViTConfig.from_dict(MODELS[name]))
+    block = model.get_layer("transformer_block_0")
+    block.attention.trainable = False
+    block.mlp_dense_1.trainable = False
+    if name == "hybrid":
+        unit = next(layer for layer in model.layers if "unit" in layer.name)
+        unit._flatten_layers(include_self=False, recursive=False)[0].trainable = False
+    expected = trainable_paths(model)
+    assert expected and len(expected) < len(model.weights)
+    for how, loaded in {**revived(model, tmp_path), "clone_model": keras.models.clone_model(model)}.items():
+        assert trainable_paths(loaded) == expected, how
+    assert "frozen_sublayers" not in keras_vit.build_model(keras_vit.ViTConfig.from_dict(MODELS[name])).get_layer(
+        "transformer_block_0").get_config()  # saved only when set
