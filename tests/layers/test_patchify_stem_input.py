@@ -10,7 +10,6 @@ model (``ViTConfig.grid_for``) already refused the size.
 import numpy as np
 import pytest
 
-import keras
 import keras_vit
 from keras_vit.layers.patching import StemInputCheck
 

@@ -13,7 +13,6 @@ import sys
 import numpy as np
 import pytest
 
-import keras
 import keras_vit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -138,10 +138,10 @@ def test_set_precision():
         keras.mixed_precision.set_global_policy("float32")
 
 
-def _run(output, epochs, steps, interrupt_at=None, seed=0, verbose=0, ema=None):
+def _run(output, epochs, steps, interrupt_at=None, seed=0, verbose=0, ema=None, model_fn=small_classifier, lr=1e-3):
     keras.utils.set_random_seed(seed)
-    model = small_classifier()
-    optimizer = optimizers.build_optimizer(1e-3, epochs * steps, 2, ema=ema)
+    model = model_fn()
+    optimizer = optimizers.build_optimizer(lr, epochs * steps, 2, ema=ema)
     model_setup.compile_model(model, optimizer, 0.1)
     def train():  # a builder, as the training job passes it
         return data.make_pipeline(_dataset(), 32, 8, training=True, num_classes=5, seed=seed, repeat=True)
@@ -279,3 +279,30 @@ def test_short_real_run_on_offline_mnist_learns(tmp_path):
     model.fit(train, steps_per_epoch=steps, epochs=1, verbose=0)
     result = model.evaluate(data.make_pipeline(dataset.test, 28, 500, num_classes=10), verbose=0, return_dict=True)
     assert result["accuracy"] > 0.6, result
+
+
+def _masked_model():
+    """A classifier with a stochastic-depth branch and dropout: masks drawn from seed generators."""
+    from keras_vit.layers import StochasticDepth
+
+    inputs = keras.Input((32, 32, 3))
+    x = keras.layers.Dense(16)(keras.layers.Flatten()(keras.layers.Rescaling(1 / 255)(inputs)))
+    x = x + StochasticDepth(0.5, seed=1, name="drop_path")(keras.layers.Dense(16)(x))
+    x = keras.layers.Dropout(0.5, seed=2)(x)
+    return keras.Model(inputs, keras.layers.Dense(5, activation="softmax", name="head")(x))
+
+
+def test_a_resumed_run_draws_the_uninterrupted_runs_drop_path_and_dropout_masks(tmp_path):
+    """``model.save_weights`` leaves the layers' seed generators out, so a run resumed from a backup drew its masks
+    from the generators' first states again: every ``keras-vit train`` recipe but fine-tuning's has drop_path=0.1, and
+    a resumed CLI run ended 1e-2 off the uninterrupted run's weights (exact with --drop-path 0). Backup's
+    seeds-BATCHES.npz keeps them."""
+    run = dict(epochs=3, steps=4, model_fn=_masked_model, lr=1e-2)
+    reference, _ = _run(tmp_path / "straight", **run)
+    with pytest.raises(KeyboardInterrupt):
+        _run(tmp_path / "killed", interrupt_at=7, **run)  # the backup of step 6
+    assert sorted(p.name for p in (tmp_path / "killed" / "backup").glob("seeds-*.npz")) == ["seeds-6.npz"]
+    model, _ = _run(tmp_path / "killed", **run)
+    for got, want in zip(model.get_weights(), reference.get_weights()):
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+    assert not (tmp_path / "killed" / "backup").exists()
