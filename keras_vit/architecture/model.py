@@ -19,6 +19,7 @@ import keras
 from keras_vit.architecture.config import ViTConfig
 from keras_vit.architecture import naflex
 from keras_vit.architecture.graph import build_graph
+from keras_vit.architecture.state import model_state
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
@@ -44,9 +45,19 @@ class VisionTransformer(keras.Model):
     def _config_of_same_graph(self):
         """The ``vit_config`` of a live model with this model's graph (``keras.models.clone_model``'s copies)."""
         graph = _graph(self)
-        for model in list(_LIVE):
-            if model is not self and _graph(model) == graph:
+        same = [model for model in list(_LIVE) if model is not self and _graph(model) == graph]
+        own = bool(model_state(self).lora_layers)
+        for model in same:  # a model of this graph whose LoRA factors the copy has too (or neither has)
+            if bool(model_state(model).lora_layers) == own:
                 return model.vit_config
+        if same:  # factors that no layer config holds: a clone of a LoRA model would be a plain one
+            adapted = model_state(same[0]).lora_layers
+            raise ValueError(
+                f"Model {same[0].name!r} has LoRA factors ({len(adapted)} layers, e.g. {adapted[0]!r}) that "
+                "keras.models.clone_model does not copy (they are not in the layers' configs): the copy would be a "
+                "plain model, every weight trainable. Clone it before keras_vit.enable_lora and enable LoRA on the "
+                "copy, or clone keras_vit.merge_lora(model)."
+            )
         raise ValueError(
             f"A VisionTransformer needs its `vit_config`; model {self.name!r} was built without one (as "
             "keras.models.clone_model builds its copy) and its graph is that of no keras_vit model in this process "

@@ -53,3 +53,14 @@ def test_a_model_built_on_a_users_input_clones():
     """clone_model names its new keras.Input after the tensor ("keras_tensor_N"), not the input layer."""
     model = keras_vit.ViT(**SMALL, input_tensor=keras.Input((32, 32, 3)))
     assert keras.models.clone_model(model).vit_config == model.vit_config
+
+
+def test_a_lora_model_is_not_cloned_into_a_plain_one():
+    """keras.models.clone_model of a model with LoRA factors gave a plain model without a word (the factors are in no
+    layer config): every weight of the copy trainable, and set_weights of the original failed on the count."""
+    model = keras_vit.ViT(image_size=32, patch_size=8, hidden_size=32, num_layers=1, num_heads=2, mlp_dim=64, num_classes=3)
+    keras_vit.enable_lora(model, rank=2)
+    with pytest.raises(ValueError, match=r"has LoRA factors .* keras.models.clone_model does not copy"):
+        keras.models.clone_model(model)
+    merged = keras_vit.merge_lora(model)  # a plain model of the same graph as the LoRA one, still live: its config
+    assert keras.models.clone_model(merged).vit_config == merged.vit_config
