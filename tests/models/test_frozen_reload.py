@@ -50,7 +50,7 @@ def test_a_partly_frozen_model_keeps_its_frozen_layers_frozen(name, tmp_path):
 def test_a_frozen_backbone_inside_a_larger_model_stays_frozen_and_unfreezes(tmp_path):
     backbone = keras_vit.build_model(keras_vit.ViTConfig.from_dict(dict(MODELS["vit"], include_top=False)))
     inputs = keras.Input((32, 32, 3))
-    model = keras.Model(inputs, keras.layers.Dense(2)(backbone(inputs)))
+    model = keras.Model(inputs, keras.layers.Dense(2, name="dense")(backbone(inputs)))  # named: Keras numbers others
     backbone.trainable = False
     assert trainable_paths(model) == ["dense/bias", "dense/kernel"]
     loaded = revived(model, tmp_path)["keras.saving.load_model"]
