@@ -54,9 +54,10 @@ def stem(x, config):
     if config.stem == "resnet":
         return resnet_stem(x, config.block_units, config.width, config.resnet_norms)
     for i, channels in enumerate(config.stem_channels):
-        # 3 x 3 (stride 1, then 2), or patchify convolutions of a kernel their stride (MobileCLIP's ConvStem)
-        kernel = stride = config.stem_strides[i] if config.stem_strides else None
-        kernel, stride = (kernel, stride) if kernel else (3, 1 if i == 0 else 2)
+        if config.stem_strides:  # patchify convolutions, a kernel their stride (MobileCLIP's ConvStem)
+            kernel = stride = config.stem_strides[i]
+        else:  # 3 x 3, stride 1 then 2
+            kernel, stride = 3, 1 if i == 0 else 2
         x = keras.layers.Conv2D(channels, kernel, strides=stride, padding="same", use_bias=False, name=f"stem_conv_{i}")(x)
         # momentum 0.9 (PyTorch's 0.1): Keras' 0.99 left the moving statistics far from the batches' after a short
         # run (3 epochs of the main job: 16.7 % test accuracy at 56 % training accuracy; 66.5 % with 0.9)
