@@ -138,4 +138,5 @@ def test_a_model_args_img_size_does_not_size_the_naflex_table(tmp_path):
     sized = keras_vit.from_pretrained(folder, include_top=False, max_patches=20)
     rng = np.random.default_rng(2)
     batch = naflex_grid.batch([rng.uniform(0, 255, (12, 24, 3)).astype("float32")], 4, 20)
-    np.testing.assert_array_equal(np.asarray(sized(batch)), np.asarray(plain(batch)))
+    # the same model twice: one CPU gives the same bits, but no computed float is compared exactly (the house rule)
+    np.testing.assert_allclose(np.asarray(sized(batch)), np.asarray(plain(batch)), rtol=0, atol=1e-6)
