@@ -16,7 +16,7 @@ from keras_vit.weights import config as config_lib
 from keras_vit.weights import declared as declared_lib
 from keras_vit.weights import timm_eva, timm_naflex
 from keras_vit.weights.declared import declare
-from keras_vit.weights.timm_models import DEFAULTS, KERAS_VIT_NAMES, NEUTRAL, SWITCHES, lacking, lacking_with, registered, registration, switch_lacking, table
+from keras_vit.weights.timm_models import BLOCK_ARGS, DEFAULTS, KERAS_VIT_NAMES, NEUTRAL, SWITCHES, block_fields, lacking, lacking_with, registered, registration, switch_lacking, table
 
 GLU_LAYERS = ("SwiGLUPacked", "swiglu_packed")  # timm.layers.SwiGLUPacked: GluMlp(gate_last=False), act(x1) * x2
 SWIGLU_LAYERS = ("SwiGLU", "swiglu")  # timm.layers.SwiGLU: fc1_g, fc1_x of int(dim * mlp_ratio), act(fc1_g x) * fc1_x x
@@ -110,16 +110,14 @@ def resolve(config, path, architecture=None):
         if name in timm_eva.EVA_ARGS and not (name in DEFAULTS or name in NEUTRAL or name in timm_eva.ROPE_ARGS):
             continue  # Eva's own (use_fc_norm, num_reg_tokens...): in what the registration's read derives from them
         resolved[name] = (value, f"model_args.{name}={value!r}")
-    if model_args.get("block_fn") == "ResPostBlock":
-        resolved["res_post_norm"] = (True, "model_args.block_fn='ResPostBlock'")
-    if model_args.get("block_fn") in ("ParallelScalingBlock", "DiffParallelScalingBlock"):
-        resolved["parallel_blocks"] = (True, f"model_args.block_fn={model_args['block_fn']!r}")
-    if model_args.get("block_fn") == "DiffParallelScalingBlock" or model_args.get("attn_layer") == "diff":
-        said = "model_args.block_fn='DiffParallelScalingBlock'" if model_args.get("block_fn") == "DiffParallelScalingBlock" else "model_args.attn_layer='diff'"
-        resolved["differential_attention"] = (True, said)
-    block_fn = model_args.get("block_fn", ((registration(architecture) or {}).get("args") or {}).get("block_fn"))
-    if block_fn == "ParallelScalingBlock" and model_args.get("attn_layer") == "diff":  # its attention is its own
-        resolved["differential_attention"] = (False, "model_args.attn_layer='diff' (timm's ParallelScalingBlock ignores it)")
+    blocks = {name: model_args[name] for name in BLOCK_ARGS if name in model_args}
+    if blocks:  # the blocks' kind model_args restates or changes, read with the registration's (block_fields)
+        registered_args = (registration(architecture) or {}).get("args") or {}
+        said = ", ".join(f"model_args.{name}={value!r}" for name, value in blocks.items())
+        kind = {name: blocks.get(name, registered_args.get(name)) for name in BLOCK_ARGS}
+        for field, value in block_fields(kind["block_fn"], kind["attn_layer"]).items():
+            if resolved[field][0] != value:  # what the registration already says keeps its words
+                resolved[field] = (value, said)
     if resolved["pool_include_prefix"][0] and resolved["global_pool"][0] in ("token", ""):  # timm's pool() reads it
         resolved["pool_include_prefix"] = (False, f"{resolved['global_pool'][1]} (timm's token pooling ignores pool_include_prefix)")
     if resolved["res_post_norm"][0] and resolved["init_values"][0] is not None:  # ResPostBlock's norms' initial scale

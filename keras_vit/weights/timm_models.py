@@ -156,13 +156,8 @@ def _read(architecture, eva_model_args=None):
                 out["act_layer"] = act
         elif name in DEFAULTS or name in NEUTRAL or name in timm_eva.ROPE_ARGS or name in timm_naflex.ARGS:
             out[name] = value
-        elif name == "block_fn" and value == "ResPostBlock":  # x + norm(branch(x)); its init_values scale the norms
-            out["res_post_norm"] = True
-        elif name == "block_fn" and value in ("ParallelScalingBlock", "DiffParallelScalingBlock"):
-            out["parallel_blocks"] = True  # ViT-22B's: x + ls(MSA(LN(x)) + MLP(LN(x))), with differential attention
-            out["differential_attention"] = out.get("differential_attention") or value == "DiffParallelScalingBlock"
-        elif name == "attn_layer" and value == "diff":  # timm's DiffAttention, its lambda_init by the block's index
-            out["differential_attention"] = True
+        elif name in BLOCK_ARGS and switch_lacking(name, value) is None:
+            continue  # read together below (block_fields)
         elif name in ("norm_layer", "embed_norm_layer"):
             continue  # read together below: the patch norm is keras_vit's only where it is the blocks' norm
         elif name == "embed_layer" and timm_hybrid.is_conv_stem(value):  # MobileCLIP's ConvStem: keras_vit's conv stem
@@ -178,6 +173,7 @@ def _read(architecture, eva_model_args=None):
             lacking += filter(None, [switch_lacking(name, value)])
         else:
             lacking.append(f"timm argument {name}={value!r}, which keras_vit does not know")
+    out.update(block_fields(args.get("block_fn"), args.get("attn_layer")))
     lacking += _norms(args, out)
     if out.get("res_post_norm"):  # ResPostBlock and Eva's post-norm block have no LayerScale: init_values is no switch
         out["init_values"] = None
@@ -192,6 +188,31 @@ def _read(architecture, eva_model_args=None):
         if size:
             out["img_size"] = size[1] if size[1] == size[2] else list(size[1:])
     return out, tuple(lacking)
+
+
+BLOCK_ARGS = ("block_fn", "attn_layer")  # timm's arguments of the blocks' kind, read together by block_fields
+PARALLEL_BLOCKS = ("ParallelScalingBlock", "DiffParallelScalingBlock")
+
+
+def block_fields(block_fn, attn_layer):
+    """The keras_vit switches timm's ``block_fn`` and ``attn_layer`` (values :data:`SWITCHES` accepts) turn on:
+    ``ResPostBlock`` is ``res_post_norm`` (x + norm(branch(x)); its init_values scale the norms), a parallel block
+    ``parallel_blocks`` (ViT-22B's x + ls(MSA(LN(x)) + MLP(LN(x)))), ``DiffParallelScalingBlock`` and ``attn_layer='diff'``
+    beside a sequential block ``differential_attention`` (timm's DiffAttention, its lambda_init by the block's index;
+    ``ParallelScalingBlock`` ignores ``attn_layer``: its attention is its own).
+
+    Example:
+    >>> block_fields("DiffParallelScalingBlock", None), block_fields("ParallelScalingBlock", "diff"), block_fields(None, "diff")
+    ({'parallel_blocks': True, 'differential_attention': True}, {'parallel_blocks': True}, {'differential_attention': True})
+    """
+    fields = {}
+    if block_fn == "ResPostBlock":
+        fields["res_post_norm"] = True
+    if block_fn in PARALLEL_BLOCKS:
+        fields["parallel_blocks"] = True
+    if block_fn == "DiffParallelScalingBlock" or (attn_layer == "diff" and block_fn not in PARALLEL_BLOCKS):
+        fields["differential_attention"] = True
+    return fields
 
 
 def switch_lacking(name, value):
